@@ -1,0 +1,187 @@
+import { randomUUID } from 'node:crypto';
+
+import { asObject, validateDefaultTtl, validateId } from './documents';
+import { badRequest, conflict, notFound } from './errors';
+import type { ItemContainer, StoredItem } from './items';
+import type { PartitionKeyDefinition } from './partitionKey';
+
+/**
+ * Databases and containers, in memory. Resource ids (`_rid`) nest like Cosmos DB's: a container's
+ * rid starts with its database's bytes and an item's with its container's.
+ */
+export class ContainerState implements ItemContainer {
+  readonly items = new Map<string, StoredItem>();
+  private documentSequence = 0;
+  private properties: Record<string, unknown>;
+
+  constructor(
+    readonly database: DatabaseState,
+    readonly id: string,
+    private readonly ridBytes: Buffer,
+    readonly partitionKey: PartitionKeyDefinition,
+    definition: Record<string, unknown>,
+    nowMs: number,
+  ) {
+    this.properties = this.describe(definition, nowMs);
+  }
+
+  get rid(): string {
+    return encodeRid(this.ridBytes);
+  }
+
+  get selfLink(): string {
+    return `dbs/${this.database.rid}/colls/${this.rid}/`;
+  }
+
+  get defaultTtl(): number | undefined {
+    return this.properties.defaultTtl as number | undefined;
+  }
+
+  get resource(): Record<string, unknown> {
+    return this.properties;
+  }
+
+  nextDocumentRid(): string {
+    const bytes = Buffer.alloc(8);
+    bytes.writeBigUInt64BE(BigInt(++this.documentSequence));
+    return encodeRid(Buffer.concat([this.ridBytes, bytes]));
+  }
+
+  replace(definition: Record<string, unknown>, nowMs: number): void {
+    const requested = definition.partitionKey as { paths?: unknown } | undefined;
+    if (
+      requested?.paths !== undefined &&
+      JSON.stringify(requested.paths) !== JSON.stringify(this.partitionKey.paths)
+    ) {
+      throw badRequest('The partition key of a container cannot be changed.');
+    }
+    this.properties = this.describe(definition, nowMs);
+  }
+
+  private describe(definition: Record<string, unknown>, nowMs: number): Record<string, unknown> {
+    const defaultTtl = validateDefaultTtl(definition.defaultTtl);
+    return {
+      id: this.id,
+      indexingPolicy: definition.indexingPolicy ?? {
+        indexingMode: 'consistent',
+        automatic: true,
+        includedPaths: [{ path: '/*' }],
+        excludedPaths: [{ path: '/"_etag"/?' }],
+      },
+      partitionKey: this.partitionKey,
+      ...(defaultTtl === undefined ? {} : { defaultTtl }),
+      conflictResolutionPolicy: {
+        mode: 'LastWriterWins',
+        conflictResolutionPath: '/_ts',
+        conflictResolutionProcedure: '',
+      },
+      geospatialConfig: { type: 'Geography' },
+      _rid: this.rid,
+      _ts: Math.floor(nowMs / 1000),
+      _self: this.selfLink,
+      _etag: `"${randomUUID()}"`,
+      _docs: 'docs/',
+      _sprocs: 'sprocs/',
+      _triggers: 'triggers/',
+      _udfs: 'udfs/',
+      _conflicts: 'conflicts/',
+    };
+  }
+}
+
+export class DatabaseState {
+  readonly containers = new Map<string, ContainerState>();
+  private containerSequence = 0;
+  readonly resource: Record<string, unknown>;
+
+  constructor(
+    readonly id: string,
+    private readonly ridBytes: Buffer,
+    nowMs: number,
+  ) {
+    this.resource = {
+      id,
+      _rid: this.rid,
+      _self: `dbs/${this.rid}/`,
+      _etag: `"${randomUUID()}"`,
+      _colls: 'colls/',
+      _users: 'users/',
+      _ts: Math.floor(nowMs / 1000),
+    };
+  }
+
+  get rid(): string {
+    return encodeRid(this.ridBytes);
+  }
+
+  container(id: string): ContainerState {
+    const container = this.containers.get(id);
+    if (!container) throw notFound(`Container '${id}' does not exist in database '${this.id}'.`);
+    return container;
+  }
+
+  createContainer(body: unknown, nowMs: number): ContainerState {
+    const definition = asObject(body);
+    const id = validateId(definition.id);
+    if (this.containers.has(id)) throw conflict(`Container '${id}' already exists.`);
+    const partitionKey = parsePartitionKeyDefinition(definition.partitionKey);
+    const bytes = Buffer.alloc(4);
+    bytes.writeUInt32BE(0x80000000 + ++this.containerSequence);
+    const container = new ContainerState(
+      this,
+      id,
+      Buffer.concat([this.ridBytes, bytes]),
+      partitionKey,
+      definition,
+      nowMs,
+    );
+    this.containers.set(id, container);
+    return container;
+  }
+}
+
+export class AccountState {
+  readonly databases = new Map<string, DatabaseState>();
+  private databaseSequence = 0;
+
+  database(id: string): DatabaseState {
+    const database = this.databases.get(id);
+    if (!database) throw notFound(`Database '${id}' does not exist.`);
+    return database;
+  }
+
+  createDatabase(body: unknown, nowMs: number): DatabaseState {
+    const id = validateId(asObject(body).id);
+    if (this.databases.has(id)) throw conflict(`Database '${id}' already exists.`);
+    const bytes = Buffer.alloc(4);
+    bytes.writeUInt32BE(++this.databaseSequence);
+    const database = new DatabaseState(id, bytes, nowMs);
+    this.databases.set(id, database);
+    return database;
+  }
+}
+
+function parsePartitionKeyDefinition(raw: unknown): PartitionKeyDefinition {
+  const definition = (raw ?? {}) as { paths?: unknown; kind?: unknown; version?: unknown };
+  const paths = definition.paths;
+  if (
+    !Array.isArray(paths) ||
+    paths.length === 0 ||
+    paths.length > 3 ||
+    !paths.every((p): p is string => typeof p === 'string' && p.startsWith('/') && p.length > 1)
+  ) {
+    throw badRequest('A container needs a partitionKey with 1 to 3 paths, each starting with "/".');
+  }
+  const kind = definition.kind ?? (paths.length > 1 ? 'MultiHash' : 'Hash');
+  if (kind !== 'Hash' && kind !== 'MultiHash')
+    throw badRequest(`Unknown partition key kind ${JSON.stringify(kind)}.`);
+  if (kind === 'Hash' && paths.length > 1)
+    throw badRequest('A Hash partition key has exactly one path; use MultiHash.');
+  const version = definition.version ?? (kind === 'MultiHash' ? 2 : 1);
+  if (version !== 1 && version !== 2)
+    throw badRequest(`Unknown partition key version ${JSON.stringify(version)}.`);
+  return { paths, kind, version };
+}
+
+/** Cosmos DB rids are base64 with '/' replaced by '-', so they are safe in a path segment. */
+const encodeRid = (bytes: Buffer): string => bytes.toString('base64').replace(/\//g, '-');

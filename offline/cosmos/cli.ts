@@ -1,0 +1,45 @@
+import { parseArgs } from 'node:util';
+
+import { DEFAULT_KEY, start } from './server';
+
+const usage = `Usage: npm run cosmos -- [--port 8081] [--host 127.0.0.1] [--key <base64>] [--latency-ms 0]
+
+Starts the local Cosmos DB server (in memory; data is lost when it stops) and runs until interrupted.`;
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      port: { type: 'string', default: process.env.LOCAL_COSMOS_PORT ?? '8081' },
+      host: { type: 'string', default: '127.0.0.1' },
+      key: { type: 'string', default: process.env.LOCAL_COSMOS_KEY ?? DEFAULT_KEY },
+      'latency-ms': { type: 'string', default: '0' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help) {
+    console.log(usage);
+    return;
+  }
+  const port = Number(values.port);
+  const latencyMs = Number(values['latency-ms']);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`--port must be 0..65535; got '${values.port}'.`);
+  if (!Number.isFinite(latencyMs) || latencyMs < 0)
+    throw new Error(`--latency-ms must be >= 0; got '${values['latency-ms']}'.`);
+
+  const server = await start({ port, host: values.host, key: values.key, latencyMs });
+  console.log(`Local Cosmos DB server listening (in memory, plain http).`);
+  console.log(`  COSMOS_ENDPOINT=${server.endpoint}`);
+  console.log(`  COSMOS_KEY=${server.key}`);
+  console.log(`Press Ctrl+C to stop.`);
+  const stop = (): void => {
+    void server.stop().then(() => process.exit(0));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+main().catch((error: unknown) => {
+  console.error(`local cosmos: ${(error as Error).message}`);
+  process.exit(1);
+});

@@ -1,0 +1,120 @@
+/**
+ * Faults injected into the local server at run time, so tests can reproduce what production does:
+ * throttling, outages, slowness, and the ambiguous case where a write commits but its response is lost.
+ */
+export const FAULT_TARGETS = ['read', 'write', 'batch', 'query', 'metadata'] as const;
+export type FaultTarget = (typeof FAULT_TARGETS)[number];
+
+interface FaultSelection {
+  /** Which requests the fault applies to; default: every data request (read, write, batch, query). */
+  on?: FaultTarget | readonly FaultTarget[];
+  /** Let this many matching requests through before the fault starts; default 0. */
+  skip?: number;
+  /** Stop after firing this many times; default: no limit. */
+  times?: number;
+  /** Chance that a matching request is hit, from the server's seeded random source; default 1. */
+  probability?: number;
+}
+
+export type FaultRule = FaultSelection &
+  (
+    | { kind: 'throttle'; /** `x-ms-retry-after-ms` sent with the 429; default 10. */ retryAfterMs?: number }
+    | { kind: 'unavailable' }
+    | { kind: 'latency'; ms: number }
+    | { kind: 'dropResponseAfterCommit' }
+  );
+
+export interface FaultHandle {
+  /** How many requests this rule has hit so far. */
+  readonly hits: number;
+  remove(): void;
+}
+
+export interface FaultDecision {
+  delayMs: number;
+  /** 429 / 503 instead of processing, or drop the connection after processing. */
+  outcome?:
+    | { kind: 'throttle'; retryAfterMs: number }
+    | { kind: 'unavailable' }
+    | { kind: 'dropResponseAfterCommit' };
+}
+
+const DATA_TARGETS: readonly FaultTarget[] = ['read', 'write', 'batch', 'query'];
+
+class ActiveRule implements FaultHandle {
+  hits = 0;
+  private seen = 0;
+
+  constructor(
+    readonly rule: FaultRule,
+    private readonly owner: FaultInjector,
+  ) {}
+
+  matches(target: FaultTarget, random: () => number): boolean {
+    const targets = this.rule.on === undefined ? DATA_TARGETS : [this.rule.on].flat();
+    if (!targets.includes(target)) return false;
+    if (this.seen++ < (this.rule.skip ?? 0)) return false;
+    if (this.rule.times !== undefined && this.hits >= this.rule.times) return false;
+    if (this.rule.probability !== undefined && random() >= this.rule.probability) return false;
+    this.hits++;
+    return true;
+  }
+
+  remove(): void {
+    this.owner.remove(this);
+  }
+}
+
+export class FaultInjector {
+  private rules: ActiveRule[] = [];
+
+  constructor(private readonly random: () => number) {}
+
+  inject(rule: FaultRule): FaultHandle {
+    const active = new ActiveRule(rule, this);
+    this.rules.push(active);
+    return active;
+  }
+
+  remove(handle: FaultHandle): void {
+    this.rules = this.rules.filter((rule) => rule !== handle);
+  }
+
+  clear(): void {
+    this.rules = [];
+  }
+
+  decide(target: FaultTarget): FaultDecision {
+    const decision: FaultDecision = { delayMs: 0 };
+    for (const active of this.rules) {
+      const { rule } = active;
+      if (rule.kind !== 'latency' && decision.outcome) continue;
+      if (!active.matches(target, this.random)) continue;
+      switch (rule.kind) {
+        case 'latency':
+          decision.delayMs += rule.ms;
+          break;
+        case 'throttle':
+          decision.outcome = { kind: 'throttle', retryAfterMs: rule.retryAfterMs ?? 10 };
+          break;
+        case 'unavailable':
+        case 'dropResponseAfterCommit':
+          decision.outcome = { kind: rule.kind };
+          break;
+      }
+    }
+    return decision;
+  }
+}
+
+/** mulberry32: a small seeded generator, so a failing run can be replayed from its seed. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

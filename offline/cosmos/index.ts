@@ -1,0 +1,2 @@
+export type { FaultHandle, FaultRule, FaultTarget } from './faults';
+export { DEFAULT_KEY, type LocalCosmos, type LocalCosmosOptions, start } from './server';

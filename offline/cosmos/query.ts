@@ -1,0 +1,105 @@
+import createQuery, { SyntaxError as QuerySyntaxError } from '@zeit/cosmosdb-query';
+
+import { badRequest } from './errors';
+
+/**
+ * The SQL engine is @zeit/cosmosdb-query (it compiles a query to JavaScript). Compiled queries are
+ * cached because the same few query texts (and patch conditions) arrive on every request.
+ */
+type CompiledQuery = ReturnType<typeof createQuery>;
+const cache = new Map<string, CompiledQuery>();
+const CACHE_SIZE = 500;
+
+export interface QueryParameter {
+  name: string;
+  value: unknown;
+}
+
+export interface QuerySpec {
+  query: string;
+  parameters?: QueryParameter[];
+}
+
+export interface QueryPage {
+  documents: unknown[];
+  /** Opaque text for `x-ms-continuation`; absent on the last page. */
+  continuation?: string;
+}
+
+export function parseQuerySpec(body: unknown): QuerySpec {
+  const spec = (body ?? {}) as Partial<QuerySpec>;
+  if (typeof spec.query !== 'string' || spec.query.trim() === '') {
+    throw badRequest('The query body must be an object with a non-empty "query" string.');
+  }
+  if (spec.parameters !== undefined && !Array.isArray(spec.parameters)) {
+    throw badRequest('The query "parameters" must be an array of { name, value }.');
+  }
+  for (const parameter of spec.parameters ?? []) {
+    if (typeof parameter?.name !== 'string' || !parameter.name.startsWith('@')) {
+      throw badRequest(`Query parameter names must start with '@'; got ${JSON.stringify(parameter?.name)}.`);
+    }
+  }
+  return spec as QuerySpec;
+}
+
+export function runQuery(
+  items: readonly unknown[],
+  spec: QuerySpec,
+  page: { maxItemCount?: number; continuation?: string },
+): QueryPage {
+  const compiled = compile(spec.query);
+  let continuation: { token: string } | undefined;
+  if (page.continuation !== undefined) {
+    try {
+      continuation = JSON.parse(page.continuation) as { token: string };
+    } catch {
+      throw badRequest(`Invalid continuation token '${page.continuation}'.`);
+    }
+  }
+  const result = execute(
+    () =>
+      compiled.exec(items as object[], {
+        parameters: (spec.parameters ?? []).map(({ name, value }) => ({ name, value })),
+        ...(page.maxItemCount === undefined ? {} : { maxItemCount: page.maxItemCount }),
+        ...(continuation === undefined ? {} : { continuation }),
+      }) as { result: unknown[]; continuation: unknown },
+  );
+  return {
+    documents: result.result,
+    ...(result.continuation ? { continuation: JSON.stringify(result.continuation) } : {}),
+  };
+}
+
+/** True when `from c where <predicate>` holds for the document (the patch condition form). */
+export function conditionHolds(document: unknown, condition: string): boolean {
+  if (!/^\s*from\s/i.test(condition)) {
+    throw badRequest(`A patch condition must have the form "from c where ..."; got '${condition}'.`);
+  }
+  const compiled = compile(`SELECT VALUE 1 ${condition}`);
+  const { result } = execute(() => compiled.exec([document as object]) as { result: unknown[] });
+  return result.length > 0;
+}
+
+function compile(text: string): CompiledQuery {
+  let compiled = cache.get(text);
+  if (compiled === undefined) {
+    try {
+      compiled = createQuery(text);
+      void compiled.code; // compile now, so syntax and semantic errors surface here
+    } catch (error) {
+      throw badRequest(`Syntax error in query '${text}': ${(error as Error).message}`);
+    }
+    if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+    cache.set(text, compiled);
+  }
+  return compiled;
+}
+
+function execute<T>(run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    if (error instanceof QuerySyntaxError) throw badRequest(`Syntax error: ${error.message}`);
+    throw badRequest(`The query could not be executed: ${(error as Error).message}`);
+  }
+}
