@@ -50,6 +50,8 @@ export interface LocalCosmos {
   };
   /** Removes expired items now rather than at the next sweep; returns how many were removed. */
   sweepExpired(): number;
+  /** Items physically held, expired or not (what the sweep has not removed yet). */
+  storedItemCount(): number;
   stop(): Promise<void>;
 }
 
@@ -402,6 +404,10 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
     key,
     faults: { inject: (rule) => faults.inject(rule), clear: () => faults.clear() },
     sweepExpired,
+    storedItemCount: () =>
+      [...account.databases.values()]
+        .flatMap((database) => [...database.containers.values()])
+        .reduce((count, container) => count + container.items.size, 0),
     stop: async () => {
       clearInterval(sweeper);
       server.closeAllConnections();

@@ -83,10 +83,16 @@ export async function rawRequest(
   target: Target,
   method: string,
   path: string,
-  options: { body?: string; headers?: Record<string, string>; sign?: boolean } = {},
+  options: {
+    body?: string;
+    headers?: Record<string, string>;
+    /** false: send no authorization header; a path: sign for that resource instead of `path`. */
+    sign?: false | { asPath: string };
+  } = {},
 ): Promise<RawResponse> {
   const date = new Date().toUTCString();
-  const segments = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const signedPath = options.sign ? options.sign.asPath : path;
+  const segments = signedPath.split('/').filter(Boolean).map(decodeURIComponent);
   const isFeed = segments.length % 2 === 1;
   const resourceType = segments.length === 0 ? '' : isFeed ? segments.at(-1)! : segments.at(-2)!;
   const resourceLink = (isFeed ? segments.slice(0, -1) : segments).join('/');
