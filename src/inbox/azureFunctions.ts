@@ -1,0 +1,147 @@
+import type { Container } from '@azure/cosmos';
+import type { InvocationContext, Timer } from '@azure/functions';
+
+import type { Consumer } from './consumer';
+import { toDelivery } from './delivery';
+import { PoisonMessageError, TransientStoreError } from './errors';
+import { processDelivery, type ProcessDependencies } from './process';
+import { purgeExpiredMarkers } from './purge';
+import type { Settings } from './settings';
+import type { InboxTelemetry, Outcome } from './telemetry';
+
+/** What the Azure Functions adapters need, built once per process (see src/app.ts). */
+export interface InboxRuntime {
+  container: Container;
+  settings: Settings;
+  telemetry: InboxTelemetry;
+  dependencies: ProcessDependencies;
+}
+
+export type ServiceBusHandler = (message: unknown, context: InvocationContext) => Promise<void>;
+export type TimerHandler = (timer: Timer, context: InvocationContext) => Promise<void>;
+
+/**
+ * The Service Bus trigger handler for a consumer. Returning completes the message; throwing
+ * abandons it (Service Bus redelivers it, and dead-letters it after maxDeliveryCount).
+ */
+export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntime): ServiceBusHandler {
+  return async (message, context) => {
+    const { settings, telemetry, dependencies } = runtime();
+    const delivery = toDelivery(message, context);
+    const started = performance.now();
+    const fields = {
+      consumer: consumer.name,
+      messageId: delivery.messageId ?? null,
+      deliveryCount: delivery.deliveryCount,
+      subject: delivery.subject ?? null,
+    };
+    if (delivery.messageIdIsLossy) {
+      log(
+        context,
+        'warn',
+        'MessageId arrived as a number too large to keep every digit; keying the marker by MessageId and payload hash. Use non-numeric MessageIds.',
+        fields,
+      );
+    }
+    try {
+      const result = await processDelivery(consumer, delivery, dependencies);
+      const elapsedMs = performance.now() - started;
+      telemetry.delivery(consumer.name, result.outcome, elapsedMs, result.requestCharge);
+      const summary = {
+        ...fields,
+        outcome: result.outcome,
+        ...(result.alternative === undefined ? {} : { alternative: result.alternative }),
+        attempts: result.attempts,
+        requestCharge: result.requestCharge,
+        durationMs: Math.round(elapsedMs),
+      };
+      if (result.outcome === 'payload_mismatch') {
+        log(
+          context,
+          'warn',
+          'Duplicate MessageId with a different body: completed without applying it (producer bug?)',
+          summary,
+        );
+      } else {
+        log(context, 'info', messageFor(result.outcome), summary);
+      }
+    } catch (error) {
+      const outcome: Outcome = error instanceof PoisonMessageError ? 'poison' : 'retried';
+      telemetry.delivery(consumer.name, outcome, performance.now() - started, 0);
+      const failure = {
+        ...fields,
+        outcome,
+        ...(error instanceof PoisonMessageError ? { reason: error.reason } : {}),
+        error: `${(error as Error).name}: ${(error as Error).message}`,
+      };
+      if (outcome === 'poison') {
+        log(
+          context,
+          'error',
+          'Poison message: nothing written; it will be dead-lettered once its deliveries run out',
+          failure,
+        );
+      } else if (error instanceof TransientStoreError) {
+        log(context, 'warn', 'Cosmos DB failed transiently: giving the message back for redelivery', failure);
+      } else {
+        log(context, 'error', 'Delivery failed: giving the message back for redelivery', failure);
+      }
+      if (delivery.deliveryCount >= settings.redelivery.maxDeliveryCount) {
+        log(
+          context,
+          'error',
+          `This was delivery ${delivery.deliveryCount} of ${settings.redelivery.maxDeliveryCount}: Service Bus is about to move the message to the dead-letter queue`,
+          failure,
+        );
+      }
+      throw error;
+    }
+  };
+}
+
+/** The timer handler that deletes expired markers, a bounded amount per run. */
+export function purgeTimerHandler(runtime: () => InboxRuntime): TimerHandler {
+  return async (_timer, context) => {
+    const { container, settings, telemetry, dependencies } = runtime();
+    const report = await purgeExpiredMarkers(container, {
+      now: dependencies.now(),
+      maxItems: settings.purge.maxItems,
+      maxDurationMs: settings.purge.maxDurationSeconds * 1000,
+    });
+    telemetry.purge(report.purged, report.expiredRemaining, report.markers);
+    log(
+      context,
+      report.expiredRemaining > 0 ? 'warn' : 'info',
+      report.expiredRemaining > 0
+        ? `Purged ${report.purged} expired markers; ${report.expiredRemaining} remain for the next run`
+        : `Purged ${report.purged} expired markers`,
+      { ...report, requestCharge: Math.round(report.requestCharge * 100) / 100 },
+    );
+  };
+}
+
+function messageFor(outcome: Outcome): string {
+  switch (outcome) {
+    case 'processed':
+      return 'Processed: marker and effect committed in one batch';
+    case 'alternative':
+      return "Processed with the handler's fallback: marker and fallback committed in one batch";
+    case 'duplicate':
+      return 'Duplicate: this consumer already applied this message; completed without writing';
+    default:
+      return outcome;
+  }
+}
+
+/**
+ * One line per event, with its fields as JSON at the end, so Application Insights queries can
+ * `parse_json(extract(@"(\{.*\})$", 1, message))` them.
+ */
+function log(
+  context: InvocationContext,
+  level: 'info' | 'warn' | 'error',
+  message: string,
+  fields: object,
+): void {
+  context[level](`${message} ${JSON.stringify(fields)}`);
+}

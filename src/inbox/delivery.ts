@@ -1,0 +1,73 @@
+import type { InvocationContext } from '@azure/functions';
+
+/**
+ * One delivery of a Service Bus message, typed. The Functions host (Node.js v4 model) hands the body
+ * JSON-parsed when it can, and JSON-parses every trigger metadata value too, so an all-digit
+ * MessageId arrives as a number and `"true"` as a boolean. This is the only place that knows.
+ */
+export interface Delivery {
+  /** The body as the host handed it: a parsed JSON value, a string, or bytes. */
+  readonly body: unknown;
+  /** Always a string when present (see messageIdOf); undefined when the message has none. */
+  readonly messageId: string | undefined;
+  /**
+   * True when the host turned the MessageId into a number too large to keep every digit (beyond
+   * 2^53), so two different MessageIds may have arrived as the same value.
+   */
+  readonly messageIdIsLossy: boolean;
+  /** 1 on the first delivery. */
+  readonly deliveryCount: number;
+  readonly enqueuedTimeUtc: Date | undefined;
+  readonly subject: string | undefined;
+  readonly correlationId: string | undefined;
+  readonly applicationProperties: Readonly<Record<string, unknown>>;
+}
+
+export function toDelivery(message: unknown, context: InvocationContext): Delivery {
+  const metadata: Record<string, unknown> = context.triggerMetadata ?? {};
+  const { messageId, lossy } = messageIdOf(metadata.messageId);
+  const deliveryCount = Number(metadata.deliveryCount);
+  return {
+    body: message,
+    messageId,
+    messageIdIsLossy: lossy,
+    deliveryCount: Number.isInteger(deliveryCount) && deliveryCount > 0 ? deliveryCount : 1,
+    enqueuedTimeUtc: dateOf(metadata.enqueuedTimeUtc),
+    subject: textOf(metadata.subject ?? metadata.label),
+    correlationId: textOf(metadata.correlationId),
+    applicationProperties: recordOf(metadata.applicationProperties ?? metadata.userProperties),
+  };
+}
+
+function messageIdOf(value: unknown): { messageId: string | undefined; lossy: boolean } {
+  if (value === undefined || value === '') return { messageId: undefined, lossy: false };
+  if (typeof value === 'string') return { messageId: value, lossy: false };
+  if (typeof value === 'number') return { messageId: String(value), lossy: !Number.isSafeInteger(value) };
+  // true, false, null, arrays and objects: the host parsed text that was valid JSON; JSON text gives
+  // it back deterministically, so a redelivery maps to the same id.
+  return { messageId: JSON.stringify(value), lossy: false };
+}
+
+function textOf(value: unknown): string | undefined {
+  if (value === undefined || value === null || value === '') return undefined;
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+function dateOf(value: unknown): Date | undefined {
+  if (typeof value !== 'string' && typeof value !== 'number') return undefined;
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? undefined : date;
+}
+
+function recordOf(value: unknown): Record<string, unknown> {
+  if (typeof value === 'string') {
+    try {
+      return recordOf(JSON.parse(value));
+    } catch {
+      return {};
+    }
+  }
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : {};
+}

@@ -1,0 +1,66 @@
+/**
+ * Errors the inbox throws. Callers branch on the class or on `reason`, never on message text.
+ * Throwing any of them from a Service Bus trigger abandons the delivery: Service Bus redelivers it,
+ * and after maxDeliveryCount moves it to the dead-letter queue.
+ */
+export class InboxError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'InboxError';
+  }
+}
+
+export const POISON_REASONS = [
+  'missing-message-id',
+  'body-not-json',
+  'schema-violation',
+  'no-partition-key',
+  'too-many-operations',
+  'batch-too-large',
+  'rejected-by-store',
+  'rejected-by-handler',
+] as const;
+export type PoisonReason = (typeof POISON_REASONS)[number];
+
+/**
+ * A message that can never succeed. Nothing was written; the delivery is abandoned so that Service
+ * Bus dead-letters the message once its delivery count is exhausted, and nothing is lost.
+ */
+export class PoisonMessageError extends InboxError {
+  constructor(
+    readonly reason: PoisonReason,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = 'PoisonMessageError';
+  }
+}
+
+/** Cosmos DB could not take the batch now (429 after the SDK's retries, 5xx, timeout, dropped connection). */
+export class TransientStoreError extends InboxError {
+  constructor(
+    message: string,
+    readonly statusCode: number | undefined,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = 'TransientStoreError';
+  }
+}
+
+/** The handler kept losing races (ETag conflicts) or kept staging operations that failed. */
+export class ConcurrencyConflictError extends InboxError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'ConcurrencyConflictError';
+  }
+}
+
+/** A setting is missing or unsafe; the app refuses to start rather than run with it. */
+export class ConfigurationError extends InboxError {
+  constructor(readonly problems: readonly string[]) {
+    super(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigurationError';
+  }
+}

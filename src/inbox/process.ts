@@ -1,0 +1,312 @@
+import type { Container, OperationInput } from '@azure/cosmos';
+
+import type { Consumer, InboxConsumer, VersionedConsumer } from './consumer';
+import type { Delivery } from './delivery';
+import { ConcurrencyConflictError, InboxError, PoisonMessageError, TransientStoreError } from './errors';
+import { buildMarker, type Marker, markerKey, payloadHash } from './marker';
+import type { Settings } from './settings';
+import type { Outcome } from './telemetry';
+import { type FailedWrite, PartitionTransaction } from './transaction';
+import { writeIfNewer } from './versioned';
+
+/** Cosmos DB's limits for one transactional batch. */
+export const MAX_BATCH_OPERATIONS = 100;
+export const MAX_BATCH_BYTES = 2 * 1024 * 1024;
+
+export interface ProcessDependencies {
+  container: Container;
+  settings: Pick<Settings, 'inbox'>;
+  now(): Date;
+  /** Waits between handler runs after an ETag conflict. */
+  sleep(ms: number): Promise<void>;
+  random(): number;
+  /** Told each time an ETag conflict makes the handler run again. */
+  onEtagRetry?(consumer: string): void;
+}
+
+export interface ProcessResult {
+  outcome: Exclude<Outcome, 'poison' | 'retried'>;
+  /** The handler's fallback, when it took one. */
+  alternative?: string;
+  requestCharge: number;
+  /** Cosmos DB requests this delivery made: batches, point reads. */
+  requests: number;
+  /** Handler runs. */
+  attempts: number;
+}
+
+interface ParsedMessage<M> {
+  messageId: string;
+  message: M;
+  payloadHash: string;
+}
+
+/**
+ * Applies one delivery's effect at most once per consumer, or throws:
+ *   PoisonMessageError        the message can never succeed; nothing was written
+ *   TransientStoreError       Cosmos DB failed now; a redelivery may succeed
+ *   ConcurrencyConflictError  the handler kept losing races; a redelivery will try again
+ */
+export async function processDelivery(
+  consumer: Consumer,
+  delivery: Delivery,
+  deps: ProcessDependencies,
+): Promise<ProcessResult> {
+  const parsed = parseMessage(consumer, delivery);
+  return consumer.kind === 'inbox'
+    ? processWithInbox(consumer, delivery, parsed, deps)
+    : processVersioned(consumer, delivery, parsed, deps);
+}
+
+function parseMessage<M>(consumer: Consumer<M>, delivery: Delivery): ParsedMessage<M> {
+  if (delivery.messageId === undefined) {
+    throw new PoisonMessageError(
+      'missing-message-id',
+      'The message has no MessageId, so its effect cannot be deduplicated.',
+    );
+  }
+  const body = jsonBody(delivery.body);
+  const result = consumer.schema.safeParse(body);
+  if (!result.success) {
+    const issues = result.error.issues
+      .slice(0, 5)
+      .map((issue) => `${issue.path.map(String).join('.') || '(body)'}: ${issue.message}`)
+      .join('; ');
+    throw new PoisonMessageError(
+      'schema-violation',
+      `The body does not match the ${consumer.name} message schema: ${issues}.`,
+    );
+  }
+  return { messageId: delivery.messageId, message: result.data, payloadHash: payloadHash(body) };
+}
+
+/** The host hands JSON bodies parsed; a string or bytes means it could not parse them, so we try once. */
+function jsonBody(body: unknown): unknown {
+  if (typeof body !== 'string' && !Buffer.isBuffer(body)) return body;
+  const text = typeof body === 'string' ? body : body.toString('utf8');
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    const preview = text.length > 60 ? `${text.slice(0, 60)}…` : text;
+    throw new PoisonMessageError(
+      'body-not-json',
+      `The body is not JSON (${text.length} characters: ${JSON.stringify(preview)}).`,
+    );
+  }
+}
+
+async function processWithInbox<M>(
+  consumer: InboxConsumer<M>,
+  delivery: Delivery,
+  parsed: ParsedMessage<M>,
+  deps: ProcessDependencies,
+): Promise<ProcessResult> {
+  const partitionKey = partitionKeyOf(() => consumer.partitionKey(parsed.message));
+  const key = markerKey(delivery, parsed.messageId, parsed.payloadHash);
+  const { maxAttempts } = deps.settings.inbox;
+  let requestCharge = 0;
+  let requests = 0;
+  let previousFailure: FailedWrite | undefined;
+
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const tx = new PartitionTransaction(deps.container, partitionKey, previousFailure);
+    await store(async () => consumer.handle(parsed.message, tx, delivery));
+    const { alternative } = tx;
+    const marker = buildMarker({
+      consumer: consumer.name,
+      messageId: parsed.messageId,
+      key,
+      partitionKey,
+      payloadHash: parsed.payloadHash,
+      delivery,
+      now: deps.now(),
+      retentionSeconds: deps.settings.inbox.retentionSeconds,
+      ttlBackstopSeconds: deps.settings.inbox.ttlBackstopSeconds,
+      ...(alternative === undefined ? {} : { alternative }),
+    });
+    const operations: OperationInput[] = [
+      { operationType: 'Create', resourceBody: { ...marker } },
+      ...tx.staged.map((write) => write.operation),
+    ];
+    assertFitsOneBatch(operations);
+
+    requests += tx.reads + 1;
+    const response = await commit(deps.container, operations, partitionKey);
+    requestCharge += response.requestCharge;
+
+    const failedAt = response.statuses.findIndex((status) => status >= 400 && status !== 424);
+    if (failedAt === -1) {
+      return {
+        outcome: alternative === undefined ? 'processed' : 'alternative',
+        ...(alternative === undefined ? {} : { alternative }),
+        requestCharge,
+        requests,
+        attempts: attempt,
+      };
+    }
+    const status = response.statuses[failedAt] as number;
+    if (failedAt === 0) {
+      if (status !== 409)
+        throw new TransientStoreError(`Cosmos DB refused the inbox marker with ${status}.`, status);
+      // Timeline of a duplicate: delivery 1 commits marker + effect → its completion is lost or its
+      // lock expires → delivery 2 (maybe running concurrently) gets 409 on the marker, writes nothing.
+      const stored = await store(() => deps.container.item(marker.id, partitionKey).read<Marker>());
+      requests++;
+      requestCharge += stored.requestCharge;
+      if (!stored.resource) continue; // purged between our batch and our read: the marker had expired
+      return {
+        outcome: stored.resource.payloadHash === parsed.payloadHash ? 'duplicate' : 'payload_mismatch',
+        requestCharge,
+        requests,
+        attempts: attempt,
+      };
+    }
+    const write = tx.staged[failedAt - 1];
+    if (!write)
+      throw new TransientStoreError(
+        `Cosmos DB reported a failure at operation ${failedAt} of ${operations.length}.`,
+        status,
+      );
+    if (status === 400 || status === 413) {
+      throw new PoisonMessageError(
+        'rejected-by-store',
+        `Cosmos DB rejected the ${write.kind} of '${write.id}'${write.name ? ` (${write.name})` : ''} with ${status}; ` +
+          `retrying cannot change that.`,
+      );
+    }
+    if (![404, 409, 412].includes(status)) {
+      throw new TransientStoreError(
+        `Cosmos DB failed the ${write.kind} of '${write.id}' with ${status}.`,
+        status,
+      );
+    }
+    previousFailure = { name: write.name, kind: write.kind, id: write.id, status };
+    if (status === 412 && write.guard === 'etag') {
+      // Someone changed the document between the handler's read and our commit: read again, after a
+      // short random pause so that competing deliveries do not collide again in lockstep.
+      deps.onEtagRetry?.(consumer.name);
+      await deps.sleep(Math.round(deps.random() * Math.min(1000, 20 * 2 ** attempt)));
+    }
+  }
+  const last = previousFailure;
+  throw new ConcurrencyConflictError(
+    `Gave up after ${maxAttempts} handler runs: the last batch failed on the ${last?.kind ?? 'marker'} of ` +
+      `'${last?.id ?? key}'${last?.name ? ` (${last.name})` : ''} with ${last?.status ?? 'a conflict'}.`,
+  );
+}
+
+async function processVersioned<M>(
+  consumer: VersionedConsumer<M>,
+  delivery: Delivery,
+  parsed: ParsedMessage<M>,
+  deps: ProcessDependencies,
+): Promise<ProcessResult> {
+  const document = consumer.project(parsed.message, delivery);
+  partitionKeyOf(() => document.partitionKey);
+  if (!Number.isFinite(document.version)) {
+    throw new PoisonMessageError(
+      'schema-violation',
+      `The projected document '${document.id}' has no numeric version.`,
+    );
+  }
+  const write = await store(() => writeIfNewer(deps.container, document, deps.settings.inbox.maxAttempts));
+  return {
+    outcome: write.result === 'written' ? 'processed' : 'duplicate',
+    requestCharge: write.requestCharge,
+    requests: write.requests,
+    attempts: 1,
+  };
+}
+
+/** Runs handler code or a read: our own errors pass through, Cosmos DB failures are classified. */
+async function store<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof InboxError || (error as { code?: unknown }).code === undefined) throw error;
+    throw storeFailure(error);
+  }
+}
+
+function partitionKeyOf(derive: () => unknown): string {
+  let value: unknown;
+  try {
+    value = derive();
+  } catch (error) {
+    throw new PoisonMessageError(
+      'no-partition-key',
+      `The partition key could not be derived: ${(error as Error).message}`,
+      {
+        cause: error,
+      },
+    );
+  }
+  if (typeof value !== 'string' || value.length === 0 || Buffer.byteLength(value) > 2048) {
+    throw new PoisonMessageError(
+      'no-partition-key',
+      `The message yields no usable partition key (got ${JSON.stringify(value)}); it must be a non-empty string of at most 2 KB.`,
+    );
+  }
+  return value;
+}
+
+function assertFitsOneBatch(operations: OperationInput[]): void {
+  if (operations.length > MAX_BATCH_OPERATIONS) {
+    throw new PoisonMessageError(
+      'too-many-operations',
+      `The handler staged ${operations.length - 1} writes; with the marker that exceeds the ${MAX_BATCH_OPERATIONS} operations of one transactional batch.`,
+    );
+  }
+  const bytes = Buffer.byteLength(JSON.stringify(operations));
+  if (bytes > MAX_BATCH_BYTES) {
+    throw new PoisonMessageError(
+      'batch-too-large',
+      `The staged writes take ${bytes} bytes; one transactional batch carries at most ${MAX_BATCH_BYTES}.`,
+    );
+  }
+}
+
+async function commit(
+  container: Container,
+  operations: OperationInput[],
+  partitionKey: string,
+): Promise<{ statuses: number[]; requestCharge: number }> {
+  try {
+    // batch() throws only when the whole request fails; a 207 (one operation failed) is returned.
+    const response = await container.items.batch(operations, partitionKey);
+    const results = response.result ?? [];
+    return {
+      statuses: results.map((result) => result.statusCode),
+      requestCharge: results.reduce((sum, result) => sum + (result.requestCharge ?? 0), 0),
+    };
+  } catch (error) {
+    throw storeFailure(error);
+  }
+}
+
+/**
+ * A whole request failed. The SDK throws `Batch request error: …` with the HTTP error as `cause`
+ * (point operations throw it directly). 400 and 413 are the request's fault and will not change on
+ * a retry; everything else (429 after the SDK's own retries, 5xx, timeouts, a dropped connection —
+ * which may have committed: the redelivery will then meet the marker) is worth a redelivery.
+ */
+function storeFailure(error: unknown): Error {
+  const source = (error as { cause?: unknown }).cause ?? error;
+  const code = (source as { code?: unknown }).code;
+  const status = typeof code === 'number' ? code : undefined;
+  const message = (source as Error).message ?? String(source);
+  if (status === 400 || status === 413) {
+    return new PoisonMessageError(
+      status === 413 ? 'batch-too-large' : 'rejected-by-store',
+      `Cosmos DB rejected the request with ${status}: ${firstLine(message)}`,
+      { cause: error },
+    );
+  }
+  return new TransientStoreError(
+    `Cosmos DB failed the request${status ? ` with ${status}` : ` (${typeof code === 'string' ? code : 'no status'})`}: ${firstLine(message)}`,
+    status,
+    { cause: error },
+  );
+}
+
+const firstLine = (text: string): string => text.split(/\r?\n/)[0] ?? text;

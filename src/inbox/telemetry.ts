@@ -1,0 +1,93 @@
+import {
+  type Attributes,
+  type Counter,
+  type Gauge,
+  type Histogram,
+  type Meter,
+  metrics,
+} from '@opentelemetry/api';
+
+/**
+ * Metrics, through the OpenTelemetry API. In Azure, applicationinsights (Azure Monitor) registers the
+ * global meter provider and exports them to the `customMetrics` table; with no connection string no
+ * provider is registered and every instrument is a no-op. Tests register an in-memory reader.
+ */
+export const OUTCOMES = [
+  'processed',
+  'alternative',
+  'duplicate',
+  'payload_mismatch',
+  'poison',
+  'retried',
+] as const;
+/**
+ * processed        the effect was applied (batch committed)
+ * alternative      the handler's fallback was applied instead (for example a backorder), once
+ * duplicate        this consumer had already applied this message (or a newer version): nothing written
+ * payload_mismatch a duplicate MessageId with a different body: nothing written, a producer bug
+ * poison           the message can never succeed: nothing written, it will be dead-lettered
+ * retried          a transient failure: the delivery is given back for redelivery
+ */
+export type Outcome = (typeof OUTCOMES)[number];
+
+export const METRIC_NAMES = {
+  messages: 'inbox.messages',
+  etagRetries: 'inbox.etag_retries',
+  requestCharge: 'inbox.batch_request_charge',
+  duration: 'inbox.processing_duration',
+  purgedMarkers: 'inbox.purged_markers',
+  expiredMarkers: 'inbox.expired_markers_remaining',
+  markers: 'inbox.markers',
+} as const;
+
+export class InboxTelemetry {
+  private readonly messages: Counter;
+  private readonly etagRetries: Counter;
+  private readonly requestCharge: Histogram;
+  private readonly duration: Histogram;
+  private readonly purgedMarkers: Counter;
+  private readonly expiredMarkers: Gauge;
+  private readonly markers: Gauge;
+
+  /** Create it after the meter provider is registered: the OpenTelemetry API does not proxy meters. */
+  constructor(meter: Meter = metrics.getMeter('idempotent-servicebus-consumers')) {
+    this.messages = meter.createCounter(METRIC_NAMES.messages, {
+      description: 'Deliveries by consumer and outcome',
+    });
+    this.etagRetries = meter.createCounter(METRIC_NAMES.etagRetries, {
+      description: 'Handler re-runs after an ETag conflict on a staged write',
+    });
+    this.requestCharge = meter.createHistogram(METRIC_NAMES.requestCharge, {
+      description: 'Cosmos DB request units spent per delivery',
+      unit: 'RU',
+    });
+    this.duration = meter.createHistogram(METRIC_NAMES.duration, {
+      description: 'Time from delivery to outcome',
+      unit: 'ms',
+    });
+    this.purgedMarkers = meter.createCounter(METRIC_NAMES.purgedMarkers, {
+      description: 'Expired markers deleted',
+    });
+    this.expiredMarkers = meter.createGauge(METRIC_NAMES.expiredMarkers, {
+      description: 'Expired markers left after a purge run',
+    });
+    this.markers = meter.createGauge(METRIC_NAMES.markers, { description: 'Inbox size: markers stored' });
+  }
+
+  delivery(consumer: string, outcome: Outcome, durationMs: number, requestCharge: number): void {
+    const attributes: Attributes = { consumer, outcome };
+    this.messages.add(1, attributes);
+    this.duration.record(durationMs, attributes);
+    if (requestCharge > 0) this.requestCharge.record(requestCharge, attributes);
+  }
+
+  etagRetry(consumer: string): void {
+    this.etagRetries.add(1, { consumer });
+  }
+
+  purge(purged: number, expiredRemaining: number, markers: number): void {
+    this.purgedMarkers.add(purged);
+    this.expiredMarkers.record(expiredRemaining);
+    this.markers.record(markers);
+  }
+}

@@ -1,0 +1,55 @@
+import { z } from 'zod';
+
+/**
+ * The sample business events. All travel on one topic; the Subject (Service Bus Label) says which
+ * event a message is, and each subscription filters on the subjects its consumer reads.
+ */
+export const SUBJECTS = {
+  paymentReceived: 'PaymentReceived',
+  orderCreated: 'OrderCreated',
+  invoiceStatusChanged: 'InvoiceStatusChanged',
+} as const;
+
+/** Business ids become document ids and partition keys, so they keep to characters Cosmos DB allows. */
+const businessId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/, 'must be 1-100 letters, digits, ".", "_", ":" or "-"');
+
+export const CURRENCIES = ['EUR', 'USD', 'GBP'] as const;
+
+export const PaymentReceived = z.object({
+  paymentId: businessId,
+  invoiceId: businessId,
+  /** In the currency's major unit, at most two decimals (12.34). */
+  amount: z
+    .number()
+    .positive()
+    .max(1_000_000_000)
+    .refine(
+      (amount) =>
+        Number.isInteger(Math.round(amount * 100)) &&
+        Math.abs(amount * 100 - Math.round(amount * 100)) < 1e-6,
+      {
+        message: 'must have at most two decimals',
+      },
+    ),
+  currency: z.enum(CURRENCIES),
+});
+export type PaymentReceived = z.infer<typeof PaymentReceived>;
+
+export const OrderCreated = z.object({
+  orderId: businessId,
+  productId: businessId,
+  quantity: z.number().int().positive().max(1_000_000),
+});
+export type OrderCreated = z.infer<typeof OrderCreated>;
+
+export const INVOICE_STATUSES = ['Draft', 'Issued', 'Paid', 'Void'] as const;
+
+export const InvoiceStatusChanged = z.object({
+  invoiceId: businessId,
+  status: z.enum(INVOICE_STATUSES),
+  /** Increases with every change of the invoice at its source. */
+  version: z.number().int().nonnegative(),
+});
+export type InvoiceStatusChanged = z.infer<typeof InvoiceStatusChanged>;
