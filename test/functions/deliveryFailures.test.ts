@@ -1,0 +1,134 @@
+import { handler } from '../../functions/paymentApplier';
+import { PoisonMessageError, TransientStoreError } from '../../src/inbox';
+import { type Invoice, invoicePartition } from '../../src/sample';
+import { deliver, type LogLine } from '../support/deliveries';
+import { type LocalStack, startLocalStack } from '../support/localStack';
+
+/** How the payment applier behaves when Cosmos DB or the message goes wrong, seen as the host sees it. */
+let stack: LocalStack;
+beforeAll(async () => {
+  stack = await startLocalStack();
+});
+afterEach(() => stack.server.faults.clear());
+afterAll(async () => {
+  await stack.stop();
+});
+
+let invoices = 0;
+async function openInvoice(): Promise<string> {
+  const id = `INV-F${++invoices}`;
+  await stack.container.items.create<Invoice>({
+    id,
+    partitionKey: invoicePartition(id),
+    type: 'invoice',
+    currency: 'EUR',
+    totalMinor: 1_000_000,
+    paidMinor: 0,
+    status: 'Open',
+  });
+  return id;
+}
+
+const paid = async (id: string): Promise<number | undefined> =>
+  (await stack.container.item(id, invoicePartition(id)).read<Invoice>()).resource?.paidMinor;
+
+const documentCount = async (id: string): Promise<number> =>
+  (await stack.container.items.query('SELECT c.id FROM c', { partitionKey: invoicePartition(id) }).fetchAll())
+    .resources.length;
+
+describe('transient failures: abandon, then the redelivery applies the effect once', () => {
+  it('the batch commits but its response is lost: the delivery is abandoned, the redelivery is a duplicate', async () => {
+    const id = await openInvoice();
+    const message = { paymentId: 'P-drop', invoiceId: id, amount: 10, currency: 'EUR' };
+    stack.server.faults.inject({ kind: 'dropResponseAfterCommit', on: 'batch', times: 1 });
+    const logs: LogLine[] = [];
+
+    const first = await deliver(handler, message, { messageId: 'drop-1' });
+    const second = await deliver(handler, message, { messageId: 'drop-1', deliveryCount: 2 }, logs);
+
+    expect(first.settled).toBe('abandoned');
+    expect(first.error).toBeInstanceOf(TransientStoreError);
+    expect(second.settled).toBe('completed');
+    expect(logs.map((l) => l.text).join('\n')).toContain('"outcome":"duplicate"');
+    expect(await paid(id)).toBe(1000);
+  });
+
+  it.each([
+    [
+      '429 after the SDK gives up',
+      { kind: 'throttle', on: 'batch', times: 10, retryAfterMs: 1 } as const,
+      429,
+    ],
+    ['503', { kind: 'unavailable', on: 'batch', times: 1 } as const, 503],
+  ])('%s: abandoned with nothing written, then applied once on redelivery', async (_name, fault, status) => {
+    const id = await openInvoice();
+    const message = { paymentId: `P-${status}`, invoiceId: id, amount: 2.5, currency: 'EUR' };
+    stack.server.faults.inject(fault);
+    const logs: LogLine[] = [];
+
+    const first = await deliver(handler, message, { messageId: `t-${status}` }, logs);
+    const paidAfterFirst = await paid(id);
+    const second = await deliver(handler, message, { messageId: `t-${status}`, deliveryCount: 2 });
+
+    expect(first.settled).toBe('abandoned');
+    expect((first.error as TransientStoreError).statusCode).toBe(status);
+    expect(logs.some((l) => l.level === 'warning' && l.text.includes('"outcome":"retried"'))).toBe(true);
+    expect(paidAfterFirst).toBe(0);
+    expect(second.settled).toBe('completed');
+    expect(await paid(id)).toBe(250);
+  });
+});
+
+describe('poison messages: nothing written, the reason logged, dead-lettered after the last delivery', () => {
+  it.each([
+    ['a body that is not JSON', 'this is not { json', { messageId: 'poison-1' }, 'body-not-json'],
+    [
+      'a body that fails the schema',
+      { paymentId: 'P', invoiceId: 'INV-F-poison', amount: -3, currency: 'EUR' },
+      { messageId: 'poison-2' },
+      'schema-violation',
+    ],
+    [
+      'an unknown currency',
+      { paymentId: 'P', invoiceId: 'INV-F-poison', amount: 3, currency: 'XXX' },
+      { messageId: 'poison-3' },
+      'schema-violation',
+    ],
+    [
+      'no MessageId',
+      { paymentId: 'P', invoiceId: 'INV-F-poison', amount: 3, currency: 'EUR' },
+      {},
+      'missing-message-id',
+    ],
+  ])('%s → abandoned with PoisonMessageError(%s)', async (_name, body, options, reason) => {
+    const logs: LogLine[] = [];
+
+    const result = await deliver(handler, body, options, logs);
+
+    expect(result.settled).toBe('abandoned');
+    expect(result.error).toBeInstanceOf(PoisonMessageError);
+    expect((result.error as PoisonMessageError).reason).toBe(reason);
+    const errorLine = logs.find((l) => l.level === 'error');
+    expect(errorLine?.text).toContain(`"reason":"${reason}"`);
+    expect(errorLine?.text).toContain(
+      `"messageId":${JSON.stringify('messageId' in options ? options.messageId : null)}`,
+    );
+    expect(await documentCount('INV-F-poison')).toBe(0);
+  });
+
+  it('says so on the last allowed delivery, and not before', async () => {
+    const early: LogLine[] = [];
+    const last: LogLine[] = [];
+
+    await deliver(handler, 'not json', { messageId: 'poison-last', deliveryCount: 9 }, early);
+    await deliver(handler, 'not json', { messageId: 'poison-last', deliveryCount: 10 }, last);
+
+    expect(early.some((l) => l.text.includes('dead-letter queue'))).toBe(false);
+    expect(
+      last.some(
+        (l) =>
+          l.level === 'error' && l.text.includes('delivery 10 of 10') && l.text.includes('dead-letter queue'),
+      ),
+    ).toBe(true);
+  });
+});

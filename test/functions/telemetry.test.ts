@@ -1,0 +1,116 @@
+import { handler as paymentHandler } from '../../functions/paymentApplier';
+import { handler as purgeHandler } from '../../functions/purgeExpiredMarkers';
+import { handler as stockHandler } from '../../functions/stockReserver';
+import { METRIC_NAMES } from '../../src/inbox';
+import { type Invoice, invoicePartition, type Product, productPartition } from '../../src/sample';
+import { deliver, hostContext } from '../support/deliveries';
+import { type LocalStack, startLocalStack } from '../support/localStack';
+import { MetricsSink } from '../support/metrics';
+
+/** The metrics the app emits, read through an in-memory OpenTelemetry reader. */
+let stack: LocalStack;
+let sink: MetricsSink;
+beforeAll(async () => {
+  sink = MetricsSink.register(); // before the first delivery builds the app's instruments
+  stack = await startLocalStack();
+  await stack.container.items.create<Invoice>({
+    id: 'INV-T',
+    partitionKey: invoicePartition('INV-T'),
+    type: 'invoice',
+    currency: 'EUR',
+    totalMinor: 100_000,
+    paidMinor: 0,
+    status: 'Open',
+  });
+  await stack.container.items.create<Product>({
+    id: 'SKU-T',
+    partitionKey: productPartition('SKU-T'),
+    type: 'product',
+    stock: 1,
+    reserved: 0,
+  });
+});
+afterEach(() => stack.server.faults.clear());
+afterAll(async () => {
+  await sink.stop();
+  await stack.stop();
+});
+
+const payments = { consumer: 'billing.payment-applier' };
+const pay = (paymentId: string, amount = 1): object => ({
+  paymentId,
+  invoiceId: 'INV-T',
+  amount,
+  currency: 'EUR',
+});
+const messages = (outcome: string, consumer = payments.consumer): Promise<number> =>
+  sink.value(METRIC_NAMES.messages, { consumer, outcome });
+
+describe('telemetry', () => {
+  it('counts each outcome under its consumer', async () => {
+    await deliver(paymentHandler, pay('T1'), { messageId: 't-1' });
+    await deliver(paymentHandler, pay('T1'), { messageId: 't-1', deliveryCount: 2 });
+    await deliver(paymentHandler, pay('T1', 5), { messageId: 't-1' });
+    await deliver(paymentHandler, 'not json', { messageId: 't-poison' });
+    stack.server.faults.inject({ kind: 'unavailable', on: 'batch', times: 1 });
+    await deliver(paymentHandler, pay('T2'), { messageId: 't-2' });
+    await deliver(
+      stockHandler,
+      { orderId: 'O-T1', productId: 'SKU-T', quantity: 5 },
+      { messageId: 't-order' },
+    );
+
+    expect({
+      processed: await messages('processed'),
+      duplicate: await messages('duplicate'),
+      payload_mismatch: await messages('payload_mismatch'),
+      poison: await messages('poison'),
+      retried: await messages('retried'),
+      alternative: await messages('alternative', 'inventory.stock-reserver'),
+      paymentsAsAlternative: await messages('alternative'),
+    }).toEqual({
+      processed: 1,
+      duplicate: 1,
+      payload_mismatch: 1,
+      poison: 1,
+      retried: 1,
+      alternative: 1,
+      paymentsAsAlternative: 0,
+    });
+  });
+
+  it('records request charge and duration for processed deliveries', async () => {
+    const chargesBefore = await sink.value(METRIC_NAMES.requestCharge, { ...payments, outcome: 'processed' });
+    const durationsBefore = await sink.value(METRIC_NAMES.duration, { ...payments, outcome: 'processed' });
+
+    await deliver(paymentHandler, pay('T3'), { messageId: 't-3' });
+
+    expect(await sink.value(METRIC_NAMES.requestCharge, { ...payments, outcome: 'processed' })).toBe(
+      chargesBefore + 1,
+    );
+    expect(await sink.value(METRIC_NAMES.duration, { ...payments, outcome: 'processed' })).toBe(
+      durationsBefore + 1,
+    );
+  });
+
+  it('reports purge counts and the inbox size as gauges', async () => {
+    const markersNow = (
+      await stack.container.items
+        .query<number>('SELECT VALUE COUNT(1) FROM c WHERE c.type = "inbox-marker"')
+        .fetchAll()
+    ).resources[0];
+
+    await purgeHandler(
+      {
+        isPastDue: false,
+        schedule: { adjustForDST: false },
+        scheduleStatus: { last: '', next: '', lastUpdated: '' },
+      },
+      hostContext({}),
+    );
+
+    expect(await sink.value(METRIC_NAMES.markers)).toBe(markersNow);
+    expect(await sink.value(METRIC_NAMES.expiredMarkers)).toBe(0);
+    expect(await sink.value(METRIC_NAMES.purgedMarkers)).toBe(0);
+  });
+});

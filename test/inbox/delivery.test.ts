@@ -1,0 +1,88 @@
+import { InvocationContext } from '@azure/functions';
+
+import { markerId, payloadHash, toDelivery } from '../../src/inbox';
+import { hostBody, hostContext } from '../support/deliveries';
+
+describe('toDelivery (the trigger adapter)', () => {
+  it('types what the host hands over', () => {
+    const enqueued = new Date('2026-11-29T10:00:00Z');
+
+    const delivery = toDelivery(
+      hostBody('{"a":1}'),
+      hostContext({
+        messageId: 'abc-123',
+        deliveryCount: 3,
+        subject: 'PaymentReceived',
+        correlationId: 'corr-9',
+        enqueuedTimeUtc: enqueued,
+        applicationProperties: { tenant: 'contoso', attempt: 2 },
+      }),
+    );
+
+    expect(delivery).toEqual({
+      body: { a: 1 },
+      messageId: 'abc-123',
+      messageIdIsLossy: false,
+      deliveryCount: 3,
+      enqueuedTimeUtc: enqueued,
+      subject: 'PaymentReceived',
+      correlationId: 'corr-9',
+      applicationProperties: { tenant: 'contoso', attempt: 2 },
+    });
+  });
+
+  it('gives an all-digit MessageId back as a string, and flags one that lost digits', () => {
+    const small = toDelivery({}, hostContext({ messageId: '12345' }));
+    const large = toDelivery({}, hostContext({ messageId: '9007199254740993' }));
+
+    expect(hostContext({ messageId: '12345' }).triggerMetadata?.messageId).toBe(12345);
+    expect([small.messageId, small.messageIdIsLossy]).toEqual(['12345', false]);
+    expect([large.messageId, large.messageIdIsLossy]).toEqual(['9007199254740992', true]);
+  });
+
+  it('keeps MessageIds the host parsed as JSON literals stable', () => {
+    expect(toDelivery({}, hostContext({ messageId: 'true' })).messageId).toBe('true');
+    expect(toDelivery({}, hostContext({ messageId: 'null' })).messageId).toBe('null');
+    expect(toDelivery({}, hostContext({ messageId: '[1,2]' })).messageId).toBe('[1,2]');
+  });
+
+  it('copes with missing metadata', () => {
+    const delivery = toDelivery('raw', new InvocationContext({ triggerMetadata: {} }));
+
+    expect(delivery).toMatchObject({
+      messageId: undefined,
+      deliveryCount: 1,
+      subject: undefined,
+      applicationProperties: {},
+    });
+  });
+});
+
+describe('markers', () => {
+  it('derives a legal, deterministic id per (consumer, MessageId), whatever the MessageId holds', () => {
+    const hostile = `${'/\\?#'.repeat(8)}${'ü'.repeat(96)}`;
+
+    const ids = [
+      markerId('billing', hostile),
+      markerId('billing', hostile),
+      markerId('inventory', hostile),
+      markerId('billing', 'other'),
+    ];
+
+    expect(ids[0]).toBe(ids[1]);
+    expect(new Set(ids).size).toBe(3);
+    for (const id of ids) expect(id).toMatch(/^inbox-[A-Za-z0-9_-]{43}$/);
+  });
+
+  it('does not confuse the consumer and MessageId boundary', () => {
+    expect(markerId('ab', 'c')).not.toBe(markerId('a', 'bc'));
+  });
+
+  it('hashes the payload independently of key order, but not of values', () => {
+    expect(payloadHash({ a: 1, b: { c: [1, 2], d: 'x' } })).toBe(
+      payloadHash({ b: { d: 'x', c: [1, 2] }, a: 1 }),
+    );
+    expect(payloadHash({ a: 1 })).not.toBe(payloadHash({ a: 2 }));
+    expect(payloadHash({ list: [1, 2] })).not.toBe(payloadHash({ list: [2, 1] }));
+  });
+});

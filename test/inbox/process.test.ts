@@ -1,0 +1,377 @@
+import {
+  ConcurrencyConflictError,
+  MARKER_TYPE,
+  PoisonMessageError,
+  processDelivery,
+  TransientStoreError,
+} from '../../src/inbox';
+import { type LocalStack, startLocalStack } from '../support/localStack';
+import { delivery, dependencies, documentsIn, testConsumer } from './support';
+
+let stack: LocalStack;
+beforeAll(async () => {
+  stack = await startLocalStack();
+});
+afterEach(() => stack.server.faults.clear());
+afterAll(async () => {
+  await stack.stop();
+});
+
+let accounts = 0;
+const nextAccount = (): string => `acct-${++accounts}`;
+
+async function poisonReason(work: Promise<unknown>): Promise<string> {
+  try {
+    await work;
+    return 'no error';
+  } catch (error) {
+    return error instanceof PoisonMessageError
+      ? error.reason
+      : `${(error as Error).name}: ${(error as Error).message}`;
+  }
+}
+
+describe('processDelivery: the marker and the effect commit together', () => {
+  it('writes the marker first, in the message partition, with its fields', async () => {
+    const account = nextAccount();
+    const consumer = testConsumer((message, tx) => tx.create({ id: 'balance', amount: message.amount }));
+    const enqueued = new Date('2026-11-01T10:00:00Z');
+    const now = new Date('2026-11-02T00:00:00Z');
+
+    const result = await processDelivery(
+      consumer,
+      delivery(
+        { accountId: account, amount: 5 },
+        { messageId: 'id/with?odd#chars\\', deliveryCount: 3, enqueuedTimeUtc: enqueued },
+      ),
+      dependencies(stack.container, { now: () => now }),
+    );
+    const documents = await documentsIn(stack.container, `account:${account}`);
+    const marker = documents.find((doc) => doc.type === MARKER_TYPE);
+
+    expect(result).toMatchObject({ outcome: 'processed', requests: 1, attempts: 1 });
+    expect(documents.find((doc) => doc.id === 'balance')).toMatchObject({
+      amount: 5,
+      partitionKey: `account:${account}`,
+    });
+    expect(marker).toMatchObject({
+      consumer: 'test.consumer',
+      messageId: 'id/with?odd#chars\\',
+      partitionKey: `account:${account}`,
+      deliveryCount: 3,
+      enqueuedTimeUtc: enqueued.toISOString(),
+      processedAt: now.toISOString(),
+      processedAtEpochSeconds: now.getTime() / 1000,
+      expiresAtEpochSeconds: now.getTime() / 1000 + 30 * 86_400,
+      ttl: 37 * 86_400,
+      payloadHash: expect.stringMatching(/^sha256:/) as unknown,
+    });
+    expect(marker?.id).toMatch(/^inbox-[A-Za-z0-9_-]{43}$/);
+  });
+
+  it('writes no ttl when the backstop is off', async () => {
+    const account = nextAccount();
+    const consumer = testConsumer((message, tx) => tx.create({ id: 'balance', amount: message.amount }));
+    const deps = dependencies(stack.container);
+
+    await processDelivery(consumer, delivery({ accountId: account, amount: 1 }), {
+      ...deps,
+      settings: { inbox: { ...deps.settings.inbox, ttlBackstopSeconds: undefined } },
+    });
+    const marker = (await documentsIn(stack.container, `account:${account}`)).find(
+      (doc) => doc.type === MARKER_TYPE,
+    );
+
+    expect(marker).toBeDefined();
+    expect(marker?.ttl).toBeUndefined();
+  });
+
+  it('keeps separate markers per consumer: one message feeds two consumers, each applies it once', async () => {
+    const account = nextAccount();
+    const credit = testConsumer((message, tx) => tx.create({ id: 'credit', amount: message.amount }), {
+      name: 'test.credit',
+    });
+    const audit = testConsumer((message, tx) => tx.create({ id: 'audit', amount: message.amount }), {
+      name: 'test.audit',
+    });
+    const message = delivery({ accountId: account, amount: 3 });
+    const deps = dependencies(stack.container);
+
+    const outcomes = [
+      (await processDelivery(credit, message, deps)).outcome,
+      (await processDelivery(audit, message, deps)).outcome,
+      (await processDelivery(credit, message, deps)).outcome,
+      (await processDelivery(audit, message, deps)).outcome,
+    ];
+    const documents = await documentsIn(stack.container, `account:${account}`);
+
+    expect(outcomes).toEqual(['processed', 'processed', 'duplicate', 'duplicate']);
+    expect(
+      documents
+        .filter((doc) => doc.type === MARKER_TYPE)
+        .map((doc) => doc.consumer)
+        .sort(),
+    ).toEqual(['test.audit', 'test.credit']);
+  });
+
+  it('reports a payload mismatch for the same MessageId with another body, and writes nothing', async () => {
+    const account = nextAccount();
+    const consumer = testConsumer((message, tx) =>
+      tx.patch('total', [{ op: 'incr', path: '/amount', value: message.amount }]),
+    );
+    await stack.container.items.create({ id: 'total', partitionKey: `account:${account}`, amount: 0 });
+    const deps = dependencies(stack.container);
+
+    const first = await processDelivery(
+      consumer,
+      delivery({ accountId: account, amount: 10 }, { messageId: 'same' }),
+      deps,
+    );
+    const reordered = await processDelivery(
+      consumer,
+      delivery({ amount: 10, accountId: account }, { messageId: 'same' }),
+      deps,
+    );
+    const changed = await processDelivery(
+      consumer,
+      delivery({ accountId: account, amount: 99 }, { messageId: 'same' }),
+      deps,
+    );
+    const total = (await stack.container.item('total', `account:${account}`).read<{ amount: number }>())
+      .resource;
+
+    expect([first.outcome, reordered.outcome, changed.outcome]).toEqual([
+      'processed',
+      'duplicate',
+      'payload_mismatch',
+    ]);
+    expect(total?.amount).toBe(10);
+  });
+
+  it('keys a lossy numeric MessageId by MessageId and payload: colliding messages both apply, redeliveries do not', async () => {
+    const account = nextAccount();
+    const consumer = testConsumer((message, tx) =>
+      tx.patch('total', [{ op: 'incr', path: '/amount', value: message.amount }]),
+    );
+    await stack.container.items.create({ id: 'total', partitionKey: `account:${account}`, amount: 0 });
+    const deps = dependencies(stack.container);
+    // "9007199254740993" and "9007199254740992" both reach the function as the number 9007199254740992.
+    const lossy = { messageId: '9007199254740992', messageIdIsLossy: true };
+
+    const outcomes = [
+      (await processDelivery(consumer, delivery({ accountId: account, amount: 1 }, lossy), deps)).outcome,
+      (await processDelivery(consumer, delivery({ accountId: account, amount: 2 }, lossy), deps)).outcome,
+      (
+        await processDelivery(
+          consumer,
+          delivery({ accountId: account, amount: 1 }, { ...lossy, deliveryCount: 2 }),
+          deps,
+        )
+      ).outcome,
+    ];
+    const total = (await stack.container.item('total', `account:${account}`).read<{ amount: number }>())
+      .resource;
+
+    expect(outcomes).toEqual(['processed', 'processed', 'duplicate']);
+    expect(total?.amount).toBe(3);
+  });
+});
+
+describe('processDelivery: poison messages write nothing', () => {
+  const writes = testConsumer((message, tx) => tx.create({ id: 'effect', amount: message.amount }));
+
+  it.each([
+    ['a body that is not JSON', 'body-not-json', delivery('definitely { not json')],
+    ['bytes that are not JSON', 'body-not-json', delivery(Buffer.from([0xff, 0xfe, 0x00]))],
+    [
+      'a body that fails the schema',
+      'schema-violation',
+      delivery({ accountId: 'acct-poison', amount: 'ten' }),
+    ],
+    [
+      'no MessageId',
+      'missing-message-id',
+      delivery({ accountId: 'acct-poison', amount: 1 }, { messageId: undefined }),
+    ],
+  ])('%s → %s', async (_name, reason, poison) => {
+    expect(await poisonReason(processDelivery(writes, poison, dependencies(stack.container)))).toBe(reason);
+    expect(await documentsIn(stack.container, 'account:acct-poison')).toEqual([]);
+  });
+
+  it('no partition key → no-partition-key', async () => {
+    const consumer = testConsumer((message, tx) => tx.create({ id: 'x', amount: message.amount }), {
+      partitionKey: () => '',
+    });
+    const throwing = testConsumer((message, tx) => tx.create({ id: 'x', amount: message.amount }), {
+      partitionKey: () => {
+        throw new Error('no tenant');
+      },
+    });
+
+    expect(
+      await poisonReason(
+        processDelivery(consumer, delivery({ accountId: 'a', amount: 1 }), dependencies(stack.container)),
+      ),
+    ).toBe('no-partition-key');
+    expect(
+      await poisonReason(
+        processDelivery(throwing, delivery({ accountId: 'a', amount: 1 }), dependencies(stack.container)),
+      ),
+    ).toBe('no-partition-key');
+  });
+
+  it('more staged writes than one batch allows → too-many-operations', async () => {
+    const account = nextAccount();
+    const consumer = testConsumer((_message, tx) => {
+      for (let i = 0; i < 100; i++) tx.create({ id: `line-${i}` });
+    });
+
+    expect(
+      await poisonReason(
+        processDelivery(consumer, delivery({ accountId: account, amount: 1 }), dependencies(stack.container)),
+      ),
+    ).toBe('too-many-operations');
+    expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
+  });
+
+  it('99 staged writes (100 with the marker) still fit', async () => {
+    const account = nextAccount();
+    const consumer = testConsumer((_message, tx) => {
+      for (let i = 0; i < 99; i++) tx.create({ id: `line-${i}` });
+    });
+
+    const result = await processDelivery(
+      consumer,
+      delivery({ accountId: account, amount: 1 }),
+      dependencies(stack.container),
+    );
+
+    expect(result.outcome).toBe('processed');
+    expect(await documentsIn(stack.container, `account:${account}`)).toHaveLength(100);
+  });
+
+  it('a batch over 2 MB → batch-too-large', async () => {
+    const account = nextAccount();
+    const blob = 'x'.repeat(800 * 1024);
+    const consumer = testConsumer((_message, tx) => {
+      for (let i = 0; i < 3; i++) tx.create({ id: `blob-${i}`, blob });
+    });
+
+    expect(
+      await poisonReason(
+        processDelivery(consumer, delivery({ accountId: account, amount: 1 }), dependencies(stack.container)),
+      ),
+    ).toBe('batch-too-large');
+    expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
+  });
+
+  it('a write Cosmos DB rejects outright (400) → rejected-by-store, nothing written', async () => {
+    const account = nextAccount();
+    await stack.container.items.create({ id: 'doc', partitionKey: `account:${account}` });
+    const consumer = testConsumer((_message, tx) =>
+      tx.patch('doc', [{ op: 'set', path: '/missing/parent', value: 1 }]),
+    );
+
+    expect(
+      await poisonReason(
+        processDelivery(consumer, delivery({ accountId: account, amount: 1 }), dependencies(stack.container)),
+      ),
+    ).toBe('rejected-by-store');
+    expect((await documentsIn(stack.container, `account:${account}`)).map((doc) => doc.id)).toEqual(['doc']);
+  });
+
+  it('a handler may reject a message itself', async () => {
+    const consumer = testConsumer(() => {
+      throw new PoisonMessageError('rejected-by-handler', 'accounts in this region are closed');
+    });
+
+    expect(
+      await poisonReason(
+        processDelivery(consumer, delivery({ accountId: 'a', amount: 1 }), dependencies(stack.container)),
+      ),
+    ).toBe('rejected-by-handler');
+  });
+});
+
+describe('processDelivery: conflicts and failures', () => {
+  it('re-runs the handler with fresh reads after an ETag conflict, and counts the retry', async () => {
+    const account = nextAccount();
+    const partitionKey = `account:${account}`;
+    await stack.container.items.create({ id: 'doc', partitionKey, value: 0 });
+    let runs = 0;
+    const etagRetries: string[] = [];
+    const consumer = testConsumer(async (message, tx) => {
+      runs++;
+      const current = await tx.read<{ id: string; value: number }>('doc');
+      if (runs === 1) {
+        // Another writer slips in between this read and the commit.
+        await stack.container.items.upsert({ id: 'doc', partitionKey, value: 100 });
+      }
+      tx.replace(
+        { ...current!.document, value: current!.document.value + message.amount },
+        { ifMatch: current!.etag },
+      );
+    });
+
+    const result = await processDelivery(
+      consumer,
+      delivery({ accountId: account, amount: 5 }),
+      dependencies(stack.container, { onEtagRetry: (name) => etagRetries.push(name) }),
+    );
+    const doc = (await stack.container.item('doc', partitionKey).read<{ value: number }>()).resource;
+
+    expect(result).toMatchObject({ outcome: 'processed', attempts: 2 });
+    expect(doc?.value).toBe(105);
+    expect(etagRetries).toEqual(['test.consumer']);
+  });
+
+  it('gives up after maxAttempts conflicts, writes nothing, and throws ConcurrencyConflictError', async () => {
+    const account = nextAccount();
+    const partitionKey = `account:${account}`;
+    await stack.container.items.create({ id: 'doc', partitionKey, value: 0 });
+    let runs = 0;
+    const consumer = testConsumer(async (_message, tx) => {
+      runs++;
+      const current = await tx.read<{ id: string; value: number }>('doc');
+      await stack.container.items.upsert({ id: 'doc', partitionKey, value: -runs });
+      tx.replace({ ...current!.document, value: 999 }, { ifMatch: current!.etag });
+    });
+
+    const error = await processDelivery(
+      consumer,
+      delivery({ accountId: account, amount: 1 }),
+      dependencies(stack.container),
+    ).catch((caught: unknown) => caught);
+    const documents = await documentsIn(stack.container, partitionKey);
+
+    expect(error).toBeInstanceOf(ConcurrencyConflictError);
+    expect(runs).toBe(5);
+    expect(documents.filter((doc) => doc.type === MARKER_TYPE)).toEqual([]);
+    expect(documents.find((doc) => doc.id === 'doc')?.value).toBe(-5);
+  });
+
+  it('throws TransientStoreError when Cosmos DB throttles past the SDK retries or is unavailable; nothing written', async () => {
+    const account = nextAccount();
+    const consumer = testConsumer((message, tx) => tx.create({ id: 'effect', amount: message.amount }));
+    const deps = dependencies(stack.container);
+
+    stack.server.faults.inject({ kind: 'throttle', on: 'batch', times: 10, retryAfterMs: 1 });
+    const throttled = await processDelivery(
+      consumer,
+      delivery({ accountId: account, amount: 1 }),
+      deps,
+    ).catch((e: unknown) => e);
+    stack.server.faults.inject({ kind: 'unavailable', on: 'batch', times: 1 });
+    const unavailable = await processDelivery(
+      consumer,
+      delivery({ accountId: account, amount: 1 }),
+      deps,
+    ).catch((e: unknown) => e);
+
+    expect(throttled).toBeInstanceOf(TransientStoreError);
+    expect((throttled as TransientStoreError).statusCode).toBe(429);
+    expect(unavailable).toBeInstanceOf(TransientStoreError);
+    expect((unavailable as TransientStoreError).statusCode).toBe(503);
+    expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
+  });
+});

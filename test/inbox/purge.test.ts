@@ -1,0 +1,157 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { MARKER_TYPE, processDelivery, purgeExpiredMarkers } from '../../src/inbox';
+import { type LocalStack, startLocalStack } from '../support/localStack';
+import { delivery, dependencies, testConsumer } from './support';
+
+let stack: LocalStack;
+beforeAll(async () => {
+  stack = await startLocalStack();
+});
+afterEach(async () => {
+  stack.server.faults.clear();
+  // Each test starts from an empty inbox.
+  const { resources } = await stack.container.items
+    .query<{ id: string; partitionKey: string }>('SELECT c.id, c.partitionKey FROM c')
+    .fetchAll();
+  for (const doc of resources) await stack.container.item(doc.id, doc.partitionKey).delete();
+});
+afterAll(async () => {
+  await stack.stop();
+});
+
+const DAY_MS = 86_400_000;
+const now = new Date('2026-11-29T12:00:00Z');
+const consumer = testConsumer((message, tx) => tx.upsert({ id: 'balance', amount: message.amount }));
+
+/** Markers processed `ageDays` ago, spread over `partitions` accounts; each also writes a business document. */
+async function processMessages(
+  count: number,
+  ageDays: number,
+  partitions = 3,
+  prefix = `m${ageDays}`,
+): Promise<void> {
+  const deps = dependencies(stack.container, { now: () => new Date(now.getTime() - ageDays * DAY_MS) });
+  for (let i = 0; i < count; i++) {
+    await processDelivery(
+      consumer,
+      delivery({ accountId: `p${i % partitions}`, amount: i }, { messageId: `${prefix}-${i}` }),
+      deps,
+    );
+  }
+}
+
+async function stored(): Promise<{ markers: number; business: number }> {
+  const { resources } = await stack.container.items
+    .query<{ type?: string }>('SELECT c.type FROM c')
+    .fetchAll();
+  return {
+    markers: resources.filter((doc) => doc.type === MARKER_TYPE).length,
+    business: resources.filter((doc) => doc.type !== MARKER_TYPE).length,
+  };
+}
+
+describe('purgeExpiredMarkers', () => {
+  it('deletes expired markers only: unexpired markers and business documents stay', async () => {
+    await processMessages(7, 40);
+    await processMessages(4, 2);
+
+    const report = await purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
+
+    expect(report).toMatchObject({
+      purged: 7,
+      skipped: 0,
+      expiredRemaining: 0,
+      markers: 4,
+      stoppedBy: 'done',
+    });
+    expect(await stored()).toEqual({ markers: 4, business: 3 });
+  });
+
+  it('keeps a marker until its retention has fully passed', async () => {
+    await processMessages(2, 29.9);
+
+    const report = await purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
+
+    expect(report.purged).toBe(0);
+    expect((await stored()).markers).toBe(2);
+  });
+
+  it('stops at maxItems, reports what remains, and the next run continues', async () => {
+    await processMessages(12, 45);
+
+    const first = await purgeExpiredMarkers(stack.container, {
+      now,
+      maxItems: 5,
+      maxDurationMs: 60_000,
+      pageSize: 2,
+    });
+    const second = await purgeExpiredMarkers(stack.container, {
+      now,
+      maxItems: 5,
+      maxDurationMs: 60_000,
+      pageSize: 2,
+    });
+    const third = await purgeExpiredMarkers(stack.container, {
+      now,
+      maxItems: 5,
+      maxDurationMs: 60_000,
+      pageSize: 2,
+    });
+
+    expect([first.purged, first.expiredRemaining, first.stoppedBy]).toEqual([5, 7, 'item-cap']);
+    expect([second.purged, second.expiredRemaining, second.stoppedBy]).toEqual([5, 2, 'item-cap']);
+    expect([third.purged, third.expiredRemaining, third.stoppedBy]).toEqual([2, 0, 'done']);
+  });
+
+  it('stops when its time is up', async () => {
+    await processMessages(6, 45);
+    let ticks = 0;
+
+    const report = await purgeExpiredMarkers(stack.container, {
+      now,
+      maxItems: 1000,
+      maxDurationMs: 2_500,
+      pageSize: 2,
+      clock: () => ++ticks * 1_000,
+    });
+
+    expect(report.stoppedBy).toBe('time-cap');
+    expect(report.purged).toBeGreaterThan(0);
+    expect(report.expiredRemaining).toBe(6 - report.purged);
+  });
+
+  it('two purges at once delete every expired marker once between them, without failing', async () => {
+    await processMessages(30, 50, 4);
+
+    const [a, b] = await Promise.all([
+      purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000, pageSize: 10 }),
+      purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000, pageSize: 10 }),
+    ]);
+
+    expect(a.purged + b.purged).toBe(30);
+    expect((await stored()).markers).toBe(0);
+  });
+
+  it('leaves alone a marker written again after the purge read it (its ETag changed)', async () => {
+    await processMessages(1, 40, 1, 'again');
+    const slowDeletes = stack.server.faults.inject({ kind: 'latency', on: 'batch', ms: 300, times: 1 });
+
+    const purge = purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
+    while (slowDeletes.hits === 0) await sleep(5);
+    // While the purge's delete is in flight, the message is processed again (a resubmit after the
+    // retention): the marker is rewritten with a fresh expiry.
+    const { resources } = await stack.container.items
+      .query<Record<string, unknown>>(`SELECT * FROM c WHERE c.type = "${MARKER_TYPE}"`)
+      .fetchAll();
+    const marker = resources[0]!;
+    await stack.container.items.upsert({
+      ...marker,
+      expiresAtEpochSeconds: now.getTime() / 1000 + 30 * 86_400,
+    });
+    const report = await purge;
+
+    expect(report).toMatchObject({ purged: 0, skipped: 1 });
+    expect((await stored()).markers).toBe(1);
+  });
+});

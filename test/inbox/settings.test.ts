@@ -1,0 +1,168 @@
+import {
+  ConfigurationError,
+  formatDuration,
+  loadSettings,
+  parseDurationSeconds,
+  retentionBoundSeconds,
+} from '../../src/inbox';
+
+const base = { COSMOS_ENDPOINT: 'https://account.documents.azure.com:443/' };
+
+function problems(env: Record<string, string>): string[] {
+  try {
+    loadSettings(env);
+    return [];
+  } catch (error) {
+    if (!(error instanceof ConfigurationError)) throw error;
+    return [...error.problems];
+  }
+}
+
+describe('settings', () => {
+  it('applies the documented defaults', () => {
+    const settings = loadSettings(base);
+
+    expect(settings.cosmos).toEqual({
+      endpoint: base.COSMOS_ENDPOINT,
+      database: 'app',
+      container: 'state',
+      key: undefined,
+      clientId: undefined,
+    });
+    expect(settings.inbox).toEqual({
+      retentionSeconds: 30 * 86_400,
+      ttlBackstopSeconds: 7 * 86_400,
+      maxAttempts: 5,
+    });
+    expect(settings.redelivery).toEqual({
+      lockDurationSeconds: 60,
+      maxDeliveryCount: 10,
+      messageTtlSeconds: 14 * 86_400,
+      resubmitMarginSeconds: 7 * 86_400,
+    });
+    expect(settings.purge).toEqual({ maxItems: 5000, maxDurationSeconds: 60 });
+  });
+
+  it('turns the TTL backstop off with "off"', () => {
+    expect(loadSettings({ ...base, INBOX_TTL_BACKSTOP: 'off' }).inbox.ttlBackstopSeconds).toBeUndefined();
+  });
+
+  it('requires COSMOS_ENDPOINT, and a key for a local http endpoint', () => {
+    expect(problems({})).toEqual([expect.stringContaining('COSMOS_ENDPOINT is not set')]);
+    expect(problems({ COSMOS_ENDPOINT: 'http://127.0.0.1:8081/' })).toEqual([
+      expect.stringContaining('needs COSMOS_KEY'),
+    ]);
+    expect(problems({ ...base, COSMOS_KEY: '<paste the key here>' })).toEqual([
+      expect.stringContaining('COSMOS_KEY is not a base64 key'),
+    ]);
+  });
+
+  it('refuses a retention shorter than the redelivery bound, and says what the bound is', () => {
+    const found = problems({ ...base, INBOX_RETENTION: 'P7D' });
+
+    expect(found).toHaveLength(1);
+    expect(found[0]).toContain('INBOX_RETENTION=P7D is shorter than the time a message can come back');
+    expect(found[0]).toContain(
+      'lock PT1M × 10 deliveries + message TTL P14D + resubmit margin P7D = P21DT10M',
+    );
+    expect(found[0]).toContain('Raise INBOX_RETENTION to at least P21DT10M');
+  });
+
+  it('recomputes the bound from the Service Bus settings the Bicep supplies', () => {
+    const env = {
+      ...base,
+      SERVICEBUS_LOCK_DURATION: 'PT5M',
+      SERVICEBUS_MAX_DELIVERY_COUNT: '2000',
+      SERVICEBUS_MESSAGE_TTL: 'P20D',
+    };
+
+    expect(problems(env)).toEqual([expect.stringContaining('= P33DT22H40M')]);
+    expect(problems({ ...env, INBOX_RETENTION: 'P34D' })).toEqual([]);
+  });
+
+  it('accepts a retention exactly at the bound', () => {
+    const bound = retentionBoundSeconds({
+      lockDurationSeconds: 60,
+      maxDeliveryCount: 10,
+      messageTtlSeconds: 14 * 86_400,
+      resubmitMarginSeconds: 7 * 86_400,
+    });
+
+    expect(problems({ ...base, INBOX_RETENTION: formatDuration(bound) })).toEqual([]);
+  });
+
+  it('reports every malformed setting at once', () => {
+    const found = problems({
+      ...base,
+      INBOX_RETENTION: '30 days',
+      SERVICEBUS_MAX_DELIVERY_COUNT: 'ten',
+      INBOX_MAX_ATTEMPTS: '0',
+    });
+
+    expect(found).toEqual([
+      expect.stringContaining("INBOX_RETENTION='30 days' is not an ISO-8601 duration"),
+      expect.stringContaining("INBOX_MAX_ATTEMPTS='0' must be an integer"),
+      expect.stringContaining("SERVICEBUS_MAX_DELIVERY_COUNT='ten' must be an integer"),
+    ]);
+  });
+});
+
+describe('ISO-8601 durations', () => {
+  it.each([
+    ['P30D', 2_592_000],
+    ['PT1M', 60],
+    ['P1DT12H', 129_600],
+    ['PT0.5S', 0.5],
+    ['P2W', 1_209_600],
+    ['P14DT1H2M3S', 1_213_323],
+  ])('%s = %d s', (text, seconds) => {
+    expect(parseDurationSeconds(text, 'X')).toBe(seconds);
+  });
+
+  it.each(['P', 'PT', '30D', 'P1M', 'P1Y', 'PT-1M', ''])('refuses %j', (text) => {
+    expect(() => parseDurationSeconds(text, 'X')).toThrow(ConfigurationError);
+  });
+
+  it('formats back to the shortest form', () => {
+    expect([0, 60, 86_400, 1_815_000, 3_723].map(formatDuration)).toEqual([
+      'PT0S',
+      'PT1M',
+      'P1D',
+      'P21DT10M',
+      'PT1H2M3S',
+    ]);
+  });
+});
+
+describe('start-up', () => {
+  const loadApp = (env: Record<string, string>): unknown => {
+    const saved = { ...process.env };
+    Object.assign(process.env, env);
+    try {
+      let error: unknown;
+      jest.isolateModules(() => {
+        try {
+          // eslint-disable-next-line @typescript-eslint/no-require-imports -- loads the module fresh, as the host would
+          require('../../functions/paymentApplier');
+        } catch (caught) {
+          error = caught;
+        }
+      });
+      return error;
+    } finally {
+      process.env = saved;
+    }
+  };
+
+  it('refuses to load the functions with an unsafe retention', () => {
+    const error = loadApp({ INBOX_RETENTION: 'P1D' });
+
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).name).toBe('ConfigurationError');
+    expect((error as Error).message).toContain('INBOX_RETENTION=P1D is shorter');
+  });
+
+  it('loads them with safe settings', () => {
+    expect(loadApp({ INBOX_RETENTION: 'P60D' })).toBeUndefined();
+  });
+});

@@ -1,0 +1,65 @@
+import type { Container } from '@azure/cosmos';
+import { z } from 'zod';
+
+import type { InboxConsumer, ProcessDependencies } from '../../src/inbox';
+import type { Delivery } from '../../src/inbox/delivery';
+
+/** A consumer defined in the test, outside src/topology.json: the same shape defineInboxConsumer returns. */
+export function testConsumer(
+  handle: InboxConsumer<TestMessage>['handle'],
+  overrides: Partial<InboxConsumer<TestMessage>> = {},
+): InboxConsumer<TestMessage> {
+  return {
+    kind: 'inbox',
+    name: 'test.consumer',
+    topic: 'test-topic',
+    subscription: 'test-subscription',
+    subjects: ['Test'],
+    schema: TestMessage,
+    partitionKey: (message) => `account:${message.accountId}`,
+    handle,
+    ...overrides,
+  };
+}
+
+export const TestMessage = z.object({ accountId: z.string().min(1), amount: z.number() });
+export type TestMessage = z.infer<typeof TestMessage>;
+
+export function dependencies(
+  container: Container,
+  overrides: Partial<ProcessDependencies> = {},
+): ProcessDependencies {
+  return {
+    container,
+    settings: { inbox: { retentionSeconds: 30 * 86_400, ttlBackstopSeconds: 7 * 86_400, maxAttempts: 5 } },
+    now: () => new Date(),
+    sleep: () => Promise.resolve(),
+    random: () => 0.5,
+    ...overrides,
+  };
+}
+
+export function delivery(body: unknown, overrides: Partial<Delivery> = {}): Delivery {
+  return {
+    body,
+    messageId: 'message-1',
+    messageIdIsLossy: false,
+    deliveryCount: 1,
+    enqueuedTimeUtc: new Date(),
+    subject: 'Test',
+    correlationId: undefined,
+    applicationProperties: {},
+    ...overrides,
+  };
+}
+
+/** Every document in a logical partition, markers included. */
+export async function documentsIn(
+  container: Container,
+  partitionKey: string,
+): Promise<Record<string, unknown>[]> {
+  const { resources } = await container.items
+    .query<Record<string, unknown>>('SELECT * FROM c', { partitionKey })
+    .fetchAll();
+  return resources;
+}

@@ -1,0 +1,262 @@
+// Runs the Bicep CLI for the infra tests: finds it, builds and lints the template, and evaluates it
+// offline with `bicep snapshot`, which runs the Azure Resource Manager template engine in process and
+// returns the resources a deployment would create, with every deploy-time expression evaluated.
+// Values known only once resources exist (principal ids, endpoints) stay as ARM expressions.
+
+import { execFile, spawnSync } from 'node:child_process';
+import { createHash, randomUUID } from 'node:crypto';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+export const repoRoot = path.resolve(__dirname, '..', '..');
+export const infraDir = path.join(repoRoot, 'infra');
+export const mainBicep = path.join(infraDir, 'main.bicep');
+
+/** Identities of the fake deployment scope the snapshots are evaluated in. */
+export const fakeScope = {
+  subscriptionId: '00000000-0000-0000-0000-00000000a11c',
+  tenantId: '00000000-0000-0000-0000-0000000077e7',
+} as const;
+
+export type BicepLocation = { found: true; path: string } | { found: false; reason: string };
+
+/** BICEP_PATH when set (CI exports it), otherwise whatever infra/find-bicep.sh finds or restores. */
+export function locateBicep(): BicepLocation {
+  const configured = process.env['BICEP_PATH'];
+  if (configured) {
+    return { found: true, path: configured };
+  }
+  const script = spawnSync('bash', [path.join(infraDir, 'find-bicep.sh')], {
+    cwd: repoRoot,
+    encoding: 'utf8',
+    timeout: 300_000,
+  });
+  const located = script.stdout.trim();
+  if (script.status === 0 && located) {
+    return { found: true, path: located };
+  }
+  const lastLine = script.stderr.trim().split('\n').pop();
+  return {
+    found: false,
+    reason: lastLine || script.error?.message || `find-bicep.sh exited with ${script.status}`,
+  };
+}
+
+export interface CliResult {
+  exitCode: number;
+  output: string;
+}
+
+async function runCli(bicep: string, args: string[], cwd = repoRoot): Promise<CliResult> {
+  try {
+    const { stdout, stderr } = await run(bicep, args, { cwd, maxBuffer: 64 * 1024 * 1024 });
+    return { exitCode: 0, output: `${stdout}${stderr}` };
+  } catch (error) {
+    const failed = error as { code?: number; stdout?: string; stderr?: string };
+    return {
+      exitCode: typeof failed.code === 'number' ? failed.code : 1,
+      output: `${failed.stdout ?? ''}${failed.stderr ?? ''}`,
+    };
+  }
+}
+
+export interface ArmTemplate {
+  $schema: string;
+  parameters: Record<string, ArmParameter>;
+  outputs: Record<string, { type: string; value: unknown }>;
+  [key: string]: unknown;
+}
+
+export interface ArmParameter {
+  type: string;
+  defaultValue?: unknown;
+  allowedValues?: unknown[];
+  minValue?: number;
+  maxValue?: number;
+}
+
+export interface Build {
+  template: ArmTemplate;
+  text: string;
+  diagnostics: string;
+}
+
+/** `bicep build --stdout`: the ARM JSON, and whatever the build printed besides it. */
+export async function build(bicep: string, file = mainBicep): Promise<Build> {
+  const { stdout, stderr } = await run(bicep, ['build', file, '--stdout'], {
+    cwd: repoRoot,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return { template: JSON.parse(stdout) as ArmTemplate, text: stdout, diagnostics: stderr.trim() };
+}
+
+/** `bicep lint` over every .bicep file of infra/ (main and modules). */
+export async function lint(bicep: string): Promise<CliResult> {
+  return runCli(bicep, ['lint', '--pattern', 'infra/**/*.bicep']);
+}
+
+export interface PredictedResource {
+  id: string;
+  type: string;
+  name: string;
+  apiVersion: string;
+  location?: string;
+  kind?: string;
+  sku?: Record<string, unknown>;
+  tags?: Record<string, string>;
+  identity?: Record<string, unknown>;
+  properties?: Record<string, unknown>;
+}
+
+export interface Snapshot {
+  predictedResources: PredictedResource[];
+  diagnostics: unknown[];
+  outputs: Record<string, unknown>;
+}
+
+export type SnapshotResult = { ok: true; snapshot: Snapshot } | { ok: false; message: string };
+
+export interface SnapshotOptions {
+  /** The template to evaluate; infra/main.bicep by default. */
+  templateFile?: string;
+  /** Resource group to deploy into, for a template (a module) at resource-group scope. */
+  resourceGroup?: string;
+  location?: string;
+}
+
+/**
+ * Evaluates a template with these parameters (the rest take their defaults) in a fake subscription,
+ * the way Azure Resource Manager would before creating anything.
+ */
+export async function snapshot(
+  bicep: string,
+  parameters: Record<string, unknown>,
+  { templateFile = mainBicep, resourceGroup, location = 'westeurope' }: SnapshotOptions = {},
+): Promise<SnapshotResult> {
+  const workDir = path.join(repoRoot, '.cache', 'bicep', 'snapshots', randomUUID());
+  mkdirSync(workDir, { recursive: true });
+  try {
+    const paramFile = path.join(workDir, 'main.bicepparam');
+    const using = path.relative(workDir, templateFile).split(path.sep).join('/');
+    const lines = [`using '${using}'`, ''];
+    for (const [name, value] of Object.entries(parameters)) {
+      lines.push(`param ${name} = ${toBicepLiteral(value, '')}`);
+    }
+    writeFileSync(paramFile, `${lines.join('\n')}\n`);
+    const result = await runCli(
+      bicep,
+      [
+        'snapshot',
+        paramFile,
+        '--mode',
+        'overwrite',
+        '--subscription-id',
+        fakeScope.subscriptionId,
+        '--tenant-id',
+        fakeScope.tenantId,
+        '--location',
+        location,
+        ...(resourceGroup ? ['--resource-group', resourceGroup] : []),
+      ],
+      workDir,
+    );
+    if (result.exitCode !== 0) {
+      return { ok: false, message: result.output.trim() };
+    }
+    const text = readFileSync(path.join(workDir, 'main.snapshot.json'), 'utf8');
+    return { ok: true, snapshot: JSON.parse(text) as Snapshot };
+  } finally {
+    rmSync(workDir, { recursive: true, force: true });
+  }
+}
+
+function toBicepLiteral(value: unknown, indent: string): string {
+  if (typeof value === 'string') {
+    return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'").replace(/\$\{/g, '\\${')}'`;
+  }
+  if (typeof value === 'number' || typeof value === 'boolean') {
+    return String(value);
+  }
+  if (value === null) {
+    return 'null';
+  }
+  const inner = `${indent}  `;
+  if (Array.isArray(value)) {
+    const items = value.map((item) => `${inner}${toBicepLiteral(item, inner)}`);
+    return `[\n${items.join('\n')}\n${indent}]`;
+  }
+  if (typeof value === 'object') {
+    const entries = Object.entries(value).map(
+      ([key, item]) => `${inner}'${key}': ${toBicepLiteral(item, inner)}`,
+    );
+    return `{\n${entries.join('\n')}\n${indent}}`;
+  }
+  throw new Error(`cannot write ${typeof value} as a Bicep value`);
+}
+
+/**
+ * The parameters azd passes for infra/main.parameters.json: `${VAR}` and `${VAR=default}` are
+ * resolved from `environment`, and a parameter that resolves to an empty string is left out so the
+ * template default applies (what azd does for parameters that have a default). Strings are
+ * converted to the template's int and bool parameter types.
+ */
+export function azdParameters(
+  template: ArmTemplate,
+  environment: Record<string, string>,
+): Record<string, unknown> {
+  const file = JSON.parse(readFileSync(path.join(infraDir, 'main.parameters.json'), 'utf8')) as {
+    parameters: Record<string, { value: unknown }>;
+  };
+  const resolved: Record<string, unknown> = {};
+  for (const [name, { value }] of Object.entries(file.parameters)) {
+    if (typeof value !== 'string') {
+      resolved[name] = value;
+      continue;
+    }
+    const text = value.replace(
+      /\$\{([A-Za-z_][A-Za-z0-9_]*)(?:=([^}]*))?\}/g,
+      (_match, variable: string, fallback: string | undefined) => environment[variable] || fallback || '',
+    );
+    if (text === '') {
+      continue;
+    }
+    const type = template.parameters[name]?.type.toLowerCase();
+    resolved[name] = type === 'int' ? Number(text) : type === 'bool' ? text === 'true' : text;
+  }
+  return resolved;
+}
+
+/** ARM's guid(): a version 5 UUID of the arguments joined with '-', in ARM's own namespace. */
+export function armGuid(...parts: string[]): string {
+  const namespace = Buffer.from('11fb06fb712d4ddd98c7e71bbd588830', 'hex');
+  const hash = createHash('sha1').update(namespace).update(parts.join('-'), 'utf8').digest();
+  const bytes = hash.subarray(0, 16);
+  bytes[6] = ((bytes[6] ?? 0) & 0x0f) | 0x50;
+  bytes[8] = ((bytes[8] ?? 0) & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return [hex.slice(0, 8), hex.slice(8, 12), hex.slice(12, 16), hex.slice(16, 20), hex.slice(20)].join('-');
+}
+
+/** The scope a role assignment is created at, from its predicted id. */
+export function roleAssignmentScope(assignment: PredictedResource): string {
+  const extension = "[extensionResourceId('";
+  if (assignment.id.startsWith(extension)) {
+    return assignment.id.slice(extension.length, assignment.id.indexOf("'", extension.length));
+  }
+  return assignment.id.slice(0, assignment.id.indexOf('/providers/Microsoft.Authorization/roleAssignments/'));
+}
+
+/** Reads a dotted path (`properties.functionAppConfig.runtime`) out of a JSON value. */
+export function at(value: unknown, dottedPath: string): unknown {
+  let current = value;
+  for (const key of dottedPath.split('.')) {
+    if (current === null || typeof current !== 'object') {
+      return undefined;
+    }
+    current = (current as Record<string, unknown>)[key];
+  }
+  return current;
+}
