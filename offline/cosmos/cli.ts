@@ -1,10 +1,15 @@
 import { parseArgs } from 'node:util';
 
+import { CosmosClient } from '@azure/cosmos';
+
 import { DEFAULT_KEY, start } from './server';
 
 const usage = `Usage: npm run cosmos -- [--port 8081] [--host 127.0.0.1] [--key <base64>] [--latency-ms 0]
+                          [--database app] [--container state] [--no-provision]
 
-Starts the local Cosmos DB server (in memory; data is lost when it stops) and runs until interrupted.`;
+Starts the local Cosmos DB server (in memory; data is lost when it stops) and runs until interrupted.
+Unless --no-provision is given, it creates the app's database and container as the Bicep does
+(partition key /partitionKey, defaultTtl -1), so that \`func start\` can use it at once.`;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -13,6 +18,9 @@ async function main(): Promise<void> {
       host: { type: 'string', default: '127.0.0.1' },
       key: { type: 'string', default: process.env.LOCAL_COSMOS_KEY ?? DEFAULT_KEY },
       'latency-ms': { type: 'string', default: '0' },
+      database: { type: 'string', default: 'app' },
+      container: { type: 'string', default: 'state' },
+      'no-provision': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -28,6 +36,19 @@ async function main(): Promise<void> {
     throw new Error(`--latency-ms must be >= 0; got '${values['latency-ms']}'.`);
 
   const server = await start({ port, host: values.host, key: values.key, latencyMs });
+  if (!values['no-provision']) {
+    const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
+    const { database } = await client.databases.createIfNotExists({ id: values.database });
+    await database.containers.createIfNotExists({
+      id: values.container,
+      partitionKey: { paths: ['/partitionKey'], version: 2 },
+      defaultTtl: -1,
+    });
+    client.dispose();
+    console.log(
+      `Created database '${values.database}' with container '${values.container}' (/partitionKey, defaultTtl -1).`,
+    );
+  }
   console.log(`Local Cosmos DB server listening (in memory, plain http).`);
   console.log(`  COSMOS_ENDPOINT=${server.endpoint}`);
   console.log(`  COSMOS_KEY=${server.key}`);

@@ -1,8 +1,9 @@
 import { handler as paymentHandler } from '../../functions/paymentApplier';
 import { handler as purgeHandler } from '../../functions/purgeExpiredMarkers';
 import { handler as stockHandler } from '../../functions/stockReserver';
-import { METRIC_NAMES } from '../../src/inbox';
+import { InboxTelemetry, METRIC_NAMES, processDelivery } from '../../src/inbox';
 import { type Invoice, invoicePartition, type Product, productPartition } from '../../src/sample';
+import { delivery, dependencies, testConsumer } from '../inbox/support';
 import { deliver, hostContext } from '../support/deliveries';
 import { type LocalStack, startLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
@@ -112,5 +113,25 @@ describe('telemetry', () => {
     expect(await sink.value(METRIC_NAMES.markers)).toBe(markersNow);
     expect(await sink.value(METRIC_NAMES.expiredMarkers)).toBe(0);
     expect(await sink.value(METRIC_NAMES.purgedMarkers)).toBe(0);
+  });
+
+  it('counts ETag conflict retries per consumer', async () => {
+    const telemetry = new InboxTelemetry();
+    await stack.container.items.create({ id: 'doc', partitionKey: 'account:etag', value: 0 });
+    let runs = 0;
+    const conflicting = testConsumer(async (_message, tx) => {
+      const current = await tx.read<{ id: string; value: number }>('doc');
+      if (++runs === 1)
+        await stack.container.items.upsert({ id: 'doc', partitionKey: 'account:etag', value: 50 });
+      tx.replace({ ...current!.document, value: current!.document.value + 1 }, { ifMatch: current!.etag });
+    });
+
+    await processDelivery(
+      conflicting,
+      delivery({ accountId: 'etag', amount: 1 }),
+      dependencies(stack.container, { onEtagRetry: (consumer) => telemetry.etagRetry(consumer) }),
+    );
+
+    expect(await sink.value(METRIC_NAMES.etagRetries, { consumer: 'test.consumer' })).toBe(1);
   });
 });

@@ -90,7 +90,7 @@ describe('start()', () => {
 });
 
 describe('npm run cosmos (the CLI)', () => {
-  it('prints the endpoint and key, serves requests, and stops cleanly on SIGINT', async () => {
+  it('prints the endpoint and key, provisions the app container, serves requests, and stops on SIGINT', async () => {
     const cli = spawn(
       process.execPath,
       [require.resolve('tsx/cli'), 'offline/cosmos/cli.ts', '--port', '0'],
@@ -104,14 +104,15 @@ describe('npm run cosmos (the CLI)', () => {
 
     const endpoint = /COSMOS_ENDPOINT=(\S+)/.exec(output)?.[1];
     const key = /COSMOS_KEY=(\S+)/.exec(output)?.[1];
-    const { resources } = await new CosmosClient({ endpoint: endpoint!, key: key! }).databases
-      .readAll()
-      .fetchAll();
+    const client = new CosmosClient({ endpoint: endpoint!, key: key! });
+    const { resource: container } = await client.database('app').container('state').read();
+    client.dispose();
     cli.kill('SIGINT');
     const [code] = (await once(cli, 'exit')) as [number | null];
 
     expect(endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
-    expect(resources).toEqual([]);
+    expect(container?.partitionKey?.paths).toEqual(['/partitionKey']);
+    expect(container?.defaultTtl).toBe(-1);
     expect(code).toBe(0);
   });
 });
