@@ -150,6 +150,12 @@ async function processWithInbox<M>(
         throw new TransientStoreError(`Cosmos DB refused the inbox marker with ${status}.`, status);
       // Timeline of a duplicate: delivery 1 commits marker + effect → its completion is lost or its
       // lock expires → delivery 2 (maybe running concurrently) gets 409 on the marker, writes nothing.
+      if (delivery.deliveryCount > 1) {
+        // A redelivery carries the same bytes as this message's earlier deliveries, so the batch's
+        // one request settles it. A different body under a reused MessageId arrives as a new
+        // message (DeliveryCount 1), where the check below sees it.
+        return { outcome: 'duplicate', requestCharge, requests, attempts: attempt };
+      }
       const stored = await store(() => deps.container.item(marker.id, partitionKey).read<Marker>());
       requests++;
       requestCharge += stored.requestCharge;

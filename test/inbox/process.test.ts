@@ -148,6 +148,29 @@ describe('processDelivery: the marker and the effect commit together', () => {
     expect(total?.amount).toBe(10);
   });
 
+  it('settles a redelivery in one request, and checks the payload of a new message reusing the id', async () => {
+    const account = nextAccount();
+    const consumer = testConsumer((message, tx) => tx.create({ id: 'effect', amount: message.amount }));
+    const deps = dependencies(stack.container);
+    const message = { accountId: account, amount: 1 };
+
+    const first = await processDelivery(consumer, delivery(message, { messageId: 'r' }), deps);
+    const redelivery = await processDelivery(
+      consumer,
+      delivery(message, { messageId: 'r', deliveryCount: 2 }),
+      deps,
+    );
+    const resent = await processDelivery(
+      consumer,
+      delivery(message, { messageId: 'r', deliveryCount: 1 }),
+      deps,
+    );
+
+    expect([first.outcome, first.requests]).toEqual(['processed', 1]);
+    expect([redelivery.outcome, redelivery.requests]).toEqual(['duplicate', 1]);
+    expect([resent.outcome, resent.requests]).toEqual(['duplicate', 2]);
+  });
+
   it('keys a lossy numeric MessageId by MessageId and payload: colliding messages both apply, redeliveries do not', async () => {
     const account = nextAccount();
     const consumer = testConsumer((message, tx) =>
