@@ -75,9 +75,28 @@ export function conditionHolds(document: unknown, condition: string): boolean {
   if (!/^\s*from\s/i.test(condition)) {
     throw badRequest(`A patch condition must have the form "from c where ..."; got '${condition}'.`);
   }
-  const compiled = compile(`SELECT VALUE 1 ${condition}`);
-  const { result } = execute(() => compiled.exec([document as object]) as { result: unknown[] });
+  // Conditions embed their numbers (`c.stock >= 3`); compiling each variant costs milliseconds, so
+  // the numbers become parameters and one compiled query serves every variant.
+  const { text, parameters } = liftNumbers(`SELECT VALUE 1 ${condition}`);
+  const compiled = compile(text);
+  const { result } = execute(
+    () => compiled.exec([document as object], { parameters }) as { result: unknown[] },
+  );
   return result.length > 0;
+}
+
+const LITERALS =
+  /("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(?<![\w$@.[])(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)(?![\w.])/g;
+
+function liftNumbers(query: string): { text: string; parameters: QueryParameter[] } {
+  const parameters: QueryParameter[] = [];
+  const text = query.replace(LITERALS, (match, quoted: string | undefined, number: string | undefined) => {
+    if (quoted !== undefined || number === undefined) return match;
+    const name = `@__literal${parameters.length}`;
+    parameters.push({ name, value: Number(number) });
+    return name;
+  });
+  return { text, parameters };
 }
 
 function compile(text: string): CompiledQuery {

@@ -3,12 +3,13 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { seededRandom } from '../random';
 import { AccountState, type ContainerState } from './account';
 import { verifyMasterKey } from './auth';
 import { executeBatch } from './batch';
 import { asObject, byteLength } from './documents';
 import { badRequest, CosmosError, errorBody } from './errors';
-import { type FaultHandle, FaultInjector, type FaultRule, type FaultTarget, seededRandom } from './faults';
+import { type FaultHandle, FaultInjector, type FaultRule, type FaultTarget } from './faults';
 import { executeOperation, isExpired, type ItemOperation, StagedWrites } from './items';
 import { parsePartitionKeyHeader } from './partitionKey';
 import { parsePatchRequest } from './patch';

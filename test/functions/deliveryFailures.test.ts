@@ -1,3 +1,5 @@
+import '../support/appSettings';
+
 import { handler } from '../../functions/paymentApplier';
 import { PoisonMessageError, TransientStoreError } from '../../src/inbox';
 import { type Invoice, invoicePartition } from '../../src/sample';

@@ -1,3 +1,5 @@
+import '../support/appSettings';
+
 import { handler } from '../../functions/invoiceStatusProjector';
 import { invoicePartition, type InvoiceStatus, invoiceStatusId } from '../../src/sample';
 import { deliver, type LogLine } from '../support/deliveries';

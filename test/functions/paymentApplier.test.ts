@@ -1,3 +1,5 @@
+import '../support/appSettings';
+
 import { handler } from '../../functions/paymentApplier';
 import { type Invoice, invoicePartition, type UnappliedPayment } from '../../src/sample';
 import { deliver, type LogLine } from '../support/deliveries';

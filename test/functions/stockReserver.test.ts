@@ -1,3 +1,5 @@
+import '../support/appSettings';
+
 import { handler } from '../../functions/stockReserver';
 import { type Backorder, type Product, productPartition } from '../../src/sample';
 import { deliver } from '../support/deliveries';

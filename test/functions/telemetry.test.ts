@@ -1,3 +1,5 @@
+import '../support/appSettings';
+
 import { handler as paymentHandler } from '../../functions/paymentApplier';
 import { handler as purgeHandler } from '../../functions/purgeExpiredMarkers';
 import { handler as stockHandler } from '../../functions/stockReserver';

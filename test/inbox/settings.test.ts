@@ -1,3 +1,5 @@
+import '../support/appSettings';
+
 import {
   ConfigurationError,
   formatDuration,

@@ -1,0 +1,278 @@
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+
+import { type Container, CosmosClient } from '@azure/cosmos';
+
+import { topology } from '../../src/topology';
+import { type LocalCosmos, start as startCosmos } from '../cosmos';
+import { type FunctionApp, loadFunctionApp } from '../functions/registrations';
+import { seededRandom } from '../random';
+import { Broker, type Topic } from '../servicebus/broker';
+import { scaledClock } from '../servicebus/clock';
+import { FunctionsHost, type HostFaults } from '../servicebus/host';
+import { type Accounting, type Invariant, verify } from './verify';
+import { generateWorkload, type WorkloadOptions } from './workload';
+
+/**
+ * One run of the whole pipeline offline: the local Cosmos DB server, the Service Bus model, the
+ * Functions host model driving the real registered handlers, a seeded workload with faults, and
+ * the invariants checked at the end.
+ */
+export interface ScenarioFaults extends HostFaults {
+  /** Chance that a transactional batch gets 503 (not retried by the SDK for writes). */
+  cosmosUnavailable?: number;
+  /** Chance that a batch gets 429; the SDK waits and retries up to 9 times. */
+  cosmosThrottle?: number;
+  /** Chance that a batch commits but its response is lost. */
+  cosmosDropAfterCommit?: number;
+  /** Chance that a batch is so slow that the message's lock runs out while the handler still runs. */
+  slowHandler?: number;
+}
+
+export interface ScenarioOptions extends WorkloadOptions {
+  faults?: ScenarioFaults;
+  /** Model time runs this many times faster than real time; default 1000 (PT1M lock = 60 ms). */
+  clockScale?: number;
+  /** Duplicate detection window, model ms; default PT1H. */
+  duplicateWindowMs?: number;
+  /** host.json maxConcurrentCalls per function; default 16. */
+  maxConcurrentCalls?: number;
+  /** Called about every quarter second while the run is going. */
+  onProgress?: (progress: Progress) => void;
+  /** Real ms before a run that has not settled is abandoned; default 120 s. */
+  timeoutMs?: number;
+}
+
+export interface Progress {
+  sent: number;
+  sends: number;
+  settledCopies: number;
+  deliveries: number;
+}
+
+export interface Percentiles {
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+}
+
+export interface ScenarioReport {
+  seed: number;
+  ok: boolean;
+  invariants: Invariant[];
+  accounting: Accounting;
+  deliveries: { total: number; byOutcome: Record<string, number>; bySettlement: Record<string, number> };
+  throughput: { elapsedMs: number; eventsPerSecond: number; deliveriesPerSecond: number };
+  /** Real milliseconds: in the handler, and from enqueue to settlement. */
+  latency: { handlerMs: Percentiles; endToEndMs: Percentiles };
+}
+
+export interface EnvironmentOptions {
+  /** Broker lock duration (model ms), default PT1M; also SERVICEBUS_LOCK_DURATION for the app. */
+  lockDurationMs?: number;
+  /** Broker max delivery count, default 10; also SERVICEBUS_MAX_DELIVERY_COUNT for the app. */
+  maxDeliveryCount?: number;
+  /** host.json maxAutoLockRenewalDuration, model ms; default 5 minutes. */
+  maxAutoLockRenewalMs?: number;
+  /** Latency the local Cosmos server adds to every data request, real ms; default 0. */
+  cosmosLatencyMs?: number;
+}
+
+/**
+ * The parts that live for the whole process: the local Cosmos server and the function app (the
+ * Functions modules, like the host, are loaded once). Runs reuse them, each on a fresh container.
+ */
+export class ScenarioEnvironment {
+  private constructor(
+    readonly cosmos: LocalCosmos,
+    private readonly client: CosmosClient,
+    readonly app: FunctionApp,
+    private readonly options: Required<EnvironmentOptions>,
+  ) {}
+
+  static async start(options: EnvironmentOptions = {}): Promise<ScenarioEnvironment> {
+    const settings: Required<EnvironmentOptions> = {
+      lockDurationMs: options.lockDurationMs ?? 60_000,
+      maxDeliveryCount: options.maxDeliveryCount ?? 10,
+      maxAutoLockRenewalMs: options.maxAutoLockRenewalMs ?? 300_000,
+      cosmosLatencyMs: options.cosmosLatencyMs ?? 0,
+    };
+    const cosmos = await startCosmos({ latencyMs: settings.cosmosLatencyMs, seed: 1 });
+    Object.assign(process.env, {
+      COSMOS_ENDPOINT: cosmos.endpoint,
+      COSMOS_KEY: cosmos.key,
+      COSMOS_DATABASE: 'app',
+      COSMOS_CONTAINER: 'state',
+      SERVICEBUS_LOCK_DURATION: `PT${settings.lockDurationMs / 1000}S`,
+      SERVICEBUS_MAX_DELIVERY_COUNT: String(settings.maxDeliveryCount),
+    });
+    const client = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
+    await client.databases.createIfNotExists({ id: 'app' });
+    return new ScenarioEnvironment(cosmos, client, loadFunctionApp(), settings);
+  }
+
+  async stop(): Promise<void> {
+    this.client.dispose();
+    await this.cosmos.stop();
+  }
+
+  /** The app's container, emptied: partitioned on /partitionKey with defaultTtl -1, as in Azure. */
+  private async freshContainer(): Promise<Container> {
+    const database = this.client.database('app');
+    await database
+      .container('state')
+      .delete()
+      .catch(() => undefined);
+    const { container } = await database.containers.create({
+      id: 'state',
+      partitionKey: { paths: ['/partitionKey'], version: 2 },
+      defaultTtl: -1,
+    });
+    return container;
+  }
+
+  async run(options: ScenarioOptions): Promise<ScenarioReport> {
+    const scale = options.clockScale ?? 1000;
+    const clock = scaledClock(scale);
+    const duplicateWindowMs = options.duplicateWindowMs ?? 3_600_000;
+    const workload = generateWorkload(options);
+    const container = await this.freshContainer();
+    for (const document of [...workload.invoices, ...workload.products])
+      await container.items.create(document);
+
+    const broker = new Broker({
+      topology,
+      clock,
+      duplicateWindowMs,
+      lockDurationMs: this.options.lockDurationMs,
+      maxDeliveryCount: this.options.maxDeliveryCount,
+    });
+    const random = seededRandom(options.seed ^ 0x5bd1e995);
+    const host = new FunctionsHost(broker, this.app.serviceBus, {
+      clock,
+      maxConcurrentCalls: options.maxConcurrentCalls ?? 16,
+      maxAutoLockRenewalMs: this.options.maxAutoLockRenewalMs,
+      faults: options.faults ?? {},
+      random,
+    });
+    this.injectCosmosFaults(options.faults ?? {}, scale);
+
+    const startedAt = performance.now();
+    let sent = 0;
+    const report = (): void =>
+      options.onProgress?.({
+        sent,
+        sends: workload.sends.length,
+        settledCopies: broker.subscriptions.reduce(
+          (n, s) => n + s.entity.completed.length + s.deadLetterQueue.enqueued,
+          0,
+        ),
+        deliveries: host.deliveries.length,
+      });
+    const progress = setInterval(report, 250);
+    try {
+      host.start();
+      const topicFor = (subject: string): Topic => {
+        const declared = topology.topics.find((t) =>
+          t.subscriptions.some((s) => s.subjects.includes(subject)),
+        );
+        return broker.topic(declared?.name ?? topology.topics[0]?.name ?? '');
+      };
+      const late: Promise<void>[] = [];
+      for (const [index, { event, when }] of workload.sends.entries()) {
+        const send = (): void => {
+          topicFor(event.subject).send({
+            messageId: event.messageId,
+            subject: event.subject,
+            body: event.body,
+            contentType: 'application/json',
+          });
+          sent++;
+        };
+        if (when === 'late') {
+          // A resend after the broker has forgotten the MessageId: only the inbox can absorb it.
+          late.push(clock.sleep(duplicateWindowMs + 1_000).then(send));
+        } else {
+          send();
+        }
+        if (index % 50 === 49) await yieldToEventLoop();
+      }
+      const settled = (async (): Promise<void> => {
+        await Promise.all(late);
+        await host.drained();
+      })();
+      const timeoutMs = options.timeoutMs ?? 120_000;
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        settled.then(() => false),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs))),
+      ]);
+      clearTimeout(timer);
+      if (timedOut) throw new Error(`Scenario seed ${options.seed} did not settle within ${timeoutMs} ms.`);
+    } finally {
+      clearInterval(progress);
+      await host.stop();
+      this.cosmos.faults.clear();
+    }
+    const elapsedMs = performance.now() - startedAt;
+    report();
+
+    const { invariants, accounting } = await verify(workload, container, broker);
+    const count = (values: (string | undefined)[]): Record<string, number> =>
+      values.reduce<Record<string, number>>(
+        (counts, value) => ({ ...counts, [value ?? 'none']: (counts[value ?? 'none'] ?? 0) + 1 }),
+        {},
+      );
+    return {
+      seed: options.seed,
+      ok: invariants.every((i) => i.ok),
+      invariants,
+      accounting,
+      deliveries: {
+        total: host.deliveries.length,
+        byOutcome: count(host.deliveries.map((d) => d.outcome)),
+        bySettlement: count(host.deliveries.map((d) => d.settlement)),
+      },
+      throughput: {
+        elapsedMs: Math.round(elapsedMs),
+        eventsPerSecond: Math.round((workload.events.length / elapsedMs) * 1000),
+        deliveriesPerSecond: Math.round((host.deliveries.length / elapsedMs) * 1000),
+      },
+      latency: {
+        handlerMs: percentiles(host.deliveries.map((d) => d.handlerMs)),
+        endToEndMs: percentiles(
+          host.deliveries.filter((d) => d.settlement === 'completed').map((d) => d.endToEndMs / scale),
+        ),
+      },
+    };
+  }
+
+  private injectCosmosFaults(faults: ScenarioFaults, scale: number): void {
+    const { faults: injector } = this.cosmos;
+    if (faults.cosmosUnavailable)
+      injector.inject({ kind: 'unavailable', on: 'batch', probability: faults.cosmosUnavailable });
+    if (faults.cosmosThrottle)
+      injector.inject({ kind: 'throttle', on: 'batch', probability: faults.cosmosThrottle, retryAfterMs: 2 });
+    if (faults.cosmosDropAfterCommit)
+      injector.inject({
+        kind: 'dropResponseAfterCommit',
+        on: 'batch',
+        probability: faults.cosmosDropAfterCommit,
+      });
+    if (faults.slowHandler) {
+      // Longer than the lock can be kept by renewal: the lock runs out while the batch is still on
+      // its way, and the message is delivered again, concurrently.
+      const ms = Math.ceil(((this.options.maxAutoLockRenewalMs + this.options.lockDurationMs) / scale) * 1.5);
+      injector.inject({ kind: 'latency', on: 'batch', probability: faults.slowHandler, ms });
+    }
+  }
+}
+
+function percentiles(values: number[]): Percentiles {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number): number =>
+    round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0);
+  return { p50: at(0.5), p95: at(0.95), p99: at(0.99), max: round(sorted.at(-1) ?? 0) };
+}
+
+const round = (value: number): number => Math.round(value * 100) / 100;

@@ -1,0 +1,357 @@
+import { randomUUID } from 'node:crypto';
+
+import type { Topology } from '../../src/topology';
+import type { Clock } from './clock';
+
+/**
+ * A model of the Service Bus features the template depends on: a topic with duplicate detection by
+ * MessageId over a window, subscriptions with Subject (Label) correlation filters, peek-lock with a
+ * lock duration, lock renewal and expiry, DeliveryCount, MaxDeliveryCount → the dead-letter queue,
+ * message TTL → the dead-letter queue, and the dead-letter sub-queue itself.
+ */
+export interface OutgoingMessage {
+  messageId?: string;
+  subject?: string;
+  /** What the producer sent: text (JSON, usually) or bytes. */
+  body: string | Buffer;
+  correlationId?: string;
+  contentType?: string;
+  applicationProperties?: Record<string, string | number | boolean>;
+  /** Per-message TTL in ms; default: the subscription's. */
+  timeToLiveMs?: number;
+}
+
+export interface BrokerMessage extends OutgoingMessage {
+  sequenceNumber: number;
+  enqueuedAt: number;
+  expiresAt: number;
+  deliveryCount: number;
+  /** Set while the message is dead-lettered. */
+  deadLetter?: { reason: string; description: string; at: number };
+}
+
+export interface LockedMessage {
+  message: BrokerMessage;
+  lockToken: string;
+  lockedUntil: number;
+}
+
+export interface BrokerOptions {
+  topology: Topology;
+  clock: Clock;
+  /** Duplicate detection history window, model ms; default one hour (PT1H). */
+  duplicateWindowMs?: number;
+  /** Subscription lock duration, model ms; default one minute (PT1M). */
+  lockDurationMs?: number;
+  /** Deliveries before a message is dead-lettered; default 10. */
+  maxDeliveryCount?: number;
+  /** Subscription default message TTL, model ms; default 14 days (P14D). */
+  messageTimeToLiveMs?: number;
+}
+
+export class MessageLockLostError extends Error {
+  constructor(lockToken: string) {
+    super(`The lock ${lockToken} is not held any more: it expired or the message was settled.`);
+    this.name = 'MessageLockLostError';
+  }
+}
+
+/** A queue of messages with peek-lock: a subscription, or its dead-letter sub-queue. */
+export class Entity {
+  private readonly messages = new Map<number, BrokerMessage>();
+  private readonly locks = new Map<string, { sequenceNumber: number; until: number }>();
+  private readonly lockOf = new Map<number, string>();
+  private readonly waiters = new Set<() => void>();
+  /** Messages that left the entity by completion, in order. */
+  readonly completed: BrokerMessage[] = [];
+  /** Messages ever put in the entity. */
+  enqueued = 0;
+
+  constructor(
+    readonly path: string,
+    private readonly clock: Clock,
+    private readonly lockDurationMs: number,
+    /** Where a message goes when it is dead-lettered; undefined for a dead-letter queue itself. */
+    private readonly onDeadLetter: ((message: BrokerMessage) => void) | undefined,
+    private readonly maxDeliveryCount: number,
+  ) {}
+
+  enqueue(message: BrokerMessage): void {
+    this.enqueued++;
+    this.messages.set(message.sequenceNumber, message);
+    this.wake();
+  }
+
+  /** Locks the next available message (peek-lock), or returns undefined. */
+  receive(): LockedMessage | undefined {
+    const now = this.clock.now();
+    for (const message of this.messages.values()) {
+      if (this.isLocked(message.sequenceNumber, now)) continue;
+      if (this.onDeadLetter && message.expiresAt <= now) {
+        this.moveToDeadLetter(message, 'TTLExpiredException', 'The message expired and was dead lettered.');
+        continue;
+      }
+      message.deliveryCount++;
+      const lockToken = randomUUID();
+      const until = now + this.lockDurationMs;
+      this.locks.set(lockToken, { sequenceNumber: message.sequenceNumber, until });
+      this.lockOf.set(message.sequenceNumber, lockToken);
+      this.clock.after(this.lockDurationMs + 1, () => this.wake());
+      return { message, lockToken, lockedUntil: until };
+    }
+    return undefined;
+  }
+
+  /** Waits until a message may be available (a send, a release, or a lock running out). */
+  async nextMessage(signal?: AbortSignal): Promise<LockedMessage | undefined> {
+    for (;;) {
+      if (signal?.aborted) return undefined;
+      const locked = this.receive();
+      if (locked) return locked;
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          this.waiters.delete(done);
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        this.waiters.add(done);
+        signal?.addEventListener('abort', done);
+      });
+    }
+  }
+
+  complete(lockToken: string): BrokerMessage {
+    const message = this.heldMessage(lockToken);
+    this.release(message.sequenceNumber);
+    this.messages.delete(message.sequenceNumber);
+    this.completed.push(message);
+    return message;
+  }
+
+  /** Gives the message back; after its last allowed delivery it is dead-lettered. */
+  abandon(lockToken: string, description?: string): void {
+    const message = this.heldMessage(lockToken);
+    this.release(message.sequenceNumber);
+    this.afterRelease(message, description);
+    this.wake();
+  }
+
+  deadLetter(lockToken: string, reason: string, description: string): void {
+    const message = this.heldMessage(lockToken);
+    this.release(message.sequenceNumber);
+    this.moveToDeadLetter(message, reason, description);
+  }
+
+  renewLock(lockToken: string): number {
+    const message = this.heldMessage(lockToken);
+    const until = this.clock.now() + this.lockDurationMs;
+    this.locks.set(lockToken, { sequenceNumber: message.sequenceNumber, until });
+    this.clock.after(this.lockDurationMs + 1, () => this.wake());
+    return until;
+  }
+
+  /** Messages still in the entity (available or locked), without locking them. */
+  peek(): BrokerMessage[] {
+    this.expireLocks();
+    return [...this.messages.values()];
+  }
+
+  get activeCount(): number {
+    return this.peek().length;
+  }
+
+  get lockedCount(): number {
+    const now = this.clock.now();
+    return [...this.messages.keys()].filter((sequenceNumber) => this.isLocked(sequenceNumber, now)).length;
+  }
+
+  private heldMessage(lockToken: string): BrokerMessage {
+    const lock = this.locks.get(lockToken);
+    const message = lock && this.messages.get(lock.sequenceNumber);
+    if (
+      !lock ||
+      !message ||
+      lock.until <= this.clock.now() ||
+      this.lockOf.get(lock.sequenceNumber) !== lockToken
+    ) {
+      throw new MessageLockLostError(lockToken);
+    }
+    return message;
+  }
+
+  private isLocked(sequenceNumber: number, now: number): boolean {
+    const token = this.lockOf.get(sequenceNumber);
+    const lock = token === undefined ? undefined : this.locks.get(token);
+    if (!lock) return false;
+    if (lock.until > now) return true;
+    // The lock ran out while the message was still held: as if it had been abandoned.
+    this.release(sequenceNumber);
+    const message = this.messages.get(sequenceNumber);
+    if (message) this.afterRelease(message, 'The lock expired before the message was settled.');
+    return false;
+  }
+
+  private expireLocks(): void {
+    const now = this.clock.now();
+    for (const sequenceNumber of [...this.messages.keys()]) this.isLocked(sequenceNumber, now);
+  }
+
+  private release(sequenceNumber: number): void {
+    const token = this.lockOf.get(sequenceNumber);
+    if (token !== undefined) this.locks.delete(token);
+    this.lockOf.delete(sequenceNumber);
+  }
+
+  private afterRelease(message: BrokerMessage, description: string | undefined): void {
+    if (this.onDeadLetter && message.deliveryCount >= this.maxDeliveryCount) {
+      this.moveToDeadLetter(
+        message,
+        'MaxDeliveryCountExceeded',
+        `Message could not be consumed after ${message.deliveryCount} delivery attempts.${description ? ` Last error: ${description}` : ''}`,
+      );
+    }
+  }
+
+  private moveToDeadLetter(message: BrokerMessage, reason: string, description: string): void {
+    this.messages.delete(message.sequenceNumber);
+    this.release(message.sequenceNumber);
+    this.onDeadLetter?.({ ...message, deadLetter: { reason, description, at: this.clock.now() } });
+  }
+
+  private wake(): void {
+    for (const waiter of [...this.waiters]) waiter();
+  }
+}
+
+export class Subscription {
+  readonly entity: Entity;
+  readonly deadLetterQueue: Entity;
+
+  constructor(
+    readonly topic: string,
+    readonly name: string,
+    readonly subjects: readonly string[],
+    clock: Clock,
+    options: { lockDurationMs: number; maxDeliveryCount: number },
+  ) {
+    const path = `${topic}/Subscriptions/${name}`;
+    this.deadLetterQueue = new Entity(
+      `${path}/$deadletterqueue`,
+      clock,
+      options.lockDurationMs,
+      undefined,
+      Number.MAX_SAFE_INTEGER,
+    );
+    this.entity = new Entity(
+      path,
+      clock,
+      options.lockDurationMs,
+      (message) => this.deadLetterQueue.enqueue(message),
+      options.maxDeliveryCount,
+    );
+  }
+
+  /** The correlation filter: the message's Subject is one the subscription asked for. */
+  accepts(message: OutgoingMessage): boolean {
+    return message.subject !== undefined && this.subjects.includes(message.subject);
+  }
+}
+
+export interface SendResult {
+  /** False when duplicate detection dropped the send (Service Bus still reports success). */
+  accepted: boolean;
+  /** The subscriptions the message was copied to. */
+  deliveredTo: string[];
+}
+
+export class Topic {
+  private readonly history = new Map<string, number>();
+  readonly subscriptions: Subscription[];
+  readonly stats = { sent: 0, accepted: 0, droppedAsDuplicate: 0, matchedNoSubscription: 0 };
+
+  constructor(
+    readonly name: string,
+    subscriptions: Subscription[],
+    private readonly clock: Clock,
+    private readonly duplicateWindowMs: number,
+    private readonly messageTimeToLiveMs: number,
+    private readonly nextSequenceNumber: () => number,
+  ) {
+    this.subscriptions = subscriptions;
+  }
+
+  send(message: OutgoingMessage): SendResult {
+    const now = this.clock.now();
+    this.stats.sent++;
+    if (message.messageId !== undefined) {
+      const seenAt = this.history.get(message.messageId);
+      if (seenAt !== undefined && now - seenAt < this.duplicateWindowMs) {
+        this.stats.droppedAsDuplicate++;
+        return { accepted: false, deliveredTo: [] };
+      }
+      this.history.set(message.messageId, now);
+    }
+    this.stats.accepted++;
+    const targets = this.subscriptions.filter((subscription) => subscription.accepts(message));
+    if (targets.length === 0) this.stats.matchedNoSubscription++;
+    for (const subscription of targets) {
+      subscription.entity.enqueue({
+        ...message,
+        sequenceNumber: this.nextSequenceNumber(),
+        enqueuedAt: now,
+        expiresAt: now + (message.timeToLiveMs ?? this.messageTimeToLiveMs),
+        deliveryCount: 0,
+      });
+    }
+    return { accepted: true, deliveredTo: targets.map((subscription) => subscription.name) };
+  }
+}
+
+export class Broker {
+  readonly topics = new Map<string, Topic>();
+  readonly lockDurationMs: number;
+  readonly maxDeliveryCount: number;
+  private sequence = 0;
+
+  constructor(options: BrokerOptions) {
+    this.lockDurationMs = options.lockDurationMs ?? 60_000;
+    this.maxDeliveryCount = options.maxDeliveryCount ?? 10;
+    for (const declared of options.topology.topics) {
+      const subscriptions = declared.subscriptions.map(
+        (s) =>
+          new Subscription(declared.name, s.name, s.subjects, options.clock, {
+            lockDurationMs: this.lockDurationMs,
+            maxDeliveryCount: this.maxDeliveryCount,
+          }),
+      );
+      this.topics.set(
+        declared.name,
+        new Topic(
+          declared.name,
+          subscriptions,
+          options.clock,
+          options.duplicateWindowMs ?? 3_600_000,
+          options.messageTimeToLiveMs ?? 14 * 86_400_000,
+          () => ++this.sequence,
+        ),
+      );
+    }
+  }
+
+  topic(name: string): Topic {
+    const topic = this.topics.get(name);
+    if (!topic) throw new Error(`The topic '${name}' does not exist (see src/topology.json).`);
+    return topic;
+  }
+
+  subscription(topic: string, name: string): Subscription {
+    const subscription = this.topic(topic).subscriptions.find((s) => s.name === name);
+    if (!subscription)
+      throw new Error(`The subscription '${topic}/${name}' does not exist (see src/topology.json).`);
+    return subscription;
+  }
+
+  get subscriptions(): Subscription[] {
+    return [...this.topics.values()].flatMap((topic) => topic.subscriptions);
+  }
+}

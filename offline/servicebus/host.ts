@@ -1,0 +1,214 @@
+import { hostBody, hostInvocationContext, loggedOutcome,type LogLine } from '../functions/invocation';
+import type { ServiceBusRegistration } from '../functions/registrations';
+import { type Broker, type LockedMessage, MessageLockLostError, type Subscription } from './broker';
+import type { Clock } from './clock';
+
+/**
+ * A model of the Azure Functions host running Service Bus triggers: per registered function, up to
+ * `maxConcurrentCalls` deliveries at once, each received in peek-lock, its lock renewed while the
+ * handler runs (up to `maxAutoLockRenewalDuration`), completed when the handler returns and
+ * abandoned when it throws. Faults make it misbehave the ways real hosts do.
+ */
+export interface HostFaults {
+  /** The instance dies after receiving, before the handler commits: nothing settles, the lock runs out. */
+  crashBeforeCommit?: number;
+  /** The instance dies after the handler returned (its batch committed), before completing. */
+  crashAfterCommit?: number;
+  /** The completion never reaches the broker; the lock runs out and the message comes back. */
+  completionLost?: number;
+}
+
+export interface HostOptions {
+  clock: Clock;
+  /** host.json serviceBus.maxConcurrentCalls, per function; default 16. */
+  maxConcurrentCalls?: number;
+  /** host.json serviceBus.maxAutoLockRenewalDuration, model ms; default 5 minutes. */
+  maxAutoLockRenewalMs?: number;
+  faults?: HostFaults;
+  /** Seeded random source for the faults; default Math.random. */
+  random?: () => number;
+}
+
+export type Settlement = 'completed' | 'abandoned' | 'crashed' | 'completion-lost' | 'lock-lost';
+
+export interface DeliveryRecord {
+  function: string;
+  subscription: string;
+  messageId: string | undefined;
+  sequenceNumber: number;
+  deliveryCount: number;
+  /** What the handler logged (`processed`, `duplicate`, ...), when it logged an outcome. */
+  outcome: string | undefined;
+  settlement: Settlement;
+  error?: string;
+  /** Model ms from enqueue to settlement, and real ms spent in the handler. */
+  endToEndMs: number;
+  handlerMs: number;
+}
+
+export class FunctionsHost {
+  readonly deliveries: DeliveryRecord[] = [];
+  private readonly controller = new AbortController();
+  private readonly workers: Promise<void>[] = [];
+  private inFlight = 0;
+
+  constructor(
+    private readonly broker: Broker,
+    private readonly functions: readonly ServiceBusRegistration[],
+    private readonly options: HostOptions,
+  ) {}
+
+  start(): void {
+    const concurrency = this.options.maxConcurrentCalls ?? 16;
+    for (const registration of this.functions) {
+      const subscription = this.broker.subscription(registration.topicName, registration.subscriptionName);
+      for (let slot = 0; slot < concurrency; slot++) this.workers.push(this.pump(registration, subscription));
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.controller.abort();
+    await Promise.all(this.workers);
+  }
+
+  /** Resolves once no subscription the host listens to holds a message and no handler is running. */
+  async drained(pollMs = 5): Promise<void> {
+    const subscriptions = this.functions.map((f) =>
+      this.broker.subscription(f.topicName, f.subscriptionName),
+    );
+    while (this.inFlight > 0 || subscriptions.some((subscription) => subscription.entity.activeCount > 0)) {
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
+    }
+  }
+
+  private async pump(registration: ServiceBusRegistration, subscription: Subscription): Promise<void> {
+    for (;;) {
+      const locked = await subscription.entity.nextMessage(this.controller.signal);
+      if (!locked) return;
+      this.inFlight++;
+      try {
+        await this.deliver(registration, subscription, locked);
+      } finally {
+        this.inFlight--;
+      }
+    }
+  }
+
+  private async deliver(
+    registration: ServiceBusRegistration,
+    subscription: Subscription,
+    locked: LockedMessage,
+  ): Promise<void> {
+    const { message, lockToken } = locked;
+    const { clock } = this.options;
+    const roll = (rate: number | undefined): boolean =>
+      (rate ?? 0) > 0 && (this.options.random ?? Math.random)() < (rate ?? 0);
+    const record = (
+      settlement: Settlement,
+      outcome: string | undefined,
+      handlerMs: number,
+      error?: unknown,
+    ): void => {
+      this.deliveries.push({
+        function: registration.name,
+        subscription: subscription.name,
+        messageId: message.messageId,
+        sequenceNumber: message.sequenceNumber,
+        deliveryCount: message.deliveryCount,
+        outcome,
+        settlement,
+        ...(error === undefined ? {} : { error: `${(error as Error).name}: ${(error as Error).message}` }),
+        endToEndMs: clock.now() - message.enqueuedAt,
+        handlerMs,
+      });
+    };
+
+    if (roll(this.options.faults?.crashBeforeCommit)) {
+      record('crashed', undefined, 0);
+      return;
+    }
+
+    const stopRenewing = this.renewWhileRunning(subscription, lockToken);
+    const logs: LogLine[] = [];
+    const context = hostInvocationContext(
+      registration.name,
+      {
+        ...(message.messageId === undefined ? {} : { messageId: message.messageId }),
+        deliveryCount: message.deliveryCount,
+        enqueuedTimeUtc: new Date(message.enqueuedAt),
+        expiresAtUtc: new Date(message.expiresAt),
+        sequenceNumber: message.sequenceNumber,
+        lockToken,
+        ...(message.subject === undefined ? {} : { subject: message.subject }),
+        ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
+        ...(message.applicationProperties === undefined
+          ? {}
+          : { applicationProperties: message.applicationProperties }),
+      },
+      logs,
+    );
+    const started = performance.now();
+    let failure: unknown;
+    try {
+      await registration.handler(hostBody(message.body), context);
+    } catch (error) {
+      failure = error;
+    } finally {
+      stopRenewing();
+    }
+    const handlerMs = performance.now() - started;
+    const outcome = loggedOutcome(logs);
+
+    if (failure !== undefined) {
+      this.settle(
+        () =>
+          subscription.entity.abandon(lockToken, `${(failure as Error).name}: ${(failure as Error).message}`),
+        (lost) => record(lost ? 'lock-lost' : 'abandoned', outcome, handlerMs, failure),
+      );
+      return;
+    }
+    if (roll(this.options.faults?.crashAfterCommit)) {
+      record('crashed', outcome, handlerMs);
+      return;
+    }
+    if (roll(this.options.faults?.completionLost)) {
+      record('completion-lost', outcome, handlerMs);
+      return;
+    }
+    this.settle(
+      () => subscription.entity.complete(lockToken),
+      (lost) => record(lost ? 'lock-lost' : 'completed', outcome, handlerMs),
+    );
+  }
+
+  /** Settles, noting a lock that ran out meanwhile (the broker then owns the message again). */
+  private settle(action: () => unknown, done: (lockLost: boolean) => void): void {
+    try {
+      action();
+      done(false);
+    } catch (error) {
+      if (!(error instanceof MessageLockLostError)) throw error;
+      done(true);
+    }
+  }
+
+  /** Renews the lock at half its duration until the handler ends or the renewal window closes. */
+  private renewWhileRunning(subscription: Subscription, lockToken: string): () => void {
+    const { clock } = this.options;
+    const deadline = clock.now() + (this.options.maxAutoLockRenewalMs ?? 300_000);
+    let cancel = (): void => undefined;
+    const schedule = (): void => {
+      cancel = clock.after(this.broker.lockDurationMs / 2, () => {
+        if (clock.now() >= deadline) return;
+        try {
+          subscription.entity.renewLock(lockToken);
+          schedule();
+        } catch {
+          // The message was settled or its lock lost: nothing left to renew.
+        }
+      });
+    };
+    schedule();
+    return () => cancel();
+  }
+}
