@@ -17,20 +17,21 @@ import { generateWorkload, type WorkloadOptions } from './workload';
  * Functions host model driving the real registered handlers, a seeded workload with faults, and
  * the invariants checked at the end.
  */
+/** Cosmos DB faults hit writes: transactional batches and point writes (the versioned consumer's). */
 export interface ScenarioFaults extends HostFaults {
-  /** Chance that a transactional batch gets 503 (not retried by the SDK for writes). */
+  /** Chance that a write gets 503 (the SDK does not retry writes on 503). */
   cosmosUnavailable?: number;
-  /** Chance that a batch gets 429; the SDK waits and retries up to 9 times. */
+  /** Chance that a write gets 429; the SDK waits and retries up to 9 times. */
   cosmosThrottle?: number;
-  /** Chance that a batch commits but its response is lost. */
+  /** Chance that a write commits but its response is lost. */
   cosmosDropAfterCommit?: number;
-  /** Chance that a batch is so slow that the message's lock runs out while the handler still runs. */
+  /** Chance that a write is so slow that the message's lock runs out while the handler still runs. */
   slowHandler?: number;
 }
 
 export interface ScenarioOptions extends WorkloadOptions {
   faults?: ScenarioFaults;
-  /** Model time runs this many times faster than real time; default 1000 (PT1M lock = 60 ms). */
+  /** Model time runs this many times faster than real time; default 250 (a PT1M lock lasts 240 ms). */
   clockScale?: number;
   /** Duplicate detection window, model ms; default PT1H. */
   duplicateWindowMs?: number;
@@ -132,7 +133,7 @@ export class ScenarioEnvironment {
   }
 
   async run(options: ScenarioOptions): Promise<ScenarioReport> {
-    const scale = options.clockScale ?? 1000;
+    const scale = options.clockScale ?? 250;
     const clock = scaledClock(scale);
     const duplicateWindowMs = options.duplicateWindowMs ?? 3_600_000;
     const workload = generateWorkload(options);
@@ -178,27 +179,21 @@ export class ScenarioEnvironment {
         );
         return broker.topic(declared?.name ?? topology.topics[0]?.name ?? '');
       };
-      const late: Promise<void>[] = [];
-      for (const [index, { event, when }] of workload.sends.entries()) {
-        const send = (): void => {
-          topicFor(event.subject).send({
-            messageId: event.messageId,
-            subject: event.subject,
-            body: event.body,
-            contentType: 'application/json',
-          });
+      const publish = async (when: 'now' | 'late'): Promise<void> => {
+        for (const [index, { event }] of workload.sends.filter((s) => s.when === when).entries()) {
+          topicFor(event.subject).send({ messageId: event.messageId, subject: event.subject, body: event.body, contentType: 'application/json' });
           sent++;
-        };
-        if (when === 'late') {
-          // A resend after the broker has forgotten the MessageId: only the inbox can absorb it.
-          late.push(clock.sleep(duplicateWindowMs + 1_000).then(send));
-        } else {
-          send();
+          if (index % 50 === 49) await yieldToEventLoop();
         }
-        if (index % 50 === 49) await yieldToEventLoop();
-      }
+      };
       const settled = (async (): Promise<void> => {
-        await Promise.all(late);
+        await publish('now');
+        await host.drained();
+        // Resends after the broker has forgotten their MessageIds (an outbox relay an hour later):
+        // jump past the duplicate detection window while nothing is locked; only the inbox can
+        // absorb these.
+        clock.advance(duplicateWindowMs + 1_000);
+        await publish('late');
         await host.drained();
       })();
       const timeoutMs = options.timeoutMs ?? 120_000;
@@ -249,21 +244,21 @@ export class ScenarioEnvironment {
 
   private injectCosmosFaults(faults: ScenarioFaults, scale: number): void {
     const { faults: injector } = this.cosmos;
-    if (faults.cosmosUnavailable)
-      injector.inject({ kind: 'unavailable', on: 'batch', probability: faults.cosmosUnavailable });
-    if (faults.cosmosThrottle)
-      injector.inject({ kind: 'throttle', on: 'batch', probability: faults.cosmosThrottle, retryAfterMs: 2 });
-    if (faults.cosmosDropAfterCommit)
-      injector.inject({
-        kind: 'dropResponseAfterCommit',
-        on: 'batch',
-        probability: faults.cosmosDropAfterCommit,
-      });
+    const on = ['batch', 'write'] as const;
+    if (faults.cosmosUnavailable) {
+      injector.inject({ kind: 'unavailable', on, probability: faults.cosmosUnavailable });
+    }
+    if (faults.cosmosThrottle) {
+      injector.inject({ kind: 'throttle', on, probability: faults.cosmosThrottle, retryAfterMs: 2 });
+    }
+    if (faults.cosmosDropAfterCommit) {
+      injector.inject({ kind: 'dropResponseAfterCommit', on, probability: faults.cosmosDropAfterCommit });
+    }
     if (faults.slowHandler) {
-      // Longer than the lock can be kept by renewal: the lock runs out while the batch is still on
+      // Longer than the lock can be kept by renewal: the lock runs out while the write is still on
       // its way, and the message is delivered again, concurrently.
       const ms = Math.ceil(((this.options.maxAutoLockRenewalMs + this.options.lockDurationMs) / scale) * 1.5);
-      injector.inject({ kind: 'latency', on: 'batch', probability: faults.slowHandler, ms });
+      injector.inject({ kind: 'latency', on, probability: faults.slowHandler, ms });
     }
   }
 }
