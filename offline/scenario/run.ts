@@ -181,7 +181,12 @@ export class ScenarioEnvironment {
       };
       const publish = async (when: 'now' | 'late'): Promise<void> => {
         for (const [index, { event }] of workload.sends.filter((s) => s.when === when).entries()) {
-          topicFor(event.subject).send({ messageId: event.messageId, subject: event.subject, body: event.body, contentType: 'application/json' });
+          topicFor(event.subject).send({
+            messageId: event.messageId,
+            subject: event.subject,
+            body: event.body,
+            contentType: 'application/json',
+          });
           sent++;
           if (index % 50 === 49) await yieldToEventLoop();
         }
@@ -203,7 +208,15 @@ export class ScenarioEnvironment {
         new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs))),
       ]);
       clearTimeout(timer);
-      if (timedOut) throw new Error(`Scenario seed ${options.seed} did not settle within ${timeoutMs} ms.`);
+      if (timedOut) {
+        const state = broker.subscriptions
+          .map((s) => `${s.name}: ${s.entity.activeCount} left (${s.entity.lockedCount} locked)`)
+          .join(', ');
+        throw new Error(
+          `Scenario seed ${options.seed} did not settle within ${timeoutMs} ms: ${sent}/${workload.sends.length} sent, ` +
+            `${host.inFlightCount} handlers running; ${state}.`,
+        );
+      }
     } finally {
       clearInterval(progress);
       await host.stop();
@@ -225,7 +238,10 @@ export class ScenarioEnvironment {
       accounting,
       deliveries: {
         total: host.deliveries.length,
-        byOutcome: count(host.deliveries.map((d) => d.outcome)),
+        // A delivery the host crashed on before running the handler has no outcome of its own.
+        byOutcome: count(
+          host.deliveries.map((d) => d.outcome ?? (d.settlement === 'crashed' ? 'not-run' : 'unknown')),
+        ),
         bySettlement: count(host.deliveries.map((d) => d.settlement)),
       },
       throughput: {

@@ -96,20 +96,27 @@ export class Entity {
       const until = now + this.lockDurationMs;
       this.locks.set(lockToken, { sequenceNumber: message.sequenceNumber, until });
       this.lockOf.set(message.sequenceNumber, lockToken);
-      this.clock.after(this.lockDurationMs + 1, () => this.wake());
       return { message, lockToken, lockedUntil: until };
     }
     return undefined;
   }
 
-  /** Waits until a message may be available (a send, a release, or a lock running out). */
+  /**
+   * Waits until a message is available: woken by a send or a release, or by the earliest lock
+   * running out (a lock that expires is a release nobody announces).
+   */
   async nextMessage(signal?: AbortSignal): Promise<LockedMessage | undefined> {
     for (;;) {
       if (signal?.aborted) return undefined;
       const locked = this.receive();
       if (locked) return locked;
+      const earliestExpiry = Math.min(...[...this.locks.values()].map((lock) => lock.until));
       await new Promise<void>((resolve) => {
+        const cancelTimer = Number.isFinite(earliestExpiry)
+          ? this.clock.after(Math.max(0, earliestExpiry - this.clock.now()) + 1, () => done())
+          : (): void => undefined;
         const done = (): void => {
+          cancelTimer();
           this.waiters.delete(done);
           signal?.removeEventListener('abort', done);
           resolve();
@@ -146,7 +153,6 @@ export class Entity {
     const message = this.heldMessage(lockToken);
     const until = this.clock.now() + this.lockDurationMs;
     this.locks.set(lockToken, { sequenceNumber: message.sequenceNumber, until });
-    this.clock.after(this.lockDurationMs + 1, () => this.wake());
     return until;
   }
 

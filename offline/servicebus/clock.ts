@@ -32,9 +32,10 @@ export function scaledClock(scale = 250, startMs = Date.now()): ScaledClock {
     advance: (ms) => {
       offsetMs += ms;
     },
-    sleep: (ms) => sleep(Math.max(0, ms / scale)),
+    // Node runs timers at whole milliseconds: round up, so a timer never fires before its model time.
+    sleep: (ms) => sleep(Math.max(0, Math.ceil(ms / scale))),
     after: (ms, callback) => {
-      const timer = setTimeout(callback, Math.max(0, ms / scale));
+      const timer = setTimeout(callback, Math.max(0, Math.ceil(ms / scale)));
       timer.unref();
       return () => clearTimeout(timer);
     },

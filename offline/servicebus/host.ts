@@ -1,4 +1,4 @@
-import { hostBody, hostInvocationContext, loggedOutcome,type LogLine } from '../functions/invocation';
+import { hostBody, hostInvocationContext, loggedOutcome, type LogLine } from '../functions/invocation';
 import type { ServiceBusRegistration } from '../functions/registrations';
 import { type Broker, type LockedMessage, MessageLockLostError, type Subscription } from './broker';
 import type { Clock } from './clock';
@@ -57,6 +57,11 @@ export class FunctionsHost {
     private readonly functions: readonly ServiceBusRegistration[],
     private readonly options: HostOptions,
   ) {}
+
+  /** Handlers running now. */
+  get inFlightCount(): number {
+    return this.inFlight;
+  }
 
   start(): void {
     const concurrency = this.options.maxConcurrentCalls ?? 16;

@@ -53,7 +53,7 @@ export interface RedeliverySettings {
 type Environment = Readonly<Record<string, string | undefined>>;
 
 /**
- * The shortest safe retention: a marker must outlive every way its message can come back.
+ * The retention must exceed this: a marker must outlive every way its message can come back.
  *   lockDuration × maxDeliveryCount   redeliveries after lost completions or lock expiry
  * + message TTL                      the message may sit in the subscription that long
  * + resubmit margin                  an operator may resubmit it from the dead-letter queue later
@@ -137,14 +137,14 @@ export function loadSettings(env: Environment = process.env): Settings {
   };
 
   const bound = retentionBoundSeconds(settings.redelivery);
-  if (settings.inbox.retentionSeconds < bound) {
+  if (settings.inbox.retentionSeconds <= bound) {
     const { lockDurationSeconds, maxDeliveryCount, messageTtlSeconds, resubmitMarginSeconds } =
       settings.redelivery;
     problems.push(
-      `INBOX_RETENTION=${formatDuration(settings.inbox.retentionSeconds)} is shorter than the time a message can come back: ` +
+      `INBOX_RETENTION=${formatDuration(settings.inbox.retentionSeconds)} does not exceed the time a message can come back: ` +
         `lock ${formatDuration(lockDurationSeconds)} × ${maxDeliveryCount} deliveries + message TTL ${formatDuration(messageTtlSeconds)} ` +
         `+ resubmit margin ${formatDuration(resubmitMarginSeconds)} = ${formatDuration(bound)}. ` +
-        `A marker purged earlier would let a redelivered message apply its effect twice. Raise INBOX_RETENTION to at least ${formatDuration(bound)}.`,
+        `A marker purged earlier would let a redelivered message apply its effect twice. Raise INBOX_RETENTION above ${formatDuration(bound)}.`,
     );
   }
   if (problems.length > 0) throw new ConfigurationError(problems);

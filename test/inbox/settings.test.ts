@@ -63,11 +63,11 @@ describe('settings', () => {
     const found = problems({ ...base, INBOX_RETENTION: 'P7D' });
 
     expect(found).toHaveLength(1);
-    expect(found[0]).toContain('INBOX_RETENTION=P7D is shorter than the time a message can come back');
+    expect(found[0]).toContain('INBOX_RETENTION=P7D does not exceed the time a message can come back');
     expect(found[0]).toContain(
       'lock PT1M × 10 deliveries + message TTL P14D + resubmit margin P7D = P21DT10M',
     );
-    expect(found[0]).toContain('Raise INBOX_RETENTION to at least P21DT10M');
+    expect(found[0]).toContain('Raise INBOX_RETENTION above P21DT10M');
   });
 
   it('recomputes the bound from the Service Bus settings the Bicep supplies', () => {
@@ -82,7 +82,7 @@ describe('settings', () => {
     expect(problems({ ...env, INBOX_RETENTION: 'P34D' })).toEqual([]);
   });
 
-  it('accepts a retention exactly at the bound', () => {
+  it('refuses a retention exactly at the bound, and accepts one a second longer (as the Bicep does)', () => {
     const bound = retentionBoundSeconds({
       lockDurationSeconds: 60,
       maxDeliveryCount: 10,
@@ -90,7 +90,10 @@ describe('settings', () => {
       resubmitMarginSeconds: 7 * 86_400,
     });
 
-    expect(problems({ ...base, INBOX_RETENTION: formatDuration(bound) })).toEqual([]);
+    expect(problems({ ...base, INBOX_RETENTION: formatDuration(bound) })).toEqual([
+      expect.stringContaining('does not exceed'),
+    ]);
+    expect(problems({ ...base, INBOX_RETENTION: formatDuration(bound + 1) })).toEqual([]);
   });
 
   it('reports every malformed setting at once', () => {
@@ -161,7 +164,7 @@ describe('start-up', () => {
 
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).name).toBe('ConfigurationError');
-    expect((error as Error).message).toContain('INBOX_RETENTION=P1D is shorter');
+    expect((error as Error).message).toContain('INBOX_RETENTION=P1D does not exceed');
   });
 
   it('loads them with safe settings', () => {

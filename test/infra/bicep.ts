@@ -5,7 +5,7 @@
 
 import { execFile, spawnSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
@@ -96,6 +96,28 @@ export async function build(bicep: string, file = mainBicep): Promise<Build> {
 /** `bicep lint` over every .bicep file of infra/ (main and modules). */
 export async function lint(bicep: string): Promise<CliResult> {
   return runCli(bicep, ['lint', '--pattern', 'infra/**/*.bicep']);
+}
+
+/** The .bicep files of infra/ that `bicep format` would change (it is run on a copy). */
+export async function unformattedFiles(bicep: string): Promise<string[]> {
+  const copy = path.join(repoRoot, '.cache', 'bicep', 'format', randomUUID());
+  try {
+    cpSync(infraDir, path.join(copy, 'infra'), { recursive: true });
+    const result = await runCli(bicep, ['format', '--pattern', 'infra/**/*.bicep'], copy);
+    if (result.exitCode !== 0) {
+      return [`bicep format failed: ${result.output.trim()}`];
+    }
+    const files = readdirSync(infraDir, { recursive: true, encoding: 'utf8' }).filter((file) =>
+      file.endsWith('.bicep'),
+    );
+    return files.filter(
+      (file) =>
+        readFileSync(path.join(infraDir, file), 'utf8') !==
+        readFileSync(path.join(copy, 'infra', file), 'utf8'),
+    );
+  } finally {
+    rmSync(copy, { recursive: true, force: true });
+  }
 }
 
 export interface PredictedResource {

@@ -17,7 +17,13 @@ const failures = (report: ScenarioReport): string[] =>
 
 describe('scenarios', () => {
   it('without faults: every event applied once, poison dead-lettered', async () => {
-    const report = await environment.run({ messages: 300, seed: 11, resendInsideWindow: 0, resendOutsideWindow: 0, poison: 0.03 });
+    const report = await environment.run({
+      messages: 300,
+      seed: 11,
+      resendInsideWindow: 0,
+      resendOutsideWindow: 0,
+      poison: 0.03,
+    });
 
     expect(failures(report)).toEqual([]);
     expect(report.accounting.deadLettered.poison).toBeGreaterThan(0);
@@ -26,19 +32,33 @@ describe('scenarios', () => {
   });
 
   it('producer resends: the broker drops those inside the window, the inbox absorbs those after it', async () => {
-    const report = await environment.run({ messages: 300, seed: 12, resendInsideWindow: 0.2, resendOutsideWindow: 0.2 });
+    const report = await environment.run({
+      messages: 300,
+      seed: 12,
+      resendInsideWindow: 0.2,
+      resendOutsideWindow: 0.2,
+    });
 
     expect(failures(report)).toEqual([]);
     expect(report.accounting.droppedByBroker).toBeGreaterThan(0);
     expect(report.accounting.absorbedByInbox).toBeGreaterThan(0);
-    expect(report.accounting.droppedByBroker + report.accounting.absorbedByInbox).toBe(report.accounting.injectedDuplicates);
+    expect(report.accounting.droppedByBroker + report.accounting.absorbedByInbox).toBe(
+      report.accounting.injectedDuplicates,
+    );
   });
 
   it('crashes after commit and lost completions: the redeliveries are duplicates, nothing applies twice', async () => {
-    const report = await environment.run({ messages: 300, seed: 13, faults: { crashAfterCommit: 0.1, completionLost: 0.1 } });
+    const report = await environment.run({
+      messages: 300,
+      seed: 13,
+      faults: { crashAfterCommit: 0.1, completionLost: 0.1 },
+    });
 
     expect(failures(report)).toEqual([]);
-    expect((report.deliveries.bySettlement.crashed ?? 0) + (report.deliveries.bySettlement['completion-lost'] ?? 0)).toBeGreaterThan(0);
+    expect(
+      (report.deliveries.bySettlement.crashed ?? 0) +
+        (report.deliveries.bySettlement['completion-lost'] ?? 0),
+    ).toBeGreaterThan(0);
     expect(report.deliveries.byOutcome.duplicate).toBeGreaterThan(0);
   });
 
@@ -53,7 +73,12 @@ describe('scenarios', () => {
     const report = await environment.run({
       messages: 300,
       seed: 15,
-      faults: { cosmosThrottle: 0.2, cosmosUnavailable: 0.1, cosmosDropAfterCommit: 0.1, crashBeforeCommit: 0.05 },
+      faults: {
+        cosmosThrottle: 0.2,
+        cosmosUnavailable: 0.1,
+        cosmosDropAfterCommit: 0.1,
+        crashBeforeCommit: 0.05,
+      },
     });
 
     expect(failures(report)).toEqual([]);
@@ -61,7 +86,14 @@ describe('scenarios', () => {
   });
 
   it('a store that never recovers: valid messages are dead-lettered as exhausted, with their reason, and nothing applies', async () => {
-    const report = await environment.run({ messages: 40, seed: 16, poison: 0, resendInsideWindow: 0, resendOutsideWindow: 0, faults: { cosmosUnavailable: 1 } });
+    const report = await environment.run({
+      messages: 40,
+      seed: 16,
+      poison: 0,
+      resendInsideWindow: 0,
+      resendOutsideWindow: 0,
+      faults: { cosmosUnavailable: 1 },
+    });
 
     expect(failures(report)).toEqual([]);
     expect(report.accounting.deadLettered.exhausted).toBe(40);

@@ -39,7 +39,13 @@ const topology: Topology = {
 
 function setup(): { broker: Broker; clock: ReturnType<typeof manualClock> } {
   const clock = manualClock();
-  const broker = new Broker({ topology, clock, duplicateWindowMs: 3_600_000, lockDurationMs: 60_000, maxDeliveryCount: 3 });
+  const broker = new Broker({
+    topology,
+    clock,
+    duplicateWindowMs: 3_600_000,
+    lockDurationMs: 60_000,
+    maxDeliveryCount: 3,
+  });
   return { broker, clock };
 }
 
@@ -65,7 +71,12 @@ describe('topic', () => {
 
     expect([first.accepted, inside.accepted, outside.accepted]).toEqual([true, false, true]);
     expect(topic.stats).toMatchObject({ sent: 3, accepted: 2, droppedAsDuplicate: 1 });
-    expect(broker.subscription('events', 'orders').entity.peek().map((m) => m.body)).toEqual(['1', '3']);
+    expect(
+      broker
+        .subscription('events', 'orders')
+        .entity.peek()
+        .map((m) => m.body),
+    ).toEqual(['1', '3']);
   });
 });
 
@@ -138,7 +149,9 @@ describe('subscription (peek-lock)', () => {
   it('dead-letters a message whose time to live has passed', () => {
     const { broker, clock } = setup();
     const subscription = broker.subscription('events', 'orders');
-    broker.topic('events').send({ messageId: 'old', subject: 'OrderCreated', body: 'x', timeToLiveMs: 1_000 });
+    broker
+      .topic('events')
+      .send({ messageId: 'old', subject: 'OrderCreated', body: 'x', timeToLiveMs: 1_000 });
 
     clock.advance(2_000);
 
@@ -156,7 +169,10 @@ describe('subscription (peek-lock)', () => {
     const fromDeadLetters = subscription.deadLetterQueue.receive()!;
     subscription.deadLetterQueue.complete(fromDeadLetters.lockToken);
 
-    expect(fromDeadLetters.message.deadLetter).toMatchObject({ reason: 'Rejected', description: 'by the test' });
+    expect(fromDeadLetters.message.deadLetter).toMatchObject({
+      reason: 'Rejected',
+      description: 'by the test',
+    });
     expect(subscription.deadLetterQueue.activeCount).toBe(0);
   });
 

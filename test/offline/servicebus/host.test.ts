@@ -1,4 +1,4 @@
-import { InvocationContext } from '@azure/functions';
+import type { InvocationContext } from '@azure/functions';
 
 import type { ServiceBusRegistration } from '../../../offline/functions/registrations';
 import { Broker } from '../../../offline/servicebus/broker';
@@ -6,14 +6,19 @@ import { scaledClock } from '../../../offline/servicebus/clock';
 import { FunctionsHost } from '../../../offline/servicebus/host';
 import type { Topology } from '../../../src/topology';
 
-const topology: Topology = { topics: [{ name: 'events', subscriptions: [{ name: 'sub', consumer: 'c', subjects: ['S'] }] }] };
+const topology: Topology = {
+  topics: [{ name: 'events', subscriptions: [{ name: 'sub', consumer: 'c', subjects: ['S'] }] }],
+};
 
 interface Seen {
   body: unknown;
   metadata: Record<string, unknown> | undefined;
 }
 
-function hostWith(handler: (seen: Seen) => Promise<void>, faults = {}): { broker: Broker; host: FunctionsHost; seen: Seen[] } {
+function hostWith(
+  handler: (seen: Seen) => Promise<void>,
+  faults = {},
+): { broker: Broker; host: FunctionsHost; seen: Seen[] } {
   const clock = scaledClock(250);
   const broker = new Broker({ topology, clock, maxDeliveryCount: 3 });
   const seen: Seen[] = [];
@@ -28,7 +33,11 @@ function hostWith(handler: (seen: Seen) => Promise<void>, faults = {}): { broker
       await handler(entry);
     },
   };
-  return { broker, host: new FunctionsHost(broker, [registration], { clock, faults, random: () => 0 }), seen };
+  return {
+    broker,
+    host: new FunctionsHost(broker, [registration], { clock, faults, random: () => 0 }),
+    seen,
+  };
 }
 
 describe('FunctionsHost (model)', () => {
@@ -36,13 +45,25 @@ describe('FunctionsHost (model)', () => {
     const { broker, host, seen } = hostWith(() => Promise.resolve());
     host.start();
 
-    broker.topic('events').send({ messageId: '12345', subject: 'S', body: '{"amount": 5}', applicationProperties: { tenant: 't1' } });
+    broker
+      .topic('events')
+      .send({
+        messageId: '12345',
+        subject: 'S',
+        body: '{"amount": 5}',
+        applicationProperties: { tenant: 't1' },
+      });
     broker.topic('events').send({ messageId: 'plain-text', subject: 'S', body: 'not json' });
     await host.drained();
     await host.stop();
 
     expect(seen[0]?.body).toEqual({ amount: 5 });
-    expect(seen[0]?.metadata).toMatchObject({ messageId: 12345, deliveryCount: 1, subject: 'S', applicationProperties: { tenant: 't1' } });
+    expect(seen[0]?.metadata).toMatchObject({
+      messageId: 12345,
+      deliveryCount: 1,
+      subject: 'S',
+      applicationProperties: { tenant: 't1' },
+    });
     expect(seen[1]?.body).toBe('not json');
     expect(seen[1]?.metadata?.messageId).toBe('plain-text');
   });
@@ -61,7 +82,11 @@ describe('FunctionsHost (model)', () => {
     const subscription = broker.subscription('events', 'sub');
 
     expect(subscription.entity.completed.map((m) => m.messageId)).toEqual(['ok']);
-    expect(host.deliveries.filter((d) => d.messageId === 'bad').map((d) => d.settlement)).toEqual(['abandoned', 'abandoned', 'abandoned']);
+    expect(host.deliveries.filter((d) => d.messageId === 'bad').map((d) => d.settlement)).toEqual([
+      'abandoned',
+      'abandoned',
+      'abandoned',
+    ]);
     expect(subscription.deadLetterQueue.peek()[0]?.deadLetter?.description).toContain('Error: boom');
   });
 

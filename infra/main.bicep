@@ -1,0 +1,360 @@
+// Everything `azd up` provisions for the idempotent Service Bus consumers: a resource group with
+// Service Bus (topics and subscriptions from src/topology.json), Cosmos DB, the function app on Flex
+// Consumption with its storage and user-assigned identity, Application Insights and alerts.
+// Identity-only: no key, SAS or secret-bearing connection string is created, read or output.
+targetScope = 'subscription'
+
+import { developerPrincipal } from 'modules/roles.bicep'
+
+// ---------------------------------------------------------------------------------------------
+// Environment
+// ---------------------------------------------------------------------------------------------
+
+@minLength(1)
+@maxLength(64)
+@description('Name of the azd environment; part of every generated name and the azd-env-name tag.')
+param environmentName string
+
+@minLength(1)
+@description('Azure region of every resource (must offer Flex Consumption).')
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
+param location string
+
+@description('Object id of the deploying user or service principal, granted data access for local runs and test messages; empty for none.')
+param principalId string = ''
+
+@description('Type of principalId.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param principalType string = 'User'
+
+// ---------------------------------------------------------------------------------------------
+// Names (empty = generated from the abbreviation and the resource token)
+// ---------------------------------------------------------------------------------------------
+
+param resourceGroupName string = ''
+param identityName string = ''
+param logAnalyticsName string = ''
+param applicationInsightsName string = ''
+param serviceBusNamespaceName string = ''
+param cosmosAccountName string = ''
+param storageAccountName string = ''
+param functionPlanName string = ''
+param functionAppName string = ''
+
+// ---------------------------------------------------------------------------------------------
+// Messaging and the inbox retention bound
+// ---------------------------------------------------------------------------------------------
+
+@description('Service Bus tier. Basic is not offered: it has no topics and no duplicate detection.')
+@allowed([
+  'Standard'
+  'Premium'
+])
+param serviceBusSku string = 'Standard'
+
+@description('Peek-lock duration of every subscription (ISO-8601, PT5S to PT5M).')
+param serviceBusLockDuration string = 'PT1M'
+
+@description('Deliveries before a message is dead-lettered.')
+@minValue(1)
+@maxValue(2000)
+param serviceBusMaxDeliveryCount int = 10
+
+@description('Default time to live of messages in every subscription (ISO-8601).')
+param serviceBusMessageTtl string = 'P14D'
+
+@description('How long after dead-lettering an operator may still resubmit a message (ISO-8601).')
+param inboxResubmitMargin string = 'P7D'
+
+@description('How long inbox markers are kept (ISO-8601). Empty: the larger of P30D and the bound rounded up to whole days. Must exceed lockDuration x maxDeliveryCount + message TTL + resubmit margin.')
+param inboxRetention string = ''
+
+@description('Also grant the app Azure Service Bus Data Owner on each of its subscriptions, so that scaling reads exact message counts instead of estimating them by peeking. Off: least privilege.')
+param serviceBusDataOwnerForScaling bool = false
+
+// ---------------------------------------------------------------------------------------------
+// Cosmos DB
+// ---------------------------------------------------------------------------------------------
+
+param cosmosDatabaseName string = 'app'
+param cosmosContainerName string = 'state'
+
+@description('Serverless (pay per request) or Provisioned (autoscale).')
+@allowed([
+  'Serverless'
+  'Provisioned'
+])
+param cosmosCapacityMode string = 'Serverless'
+
+@description('Autoscale maximum RU/s of the container when cosmosCapacityMode is Provisioned.')
+@minValue(1000)
+param cosmosAutoscaleMaxThroughput int = 1000
+
+// ---------------------------------------------------------------------------------------------
+// Function app
+// ---------------------------------------------------------------------------------------------
+
+@description('Memory of each Flex Consumption instance, in MB.')
+@allowed([
+  512
+  2048
+  4096
+])
+param functionInstanceMemoryMB int = 2048
+
+@description('Upper bound of Flex Consumption scale-out.')
+@minValue(1)
+@maxValue(1000)
+param functionMaximumInstanceCount int = 100
+
+// ---------------------------------------------------------------------------------------------
+// Monitoring and alerts
+// ---------------------------------------------------------------------------------------------
+
+@description('Days of log retention in the Log Analytics workspace.')
+@minValue(30)
+@maxValue(730)
+param logRetentionInDays int = 30
+
+@description('Resource id of an existing action group that the alerts notify; empty for none.')
+param actionGroupId string = ''
+
+@description('E-mail address for an action group created here; empty for none.')
+param alertEmail string = ''
+
+@description('Failed function executions within 15 minutes above which to alert.')
+@minValue(0)
+param functionFailureThreshold int = 5
+
+@description('Share of a consumer\'s deliveries that are duplicates, in percent, above which to alert.')
+@minValue(0)
+@maxValue(100)
+param duplicateShareThresholdPercent int = 5
+
+@description('Window over which the duplicate share is computed (ISO-8601).')
+param duplicateShareWindow string = 'PT1H'
+
+@description('Deliveries a consumer needs in the window before its duplicate share is judged.')
+@minValue(1)
+param duplicateShareMinDeliveries int = 20
+
+// ---------------------------------------------------------------------------------------------
+// Derived values
+// ---------------------------------------------------------------------------------------------
+
+var abbrs = loadJsonContent('abbreviations.json')
+var topology = loadJsonContent('../src/topology.json')
+var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
+var tags = {
+  'azd-env-name': environmentName
+}
+var serviceName = 'consumers'
+var developer developerPrincipal = {
+  id: principalId
+  type: principalType
+}
+
+// Set by the design, not a knob: the broker drops a repeated send of a MessageId within an hour.
+var duplicateDetectionWindow = 'PT1H'
+
+// ISO-8601 durations in seconds, by adding them to a fixed instant. Years and months are refused:
+// they have no fixed length, and the app refuses them too.
+func durationSeconds(duration string) int =>
+  contains(split(duration, 'T')[0], 'Y') || contains(split(duration, 'T')[0], 'M')
+    ? fail('${duration}: write durations in weeks, days, hours, minutes or seconds (years and months have no fixed length)')
+    : dateTimeToEpoch(dateTimeAdd('2000-01-01T00:00:00Z', duration)) - dateTimeToEpoch('2000-01-01T00:00:00Z')
+
+var lockSeconds = durationSeconds(serviceBusLockDuration)
+var lockDuration = lockSeconds >= 5 && lockSeconds <= 300
+  ? serviceBusLockDuration
+  : fail('serviceBusLockDuration (SERVICEBUS_LOCK_DURATION) ${serviceBusLockDuration} is ${lockSeconds} s; Service Bus allows 5 s to 300 s (PT5M)')
+
+// A message can come back to a consumer for lockDuration x maxDeliveryCount (redeliveries), then
+// stay in the subscription until its TTL, then be resubmitted from the dead-letter queue within the
+// margin. An inbox marker that expires before all of that lets the message be processed twice.
+var retentionBoundSeconds = lockSeconds * serviceBusMaxDeliveryCount + durationSeconds(serviceBusMessageTtl) + durationSeconds(inboxResubmitMargin)
+var defaultRetention = 'P${max(30, retentionBoundSeconds / 86400 + 1)}D'
+var requestedRetention = empty(inboxRetention) ? defaultRetention : inboxRetention
+var retentionSeconds = durationSeconds(requestedRetention)
+var checkedRetention = retentionSeconds > retentionBoundSeconds
+  ? requestedRetention
+  : fail('inboxRetention (INBOX_RETENTION) ${requestedRetention} = ${retentionSeconds} s is too short: it must exceed lockDuration x maxDeliveryCount + message TTL + resubmit margin = ${serviceBusLockDuration} x ${serviceBusMaxDeliveryCount} + ${serviceBusMessageTtl} + ${inboxResubmitMargin} = ${retentionBoundSeconds} s, or a redelivered or resubmitted message can outlive its inbox marker and be processed twice')
+
+var names = {
+  resourceGroup: !empty(resourceGroupName) ? resourceGroupName : '${abbrs.resourcesResourceGroups}${environmentName}'
+  identity: !empty(identityName) ? identityName : '${abbrs.managedIdentityUserAssignedIdentities}${resourceToken}'
+  logAnalytics: !empty(logAnalyticsName) ? logAnalyticsName : '${abbrs.operationalInsightsWorkspaces}${resourceToken}'
+  applicationInsights: !empty(applicationInsightsName)
+    ? applicationInsightsName
+    : '${abbrs.insightsComponents}${resourceToken}'
+  serviceBus: !empty(serviceBusNamespaceName)
+    ? serviceBusNamespaceName
+    : '${abbrs.serviceBusNamespaces}${resourceToken}'
+  cosmos: !empty(cosmosAccountName) ? cosmosAccountName : '${abbrs.documentDBDatabaseAccounts}${resourceToken}'
+  storage: !empty(storageAccountName) ? storageAccountName : '${abbrs.storageStorageAccounts}${resourceToken}'
+  plan: !empty(functionPlanName) ? functionPlanName : '${abbrs.webServerFarms}${resourceToken}'
+  functionApp: !empty(functionAppName) ? functionAppName : '${abbrs.webSitesFunctions}${resourceToken}'
+}
+var deploymentContainerName = 'app-package-${take(toLower(names.functionApp), 32)}-${take(resourceToken, 7)}'
+
+// ---------------------------------------------------------------------------------------------
+// Resources
+// ---------------------------------------------------------------------------------------------
+
+// The first thing created, and it carries the checked retention: a too-short retention fails the
+// deployment before any resource exists.
+resource rg 'Microsoft.Resources/resourceGroups@2025-04-01' = {
+  name: names.resourceGroup
+  location: location
+  tags: union(tags, {
+    'inbox-retention': checkedRetention
+  })
+}
+
+module identity 'modules/identity.bicep' = {
+  scope: rg
+  params: {
+    name: names.identity
+    location: location
+    tags: tags
+  }
+}
+
+module monitoring 'modules/monitoring.bicep' = {
+  scope: rg
+  params: {
+    logAnalyticsName: names.logAnalytics
+    applicationInsightsName: names.applicationInsights
+    location: location
+    tags: tags
+    retentionInDays: logRetentionInDays
+    appPrincipalId: identity.outputs.principalId
+    developer: developer
+  }
+}
+
+module serviceBus 'modules/servicebus.bicep' = {
+  scope: rg
+  params: {
+    namespaceName: names.serviceBus
+    location: location
+    tags: tags
+    sku: serviceBusSku
+    topics: topology.topics
+    lockDuration: lockDuration
+    maxDeliveryCount: serviceBusMaxDeliveryCount
+    messageTimeToLive: serviceBusMessageTtl
+    duplicateDetectionWindow: duplicateDetectionWindow
+    appPrincipalId: identity.outputs.principalId
+    appCanReadRuntimeProperties: serviceBusDataOwnerForScaling
+    developer: developer
+  }
+}
+
+module cosmos 'modules/cosmos.bicep' = {
+  scope: rg
+  params: {
+    accountName: names.cosmos
+    location: location
+    tags: tags
+    databaseName: cosmosDatabaseName
+    containerName: cosmosContainerName
+    capacityMode: cosmosCapacityMode
+    autoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
+    appPrincipalId: identity.outputs.principalId
+    developer: developer
+  }
+}
+
+module storage 'modules/storage.bicep' = {
+  scope: rg
+  params: {
+    name: names.storage
+    location: location
+    tags: tags
+    deploymentContainerName: deploymentContainerName
+    appPrincipalId: identity.outputs.principalId
+    developer: developer
+  }
+}
+
+module functionApp 'modules/functionapp.bicep' = {
+  scope: rg
+  params: {
+    planName: names.plan
+    name: names.functionApp
+    location: location
+    tags: tags
+    serviceName: serviceName
+    identityId: identity.outputs.id
+    identityClientId: identity.outputs.clientId
+    storageBlobEndpoint: storage.outputs.blobEndpoint
+    storageTableEndpoint: storage.outputs.tableEndpoint
+    deploymentContainerUrl: storage.outputs.deploymentContainerUrl
+    applicationInsightsConnectionString: monitoring.outputs.connectionString
+    nodeVersion: '22'
+    instanceMemoryMB: functionInstanceMemoryMB
+    maximumInstanceCount: functionMaximumInstanceCount
+    // The contract with the app code: these names are read by functions/ and src/.
+    appSettings: {
+      ServiceBusConnection__fullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+      ServiceBusConnection__credential: 'managedidentity'
+      ServiceBusConnection__clientId: identity.outputs.clientId
+      COSMOS_ENDPOINT: cosmos.outputs.endpoint
+      COSMOS_DATABASE: cosmos.outputs.databaseName
+      COSMOS_CONTAINER: cosmos.outputs.containerName
+      INBOX_RETENTION: checkedRetention
+      INBOX_RESUBMIT_MARGIN: inboxResubmitMargin
+      SERVICEBUS_LOCK_DURATION: lockDuration
+      SERVICEBUS_MAX_DELIVERY_COUNT: string(serviceBusMaxDeliveryCount)
+      SERVICEBUS_MESSAGE_TTL: serviceBusMessageTtl
+    }
+  }
+}
+
+module alerts 'modules/alerts.bicep' = {
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    namePrefix: resourceToken
+    serviceBusNamespaceId: serviceBus.outputs.id
+    applicationInsightsId: monitoring.outputs.applicationInsightsId
+    actionGroupId: actionGroupId
+    alertEmail: alertEmail
+    functionFailureThreshold: functionFailureThreshold
+    duplicateShareThresholdPercent: duplicateShareThresholdPercent
+    duplicateShareWindow: duplicateShareWindow
+    duplicateShareMinDeliveries: duplicateShareMinDeliveries
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outputs (azd writes them to the environment; none is a secret)
+// ---------------------------------------------------------------------------------------------
+
+output AZURE_LOCATION string = location
+output AZURE_TENANT_ID string = tenant().tenantId
+output AZURE_RESOURCE_GROUP string = rg.name
+output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
+output AZURE_FUNCTION_IDENTITY_CLIENT_ID string = identity.outputs.clientId
+output SERVICEBUS_NAMESPACE string = serviceBus.outputs.name
+output SERVICEBUS_FQDN string = serviceBus.outputs.fullyQualifiedNamespace
+output COSMOS_ACCOUNT_NAME string = cosmos.outputs.name
+output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
+output COSMOS_DATABASE string = cosmos.outputs.databaseName
+output COSMOS_CONTAINER string = cosmos.outputs.containerName
+output STORAGE_ACCOUNT_NAME string = storage.outputs.name
+output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.connectionString
+// Not named INBOX_RETENTION: azd would feed an output of that name back into the inboxRetention
+// parameter on the next provision, freezing today's computed default.
+output INBOX_RETENTION_DEPLOYED string = checkedRetention
+output INBOX_RETENTION_BOUND_SECONDS int = retentionBoundSeconds

@@ -1,0 +1,209 @@
+// Three alerts that matter for an idempotent consumer: messages given up on (dead-lettered), handler
+// failures, and a rise in the share of duplicate deliveries. Each notifies the given action group
+// and/or an action group created here for an e-mail address.
+
+@description('Azure region of the scheduled query rule (metric alerts are global).')
+param location string
+
+@description('Tags applied to every alert and action group.')
+param tags object
+
+@description('Prefix of the alert names, e.g. the environment\'s resource token.')
+param namePrefix string
+
+@description('Resource id of the Service Bus namespace.')
+param serviceBusNamespaceId string
+
+@description('Resource id of the Application Insights component the app reports to.')
+param applicationInsightsId string
+
+@description('Resource id of an existing action group to notify; empty for none.')
+param actionGroupId string
+
+@description('E-mail address for a new action group; empty to create none.')
+param alertEmail string
+
+@description('Failed function executions, within 15 minutes, above which to alert.')
+@minValue(0)
+param functionFailureThreshold int
+
+@description('Duplicate share of a consumer\'s deliveries, in percent, above which to alert.')
+@minValue(0)
+@maxValue(100)
+param duplicateShareThresholdPercent int
+
+@description('Window over which the duplicate share is computed (ISO-8601, PT5M to P2D).')
+param duplicateShareWindow string
+
+@description('Deliveries a consumer must have in the window before its duplicate share counts.')
+@minValue(1)
+param duplicateShareMinDeliveries int
+
+resource emailGroup 'Microsoft.Insights/actionGroups@2023-01-01' = if (!empty(alertEmail)) {
+  name: 'ag-${namePrefix}'
+  location: 'global'
+  tags: tags
+  properties: {
+    groupShortName: take('inbox${namePrefix}', 12)
+    enabled: true
+    emailReceivers: [
+      {
+        name: 'owner'
+        emailAddress: alertEmail
+        useCommonAlertSchema: true
+      }
+    ]
+  }
+}
+
+var actionGroupIds = concat(empty(actionGroupId) ? [] : [actionGroupId], empty(alertEmail) ? [] : [emailGroup.id])
+
+// Dead-lettered messages are a point-in-time count per entity; for a topic it is the sum over its
+// subscriptions (Azure Monitor has no per-subscription dimension), so "above zero on the topic" is
+// "above zero on at least one subscription". Nothing cleans a dead-letter queue, so this stays
+// fired until someone resubmits or completes the messages.
+resource deadLetters 'Microsoft.Insights/metricAlerts@2026-01-01' = {
+  name: 'ma-${namePrefix}-dead-lettered'
+  location: 'global'
+  tags: tags
+  properties: {
+    description: 'Messages are waiting in a dead-letter queue (EntityName is the topic; look at each of its subscriptions).'
+    severity: 2
+    enabled: true
+    scopes: [
+      serviceBusNamespaceId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    autoMitigate: true
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: 'DeadLettered'
+          metricNamespace: 'Microsoft.ServiceBus/namespaces'
+          metricName: 'DeadletteredMessages'
+          dimensions: [
+            {
+              name: 'EntityName'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          timeAggregation: 'Maximum'
+        }
+      ]
+    }
+    actions: [
+      for id in actionGroupIds: {
+        actionGroupId: id
+      }
+    ]
+  }
+}
+
+// A failed execution is a delivery that threw: the message is abandoned and comes back, and after
+// maxDeliveryCount it is dead-lettered. A few are normal under throttling; a steady stream is not.
+resource functionFailures 'Microsoft.Insights/metricAlerts@2026-01-01' = {
+  name: 'ma-${namePrefix}-function-failures'
+  location: 'global'
+  tags: tags
+  properties: {
+    description: 'Function executions are failing (each failure abandons a message, which is redelivered).'
+    severity: 2
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: 'FailedRequests'
+          metricNamespace: 'microsoft.insights/components'
+          metricName: 'requests/failed'
+          operator: 'GreaterThan'
+          threshold: functionFailureThreshold
+          timeAggregation: 'Count'
+        }
+      ]
+    }
+    actions: [
+      for id in actionGroupIds: {
+        actionGroupId: id
+      }
+    ]
+  }
+}
+
+// The app counts every delivery in the OpenTelemetry counter inbox.messages (dimensions consumer
+// and outcome), which Azure Monitor stores in customMetrics. A duplicate (or a payload mismatch,
+// same MessageId with another body) was absorbed by the inbox; a rising share of them means locks
+// expire during processing, a producer resends, or dead letters are being resubmitted. Retried
+// attempts are left out: they are not finished deliveries, and they come back.
+var duplicateShareQuery = '''
+customMetrics
+| where name == 'inbox.messages'
+| extend consumer = tostring(customDimensions.consumer), outcome = tostring(customDimensions.outcome)
+| where outcome != 'retried'
+| summarize deliveries = sum(valueSum), duplicates = sumif(valueSum, outcome in ('duplicate', 'payload_mismatch')) by consumer
+| where deliveries >= {0}
+| project consumer, duplicateSharePercent = round(100.0 * duplicates / deliveries, 2)
+'''
+
+resource duplicateShare 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
+  name: 'sqr-${namePrefix}-duplicate-share'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Inbox duplicate share above ${duplicateShareThresholdPercent}%'
+    description: 'A consumer sees more duplicate deliveries than usual (inbox.messages, outcome duplicate or payload_mismatch).'
+    severity: 3
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT15M'
+    windowSize: duplicateShareWindow
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: format(duplicateShareQuery, duplicateShareMinDeliveries)
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'duplicateSharePercent'
+          dimensions: [
+            {
+              name: 'consumer'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: duplicateShareThresholdPercent
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: actionGroupIds
+    }
+  }
+}
+
+output actionGroupIds array = actionGroupIds

@@ -1,0 +1,158 @@
+// Cosmos DB for NoSQL: the account, the database and the one container that holds business documents
+// and inbox markers side by side (a marker shares its business document's partition so that both are
+// written in one transactional batch). Keys are off: data access is Entra ID + data-plane RBAC only.
+
+import { cosmosRoles, developerPrincipal } from 'roles.bicep'
+
+@description('Name of the Cosmos DB account.')
+param accountName string
+
+@description('Azure region.')
+param location string
+
+@description('Tags applied to the account.')
+param tags object
+
+@description('Name of the SQL database.')
+param databaseName string
+
+@description('Name of the container.')
+param containerName string
+
+@description('Serverless (pay per request) or Provisioned (autoscale throughput on the container).')
+@allowed([
+  'Serverless'
+  'Provisioned'
+])
+param capacityMode string
+
+@description('Autoscale maximum RU/s of the container when capacityMode is Provisioned (1000 and up, in steps of 1000).')
+@minValue(1000)
+param autoscaleMaxThroughput int
+
+@description('Principal id of the app identity.')
+param appPrincipalId string
+
+@description('Developer who reads and writes documents when running locally against Azure.')
+param developer developerPrincipal
+
+resource account 'Microsoft.DocumentDB/databaseAccounts@2025-10-15' = {
+  name: accountName
+  location: location
+  tags: tags
+  kind: 'GlobalDocumentDB'
+  properties: {
+    databaseAccountOfferType: 'Standard'
+    consistencyPolicy: {
+      defaultConsistencyLevel: 'Session'
+    }
+    locations: [
+      {
+        locationName: location
+        failoverPriority: 0
+        isZoneRedundant: false
+      }
+    ]
+    capabilities: capacityMode == 'Serverless'
+      ? [
+          {
+            name: 'EnableServerless'
+          }
+        ]
+      : []
+    disableLocalAuth: true
+    disableKeyBasedMetadataWriteAccess: true
+    minimalTlsVersion: 'Tls12'
+    publicNetworkAccess: 'Enabled'
+  }
+}
+
+resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2025-10-15' = {
+  parent: account
+  name: databaseName
+  properties: {
+    resource: {
+      id: databaseName
+    }
+  }
+}
+
+resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2025-10-15' = {
+  parent: database
+  name: containerName
+  properties: {
+    resource: {
+      id: containerName
+      partitionKey: {
+        paths: [
+          '/partitionKey'
+        ]
+        kind: 'Hash'
+        version: 2
+      }
+      // -1: TTL is on, but nothing expires unless it carries its own `ttl` (inbox markers may).
+      defaultTtl: -1
+      // Every access but one is a point read or a transactional batch, which need no index. The one
+      // query is the marker purge:
+      //   SELECT TOP @n c.id, c.partitionKey, c.expiresAtEpochSeconds FROM c
+      //   WHERE c.type = @type AND c.expiresAtEpochSeconds <= @now
+      // so only its two filter paths are indexed and everything else is excluded, which makes every
+      // write in every batch cheaper. A new query must add its paths here, or it scans.
+      indexingPolicy: {
+        indexingMode: 'consistent'
+        automatic: true
+        includedPaths: [
+          {
+            path: '/type/?'
+          }
+          {
+            path: '/expiresAtEpochSeconds/?'
+          }
+        ]
+        excludedPaths: [
+          {
+            path: '/*'
+          }
+        ]
+      }
+    }
+    options: capacityMode == 'Provisioned'
+      ? {
+          autoscaleSettings: {
+            maxThroughput: autoscaleMaxThroughput
+          }
+        }
+      : {}
+  }
+}
+
+var dataContributor = '${account.id}/sqlRoleDefinitions/${cosmosRoles.builtInDataContributor}'
+// Data-plane role assignments are scoped to the database: the app can read and write the items of
+// this database's containers, and nothing else in the account.
+var databaseScope = '${account.id}/dbs/${database.name}'
+
+resource appDataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2025-10-15' = {
+  parent: account
+  name: guid(databaseScope, appPrincipalId, dataContributor)
+  properties: {
+    roleDefinitionId: dataContributor
+    principalId: appPrincipalId
+    scope: databaseScope
+  }
+}
+
+resource developerDataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2025-10-15' = if (!empty(developer.id)) {
+  parent: account
+  name: guid(databaseScope, developer.id, dataContributor)
+  properties: {
+    roleDefinitionId: dataContributor
+    principalId: developer.id
+    scope: databaseScope
+  }
+}
+
+output id string = account.id
+output name string = account.name
+output endpoint string = account.properties.documentEndpoint
+output databaseName string = database.name
+output containerName string = container.name

@@ -1,0 +1,187 @@
+// Service Bus namespace, the topics and subscriptions declared in src/topology.json, one filter rule
+// per subscription, and receive rights scoped to each subscription.
+
+import { azureRoles, developerPrincipal } from 'roles.bicep'
+
+@description('Name of the Service Bus namespace.')
+param namespaceName string
+
+@description('Azure region.')
+param location string
+
+@description('Tags applied to the namespace.')
+param tags object
+
+@description('Namespace tier. Basic has no topics and no duplicate detection, so it is not offered.')
+@allowed([
+  'Standard'
+  'Premium'
+])
+param sku string
+
+@description('Topics and their subscriptions, in the shape of src/topology.json.')
+param topics array
+
+@description('Peek-lock duration of every subscription (ISO-8601, at most PT5M).')
+param lockDuration string
+
+@description('Deliveries before a message is dead-lettered (MaxDeliveryCountExceeded).')
+param maxDeliveryCount int
+
+@description('Default time to live of messages in every subscription (ISO-8601).')
+param messageTimeToLive string
+
+@description('Window in which the broker drops a second send of the same MessageId (ISO-8601, PT20S to P7D).')
+param duplicateDetectionWindow string
+
+@description('Principal id of the app identity, which receives from every subscription.')
+param appPrincipalId string
+
+@description('Also grant the app Azure Service Bus Data Owner on each subscription, so that scaling reads exact message counts (the extension otherwise estimates them by peeking).')
+param appCanReadRuntimeProperties bool
+
+@description('Developer who sends test messages and inspects subscriptions and dead-letter queues.')
+param developer developerPrincipal
+
+// One entry per (topic, subscription); a subscription without a subject would receive nothing, which
+// is never what a declaration means, so it stops the deployment instead.
+var subscriptions = flatten(map(
+  range(0, length(topics)),
+  t =>
+    map(topics[t].subscriptions, subscription => {
+      topicIndex: t
+      topicName: topics[t].name
+      name: subscription.name
+      subjects: empty(subscription.subjects)
+        ? fail('src/topology.json: subscription ${topics[t].name}/${subscription.name} declares no subjects')
+        : subscription.subjects
+    })
+))
+
+resource namespace 'Microsoft.ServiceBus/namespaces@2026-01-01' = {
+  name: namespaceName
+  location: location
+  tags: tags
+  sku: {
+    name: sku
+    tier: sku
+    capacity: sku == 'Premium' ? 1 : null
+  }
+  properties: {
+    disableLocalAuth: true
+    minimumTlsVersion: '1.2'
+    publicNetworkAccess: 'Enabled'
+  }
+}
+
+// Duplicate detection can only be switched on when a topic is created, and the documentation
+// disagrees on the default window, so both are explicit here.
+resource topicResources 'Microsoft.ServiceBus/namespaces/topics@2026-01-01' = [
+  for topic in topics: {
+    parent: namespace
+    name: topic.name
+    properties: {
+      requiresDuplicateDetection: true
+      duplicateDetectionHistoryTimeWindow: duplicateDetectionWindow
+    }
+  }
+]
+
+resource subscriptionResources 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2026-01-01' = [
+  for subscription in subscriptions: {
+    parent: topicResources[subscription.topicIndex]
+    name: subscription.name
+    properties: {
+      lockDuration: lockDuration
+      maxDeliveryCount: maxDeliveryCount
+      defaultMessageTimeToLive: messageTimeToLive
+      deadLetteringOnMessageExpiration: true
+      deadLetteringOnFilterEvaluationExceptions: true
+      requiresSession: false
+    }
+  }
+]
+
+// A new subscription starts with a catch-all rule named $Default; redefining $Default replaces it.
+// The whole filter of a subscription lives in that one rule, updated in place: with one rule per
+// subject, removing a subject from the declaration would leave its rule behind (deployments do not
+// delete child resources) and the subscription would keep receiving it. One subject is a correlation
+// filter on Subject (label), the cheapest filter to evaluate; several subjects need a SQL filter.
+resource filterRules 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules@2026-01-01' = [
+  for (subscription, i) in subscriptions: {
+    parent: subscriptionResources[i]
+    name: '$Default'
+    properties: length(subscription.subjects) == 1
+      ? {
+          filterType: 'CorrelationFilter'
+          correlationFilter: {
+            label: subscription.subjects[0]
+          }
+        }
+      : {
+          filterType: 'SqlFilter'
+          sqlFilter: {
+            sqlExpression: 'sys.Label IN (${join(map(subscription.subjects, subject => '\'${replace(subject, '\'', '\'\'')}\''), ', ')})'
+          }
+        }
+  }
+]
+
+var dataReceiver = subscriptionResourceId('Microsoft.Authorization/roleDefinitions', azureRoles.serviceBusDataReceiver)
+var dataSender = subscriptionResourceId('Microsoft.Authorization/roleDefinitions', azureRoles.serviceBusDataSender)
+var dataOwner = subscriptionResourceId('Microsoft.Authorization/roleDefinitions', azureRoles.serviceBusDataOwner)
+
+// The trigger's role must have effective scope over the subscription it reads; scoping it to each
+// subscription (not the topic, not the namespace) keeps one consumer from reading another's messages.
+resource appReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (subscription, i) in subscriptions: {
+    name: guid(subscriptionResources[i].id, appPrincipalId, dataReceiver)
+    scope: subscriptionResources[i]
+    properties: {
+      roleDefinitionId: dataReceiver
+      principalId: appPrincipalId
+      principalType: 'ServicePrincipal'
+    }
+  }
+]
+
+resource appReadsRuntimeProperties 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (subscription, i) in subscriptions: if (appCanReadRuntimeProperties) {
+    name: guid(subscriptionResources[i].id, appPrincipalId, dataOwner)
+    scope: subscriptionResources[i]
+    properties: {
+      roleDefinitionId: dataOwner
+      principalId: appPrincipalId
+      principalType: 'ServicePrincipal'
+    }
+  }
+]
+
+resource developerSends 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (topic, i) in topics: if (!empty(developer.id)) {
+    name: guid(topicResources[i].id, developer.id, dataSender)
+    scope: topicResources[i]
+    properties: {
+      roleDefinitionId: dataSender
+      principalId: developer.id
+      principalType: developer.type
+    }
+  }
+]
+
+resource developerReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (topic, i) in topics: if (!empty(developer.id)) {
+    name: guid(topicResources[i].id, developer.id, dataReceiver)
+    scope: topicResources[i]
+    properties: {
+      roleDefinitionId: dataReceiver
+      principalId: developer.id
+      principalType: developer.type
+    }
+  }
+]
+
+output id string = namespace.id
+output name string = namespace.name
+// serviceBusEndpoint is https://<namespace>.<cloud suffix>:443/; the host name is the namespace FQDN.
+output fullyQualifiedNamespace string = split(split(namespace.properties.serviceBusEndpoint, '/')[2], ':')[0]
