@@ -45,14 +45,12 @@ describe('FunctionsHost (model)', () => {
     const { broker, host, seen } = hostWith(() => Promise.resolve());
     host.start();
 
-    broker
-      .topic('events')
-      .send({
-        messageId: '12345',
-        subject: 'S',
-        body: '{"amount": 5}',
-        applicationProperties: { tenant: 't1' },
-      });
+    broker.topic('events').send({
+      messageId: '12345',
+      subject: 'S',
+      body: '{"amount": 5}',
+      applicationProperties: { tenant: 't1' },
+    });
     broker.topic('events').send({ messageId: 'plain-text', subject: 'S', body: 'not json' });
     await host.drained();
     await host.stop();
