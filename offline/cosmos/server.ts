@@ -53,6 +53,8 @@ export interface LocalCosmos {
   sweepExpired(): number;
   /** Items physically held, expired or not (what the sweep has not removed yet). */
   storedItemCount(): number;
+  /** Requests received so far, by kind (every request, answered or not). */
+  requestCounts(): Record<FaultTarget, number>;
   stop(): Promise<void>;
 }
 
@@ -84,6 +86,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
   const now = options.now ?? Date.now;
   const faults = new FaultInjector(seededRandom(options.seed ?? Math.floor(Math.random() * 2 ** 32)));
   const account = new AccountState();
+  const requests: Record<FaultTarget, number> = { read: 0, write: 0, batch: 0, query: 0, metadata: 0 };
   let lsn = 0;
 
   const server = createServer((request, response) => {
@@ -105,6 +108,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
       const method = request.method ?? 'GET';
       verifyMasterKey(request.headers, signedResource(method, url), keyBytes);
       const target = faultTarget(route, method, request.headers);
+      requests[target]++;
       const decision = faults.decide(target);
       const delayMs = decision.delayMs + (target === 'metadata' ? 0 : (options.latencyMs ?? 0));
       if (delayMs > 0) await sleep(delayMs);
@@ -409,6 +413,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
       [...account.databases.values()]
         .flatMap((database) => [...database.containers.values()])
         .reduce((count, container) => count + container.items.size, 0),
+    requestCounts: () => ({ ...requests }),
     stop: async () => {
       clearInterval(sweeper);
       server.closeAllConnections();

@@ -225,7 +225,7 @@ export class ScenarioEnvironment {
     const elapsedMs = performance.now() - startedAt;
     report();
 
-    const { invariants, accounting } = await verify(workload, container, broker);
+    const { invariants, accounting } = await verify(workload, container, broker, host.deliveries);
     const count = (values: (string | undefined)[]): Record<string, number> =>
       values.reduce<Record<string, number>>(
         (counts, value) => ({ ...counts, [value ?? 'none']: (counts[value ?? 'none'] ?? 0) + 1 }),

@@ -4,6 +4,7 @@ import { type Marker, MARKER_TYPE } from '../../src/inbox';
 import type { Backorder, Invoice, InvoiceStatus, Product, UnappliedPayment } from '../../src/sample';
 import { invoiceStatusProjector, paymentApplier, stockReserver } from '../../src/sample';
 import type { Broker, BrokerMessage } from '../servicebus/broker';
+import type { DeliveryRecord } from '../servicebus/host';
 import type { Workload, WorkloadEvent } from './workload';
 
 /**
@@ -54,6 +55,7 @@ export async function verify(
   workload: Workload,
   container: Container,
   broker: Broker,
+  deliveries: readonly DeliveryRecord[],
 ): Promise<Verification> {
   const { resources: documents } = await container.items
     .query<Record<string, unknown>>('SELECT * FROM c')
@@ -205,33 +207,42 @@ export async function verify(
   }
 
   // ── dead letters: only poison or exhausted, each with its reason ─────────────────────────────
+  // Service Bus's own reason is MaxDeliveryCountExceeded (or TTLExpiredException); the app's reason
+  // for a poison message is in its log lines, one per delivery, which must all say poison. A valid
+  // message may be exhausted by faults, but must never have been taken for poison.
   const deadLetterProblems: string[] = [];
   const byReason: Record<string, number> = {};
+  const outcomesOf = new Map<string, (string | undefined)[]>();
+  for (const record of deliveries) {
+    if (record.settlement === 'crashed' && record.outcome === undefined) continue; // the handler never ran
+    outcomesOf.set(record.messageId ?? '', [
+      ...(outcomesOf.get(record.messageId ?? '') ?? []),
+      record.outcome,
+    ]);
+  }
   let poisonDeadLettered = 0;
   let exhausted = 0;
   for (const message of deadLetters) {
     const reason = message.deadLetter?.reason ?? '(none)';
     byReason[reason] = (byReason[reason] ?? 0) + 1;
-    const event = eventsById.get(message.messageId ?? '');
-    if (!message.deadLetter?.reason || !message.deadLetter.description)
-      deadLetterProblems.push(`${message.messageId} has no reason`);
-    if (event?.kind === 'poison') {
-      poisonDeadLettered++;
-      if (!message.deadLetter?.description.includes('PoisonMessageError')) {
-        deadLetterProblems.push(
-          `poison ${message.messageId} was dead-lettered without its PoisonMessageError`,
-        );
-      }
-    } else {
-      exhausted++;
-      if (
-        reason !== 'MaxDeliveryCountExceeded' ||
-        message.deadLetter?.description.includes('PoisonMessageError')
-      ) {
-        deadLetterProblems.push(
-          `valid message ${message.messageId} dead-lettered as ${reason}: ${message.deadLetter?.description ?? ''}`,
-        );
-      }
+    if (
+      !['MaxDeliveryCountExceeded', 'TTLExpiredException'].includes(reason) ||
+      !message.deadLetter?.description
+    ) {
+      deadLetterProblems.push(`${message.messageId} was dead-lettered without a reason and description`);
+    }
+    if (eventsById.get(message.messageId ?? '')?.kind === 'poison') poisonDeadLettered++;
+    else exhausted++;
+  }
+  for (const event of workload.events) {
+    const outcomes = outcomesOf.get(event.messageId) ?? [];
+    if (event.kind === 'poison' && outcomes.some((outcome) => outcome !== 'poison')) {
+      deadLetterProblems.push(
+        `poison ${event.messageId} was not logged as poison on every delivery (${outcomes.join(', ')})`,
+      );
+    }
+    if (event.kind !== 'poison' && outcomes.includes('poison')) {
+      deadLetterProblems.push(`valid message ${event.messageId} was taken for poison`);
     }
   }
   for (const message of completed) {

@@ -1,0 +1,155 @@
+import type { Container } from '@azure/cosmos';
+
+import {
+  defineInboxConsumer,
+  type Delivery,
+  markerId,
+  processDelivery,
+  type ProcessDependencies,
+} from '../../src/inbox';
+import {
+  type Invoice,
+  invoicePartition,
+  paymentApplier,
+  PaymentReceived,
+  toMinorUnits,
+} from '../../src/sample';
+
+/**
+ * Five ways to apply "add this payment to its invoice" from an at-least-once queue, side by side.
+ * Each returns what it did and how many Cosmos DB requests it made; throwing means "give the
+ * message back" (the bench redelivers it, as Service Bus would).
+ */
+export interface StrategyResult {
+  applied: boolean;
+  requests: number;
+}
+
+export interface Strategy {
+  key: 'a' | 'b' | 'c' | 'd' | 'e';
+  name: string;
+  handle(delivery: Delivery, container: Container): Promise<StrategyResult>;
+}
+
+const CONSUMER = 'bench.payment-applier';
+
+function parse(delivery: Delivery): {
+  messageId: string;
+  invoiceId: string;
+  amountMinor: number;
+  partitionKey: string;
+} {
+  const payment = PaymentReceived.parse(delivery.body);
+  return {
+    messageId: delivery.messageId ?? '',
+    invoiceId: payment.invoiceId,
+    amountMinor: toMinorUnits(payment.amount),
+    partitionKey: invoicePartition(payment.invoiceId),
+  };
+}
+
+/** (a) What people write first: apply the delta; every redelivery applies it again. */
+const naive: Strategy = {
+  key: 'a',
+  name: 'naive write, no deduplication',
+  async handle(delivery, container) {
+    const { invoiceId, amountMinor, partitionKey } = parse(delivery);
+    await container
+      .item(invoiceId, partitionKey)
+      .patch([{ op: 'incr', path: '/paidMinor', value: amountMinor }]);
+    return { applied: true, requests: 1 };
+  },
+};
+
+/**
+ * (b) Check, then write: look for a marker, apply the delta, write the marker. Two deliveries of
+ * one message that overlap both pass the check; a crash between the two writes loses the marker.
+ */
+const checkThenWrite: Strategy = {
+  key: 'b',
+  name: 'check-then-write (read marker, write effect, write marker)',
+  async handle(delivery, container) {
+    const { messageId, invoiceId, amountMinor, partitionKey } = parse(delivery);
+    const id = markerId(CONSUMER, messageId);
+    const existing = await container.item(id, partitionKey).read();
+    if (existing.resource) return { applied: false, requests: 1 };
+    await container
+      .item(invoiceId, partitionKey)
+      .patch([{ op: 'incr', path: '/paidMinor', value: amountMinor }]);
+    await container.items.upsert({ id, partitionKey, type: 'bench-marker', messageId });
+    return { applied: true, requests: 3 };
+  },
+};
+
+/**
+ * (c) A separate idempotency record around the work, as AWS Lambda Powertools does it: create the
+ * record IN_PROGRESS (fails if it exists), do the work, mark it COMPLETED. A duplicate reads the
+ * record: COMPLETED → skip; IN_PROGRESS → "try later" (the message is given back).
+ */
+const idempotencyRecord: Strategy = {
+  key: 'c',
+  name: 'idempotency record around the work (Powertools style)',
+  async handle(delivery, container) {
+    const { messageId, invoiceId, amountMinor, partitionKey } = parse(delivery);
+    const id = `record-${markerId(CONSUMER, messageId)}`;
+    try {
+      await container.items.create({ id, partitionKey, type: 'bench-record', status: 'IN_PROGRESS' });
+    } catch (error) {
+      if ((error as { code?: number }).code !== 409) throw error;
+      const { resource } = await container.item(id, partitionKey).read<{ status: string }>();
+      if (resource?.status === 'COMPLETED') return { applied: false, requests: 2 };
+      throw new Error('IdempotencyAlreadyInProgressError: another delivery holds the record; try later');
+    }
+    await container
+      .item(invoiceId, partitionKey)
+      .patch([{ op: 'incr', path: '/paidMinor', value: amountMinor }]);
+    await container.item(id, partitionKey).patch([{ op: 'set', path: '/status', value: 'COMPLETED' }]);
+    return { applied: true, requests: 3 };
+  },
+};
+
+/** (d) This template: the inbox marker and the `incr` patch in one transactional batch (the shipped payment applier). */
+function inboxPatch(dependencies: (container: Container) => ProcessDependencies): Strategy {
+  return {
+    key: 'd',
+    name: 'inbox marker + patch in one batch (this template)',
+    async handle(delivery, container) {
+      const result = await processDelivery(paymentApplier, delivery, dependencies(container));
+      return {
+        applied: result.outcome === 'processed' || result.outcome === 'alternative',
+        requests: result.requests,
+      };
+    },
+  };
+}
+
+/** (e) This template's read-modify-write: read the invoice, then marker + ETag-guarded replace in one batch. */
+const readModifyWrite = defineInboxConsumer({
+  name: paymentApplier.name,
+  schema: PaymentReceived,
+  partitionKey: (payment) => invoicePartition(payment.invoiceId),
+  async handle(payment, tx) {
+    const current = await tx.read<Invoice>(payment.invoiceId);
+    if (!current) throw new Error(`Invoice ${payment.invoiceId} does not exist.`);
+    const invoice = current.document;
+    tx.replace(
+      { ...invoice, paidMinor: invoice.paidMinor + toMinorUnits(payment.amount) },
+      { ifMatch: current.etag },
+    );
+  },
+});
+
+function inboxReplace(dependencies: (container: Container) => ProcessDependencies): Strategy {
+  return {
+    key: 'e',
+    name: 'inbox marker + read + ETag replace in one batch (this template)',
+    async handle(delivery, container) {
+      const result = await processDelivery(readModifyWrite, delivery, dependencies(container));
+      return { applied: result.outcome === 'processed', requests: result.requests };
+    },
+  };
+}
+
+export function strategies(dependencies: (container: Container) => ProcessDependencies): Strategy[] {
+  return [naive, checkThenWrite, idempotencyRecord, inboxPatch(dependencies), inboxReplace(dependencies)];
+}
