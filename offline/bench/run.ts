@@ -8,9 +8,10 @@ import { type Container, CosmosClient } from '@azure/cosmos';
 
 import type { Delivery, ProcessDependencies } from '../../src/inbox';
 import { type Invoice, invoicePartition } from '../../src/sample';
+import { freshAppContainer } from '../appContainer';
 import { start } from '../cosmos';
 import { integer, seededRandom } from '../random';
-import { strategies,type Strategy } from './strategies';
+import { strategies, type Strategy } from './strategies';
 
 /**
  * npm run bench: the five strategies of strategies.ts against the local Cosmos DB server with a
@@ -91,18 +92,6 @@ async function main(): Promise<void> {
   });
 
   const rows: Row[] = [];
-  const freshContainer = async (): Promise<Container> => {
-    await database
-      .container('state')
-      .delete()
-      .catch(() => undefined);
-    const { container } = await database.containers.create({
-      id: 'state',
-      partitionKey: { paths: ['/partitionKey'], version: 2 },
-      defaultTtl: -1,
-    });
-    return container;
-  };
   try {
     // Warm-up, not measured: the first runs would otherwise pay for JIT compilation and connections.
     for (const strategy of strategies(dependencies)) {
@@ -110,13 +99,13 @@ async function main(): Promise<void> {
         messages: Math.min(300, messages),
         concurrency,
         seed,
-        container: await freshContainer(),
+        container: await freshAppContainer(database),
         requests: () => server.requestCounts(),
       });
     }
     for (const workload of WORKLOADS) {
       for (const strategy of strategies(dependencies)) {
-        const container = await freshContainer();
+        const container = await freshAppContainer(database);
         const row = await runOne(strategy, workload, {
           messages,
           concurrency,

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 
 import { CosmosClient } from '@azure/cosmos';
 
+import { ensureAppContainer } from '../appContainer';
 import { DEFAULT_KEY, start } from './server';
 
 const usage = `Usage: npm run cosmos -- [--port 8081] [--host 127.0.0.1] [--key <base64>] [--latency-ms 0]
@@ -39,11 +40,7 @@ async function main(): Promise<void> {
   if (!values['no-provision']) {
     const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
     const { database } = await client.databases.createIfNotExists({ id: values.database });
-    await database.containers.createIfNotExists({
-      id: values.container,
-      partitionKey: { paths: ['/partitionKey'], version: 2 },
-      defaultTtl: -1,
-    });
+    await ensureAppContainer(database, values.container);
     client.dispose();
     console.log(
       `Created database '${values.database}' with container '${values.container}' (/partitionKey, defaultTtl -1).`,

@@ -1,8 +1,9 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 
-import { type Container, CosmosClient } from '@azure/cosmos';
+import { CosmosClient } from '@azure/cosmos';
 
 import { topology } from '../../src/topology';
+import { freshAppContainer } from '../appContainer';
 import { type LocalCosmos, start as startCosmos } from '../cosmos';
 import { type FunctionApp, loadFunctionApp } from '../functions/registrations';
 import { seededRandom } from '../random';
@@ -117,27 +118,12 @@ export class ScenarioEnvironment {
     await this.cosmos.stop();
   }
 
-  /** The app's container, emptied: partitioned on /partitionKey with defaultTtl -1, as in Azure. */
-  private async freshContainer(): Promise<Container> {
-    const database = this.client.database('app');
-    await database
-      .container('state')
-      .delete()
-      .catch(() => undefined);
-    const { container } = await database.containers.create({
-      id: 'state',
-      partitionKey: { paths: ['/partitionKey'], version: 2 },
-      defaultTtl: -1,
-    });
-    return container;
-  }
-
   async run(options: ScenarioOptions): Promise<ScenarioReport> {
     const scale = options.clockScale ?? 250;
     const clock = scaledClock(scale);
     const duplicateWindowMs = options.duplicateWindowMs ?? 3_600_000;
     const workload = generateWorkload(options);
-    const container = await this.freshContainer();
+    const container = await freshAppContainer(this.client.database('app'));
     for (const document of [...workload.invoices, ...workload.products])
       await container.items.create(document);
 

@@ -1,6 +1,7 @@
 import type { Container } from '@azure/cosmos';
 import { CosmosClient } from '@azure/cosmos';
 
+import { ensureAppContainer } from '../../offline/appContainer';
 import { type LocalCosmos, type LocalCosmosOptions, start } from '../../offline/cosmos';
 
 export interface LocalStack {
@@ -19,11 +20,7 @@ export async function startLocalStack(options: LocalCosmosOptions = {}): Promise
   const server = await start({ seed: 7, ...options });
   const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
   const { database } = await client.databases.createIfNotExists({ id: 'app' });
-  const { container } = await database.containers.createIfNotExists({
-    id: 'state',
-    partitionKey: { paths: ['/partitionKey'], version: 2 },
-    defaultTtl: -1,
-  });
+  const container = await ensureAppContainer(database);
   Object.assign(process.env, {
     COSMOS_ENDPOINT: server.endpoint,
     COSMOS_KEY: server.key,
