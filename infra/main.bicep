@@ -337,6 +337,16 @@ module alerts 'modules/alerts.bicep' = {
   }
 }
 
+// The operations workbook (infra/workbook.json), opened from the Application Insights component.
+module workbook 'modules/workbook.bicep' = {
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    applicationInsightsId: monitoring.outputs.applicationInsightsId
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Outputs (azd writes them to the environment; none is a secret)
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,60 @@
+// Writes local.settings.json for `func start` against the emulators of docker-compose.yml, from
+// local.settings.sample.json with the connection values swapped:
+//
+//   npx tsx emulators/localSettings.ts            # refuses to replace an existing local.settings.json
+//   npx tsx emulators/localSettings.ts --force
+//
+// In Azure the trigger connects with the app's identity (ServiceBusConnection__fullyQualifiedNamespace);
+// the emulator has no Microsoft Entra ID, so locally the trigger gets its connection string instead.
+
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+import { COSMOS_EMULATOR } from './provisionCosmos';
+
+const repoRoot = path.resolve(__dirname, '..');
+export const SAMPLE_PATH = path.join(repoRoot, 'local.settings.sample.json');
+export const LOCAL_SETTINGS_PATH = path.join(repoRoot, 'local.settings.json');
+
+/** The emulator's fixed connection string for a client on the same machine (its documented value). */
+export const SERVICE_BUS_EMULATOR_CONNECTION_STRING =
+  'Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;';
+
+export interface LocalSettingsFile {
+  IsEncrypted: boolean;
+  Values: Record<string, string>;
+  [key: string]: unknown;
+}
+
+/** The sample's settings, pointed at the emulators. */
+export function emulatorLocalSettings(sample: LocalSettingsFile): LocalSettingsFile {
+  const values = Object.fromEntries(
+    Object.entries(sample.Values).filter(([name]) => !name.startsWith('ServiceBusConnection__')),
+  );
+  return {
+    ...sample,
+    Values: {
+      ...values,
+      AzureWebJobsStorage: 'UseDevelopmentStorage=true',
+      ServiceBusConnection: SERVICE_BUS_EMULATOR_CONNECTION_STRING,
+      COSMOS_ENDPOINT: COSMOS_EMULATOR.endpoint,
+      COSMOS_KEY: COSMOS_EMULATOR.key,
+    },
+  };
+}
+
+function main(): void {
+  if (existsSync(LOCAL_SETTINGS_PATH) && !process.argv.includes('--force')) {
+    console.error(
+      'local.settings.json exists; run with --force to replace it, or set the values of emulators/README.md by hand.',
+    );
+    process.exit(1);
+  }
+  const sample = JSON.parse(readFileSync(SAMPLE_PATH, 'utf8')) as LocalSettingsFile;
+  writeFileSync(LOCAL_SETTINGS_PATH, `${JSON.stringify(emulatorLocalSettings(sample), null, 2)}\n`);
+  console.log('Wrote local.settings.json for the emulators (Service Bus, Cosmos DB, Azurite).');
+}
+
+if (require.main === module) {
+  main();
+}
