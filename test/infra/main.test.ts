@@ -798,6 +798,33 @@ describeWithBicep('infra/main.bicep', () => {
       });
     });
 
+    describe('workbook', () => {
+      it('deploys infra/workbook.json as a shared workbook opened on the Application Insights component', () => {
+        const workbook = only(defaults(), 'Microsoft.Insights/workbooks');
+
+        expect(workbook.kind).toBe('shared');
+        expect(workbook.location).toBe(location);
+        expect(workbook.tags?.['azd-env-name']).toBe(environmentName);
+        expect(String(at(workbook, 'properties.sourceId'))).toMatch(
+          moduleOutput('monitoring', 'applicationInsightsId'),
+        );
+        expect(at(workbook, 'properties.category')).toBe('workbook');
+        expect(at(workbook, 'properties.serializedData')).toBe(
+          readFileSync(path.join(infraDir, 'workbook.json'), 'utf8'),
+        );
+      });
+
+      it('is named by a GUID of its resource group, so that a redeployment updates the same workbook', () => {
+        const workbook = only(defaults(), 'Microsoft.Insights/workbooks');
+        const resourceGroup = only(defaults(), 'Microsoft.Resources/resourceGroups');
+
+        expect(workbook.name).toBe(armGuid(resourceGroup.id, 'inbox-workbook'));
+        expect(workbook.id).toBe(
+          `${resourceGroup.id}/providers/Microsoft.Insights/workbooks/${workbook.name}`,
+        );
+      });
+    });
+
     it('grants the app only the roles above, each named guid(scope, principal, role)', () => {
       const assignments = appRoleAssignments(defaults());
 
