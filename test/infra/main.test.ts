@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
+import { loadSettings, parseDurationSeconds, retentionBoundSeconds } from '../../src/inbox';
 import type { Build, CliResult, PredictedResource, Snapshot, SnapshotResult } from './bicep';
 import {
   armGuid,
@@ -23,7 +24,6 @@ import {
   snapshot,
   unformattedFiles,
 } from './bicep';
-import { durationSeconds } from './durations';
 
 interface Topology {
   topics: { name: string; subscriptions: { name: string; consumer: string; subjects: string[] }[] }[];
@@ -967,15 +967,20 @@ describeWithBicep('infra/main.bicep', () => {
   });
 
   describe('inbox retention bound', () => {
+    // The app's own arithmetic (src/inbox/settings.ts): the Bicep and the app must agree on the bound.
+    const durationSeconds = (duration: string): number => parseDurationSeconds(duration, 'duration');
     const bound = (
       lockDuration: string,
       maxDeliveryCount: number,
       messageTtl: string,
       margin: string,
     ): number =>
-      durationSeconds(lockDuration) * maxDeliveryCount +
-      durationSeconds(messageTtl) +
-      durationSeconds(margin);
+      retentionBoundSeconds({
+        lockDurationSeconds: durationSeconds(lockDuration),
+        maxDeliveryCount,
+        messageTtlSeconds: durationSeconds(messageTtl),
+        resubmitMarginSeconds: durationSeconds(margin),
+      });
 
     it('computes lockDuration x maxDeliveryCount + message TTL + resubmit margin from main.parameters.json', () => {
       const parameters = azdParameters(compiled().template, azdEnvironment);
@@ -998,6 +1003,21 @@ describeWithBicep('infra/main.bicep', () => {
       );
       expect(appSettings(defaults())['INBOX_RETENTION']).toBe(deployed);
       expect(only(defaults(), 'Microsoft.Resources/resourceGroups').tags?.['inbox-retention']).toBe(deployed);
+    });
+
+    it('deploys settings the app accepts at start-up', () => {
+      const settings = appSettings(defaults());
+
+      const loaded = loadSettings({
+        COSMOS_ENDPOINT: 'https://account.documents.azure.com:443/',
+        INBOX_RETENTION: String(settings['INBOX_RETENTION']),
+        INBOX_RESUBMIT_MARGIN: String(settings['INBOX_RESUBMIT_MARGIN']),
+        SERVICEBUS_LOCK_DURATION: String(settings['SERVICEBUS_LOCK_DURATION']),
+        SERVICEBUS_MAX_DELIVERY_COUNT: String(settings['SERVICEBUS_MAX_DELIVERY_COUNT']),
+        SERVICEBUS_MESSAGE_TTL: String(settings['SERVICEBUS_MESSAGE_TTL']),
+      });
+
+      expect(loaded.inbox.retentionSeconds).toBe(durationSeconds(String(settings['INBOX_RETENTION'])));
     });
 
     it('refuses a too-short INBOX_RETENTION set in the azd environment, saying why', () => {
