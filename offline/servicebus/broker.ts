@@ -110,21 +110,31 @@ export class Entity {
       if (signal?.aborted) return undefined;
       const locked = this.receive();
       if (locked) return locked;
-      const earliestExpiry = Math.min(...[...this.locks.values()].map((lock) => lock.until));
-      await new Promise<void>((resolve) => {
-        const cancelTimer = Number.isFinite(earliestExpiry)
-          ? this.clock.after(Math.max(0, earliestExpiry - this.clock.now()) + 1, () => done())
-          : (): void => undefined;
-        const done = (): void => {
-          cancelTimer();
-          this.waiters.delete(done);
-          signal?.removeEventListener('abort', done);
-          resolve();
-        };
-        this.waiters.add(done);
-        signal?.addEventListener('abort', done);
-      });
+      await this.changed(signal);
     }
+  }
+
+  /**
+   * Resolves at the next moment a message may have become available (a send, a release, the
+   * earliest lock running out) or when `signal` aborts, and locks nothing: for a caller that may
+   * take a message only while it has somewhere to put it (the AMQP peer, bound by link credit).
+   */
+  changed(signal?: AbortSignal): Promise<void> {
+    const earliestExpiry = Math.min(...[...this.locks.values()].map((lock) => lock.until));
+    return new Promise<void>((resolve) => {
+      if (signal?.aborted) return resolve();
+      const cancelTimer = Number.isFinite(earliestExpiry)
+        ? this.clock.after(Math.max(0, earliestExpiry - this.clock.now()) + 1, () => done())
+        : (): void => undefined;
+      const done = (): void => {
+        cancelTimer();
+        this.waiters.delete(done);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      this.waiters.add(done);
+      signal?.addEventListener('abort', done);
+    });
   }
 
   complete(lockToken: string): BrokerMessage {

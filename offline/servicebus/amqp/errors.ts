@@ -1,0 +1,56 @@
+import { MessageLockLostError } from '../broker';
+
+/**
+ * The AMQP error conditions the peer answers with. @azure/service-bus turns a condition into a
+ * ServiceBusError code (amqp:not-found → MessagingEntityNotFound, com.microsoft:message-lock-lost →
+ * MessageLockLost), so the condition, not the description, is what callers branch on.
+ */
+export const CONDITIONS = {
+  notFound: 'amqp:not-found',
+  notAllowed: 'amqp:not-allowed',
+  notImplemented: 'amqp:not-implemented',
+  decodeError: 'amqp:decode-error',
+  invalidField: 'amqp:invalid-field',
+  internalError: 'amqp:internal-error',
+  messageLockLost: 'com.microsoft:message-lock-lost',
+  deadLetter: 'com.microsoft:dead-letter',
+} as const;
+export type Condition = (typeof CONDITIONS)[keyof typeof CONDITIONS];
+
+/** The HTTP-like status a $management or $cbs response carries for each condition. */
+export const STATUS_OF: Readonly<Record<Condition, number>> = {
+  [CONDITIONS.notFound]: 404,
+  [CONDITIONS.notAllowed]: 403,
+  [CONDITIONS.notImplemented]: 501,
+  [CONDITIONS.decodeError]: 400,
+  [CONDITIONS.invalidField]: 400,
+  [CONDITIONS.internalError]: 500,
+  [CONDITIONS.messageLockLost]: 410,
+  [CONDITIONS.deadLetter]: 400,
+};
+
+/** A request the peer refuses; it travels back to the client as an AMQP error, never as a crash. */
+export class PeerError extends Error {
+  constructor(
+    readonly condition: Condition,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = 'PeerError';
+  }
+
+  /** The error as an AMQP `error` field: { condition, description }. */
+  toAmqp(): { condition: Condition; description: string } {
+    return { condition: this.condition, description: this.message };
+  }
+}
+
+/** Any failure as a PeerError: unexpected ones become amqp:internal-error, keeping the cause. */
+export function asPeerError(error: unknown): PeerError {
+  if (error instanceof PeerError) return error;
+  if (error instanceof MessageLockLostError)
+    return new PeerError(CONDITIONS.messageLockLost, error.message, { cause: error });
+  const message = error instanceof Error ? error.message : String(error);
+  return new PeerError(CONDITIONS.internalError, message, { cause: error });
+}

@@ -1,0 +1,99 @@
+import type { Entity } from '../broker';
+import { CONDITIONS, PeerError } from './errors';
+import { lockTokenOfUuid } from './lockTokens';
+import { encodeMessage } from './messageCodec';
+import type { ManagementRequest, ManagementResponse } from './requestResponse';
+
+/**
+ * The $management operations @azure/service-bus uses on a subscription or its dead-letter queue:
+ *   com.microsoft:peek-message         peekMessages (from-sequence-number, message-count)
+ *   com.microsoft:renew-lock           renewMessageLock, and the receivers' auto lock renewal
+ *   com.microsoft:update-disposition   settling when the receive link is gone
+ * Everything else (sessions, rules, scheduling, deferral, receive-by-sequence-number) is answered
+ * amqp:not-implemented.
+ */
+export const OPERATIONS = {
+  peek: 'com.microsoft:peek-message',
+  renewLock: 'com.microsoft:renew-lock',
+  updateDisposition: 'com.microsoft:update-disposition',
+} as const;
+
+/** `entity` is undefined for a topic's own $management node: the peer serves no operation there. */
+export function handleManagementRequest(
+  entity: Entity | undefined,
+  request: ManagementRequest,
+): ManagementResponse {
+  if (entity === undefined || !Object.values<string | undefined>(OPERATIONS).includes(request.operation))
+    throw new PeerError(
+      CONDITIONS.notImplemented,
+      `The local peer does not implement '${request.operation ?? '(no operation)'}' here.`,
+    );
+  switch (request.operation) {
+    case OPERATIONS.peek:
+      return peek(entity, request.body);
+    case OPERATIONS.renewLock:
+      return {
+        statusCode: 200,
+        body: { expirations: lockTokens(request.body).map((token) => new Date(entity.renewLock(token))) },
+      };
+    default:
+      return updateDisposition(entity, request.body);
+  }
+}
+
+function peek(entity: Entity, body: Record<string, unknown>): ManagementResponse {
+  const from = integer(body['from-sequence-number'], 'from-sequence-number');
+  const count = integer(body['message-count'], 'message-count');
+  const messages = entity
+    .peek()
+    .filter((message) => message.sequenceNumber >= from)
+    .sort((a, b) => a.sequenceNumber - b.sequenceNumber)
+    .slice(0, Math.max(0, count));
+  // No message is 204, which the SDK reads as "nothing more to peek".
+  if (messages.length === 0) return { statusCode: 204, statusDescription: 'No messages to peek.' };
+  return {
+    statusCode: 200,
+    body: { messages: messages.map((message) => ({ message: encodeMessage(message) })) },
+  };
+}
+
+function updateDisposition(entity: Entity, body: Record<string, unknown>): ManagementResponse {
+  const status = body['disposition-status'];
+  for (const token of lockTokens(body)) {
+    switch (status) {
+      case 'completed':
+        entity.complete(token);
+        break;
+      case 'abandoned':
+        entity.abandon(token);
+        break;
+      case 'suspended':
+        entity.deadLetter(token, text(body['deadletter-reason']), text(body['deadletter-description']));
+        break;
+      default:
+        throw new PeerError(
+          CONDITIONS.notImplemented,
+          `disposition-status '${String(status)}' is not implemented by the local peer.`,
+        );
+    }
+  }
+  return { statusCode: 200 };
+}
+
+function lockTokens(body: Record<string, unknown>): string[] {
+  const tokens = body['lock-tokens'];
+  if (!Array.isArray(tokens) || tokens.length === 0)
+    throw new PeerError(CONDITIONS.invalidField, 'lock-tokens must be a non-empty array of uuids.');
+  return tokens.map(lockTokenOfUuid);
+}
+
+function integer(value: unknown, field: string): number {
+  // The AMQP long arrives as a number, or as 8 bytes when it is beyond 2^53.
+  if (typeof value === 'number' && Number.isInteger(value)) return value;
+  if (Buffer.isBuffer(value) && value.length === 8) return Number(value.readBigInt64BE());
+  throw new PeerError(CONDITIONS.invalidField, `${field} must be an integer.`);
+}
+
+function text(value: unknown): string {
+  return typeof value === 'string' ? value : '';
+}

@@ -1,0 +1,121 @@
+import { type EventContext, message as amqpMessage, type Sender } from 'rhea';
+
+import type { Entity, LockedMessage } from '../broker';
+import { asPeerError, CONDITIONS, PeerError } from './errors';
+import { deliveryTagOf, lockTokenOfDeliveryTag } from './lockTokens';
+import { DEAD_LETTER_PROPERTIES, encodeMessage } from './messageCodec';
+
+/**
+ * A receiver's link, seen from the peer (an AMQP sender): it locks a message for every unit of
+ * credit the client grants, and applies the client's outcome when the client settles:
+ *   accepted                        → complete
+ *   released, modified              → abandon (delivery count already counted by the lock)
+ *   modified undeliverable-here     → defer: not implemented, answered with an error
+ *   rejected com.microsoft:dead-letter (info DeadLetterReason, DeadLetterErrorDescription) → dead-letter
+ * The client receives in peek-lock (rcv-settle-mode second), so it waits for the peer to settle the
+ * delivery: settled without error = done; settled with a rejected state and an error = the SDK throws
+ * (com.microsoft:message-lock-lost when the lock had run out).
+ */
+export function serveReceiveLink(sender: Sender, entity: Entity): { stop: () => void } {
+  let waiting: AbortController | undefined;
+
+  const offer = (locked: LockedMessage): void => {
+    sender.send(
+      encodeMessage(locked.message, { lockedUntil: locked.lockedUntil }),
+      deliveryTagOf(locked.lockToken),
+      0,
+    );
+  };
+
+  // Locks only while there is credit: a message locked for a link that cannot take it would count a
+  // delivery that never happened.
+  const fill = (): void => {
+    while (sender.is_open() && sender.sendable()) {
+      const locked = entity.receive();
+      if (!locked) break;
+      offer(locked);
+    }
+    if (sender.is_open() && sender.sendable() && !waiting) {
+      const controller = new AbortController();
+      waiting = controller;
+      void entity.changed(controller.signal).then(() => {
+        if (waiting !== controller) return;
+        waiting = undefined;
+        fill();
+      });
+    }
+  };
+
+  const stopWaiting = (): void => {
+    waiting?.abort();
+    waiting = undefined;
+  };
+
+  sender.on('sendable', fill);
+  sender.on('sender_draining', () => {
+    stopWaiting();
+    fill();
+    sender.set_drained(true);
+  });
+  sender.on('sender_close', stopWaiting);
+
+  sender.on('accepted', (context: EventContext) =>
+    settle(context, 'accepted', (lockToken) => void entity.complete(lockToken)),
+  );
+  sender.on('released', (context: EventContext) =>
+    settle(context, 'released', (lockToken) => entity.abandon(lockToken)),
+  );
+  sender.on('modified', (context: EventContext) =>
+    settle(context, 'modified', (lockToken, state) => {
+      if (state.undeliverable_here === true)
+        throw new PeerError(
+          CONDITIONS.notImplemented,
+          'Deferring messages is not implemented by the local peer.',
+        );
+      entity.abandon(lockToken);
+    }),
+  );
+  sender.on('rejected', (context: EventContext) =>
+    settle(context, 'rejected', (lockToken, state) => {
+      const error = (state.error ?? {}) as { condition?: unknown; description?: unknown; info?: unknown };
+      const info = (error.info ?? {}) as Record<string, unknown>;
+      // Service Bus dead-letters any rejected message; the SDK's own rejection carries the reason.
+      const reason = text(info[DEAD_LETTER_PROPERTIES.reason]) ?? text(error.condition) ?? '';
+      const description = text(info[DEAD_LETTER_PROPERTIES.description]) ?? text(error.description) ?? '';
+      entity.deadLetter(lockToken, reason, description);
+    }),
+  );
+
+  return { stop: stopWaiting };
+}
+
+type Outcome = Record<string, unknown>;
+type OutcomeKind = 'accepted' | 'released' | 'modified' | 'rejected';
+
+/**
+ * Settles with the client's own outcome when it was applied (without an error, which the SDK would
+ * throw), or with rejected + the error when it was not.
+ */
+function settle(
+  context: EventContext,
+  kind: OutcomeKind,
+  apply: (lockToken: string, state: Outcome) => void,
+): void {
+  const delivery = context.delivery!;
+  try {
+    apply(lockTokenOfDeliveryTag(delivery.tag), delivery.remote_state ?? {});
+    delivery.update(true, outcomes[kind]().described());
+  } catch (error) {
+    delivery.update(true, outcomes.rejected({ error: asPeerError(error).toAmqp() }).described());
+  }
+}
+
+/** rhea builds outcomes, but its typings do not declare the builders. */
+const outcomes = amqpMessage as unknown as Record<
+  OutcomeKind,
+  (fields?: { error: { condition: string; description: string } }) => { described(): unknown }
+>;
+
+function text(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}

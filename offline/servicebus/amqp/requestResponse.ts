@@ -1,0 +1,75 @@
+import { type Delivery, type EventContext, message as amqpMessage, type Receiver, type Sender } from 'rhea';
+
+import { asPeerError, STATUS_OF } from './errors';
+
+/**
+ * The request/response pattern of $cbs and $management: the client sends a request on one link,
+ * naming in reply-to the address of the link it receives answers on; the answer carries the
+ * request's message-id as correlation-id and a status in its application properties. $cbs spells
+ * the keys `status-code`/`status-description`, $management `statusCode`/`statusDescription`, and
+ * @azure/service-bus reads both (and `errorCondition`, which picks the error it throws).
+ */
+export interface ManagementRequest {
+  operation: string | undefined;
+  /** The request body: a map for every operation the SDK sends. */
+  body: Record<string, unknown>;
+}
+
+export interface ManagementResponse {
+  statusCode: number;
+  statusDescription?: string;
+  body?: Record<string, unknown>;
+}
+
+export const STATUS_KEYS = {
+  cbs: { code: 'status-code', description: 'status-description', condition: 'error-condition' },
+  management: { code: 'statusCode', description: 'statusDescription', condition: 'errorCondition' },
+} as const;
+
+export function serveRequestLink(
+  receiver: Receiver,
+  keys: (typeof STATUS_KEYS)[keyof typeof STATUS_KEYS],
+  handle: (request: ManagementRequest) => ManagementResponse,
+  replyLink: (address: string) => Sender | undefined,
+): void {
+  receiver.on('message', (context: EventContext) => {
+    const delivery = context.delivery as Delivery;
+    const request = (context.message ?? {}) as Record<string, unknown>;
+    delivery.accept();
+    const properties: Record<string, string | number> = {};
+    let body: Record<string, unknown> | undefined;
+    try {
+      const { operation } = isMap(request.application_properties) ? request.application_properties : {};
+      const response = handle({
+        operation: typeof operation === 'string' ? operation : undefined,
+        body: isMap(request.body) ? request.body : {},
+      });
+      properties[keys.code] = response.statusCode;
+      if (response.statusDescription) properties[keys.description] = response.statusDescription;
+      body = response.body;
+    } catch (error) {
+      const refusal = asPeerError(error);
+      properties[keys.code] = STATUS_OF[refusal.condition];
+      properties[keys.description] = refusal.message;
+      properties[keys.condition] = refusal.condition;
+    }
+    const replyTo = typeof request.reply_to === 'string' ? request.reply_to : undefined;
+    const link = replyTo === undefined ? undefined : replyLink(replyTo);
+    // A request that names no open reply link has nowhere to be answered.
+    if (!link?.is_open()) return;
+    link.send(
+      amqpMessage.encode({
+        to: replyTo,
+        correlation_id: request.message_id,
+        application_properties: properties,
+        ...(body === undefined ? {} : { body }),
+      }),
+      undefined,
+      0,
+    );
+  });
+}
+
+function isMap(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Buffer.isBuffer(value) && !Array.isArray(value);
+}

@@ -1,0 +1,252 @@
+import { createServer, type Socket } from 'node:net';
+
+import { type Connection, create_container, type EventContext, type Receiver, type Sender } from 'rhea';
+
+import { type Topology, topology as declaredTopology } from '../../../src/topology';
+import { Broker, type BrokerOptions } from '../broker';
+import { type Clock, scaledClock } from '../clock';
+import { findEntity, findTopic, type NodeAddress, parseAddress } from './addresses';
+import { asPeerError, CONDITIONS, PeerError } from './errors';
+import { handleManagementRequest } from './management';
+import { servePublishLink } from './publishLink';
+import { serveReceiveLink } from './receiveLink';
+import { serveRequestLink, STATUS_KEYS } from './requestResponse';
+
+/**
+ * A local AMQP 1.0 peer that serves the Service Bus model (broker.ts) to the real @azure/service-bus
+ * client, over plain TCP with a `UseDevelopmentEmulator=true` connection string, in real time.
+ *
+ * Implements, as far as @azure/service-bus 7.9 uses it:
+ *   - SASL ANONYMOUS or no SASL; $cbs put-token, any token accepted (202)
+ *   - sending to a topic: single messages and batches (message-format 0x80013700); duplicate
+ *     detection by MessageId and the Subject correlation filters are the broker model's
+ *   - peek-lock receiving from a subscription and from its $DeadLetterQueue: credit, drain, the lock
+ *     token as delivery tag, settlement by accepted (complete), released/modified (abandon) and
+ *     rejected com.microsoft:dead-letter (with DeadLetterReason/DeadLetterErrorDescription)
+ *   - $management: com.microsoft:peek-message, com.microsoft:renew-lock, com.microsoft:update-disposition
+ *   - errors as AMQP errors: unknown node → amqp:not-found on the link, lock lost →
+ *     com.microsoft:message-lock-lost, unreadable frame → close with amqp:decode-error, bytes that
+ *     are not AMQP → the AMQP protocol header, then close; other connections are unaffected
+ * Does not implement: TLS, WebSockets, authentication (any SAS or JWT is accepted), queues, sessions,
+ * receiveAndDelete, deferral, scheduled messages, rules (filters come from src/topology.json),
+ * transactions, auto-forwarding, message properties the model does not keep (to, reply-to,
+ * session-id, partition-key, other annotations), and bodies other than one data section. Clients other
+ * than @azure/service-bus (the Functions host's .NET extension, for one) are untested.
+ */
+export interface LocalServiceBusOptions {
+  /** TCP port; default 0, a free one (the CLI defaults to 5672, the emulator's). */
+  port?: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Default src/topology.json. */
+  topology?: Topology;
+  /**
+   * Default real time: scaledClock(1). The client's own timers (lock renewal, lockedUntilUtc) run on
+   * the wall clock, so keep the scale at 1; a test passes its own to jump with `advance`.
+   */
+  clock?: Clock;
+  /** Duplicate detection window, ms; default one hour (PT1H, as the Bicep sets it). */
+  duplicateWindowMs?: number;
+  /** Lock duration, ms; default one minute (PT1M). */
+  lockDurationMs?: number;
+  /** Default 10. */
+  maxDeliveryCount?: number;
+  /** Default subscription message TTL, ms; default 14 days. */
+  messageTimeToLiveMs?: number;
+}
+
+export interface LocalServiceBus {
+  /** For ServiceBusClient: plain AMQP on the port, SAS values the peer accepts without checking. */
+  readonly connectionString: string;
+  readonly host: string;
+  readonly port: number;
+  readonly broker: Broker;
+  readonly clock: Clock;
+  stop(): Promise<void>;
+}
+
+/** Standard tier's limit; the SDK sizes batches by the max-message-size the peer announces. */
+const MAX_MESSAGE_SIZE_BYTES = 256 * 1024;
+
+/** "AMQP", protocol id 0, version 1.0.0. */
+const AMQP_PROTOCOL_HEADER = Buffer.from([0x41, 0x4d, 0x51, 0x50, 0, 1, 0, 0]);
+
+export async function start(options: LocalServiceBusOptions = {}): Promise<LocalServiceBus> {
+  const host = options.host ?? '127.0.0.1';
+  const clock = options.clock ?? scaledClock(1);
+  const brokerOptions: BrokerOptions = {
+    topology: options.topology ?? declaredTopology,
+    clock,
+    ...(options.duplicateWindowMs === undefined ? {} : { duplicateWindowMs: options.duplicateWindowMs }),
+    ...(options.lockDurationMs === undefined ? {} : { lockDurationMs: options.lockDurationMs }),
+    ...(options.maxDeliveryCount === undefined ? {} : { maxDeliveryCount: options.maxDeliveryCount }),
+    ...(options.messageTimeToLiveMs === undefined
+      ? {}
+      : { messageTimeToLiveMs: options.messageTimeToLiveMs }),
+  };
+  const broker = new Broker(brokerOptions);
+  const container = create_container({ id: 'local-servicebus' });
+  // Whatever a connection does wrong ends that connection, never the process.
+  container.on('error', () => undefined);
+
+  const sockets = new Set<Socket>();
+  const stops = new Set<() => void>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    const connection = container.create_connection({
+      id: `local-servicebus-${sockets.size}`,
+      sender_options: { treat_modified_as_released: false },
+      receiver_options: { autoaccept: false, max_message_size: MAX_MESSAGE_SIZE_BYTES },
+    } as unknown as Parameters<typeof container.create_connection>[0]);
+    serveConnection(connection, socket, broker, stops);
+    (connection as unknown as { accept(socket: Socket): void }).accept(socket);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => resolve());
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : (options.port ?? 0);
+
+  return {
+    connectionString: `Endpoint=sb://${host}:${port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;`,
+    host,
+    port,
+    broker,
+    clock,
+    stop: async () => {
+      for (const stop of stops) stop();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
+}
+
+function serveConnection(
+  connection: Connection,
+  socket: Socket,
+  broker: Broker,
+  stops: Set<() => void>,
+): void {
+  /** Links the client receives on, by the address it asked answers to be sent to (reply-to). */
+  const replyLinks = new Map<string, Sender>();
+
+  // rhea ends the socket right after these events. Before it does, tell the client why: a close
+  // frame with amqp:decode-error, or, when the bytes were not even an AMQP protocol header, the
+  // header the peer speaks (AMQP 1.0 §2.2: announce a supported version, then close).
+  let refused = false;
+  const refuse = (error: unknown): void => {
+    if (refused) return;
+    refused = true;
+    const description = `The local peer could not read the frame: ${(error as Error).message}`;
+    if (/protocol header/i.test(description)) {
+      socket.write(AMQP_PROTOCOL_HEADER);
+      return;
+    }
+    try {
+      connection.close({ condition: CONDITIONS.decodeError, description });
+      (connection as unknown as { _process(): void })._process();
+    } catch {
+      // The connection was not far enough along to carry a close frame; the socket just ends.
+    }
+  };
+  connection.on('protocol_error', refuse);
+  connection.on('error', refuse);
+  connection.on('disconnected', () => undefined);
+
+  connection.on('sender_open', (context: EventContext) => {
+    const sender = context.sender as Sender;
+    refuseOnError(sender, () => {
+      const address = parseAddress(sender.source?.address);
+      if (address.kind === 'cbs' || address.kind === 'management') {
+        echoTermini(sender);
+        // The SDK's reply-to is the link's target address ($management) or, for $cbs, its name.
+        const target = (sender.target as { address?: unknown } | undefined)?.address;
+        const names = [sender.name, ...(typeof target === 'string' ? [target] : [])];
+        for (const name of names) replyLinks.set(name, sender);
+        sender.on('sender_close', () => names.forEach((name) => replyLinks.delete(name)));
+        return;
+      }
+      if (address.kind !== 'queue') throw cannot('receive from', address);
+      if (sender.rcv_settle_mode !== 1) {
+        throw new PeerError(
+          CONDITIONS.notImplemented,
+          'The local peer implements peek-lock receivers only (receiveAndDelete is not implemented).',
+        );
+      }
+      const { stop } = serveReceiveLink(sender, findEntity(broker, address));
+      echoTermini(sender);
+      stops.add(stop);
+      sender.on('sender_close', () => {
+        stop();
+        stops.delete(stop);
+      });
+    });
+  });
+
+  connection.on('receiver_open', (context: EventContext) => {
+    const receiver = context.receiver as Receiver;
+    refuseOnError(receiver, () => {
+      const address = parseAddress((receiver.target as { address?: unknown } | undefined)?.address);
+      serveNode(receiver, address);
+      echoTermini(receiver);
+    });
+  });
+
+  function serveNode(receiver: Receiver, address: NodeAddress): void {
+    switch (address.kind) {
+      case 'cbs':
+        // Any token is accepted: the peer is local and unauthenticated, like the emulator.
+        return serveRequestLink(
+          receiver,
+          STATUS_KEYS.cbs,
+          ({ operation }) => {
+            if (operation !== 'put-token')
+              throw new PeerError(CONDITIONS.notImplemented, `$cbs does not implement '${operation}'.`);
+            return { statusCode: 202, statusDescription: 'Accepted' };
+          },
+          (replyTo) => replyLinks.get(replyTo),
+        );
+      case 'management': {
+        const entity = address.of.kind === 'queue' ? findEntity(broker, address.of) : undefined;
+        if (address.of.kind === 'topic') findTopic(broker, address.of.topic);
+        return serveRequestLink(
+          receiver,
+          STATUS_KEYS.management,
+          (request) => handleManagementRequest(entity, request),
+          (replyTo) => replyLinks.get(replyTo),
+        );
+      }
+      case 'topic':
+        return servePublishLink(receiver, findTopic(broker, address.topic));
+      default:
+        throw cannot('send to', address);
+    }
+  }
+}
+
+/**
+ * Refusing a link, as Service Bus does: answer the attach with no terminus, then detach with the
+ * error; the SDK turns amqp:not-found into MessagingEntityNotFound.
+ */
+function refuseOnError(link: Sender | Receiver, open: () => void): void {
+  try {
+    open();
+  } catch (error) {
+    link.close(asPeerError(error).toAmqp());
+  }
+}
+
+/** The peer's attach names the same source and target as the client's. */
+function echoTermini(link: Sender | Receiver): void {
+  const source = (link.source as { address?: unknown } | undefined)?.address;
+  const target = (link.target as { address?: unknown } | undefined)?.address;
+  if (typeof source === 'string') link.set_source({ address: source });
+  if (typeof target === 'string') link.set_target({ address: target });
+}
+
+function cannot(verb: string, address: NodeAddress): PeerError {
+  return new PeerError(CONDITIONS.notAllowed, `A client cannot ${verb} a ${address.kind} node.`);
+}

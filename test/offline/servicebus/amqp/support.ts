@@ -1,0 +1,96 @@
+import { connect } from 'node:net';
+
+import {
+  ServiceBusClient,
+  type ServiceBusReceivedMessage,
+  type ServiceBusReceiver,
+} from '@azure/service-bus';
+import Long from 'long';
+
+import {
+  type LocalServiceBus,
+  type LocalServiceBusOptions,
+  start,
+} from '../../../../offline/servicebus/amqp';
+import { type ScaledClock, scaledClock } from '../../../../offline/servicebus/clock';
+
+export const TOPIC = 'business-events';
+export const PAYMENTS = 'billing-payment-applier';
+export const ORDERS = 'inventory-stock-reserver';
+
+export interface PeerFixture {
+  peer: LocalServiceBus;
+  /** Real time (scale 1) that a test can jump forward, past a lock or a duplicate window. */
+  clock: ScaledClock;
+  client: ServiceBusClient;
+  stop(): Promise<void>;
+}
+
+/** The local peer on a free port, and the real @azure/service-bus client connected to it. */
+export async function startPeer(options: LocalServiceBusOptions = {}): Promise<PeerFixture> {
+  const clock = scaledClock(1);
+  const peer = await start({ port: 0, clock, ...options });
+  const client = new ServiceBusClient(peer.connectionString, { retryOptions: { maxRetries: 0 } });
+  return {
+    peer,
+    clock,
+    client,
+    stop: async () => {
+      await client.close();
+      await peer.stop();
+    },
+  };
+}
+
+/** Receives exactly `count` messages (the SDK returns as soon as it has them). */
+export async function receive(
+  receiver: ServiceBusReceiver,
+  count: number,
+  maxWaitTimeInMs = 5_000,
+): Promise<ServiceBusReceivedMessage[]> {
+  const received: ServiceBusReceivedMessage[] = [];
+  while (received.length < count) {
+    const batch = await receiver.receiveMessages(count - received.length, { maxWaitTimeInMs });
+    if (batch.length === 0) break;
+    received.push(...batch);
+  }
+  return received;
+}
+
+/**
+ * Everything in a queue without locking it, by pages. The sequence number is explicit: without it,
+ * the SDK continues after the last message any receiver on the same client peeked at that entity.
+ */
+export async function peekAll(receiver: ServiceBusReceiver): Promise<ServiceBusReceivedMessage[]> {
+  const peeked: ServiceBusReceivedMessage[] = [];
+  let fromSequenceNumber = Long.ONE;
+  for (;;) {
+    const page = await receiver.peekMessages(50, { fromSequenceNumber });
+    if (page.length === 0) return peeked;
+    peeked.push(...page);
+    fromSequenceNumber = page.at(-1)!.sequenceNumber!.add(1);
+  }
+}
+
+/** Writes raw bytes to the peer and collects whatever it answers until it closes the socket. */
+export function rawExchange(
+  port: number,
+  chunks: Buffer[],
+  options: { hangUp?: boolean } = {},
+): Promise<Buffer> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    const received: Buffer[] = [];
+    const giveUp = setTimeout(() => socket.destroy(), 3_000);
+    socket.on('data', (data) => received.push(data));
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(giveUp);
+      resolve(Buffer.concat(received));
+    });
+    socket.on('connect', () => {
+      for (const chunk of chunks) socket.write(chunk);
+      if (options.hangUp) socket.end();
+    });
+  });
+}

@@ -1,0 +1,18 @@
+import type { ToolContext } from '../../tools/cli';
+
+export interface CapturedContext {
+  context: ToolContext;
+  /** What the tool printed, line by line. */
+  out: string[];
+  err: string[];
+}
+
+/** A tool context that records output and sees only `env` (never the shell's Azure variables). */
+export function captured(
+  env: Record<string, string | undefined>,
+  now: () => number = Date.now,
+): CapturedContext {
+  const out: string[] = [];
+  const err: string[] = [];
+  return { context: { env, out: (line) => out.push(line), err: (line) => err.push(line), now }, out, err };
+}

@@ -1,0 +1,45 @@
+import { ToolError } from './errors';
+
+/** Where a tool writes, and what it reads from its surroundings; tests pass their own. */
+export interface ToolContext {
+  env: Readonly<Record<string, string | undefined>>;
+  out: (line: string) => void;
+  err: (line: string) => void;
+  /** Epoch ms; tests pass the local peer's clock. */
+  now: () => number;
+}
+
+export const EXIT_CODES = { ok: 0, failed: 1, usage: 2 } as const;
+export type ExitCode = (typeof EXIT_CODES)[keyof typeof EXIT_CODES];
+
+export function processContext(): ToolContext {
+  return {
+    env: process.env,
+    out: (line) => console.log(line),
+    err: (line) => console.error(line),
+    now: () => Date.now(),
+  };
+}
+
+/** Runs a tool's main, turning its errors into a message and an exit code. */
+export async function runTool(
+  name: string,
+  main: (argv: string[], context: ToolContext) => Promise<ExitCode>,
+  argv: string[],
+  context: ToolContext,
+): Promise<ExitCode> {
+  try {
+    return await main(argv, context);
+  } catch (error) {
+    if (error instanceof ToolError) {
+      context.err(`${name}: ${error.message}`);
+      return EXIT_CODES.usage;
+    }
+    // Outages and refusals (ServiceBusError, a credential that cannot sign in) read best as their
+    // message; the stack is there for whoever debugs the tool itself.
+    const detail = error instanceof Error ? error : new Error(String(error));
+    context.err(`${name}: ${detail.name}: ${detail.message}`);
+    if (context.env.DEBUG) context.err(detail.stack ?? '');
+    return EXIT_CODES.failed;
+  }
+}

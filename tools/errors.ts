@@ -1,0 +1,27 @@
+/**
+ * Errors the operator tools report. A ToolError is the operator's to fix (a flag, a file, an
+ * environment variable) and is printed as a message without a stack; anything else is a bug or an
+ * outage and is printed in full.
+ */
+export class ToolError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'ToolError';
+  }
+}
+
+/** Bad flags or input (exit code 2). */
+export class UsageError extends ToolError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'UsageError';
+  }
+}
+
+/** The environment does not say how to reach Service Bus, or says it unsafely (exit code 2). */
+export class ConfigurationError extends ToolError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'ConfigurationError';
+  }
+}
