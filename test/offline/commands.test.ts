@@ -48,7 +48,17 @@ describe('npm run bench', () => {
   it('measures all five strategies on three workloads and writes JSON and markdown', () => {
     const out = mkdtempSync(join(tmpdir(), 'bench-'));
 
-    const run = tsx(['offline/bench/run.ts', '--messages', '80', '--latency-ms', '1', '--out', out]);
+    const run = tsx([
+      'offline/bench/run.ts',
+      '--messages',
+      '80',
+      '--latency-ms',
+      '1',
+      '--trials',
+      '1',
+      '--out',
+      out,
+    ]);
     const results = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8')) as {
       rows: { workload: string; key: string; duplicateEffects: number; requestsPerNewMessage: number }[];
     };

@@ -1,0 +1,34 @@
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+
+import type { FaultTarget } from './faults';
+import type { LocalCosmosOptions } from './server';
+
+export interface LocalCosmosInWorker {
+  endpoint: string;
+  key: string;
+  requestCounts(): Promise<Record<FaultTarget, number>>;
+  stop(): Promise<void>;
+}
+
+/** Starts the local Cosmos server on a worker thread (options must be plain data: no `now` clock). */
+export async function startInWorker(
+  options: Omit<LocalCosmosOptions, 'now'> = {},
+): Promise<LocalCosmosInWorker> {
+  const worker = new Worker(join(__dirname, 'worker.ts'), { workerData: options });
+  const [ready] = (await once(worker, 'message')) as [{ endpoint: string; key: string }];
+  return {
+    endpoint: ready.endpoint,
+    key: ready.key,
+    requestCounts: async () => {
+      worker.postMessage('requestCounts');
+      const [reply] = (await once(worker, 'message')) as [{ requestCounts: Record<FaultTarget, number> }];
+      return reply.requestCounts;
+    },
+    stop: async () => {
+      worker.postMessage('stop');
+      await once(worker, 'exit');
+    },
+  };
+}
