@@ -1,4 +1,6 @@
-import { ToolError } from './errors';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+import { ToolError, UsageError } from './errors';
 
 /** Where a tool writes, and what it reads from its surroundings; tests pass their own. */
 export interface ToolContext {
@@ -41,5 +43,19 @@ export async function runTool(
     context.err(`${name}: ${detail.name}: ${detail.message}`);
     if (context.env.DEBUG) context.err(detail.stack ?? '');
     return EXIT_CODES.failed;
+  }
+}
+
+/** parseArgs over `argv`, a bad or unknown flag becoming a usage error followed by the tool's usage. */
+export function parseFlags<T extends ParseArgsConfig>(
+  argv: string[],
+  config: T,
+  usage: string,
+): ReturnType<typeof parseArgs<T>> {
+  try {
+    // `args` does not change the shape of the result, which TypeScript cannot see through the spread.
+    return parseArgs({ ...config, args: argv }) as ReturnType<typeof parseArgs<T>>;
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message}\n${usage}`, { cause: error });
   }
 }

@@ -1,9 +1,9 @@
-import { parseArgs } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
 
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 
 import { formatDuration, parseDurationSeconds } from '../src/inbox/duration';
-import { EXIT_CODES, type ExitCode, processContext, runTool, type ToolContext } from './cli';
+import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import {
   type DeadLetterQueue,
   describeQueue,
@@ -39,7 +39,7 @@ const COMMANDS = ['list', 'show', 'resubmit'] as const;
 type Command = (typeof COMMANDS)[number];
 
 export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values, positionals } = parseFlags(argv);
+  const { values, positionals } = parseFlags(argv, FLAGS, USAGE);
   if (values.help) {
     context.out(USAGE);
     return EXIT_CODES.ok;
@@ -206,32 +206,21 @@ function describePlan(plan: ResubmitPlan, window: string, dryRun: boolean, conte
     context.out(`not found: no dead-lettered message has MessageId ${messageId}`);
 }
 
-type Flags = ReturnType<typeof parseArgsFor>['values'];
+type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
 
-function parseFlags(argv: string[]): ReturnType<typeof parseArgsFor> {
-  try {
-    return parseArgsFor(argv);
-  } catch (error) {
-    throw new UsageError(`${(error as Error).message}\n${USAGE}`, { cause: error });
-  }
-}
-
-function parseArgsFor(argv: string[]) {
-  return parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      topic: { type: 'string' },
-      'message-id': { type: 'string', multiple: true },
-      all: { type: 'boolean' },
-      'dry-run': { type: 'boolean' },
-      force: { type: 'boolean' },
-      'duplicate-window': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-}
+const FLAGS = {
+  allowPositionals: true,
+  strict: true,
+  options: {
+    topic: { type: 'string' },
+    'message-id': { type: 'string', multiple: true },
+    all: { type: 'boolean' },
+    'dry-run': { type: 'boolean' },
+    force: { type: 'boolean' },
+    'duplicate-window': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+} satisfies ParseArgsConfig;
 
 function durationSeconds(text: string): number {
   try {

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
 
 import type { Container } from '@azure/cosmos';
 
@@ -11,7 +11,7 @@ import { loadSettings } from '../src/inbox/settings';
 import { type Invoice, invoicePartition, toMinorUnits } from '../src/sample/documents';
 import { SUBJECTS } from '../src/sample/messages';
 import { topology } from '../src/topology';
-import { EXIT_CODES, type ExitCode, processContext, runTool, type ToolContext } from './cli';
+import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import { UsageError } from './errors';
 import { parseEvent } from './events';
 import { connectServiceBus, topicFor, toServiceBusMessage } from './serviceBus';
@@ -33,7 +33,7 @@ Environment:
 export type Result = 'passed' | 'failed' | 'skipped';
 
 export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values } = parseFlags(argv);
+  const { values } = parseFlags(argv, FLAGS, USAGE);
   if (values.help) {
     context.out(USAGE);
     return EXIT_CODES.ok;
@@ -231,25 +231,14 @@ async function poll(
   }
 }
 
-function parseFlags(argv: string[]): ReturnType<typeof parseArgsFor> {
-  try {
-    return parseArgsFor(argv);
-  } catch (error) {
-    throw new UsageError(`${(error as Error).message}\n${USAGE}`, { cause: error });
-  }
-}
-
-function parseArgsFor(argv: string[]) {
-  return parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      'timeout-seconds': { type: 'string' },
-      'settle-seconds': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-}
+const FLAGS = {
+  strict: true,
+  options: {
+    'timeout-seconds': { type: 'string' },
+    'settle-seconds': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+} satisfies ParseArgsConfig;
 
 function seconds(text: string, flag: string): number {
   const value = Number(text);

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
 
-import { EXIT_CODES, type ExitCode, processContext, runTool, type ToolContext } from './cli';
+import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import { UsageError } from './errors';
 import { EVENT_KINDS, type EventKind, parseEvent, parseEventLines, type SampleEvent } from './events';
 import { connectServiceBus, topicFor, toServiceBusMessage } from './serviceBus';
@@ -52,7 +52,7 @@ const EVENT_FLAGS = [
 ];
 
 export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values, positionals } = parseFlags(argv);
+  const { values, positionals } = parseFlags(argv, FLAGS, USAGE);
   if (values.help) {
     context.out(USAGE);
     return EXIT_CODES.ok;
@@ -91,31 +91,20 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   }
 }
 
-type Flags = ReturnType<typeof parseFlags>['values'];
+type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
 
-function parseFlags(argv: string[]): ReturnType<typeof parseArgsFor> {
-  try {
-    return parseArgsFor(argv);
-  } catch (error) {
-    throw new UsageError(`${(error as Error).message}\n${USAGE}`, { cause: error });
-  }
-}
-
-function parseArgsFor(argv: string[]) {
-  return parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      file: { type: 'string' },
-      repeat: { type: 'string' },
-      'message-id': { type: 'string' },
-      topic: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-      ...Object.fromEntries(EVENT_FLAGS.map((flag) => [flag, { type: 'string' as const }])),
-    },
-  });
-}
+const FLAGS = {
+  allowPositionals: true,
+  strict: true,
+  options: {
+    file: { type: 'string' },
+    repeat: { type: 'string' },
+    'message-id': { type: 'string' },
+    topic: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+    ...Object.fromEntries(EVENT_FLAGS.map((flag) => [flag, { type: 'string' as const }])),
+  },
+} satisfies ParseArgsConfig;
 
 async function eventsFrom(values: Flags, positionals: string[]): Promise<SampleEvent[]> {
   const given = EVENT_FLAGS.filter((flag) => (values as Record<string, unknown>)[flag] !== undefined);
