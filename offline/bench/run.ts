@@ -1,24 +1,56 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { cpus, platform, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
 
 import type { Delivery, ProcessDependencies } from '../../src/inbox';
 import { type Invoice, invoicePartition } from '../../src/sample';
+import {
+  EXIT_CODES,
+  type ExitCode,
+  parseFlags,
+  processContext,
+  runTool,
+  type ToolContext,
+} from '../../tools/cli';
+import { UsageError } from '../../tools/errors';
 import { freshAppContainer } from '../appContainer';
 import { startInWorker } from '../cosmos/workerHost';
 import { integer, seededRandom } from '../random';
+import { ratios, type Results, round2, type Row, writeResults } from './report';
 import { strategies, type Strategy } from './strategies';
 
 /**
  * npm run bench: the five strategies of strategies.ts against the local Cosmos DB server with a
- * per-request latency, on the same workloads and concurrency. Prints a table, writes JSON and
- * markdown next to this file.
+ * per-request latency, on the same workloads and concurrency. Runs the build tsc compiles (what is
+ * deployed), measures throughput and the main thread's CPU per message, prints a table, writes
+ * JSON and markdown next to this file.
  */
-const usage = `Usage: npm run bench -- [--messages 1500] [--concurrency 16] [--latency-ms 3] [--seed 1] [--trials 3] [--out offline/bench]`;
+const USAGE = `Usage: npm run bench -- [options]
+
+  --messages <n>      payments per run (default 1500)
+  --concurrency <n>   deliveries in flight (default 16)
+  --latency-ms <ms>   added to every Cosmos DB request (default 3)
+  --seed <n>          seed for the workload (default 1)
+  --trials <n>        runs of each strategy per workload; medians are reported (default 3)
+  --out <directory>   where results.json and results.md go (default offline/bench)
+  --before <file>     an earlier results.json to compare with (before and after a change)
+  -h, --help`;
+
+const FLAGS = {
+  options: {
+    messages: { type: 'string', default: '1500' },
+    concurrency: { type: 'string', default: '16' },
+    'latency-ms': { type: 'string', default: '3' },
+    seed: { type: 'string', default: '1' },
+    trials: { type: 'string', default: '3' },
+    out: { type: 'string', default: join('offline', 'bench') },
+    before: { type: 'string' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+} as const;
 
 interface Workload {
   name: string;
@@ -32,22 +64,6 @@ const WORKLOADS: Workload[] = [
   { name: 'one hot invoice, 20% duplicates', duplicateShare: 0.2, hotKey: true },
 ];
 
-interface Row {
-  workload: string;
-  strategy: string;
-  key: Strategy['key'];
-  messages: number;
-  deliveries: number;
-  messagesPerSecond: number;
-  requestsPerMessage: number;
-  requestsPerNewMessage: number;
-  requestsPerDuplicate: number | null;
-  p50Ms: number;
-  p99Ms: number;
-  duplicateEffects: number;
-  redeliveries: number;
-}
-
 const MAX_DELIVERIES = 10;
 
 /** A delivery to make, and whether it repeats one made before (a redelivery of the same message). */
@@ -56,30 +72,23 @@ interface Queued {
   duplicate: boolean;
 }
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      messages: { type: 'string', default: '1500' },
-      concurrency: { type: 'string', default: '16' },
-      'latency-ms': { type: 'string', default: '3' },
-      seed: { type: 'string', default: '1' },
-      trials: { type: 'string', default: '3' },
-      out: { type: 'string', default: join('offline', 'bench') },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
+async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
+  const { values } = parseFlags(argv, FLAGS, USAGE);
   if (values.help) {
-    console.log(usage);
-    return;
+    context.out(USAGE);
+    return EXIT_CODES.ok;
   }
   const messages = positive('messages', values.messages);
   const concurrency = positive('concurrency', values.concurrency);
   const latencyMs = Number(values['latency-ms']);
-  if (!(latencyMs >= 0)) throw new Error(`--latency-ms must be 0 or more; got '${values['latency-ms']}'.`);
+  if (!(latencyMs >= 0)) throw usageError(`--latency-ms must be 0 or more; got '${values['latency-ms']}'.`);
   const seed = positive('seed', values.seed);
   const trialCount = positive('trials', values.trials);
+  if (!statSync(values.out, { throwIfNoEntry: false })?.isDirectory())
+    throw usageError(`--out must be an existing directory; got '${values.out}'.`);
+  const before = values.before === undefined ? undefined : readBefore(values.before);
 
-  console.error(
+  context.err(
     `Benchmark: ${messages} messages per run, concurrency ${concurrency}, ${latencyMs} ms per Cosmos DB request, ` +
       `median of ${trialCount} trials`,
   );
@@ -124,13 +133,15 @@ async function main(): Promise<void> {
         }
       }
       for (const runs of trials.values()) {
-        const row = runs.sort((x, y) => x.messagesPerSecond - y.messagesPerSecond)[
-          Math.floor(runs.length / 2)
-        ] as Row;
+        const row = {
+          ...median(runs, (run) => run.messagesPerSecond),
+          cpuMicrosPerMessage: median(runs, (run) => run.cpuMicrosPerMessage).cpuMicrosPerMessage,
+        };
         rows.push(row);
-        console.error(
+        context.err(
           `  ${workload.name.padEnd(34)} (${row.key}) ${String(row.messagesPerSecond).padStart(6)} msg/s · ` +
-            `${row.requestsPerMessage.toFixed(2)} req/msg · p99 ${row.p99Ms} ms · duplicate effects ${row.duplicateEffects}`,
+            `${String(row.cpuMicrosPerMessage).padStart(5)} µs CPU/msg · ${row.requestsPerMessage.toFixed(2)} req/msg · ` +
+            `p99 ${row.p99Ms} ms · duplicate effects ${row.duplicateEffects}`,
         );
       }
     }
@@ -147,14 +158,21 @@ async function main(): Promise<void> {
     os: `${platform()} ${release()}`,
     node: process.version,
   };
-  const settings = { messages, concurrency, latencyMs, seed, trials: trialCount };
-  const markdown = renderMarkdown(rows, machine, settings);
-  writeFileSync(
-    join(values.out, 'results.json'),
-    `${JSON.stringify({ machine, settings, rows }, null, 2)}\n`,
-  );
-  writeFileSync(join(values.out, 'results.md'), markdown);
-  console.log(markdown);
+  const workloads = WORKLOADS.map((workload) => workload.name);
+  const results: Results = {
+    command: ['npm run bench', ...(argv.length > 0 ? ['--', ...argv] : [])].join(' '),
+    machine,
+    settings: { messages, concurrency, latencyMs, seed, trials: trialCount },
+    rows,
+    ratios: ratios(rows, workloads),
+    before,
+  };
+  context.out(await writeResults(values.out, results, workloads));
+  for (const ratio of results.ratios)
+    context.err(
+      `(d)/(a) ${ratio.workload.padEnd(34)} CPU per message ${ratio.cpuPerMessage.toFixed(2)}× · throughput ${ratio.throughput.toFixed(2)}×`,
+    );
+  return EXIT_CODES.ok;
 }
 
 async function runOne(
@@ -198,12 +216,13 @@ async function runOne(
     }
   }
 
-  const before = await options.requests();
+  const requestsBefore = await options.requests();
   const latencies: number[] = [];
   const newRequests: number[] = [];
   const duplicateRequests: number[] = [];
   let redeliveries = 0;
   let deliveries = 0;
+  const cpuBefore = process.threadCpuUsage();
   const started = performance.now();
   const worker = async (): Promise<void> => {
     for (let next = queue.shift(); next; next = queue.shift()) {
@@ -225,9 +244,10 @@ async function runOne(
   };
   await Promise.all(Array.from({ length: options.concurrency }, worker));
   const elapsedMs = performance.now() - started;
-  const after = await options.requests();
+  const cpu = process.threadCpuUsage(cpuBefore);
+  const requestsAfter = await options.requests();
   const dataRequests = ['read', 'write', 'batch', 'query'].reduce(
-    (sum, kind) => sum + (after[kind] ?? 0) - (before[kind] ?? 0),
+    (sum, kind) => sum + (requestsAfter[kind] ?? 0) - (requestsBefore[kind] ?? 0),
     0,
   );
 
@@ -246,6 +266,7 @@ async function runOne(
     messages: options.messages,
     deliveries,
     messagesPerSecond: Math.round((options.messages / elapsedMs) * 1000),
+    cpuMicrosPerMessage: Math.round((cpu.user + cpu.system) / options.messages),
     requestsPerMessage: round2(dataRequests / options.messages),
     requestsPerNewMessage: round2(mean(newRequests)),
     requestsPerDuplicate: duplicates === 0 ? null : round2(mean(duplicateRequests)),
@@ -269,49 +290,30 @@ function delivery(body: object, messageId: string, deliveryCount: number): Deliv
   };
 }
 
-function renderMarkdown(
-  rows: Row[],
-  machine: Record<string, unknown>,
-  settings: Record<string, unknown>,
-): string {
-  const lines = [
-    `Benchmark of ${String(settings.messages)} payments per run, concurrency ${String(settings.concurrency)}, ` +
-      `${String(settings.latencyMs)} ms added to every Cosmos DB request (local server on its own thread), seed ${String(settings.seed)}, ` +
-      `median of ${String(settings.trials)} trials.`,
-    `Machine: ${String(machine.cpu)}, ${String(machine.cores)} cores, ${String(machine.memoryGiB)} GiB, ${String(machine.os)}, Node.js ${String(machine.node)}, ${String(machine.date)}.`,
-    '',
-  ];
-  for (const workload of WORKLOADS) {
-    const mine = rows.filter((row) => row.workload === workload.name);
-    const baseline = mine.find((row) => row.key === 'a');
-    lines.push(`**${workload.name}**`, '');
-    lines.push(
-      '| strategy | msg/s | × (a) | requests/msg | per new msg | per duplicate | p50 ms | p99 ms | duplicate effects | redeliveries |',
+/** The run of the middle by `metric` (the upper one of two). */
+function median(runs: Row[], metric: (run: Row) => number): Row {
+  return [...runs].sort((x, y) => metric(x) - metric(y))[Math.floor(runs.length / 2)] as Row;
+}
+
+function readBefore(path: string): NonNullable<Results['before']> {
+  try {
+    const { command, machine, rows, ratios } = JSON.parse(readFileSync(path, 'utf8')) as Results;
+    if (!Array.isArray(rows) || !Array.isArray(ratios)) throw new Error('it has no rows and ratios');
+    return { command, machine, rows, ratios };
+  } catch (error) {
+    throw usageError(
+      `--before must be a results.json the bench wrote; '${path}': ${(error as Error).message}`,
     );
-    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
-    for (const row of mine) {
-      const ratio = baseline ? (row.messagesPerSecond / baseline.messagesPerSecond).toFixed(2) : '';
-      lines.push(
-        `| (${row.key}) ${row.strategy} | ${row.messagesPerSecond} | ${ratio} | ${row.requestsPerMessage.toFixed(2)} | ` +
-          `${row.requestsPerNewMessage.toFixed(2)} | ${row.requestsPerDuplicate?.toFixed(2) ?? '–'} | ${row.p50Ms} | ${row.p99Ms} | ` +
-          `${row.duplicateEffects} | ${row.redeliveries} |`,
-      );
-    }
-    lines.push('');
   }
-  return `${lines.join('\n')}`;
 }
 
 function positive(name: string, text: string): number {
   const value = Number(text);
   if (!Number.isInteger(value) || value < 1)
-    throw new Error(`--${name} must be a positive integer; got '${text}'.`);
+    throw usageError(`--${name} must be a positive integer; got '${text}'.`);
   return value;
 }
 
-const round2 = (value: number): number => Math.round(value * 100) / 100;
+const usageError = (message: string): UsageError => new UsageError(`${message}\n${USAGE}`);
 
-main().catch((error: unknown) => {
-  console.error(`bench: ${(error as Error).message}`);
-  process.exit(1);
-});
+void runTool('bench', main, process.argv.slice(2), processContext()).then((code) => process.exit(code));

@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { join } from 'node:path';
+import { extname, join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 
 import type { FaultTarget } from './faults';
@@ -16,7 +16,8 @@ export interface LocalCosmosInWorker {
 export async function startInWorker(
   options: Omit<LocalCosmosOptions, 'now'> = {},
 ): Promise<LocalCosmosInWorker> {
-  const worker = new Worker(join(__dirname, 'worker.ts'), { workerData: options });
+  // worker.ts under tsx, worker.js when compiled (npm run bench runs the compiled build).
+  const worker = new Worker(join(__dirname, `worker${extname(__filename)}`), { workerData: options });
   const [ready] = (await once(worker, 'message')) as [{ endpoint: string; key: string }];
   return {
     endpoint: ready.endpoint,

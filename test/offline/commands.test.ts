@@ -45,32 +45,96 @@ describe('npm run demo', () => {
 });
 
 describe('npm run bench', () => {
-  it('measures all five strategies on three workloads and writes JSON and markdown', () => {
-    const out = mkdtempSync(join(tmpdir(), 'bench-'));
+  // The script compiles the app and the bench with tsc and runs the output (what is deployed); the
+  // tests below run that output directly once `npm run bench -- --help` has built it.
+  const compiled = (args: string[]): ReturnType<typeof spawnSync> =>
+    spawnSync(process.execPath, [join('.cache', 'bench', 'offline', 'bench', 'run.js'), ...args], {
+      encoding: 'utf8',
+      timeout: 180_000,
+    });
 
-    const run = tsx([
-      'offline/bench/run.ts',
+  beforeAll(() => {
+    const build = spawnSync('npm', ['run', '--silent', 'bench', '--', '--help'], {
+      encoding: 'utf8',
+      timeout: 180_000,
+    });
+    expect(build.status).toBe(0);
+    expect(String(build.stdout)).toContain('Usage: npm run bench');
+  }, 180_000);
+
+  it('measures all five strategies on three workloads, writes JSON and markdown prettier accepts, and compares runs', () => {
+    const out = mkdtempSync(join(tmpdir(), 'bench-'));
+    const later = mkdtempSync(join(tmpdir(), 'bench-'));
+
+    const run = compiled(['--messages', '80', '--latency-ms', '1', '--trials', '1', '--out', out]);
+    const compared = compiled([
       '--messages',
-      '80',
-      '--latency-ms',
-      '1',
+      '40',
       '--trials',
       '1',
       '--out',
-      out,
+      later,
+      '--before',
+      join(out, 'results.json'),
     ]);
     const results = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8')) as {
-      rows: { workload: string; key: string; duplicateEffects: number; requestsPerNewMessage: number }[];
+      command: string;
+      rows: {
+        workload: string;
+        key: string;
+        duplicateEffects: number;
+        requestsPerNewMessage: number;
+        cpuMicrosPerMessage: number;
+      }[];
+      ratios: { workload: string; cpuPerMessage: number; throughput: number }[];
     };
     const markdown = readFileSync(join(out, 'results.md'), 'utf8');
     const row = (workload: string, key: string): (typeof results.rows)[number] | undefined =>
       results.rows.find((r) => r.workload === workload && r.key === key);
+    const comparison = readFileSync(join(later, 'results.md'), 'utf8');
+    const prettier = spawnSync(
+      process.execPath,
+      [require.resolve('prettier/bin/prettier.cjs'), '--check', out, later],
+      { encoding: 'utf8' },
+    );
 
     expect(run.status).toBe(0);
+    expect(results.command).toBe(`npm run bench -- --messages 80 --latency-ms 1 --trials 1 --out ${out}`);
     expect(results.rows).toHaveLength(15);
     expect(row('distinct invoices, 20% duplicates', 'a')?.duplicateEffects).toBeGreaterThan(0);
     expect(row('distinct invoices, 20% duplicates', 'd')?.duplicateEffects).toBe(0);
     expect(row('distinct invoices, 0% duplicates', 'd')?.requestsPerNewMessage).toBe(1);
-    expect(markdown).toContain('| (d) inbox marker + patch in one batch (this template) |');
+    expect(results.rows.every((r) => r.cpuMicrosPerMessage > 0)).toBe(true);
+    const a = row('one hot invoice, 20% duplicates', 'a');
+    const d = row('one hot invoice, 20% duplicates', 'd');
+    expect(
+      results.ratios.find((r) => r.workload === 'one hot invoice, 20% duplicates')?.cpuPerMessage,
+    ).toBeCloseTo((d?.cpuMicrosPerMessage ?? NaN) / (a?.cpuMicrosPerMessage ?? NaN), 2);
+    expect(results.ratios).toHaveLength(3);
+    expect(markdown).toMatch(/\| \(d\) inbox marker \+ patch in one batch \(this template\) +\|/);
+    expect(markdown).toContain('CPU µs/msg');
+    expect(compared.status).toBe(0);
+    expect(comparison).toContain(`before is \`${results.command}\``);
+    expect(comparison).toMatch(
+      new RegExp(
+        `\\| one hot invoice, 20% duplicates +\\| before +\\| +${a?.cpuMicrosPerMessage} +\\| +${d?.cpuMicrosPerMessage} +\\|`,
+      ),
+    );
+    expect(comparison).toMatch(/\| one hot invoice, 20% duplicates +\| after +\|/);
+    expect(prettier.status).toBe(0);
+  }, 180_000);
+
+  it.each([
+    [['--messages', 'many'], "--messages must be a positive integer; got 'many'"],
+    [['--out', join(tmpdir(), 'no-such-directory', 'bench')], '--out must be an existing directory'],
+    [['--trails', '3'], "Unknown option '--trails'"],
+    [['--before', join(tmpdir(), 'no-such-results.json')], '--before must be a results.json the bench wrote'],
+  ])('refuses %j with exit code 2 and the usage, before it starts', (args, message) => {
+    const run = compiled(args);
+
+    expect(run.status).toBe(2);
+    expect(String(run.stderr)).toContain(message);
+    expect(String(run.stderr)).toContain('Usage: npm run bench');
+    expect(String(run.stderr)).not.toContain('Benchmark:');
   });
 });

@@ -1,0 +1,153 @@
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+import { format, resolveConfig } from 'prettier';
+
+import type { Strategy } from './strategies';
+
+/** One strategy on one workload: the median trial by throughput, and the median CPU per message. */
+export interface Row {
+  workload: string;
+  strategy: string;
+  key: Strategy['key'];
+  messages: number;
+  deliveries: number;
+  messagesPerSecond: number;
+  /** Main-thread CPU (user + system) while the strategy ran, per message, in microseconds. */
+  cpuMicrosPerMessage: number;
+  requestsPerMessage: number;
+  requestsPerNewMessage: number;
+  requestsPerDuplicate: number | null;
+  p50Ms: number;
+  p99Ms: number;
+  duplicateEffects: number;
+  redeliveries: number;
+}
+
+/** This template's batch (d) against the naive write (a), from the same run. */
+export interface Ratio {
+  workload: string;
+  cpuPerMessage: number;
+  throughput: number;
+}
+
+export interface Results {
+  /** What produced these figures, as a user types it. */
+  command: string;
+  machine: Record<string, string | number>;
+  settings: Record<string, number>;
+  rows: Row[];
+  ratios: Ratio[];
+  /** An earlier run (--before), to show what a change did; each run's ratios come from its own strategies. */
+  before?: Pick<Results, 'command' | 'machine' | 'rows' | 'ratios'>;
+}
+
+export const TARGETS = { cpuPerMessage: 1.1, throughput: 0.9 } as const;
+
+export function ratios(rows: Row[], workloads: string[]): Ratio[] {
+  return workloads.flatMap((workload) => {
+    const a = rows.find((row) => row.workload === workload && row.key === 'a');
+    const d = rows.find((row) => row.workload === workload && row.key === 'd');
+    if (!a || !d) return [];
+    return [
+      {
+        workload,
+        cpuPerMessage: round2(d.cpuMicrosPerMessage / a.cpuMicrosPerMessage),
+        throughput: round2(d.messagesPerSecond / a.messagesPerSecond),
+      },
+    ];
+  });
+}
+
+export function renderMarkdown(results: Results, workloads: string[]): string {
+  const { machine, settings } = results;
+  const lines = [
+    `\`${results.command}\`: ${settings.messages} payments per run, concurrency ${settings.concurrency}, ` +
+      `${settings.latencyMs} ms added to every Cosmos DB request (local server on its own thread), seed ${settings.seed}, ` +
+      `median of ${settings.trials} trials, compiled with tsc as deployed.`,
+    `Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.os}, Node.js ${machine.node}, ${machine.date}.`,
+    '',
+    `**(d) against (a)**, in this run (targets: CPU per message at most ${TARGETS.cpuPerMessage}×, throughput at least ${TARGETS.throughput}×):`,
+    '',
+    '| workload | CPU per message (d)/(a) | throughput (d)/(a) |',
+    '| --- | ---: | ---: |',
+    ...results.ratios.map(
+      (ratio) => `| ${ratio.workload} | ${ratio.cpuPerMessage.toFixed(2)} | ${ratio.throughput.toFixed(2)} |`,
+    ),
+    '',
+  ];
+  if (results.before) lines.push(...renderComparison(results.before, results, workloads));
+  for (const workload of workloads) {
+    const mine = results.rows.filter((row) => row.workload === workload);
+    const baseline = mine.find((row) => row.key === 'a');
+    lines.push(`**${workload}**`, '');
+    lines.push(
+      '| strategy | msg/s | msg/s × (a) | CPU µs/msg | CPU × (a) | requests/msg | per new msg | per duplicate | p50 ms | p99 ms | duplicate effects | redeliveries |',
+    );
+    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const row of mine) {
+      const times = (value: number, base: number | undefined): string =>
+        base ? (value / base).toFixed(2) : '';
+      lines.push(
+        `| (${row.key}) ${row.strategy} | ${row.messagesPerSecond} | ${times(row.messagesPerSecond, baseline?.messagesPerSecond)} | ` +
+          `${row.cpuMicrosPerMessage} | ${times(row.cpuMicrosPerMessage, baseline?.cpuMicrosPerMessage)} | ` +
+          `${row.requestsPerMessage.toFixed(2)} | ${row.requestsPerNewMessage.toFixed(2)} | ${row.requestsPerDuplicate?.toFixed(2) ?? '–'} | ` +
+          `${row.p50Ms} | ${row.p99Ms} | ${row.duplicateEffects} | ${row.redeliveries} |`,
+      );
+    }
+    lines.push('');
+  }
+  return lines.join('\n');
+}
+
+/** (a) and (d) before and after, each run's ratios from its own strategies. */
+function renderComparison(
+  before: NonNullable<Results['before']>,
+  after: Results,
+  workloads: string[],
+): string[] {
+  const lines = [
+    `**Before and after**: before is \`${before.command}\` on ${before.machine.date}, with Node.js ${before.machine.node}.`,
+    '',
+    '| workload | run | (a) CPU µs/msg | (d) CPU µs/msg | CPU (d)/(a) | (a) msg/s | (d) msg/s | msg/s (d)/(a) |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const workload of workloads) {
+    for (const [run, results] of [
+      ['before', before],
+      ['after', after],
+    ] as const) {
+      const row = (key: Strategy['key']): Row | undefined =>
+        results.rows.find((r) => r.workload === workload && r.key === key);
+      const ratio = results.ratios.find((r) => r.workload === workload);
+      lines.push(
+        `| ${workload} | ${run} | ${row('a')?.cpuMicrosPerMessage ?? '–'} | ${row('d')?.cpuMicrosPerMessage ?? '–'} | ` +
+          `${ratio?.cpuPerMessage.toFixed(2) ?? '–'} | ${row('a')?.messagesPerSecond ?? '–'} | ` +
+          `${row('d')?.messagesPerSecond ?? '–'} | ${ratio?.throughput.toFixed(2) ?? '–'} |`,
+      );
+    }
+  }
+  lines.push('');
+  return lines;
+}
+
+/**
+ * Writes results.json and results.md into `directory`, formatted as the repository's prettier
+ * config wants them, so that committing a run keeps `npm run format:check` green. Returns the markdown.
+ */
+export async function writeResults(
+  directory: string,
+  results: Results,
+  workloads: string[],
+): Promise<string> {
+  await formatted(join(directory, 'results.json'), JSON.stringify(results, null, 2));
+  return formatted(join(directory, 'results.md'), renderMarkdown(results, workloads));
+}
+
+async function formatted(path: string, text: string): Promise<string> {
+  const output = await format(text, { ...(await resolveConfig(path)), filepath: path });
+  await writeFile(path, output);
+  return output;
+}
+
+export const round2 = (value: number): number => Math.round(value * 100) / 100;
