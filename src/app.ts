@@ -1,8 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { ManagedIdentityCredential } from '@azure/identity';
-import { useAzureMonitor } from 'applicationinsights';
-
+import type * as AzureMonitor from './azureMonitor';
 import {
   type Consumer,
   createCosmosClient,
@@ -21,13 +19,16 @@ import {
  * start-up with a clear message instead of running.
  */
 loadSettings(process.env);
-startAzureMonitor(process.env);
+// Registration first, telemetry right after: the host indexes the functions without waiting for the
+// OpenTelemetry SDK, which then starts before the first invocation is read off the wire.
+setImmediate(ensureAzureMonitor);
 
 let runtime: InboxRuntime | undefined;
 
 /** Built on first use: one Cosmos DB client and one set of metric instruments per process. */
 export function inboxRuntime(): InboxRuntime {
   if (runtime) return runtime;
+  ensureAzureMonitor();
   const settings = loadSettings(process.env);
   const container = createCosmosClient(settings.cosmos)
     .database(settings.cosmos.database)
@@ -52,20 +53,20 @@ export function inboxRuntime(): InboxRuntime {
 export const consume = (consumer: Consumer): ServiceBusHandler => serviceBusHandler(consumer, inboxRuntime);
 export const purgeExpiredMarkers: TimerHandler = purgeTimerHandler(inboxRuntime);
 
+type AzureMonitorModule = typeof AzureMonitor;
+let azureMonitorStarted = false;
+
 /**
- * Custom metrics go to Application Insights through Azure Monitor OpenTelemetry, signed in with the
- * app's identity (local auth is disabled on the resource). Without a connection string nothing is
- * started, nothing is sent, and the metric instruments are no-ops.
+ * Starts Azure Monitor once, before any metric instrument exists: the OpenTelemetry metrics API has
+ * no proxy, so an instrument created before the provider is registered would stay a no-op.
  */
-function startAzureMonitor(env: NodeJS.ProcessEnv): void {
-  const connectionString = env.APPLICATIONINSIGHTS_CONNECTION_STRING?.trim();
-  if (!connectionString) return;
-  const authentication = env.APPLICATIONINSIGHTS_AUTHENTICATION_STRING ?? '';
-  const clientId = /ClientId=([^;]+)/i.exec(authentication)?.[1];
-  const credential = /Authorization=AAD/i.test(authentication)
-    ? new ManagedIdentityCredential(clientId === undefined ? {} : { clientId })
-    : undefined;
-  useAzureMonitor({
-    azureMonitorExporterOptions: { connectionString, ...(credential ? { credential } : {}) },
-  });
+function ensureAzureMonitor(): void {
+  if (azureMonitorStarted) return;
+  azureMonitorStarted = true;
+  // Without a connection string nothing would be sent: the SDK is not even loaded.
+  if (!process.env.APPLICATIONINSIGHTS_CONNECTION_STRING?.trim()) return;
+  // A separate file in the deployment package (see tools/package.ts), loaded only now.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- deferred on purpose
+  const { startAzureMonitor } = require('./azureMonitor') as AzureMonitorModule;
+  startAzureMonitor(process.env);
 }

@@ -1,0 +1,251 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+
+import { build, type BuildOptions, type Plugin } from 'esbuild';
+import { zipSync } from 'fflate';
+
+import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
+import { UsageError } from './errors';
+
+/**
+ * The deployment package: what `azd deploy` uploads, built here and nowhere else.
+ *
+ * azd runs `npm run build` and zips the service's `dist` folder (azure.yaml `dist: dist`,
+ * `remoteBuild: false`), so this script owns that folder: it deletes it, then writes
+ *
+ *   app.js          every function in functions/ and what they import, bundled by esbuild
+ *   azureMonitor.js applicationinsights and the OpenTelemetry SDK, loaded after registration
+ *   host.json       copied
+ *   package.json    name, version and `main: app.js`; no dependencies, so nothing to install
+ *
+ * No node_modules, no devDependencies, no stale file from a renamed function.
+ * `@azure/functions-core` stays external: the Node.js worker provides it at run time.
+ */
+const USAGE = `Usage:
+  npm run build                     write the deployment package to dist/ (what azd deploys)
+  npm run package [-- options]      the same, then zip it and measure it
+Options:
+  --out <dir>         package folder (default: dist)
+  --zip <file>        zip file to write (default: .cache/package/consumers.zip)
+  --samples <n>       fresh processes that load the package to time it (default: 5)
+  --json              print the report as JSON
+  --build-only        write the folder only (what npm run build does)`;
+
+export const ROOT = resolve(__dirname, '..');
+/** azure.yaml's `dist`: the folder azd zips after `npm run build`. */
+export const PACKAGE_DIR = 'dist';
+export const PACKAGE_MAIN = 'app.js';
+const AZURE_MONITOR = 'azureMonitor.js';
+
+export interface PackageReport {
+  /** The package folder and the zip of it, relative to the repository. */
+  directory: string;
+  zip: string;
+  files: string[];
+  bytes: number;
+  zippedBytes: number;
+  /** Milliseconds to require `main` in a fresh Node.js process, through the worker's path. */
+  loadMs: { median: number; samples: number[] };
+  functions: string[];
+}
+
+/** Deletes `out` and writes the package into it; returns the files written. */
+export async function buildPackage(out: string, root = ROOT): Promise<string[]> {
+  rmSync(out, { recursive: true, force: true });
+  mkdirSync(out, { recursive: true });
+  const functionFiles = readdirSync(join(root, 'functions'))
+    .filter((file) => file.endsWith('.ts') && !file.endsWith('.d.ts'))
+    .sort();
+  if (functionFiles.length === 0) throw new UsageError(`No function files in ${join(root, 'functions')}.`);
+  const common: BuildOptions = {
+    bundle: true,
+    platform: 'node',
+    target: 'node22',
+    format: 'cjs',
+    logLevel: 'warning',
+    external: ['@azure/functions-core'],
+  };
+  await build({
+    ...common,
+    stdin: {
+      contents: functionFiles.map((file) => `require('./functions/${file}');`).join('\n'),
+      resolveDir: root,
+      sourcefile: 'functions.js',
+      loader: 'js',
+    },
+    outfile: join(out, PACKAGE_MAIN),
+    plugins: [deferAzureMonitor],
+  });
+  await build({
+    ...common,
+    entryPoints: [join(root, 'src', 'azureMonitor.ts')],
+    outfile: join(out, AZURE_MONITOR),
+  });
+  writeFileSync(join(out, 'host.json'), readFileSync(join(root, 'host.json')));
+  const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Record<string, unknown>;
+  const deployed = {
+    name: manifest.name,
+    version: manifest.version,
+    description: manifest.description,
+    license: manifest.license,
+    private: true,
+    type: 'commonjs',
+    main: PACKAGE_MAIN,
+    engines: manifest.engines,
+  };
+  writeFileSync(join(out, 'package.json'), `${JSON.stringify(deployed, null, 2)}\n`);
+  return listFiles(out);
+}
+
+/** src/app.ts requires ./azureMonitor lazily; in the package that is the separate file, kept external. */
+const deferAzureMonitor: Plugin = {
+  name: 'defer-azure-monitor',
+  setup(plugin) {
+    plugin.onResolve({ filter: /^\.\/azureMonitor$/ }, () => ({
+      path: `./${AZURE_MONITOR}`,
+      external: true,
+    }));
+  },
+};
+
+/** Every file under `directory`, relative and sorted, with `/` separators. */
+export function listFiles(directory: string): string[] {
+  const files: string[] = [];
+  const pending = [''];
+  while (pending.length > 0) {
+    const folder = pending.pop() ?? '';
+    for (const entry of readdirSync(join(directory, folder), { withFileTypes: true })) {
+      const path = folder === '' ? entry.name : `${folder}/${entry.name}`;
+      if (entry.isDirectory()) pending.push(path);
+      else files.push(path);
+    }
+  }
+  return files.sort();
+}
+
+/** Zips the folder as azd does (every file, paths relative to it). */
+export function zipPackage(directory: string, zipFile: string): number {
+  const entries = Object.fromEntries(
+    listFiles(directory).map((file) => [file, new Uint8Array(readFileSync(join(directory, file)))]),
+  );
+  const zipped = zipSync(entries, { level: 9 });
+  mkdirSync(dirname(zipFile), { recursive: true });
+  writeFileSync(zipFile, zipped);
+  return zipped.byteLength;
+}
+
+/**
+ * Requires the package's `main` in fresh processes the way the Node.js worker does (with
+ * `@azure/functions-core` injected) and times it. Returns each sample and the functions registered.
+ */
+export function measureLoad(directory: string, samples: number): { samples: number[]; functions: string[] } {
+  const times: number[] = [];
+  let functions: string[] = [];
+  for (let i = 0; i < samples; i++) {
+    const result = spawnSync(process.execPath, [join(__dirname, 'loadPackage.js'), directory], {
+      encoding: 'utf8',
+      env: { ...process.env, ...PLACEHOLDER_SETTINGS },
+    });
+    if (result.status !== 0) {
+      throw new Error(
+        `Loading the package failed (exit ${result.status}):\n${result.stderr}${result.stdout}`,
+      );
+    }
+    const report = JSON.parse(result.stdout.trim().split('\n').pop() ?? '{}') as {
+      loadMs: number;
+      functions: string[];
+    };
+    times.push(report.loadMs);
+    functions = report.functions;
+  }
+  return { samples: times, functions };
+}
+
+/** Settings the app validates at start-up; the load test never connects anywhere. */
+const PLACEHOLDER_SETTINGS = {
+  COSMOS_ENDPOINT: 'https://localhost:8081/',
+  APPLICATIONINSIGHTS_CONNECTION_STRING: '',
+};
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1
+    ? (sorted[middle] ?? 0)
+    : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
+}
+
+async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
+  const { values } = parseFlags(
+    argv,
+    {
+      options: {
+        out: { type: 'string', default: PACKAGE_DIR },
+        zip: { type: 'string', default: join('.cache', 'package', 'consumers.zip') },
+        samples: { type: 'string', default: '5' },
+        json: { type: 'boolean', default: false },
+        'build-only': { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    },
+    USAGE,
+  );
+  if (values.help) {
+    context.out(USAGE);
+    return EXIT_CODES.ok;
+  }
+  const samples = Number(values.samples);
+  if (!Number.isInteger(samples) || samples < 1 || samples > 50) {
+    throw new UsageError(
+      `--samples must be a whole number from 1 to 50; got '${values.samples.slice(0, 20)}'.\n${USAGE}`,
+    );
+  }
+  const out = resolve(values.out);
+  const files = await buildPackage(out);
+  const bytes = files.reduce((sum, file) => sum + statSync(join(out, file)).size, 0);
+  if (values['build-only']) {
+    context.out(
+      `Package: ${relative(process.cwd(), out) || '.'} (${files.length} files, ${formatBytes(bytes)})`,
+    );
+    return EXIT_CODES.ok;
+  }
+  const zipFile = resolve(values.zip);
+  const zippedBytes = zipPackage(out, zipFile);
+  if (!values.json) context.out(`Timing ${samples} loads of the package in fresh processes...`);
+  const load = measureLoad(out, samples);
+  const report: PackageReport = {
+    directory: relative(process.cwd(), out) || '.',
+    zip: relative(process.cwd(), zipFile),
+    files,
+    bytes,
+    zippedBytes,
+    loadMs: { median: median(load.samples), samples: load.samples },
+    functions: load.functions,
+  };
+  if (values.json) {
+    context.out(JSON.stringify(report, null, 2));
+    return EXIT_CODES.ok;
+  }
+  context.out(
+    [
+      `Package:   ${report.directory}/ (what azd deploys: azure.yaml dist)`,
+      `Zip:       ${report.zip}`,
+      `Size:      ${formatBytes(bytes)} unzipped, ${formatBytes(zippedBytes)} zipped`,
+      `Files:     ${files.length} (${files.join(', ')})`,
+      `Functions: ${report.functions.join(', ')}`,
+      `Load:      ${report.loadMs.median.toFixed(0)} ms median to require ${PACKAGE_MAIN} (${samples} fresh processes: ${load.samples.map((ms) => ms.toFixed(0)).join(', ')} ms)`,
+    ].join('\n'),
+  );
+  return EXIT_CODES.ok;
+}
+
+export function formatBytes(bytes: number): string {
+  return bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(2)} MB` : `${(bytes / 1024).toFixed(1)} KB`;
+}
+
+if (require.main === module) {
+  void runTool('package', main, process.argv.slice(2), processContext()).then((code) => {
+    process.exitCode = code;
+  });
+}
