@@ -1,12 +1,16 @@
-import { spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+import { promisify } from 'node:util';
 
 import { build, type BuildOptions, type Plugin } from 'esbuild';
 import { zipSync } from 'fflate';
 
 import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import { UsageError } from './errors';
+import type { LoadReport } from './loadPackage';
+
+const run = promisify(execFile);
 
 /**
  * The deployment package: what `azd deploy` uploads, built here and nowhere else.
@@ -47,6 +51,8 @@ export interface PackageReport {
   zippedBytes: number;
   /** Milliseconds to require `main` in a fresh Node.js process, through the worker's path. */
   loadMs: { median: number; samples: number[] };
+  /** Median milliseconds to require azureMonitor.js afterwards (after registration, before the first invocation). */
+  deferredMs: number;
   functions: string[];
 }
 
@@ -64,7 +70,9 @@ export async function buildPackage(out: string, root = ROOT): Promise<string[]> 
     target: 'node22',
     format: 'cjs',
     logLevel: 'warning',
-    external: ['@azure/functions-core'],
+    // What a production install would not have stays out too: some runtime packages probe for an
+    // optional one (debug for supports-color) that only a development dependency brought in.
+    external: ['@azure/functions-core', ...developmentOnlyPackages(root)],
   };
   await build({
     ...common,
@@ -96,6 +104,16 @@ export async function buildPackage(out: string, root = ROOT): Promise<string[]> 
   };
   writeFileSync(join(out, 'package.json'), `${JSON.stringify(deployed, null, 2)}\n`);
   return listFiles(out);
+}
+
+/** Packages package-lock.json marks as needed only for development (`dev: true`). */
+export function developmentOnlyPackages(root = ROOT): string[] {
+  const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { dev?: boolean }>;
+  };
+  return Object.entries(lock.packages)
+    .filter(([path, entry]) => entry.dev === true && /^node_modules\/(?:@[^/]+\/)?[^/]+$/.test(path))
+    .map(([path]) => path.slice('node_modules/'.length));
 }
 
 /** src/app.ts requires ./azureMonitor lazily; in the package that is the separate file, kept external. */
@@ -136,30 +154,35 @@ export function zipPackage(directory: string, zipFile: string): number {
 }
 
 /**
- * Requires the package's `main` in fresh processes the way the Node.js worker does (with
- * `@azure/functions-core` injected) and times it. Returns each sample and the functions registered.
+ * Boots the package in fresh processes the way the Node.js worker does (tools/loadPackage.ts, bundled
+ * so that plain `node` runs it without tsx's hooks in the timing) and returns each one's report.
  */
-export function measureLoad(directory: string, samples: number): { samples: number[]; functions: string[] } {
-  const times: number[] = [];
-  let functions: string[] = [];
-  for (let i = 0; i < samples; i++) {
-    const result = spawnSync(process.execPath, [join(__dirname, 'loadPackage.js'), directory], {
-      encoding: 'utf8',
-      env: { ...process.env, ...PLACEHOLDER_SETTINGS },
-    });
-    if (result.status !== 0) {
-      throw new Error(
-        `Loading the package failed (exit ${result.status}):\n${result.stderr}${result.stdout}`,
-      );
-    }
-    const report = JSON.parse(result.stdout.trim().split('\n').pop() ?? '{}') as {
-      loadMs: number;
-      functions: string[];
-    };
-    times.push(report.loadMs);
-    functions = report.functions;
+export async function bootPackage(
+  directory: string,
+  options: { samples?: number; plan?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<LoadReport[]> {
+  const driver = join(ROOT, '.cache', 'package', 'loadPackage.js');
+  await build({
+    entryPoints: [join(__dirname, 'loadPackage.ts')],
+    bundle: true,
+    platform: 'node',
+    target: 'node22',
+    format: 'cjs',
+    logLevel: 'warning',
+    outfile: driver,
+  });
+  const reports: LoadReport[] = [];
+  for (let i = 0; i < (options.samples ?? 1); i++) {
+    const { stdout } = await run(
+      process.execPath,
+      [driver, directory, ...(options.plan ? [options.plan] : [])],
+      {
+        env: options.env ?? { ...process.env, ...PLACEHOLDER_SETTINGS },
+      },
+    );
+    reports.push(JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as LoadReport);
   }
-  return { samples: times, functions };
+  return reports;
 }
 
 /** Settings the app validates at start-up; the load test never connects anywhere. */
@@ -213,7 +236,11 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   const zipFile = resolve(values.zip);
   const zippedBytes = zipPackage(out, zipFile);
   if (!values.json) context.out(`Timing ${samples} loads of the package in fresh processes...`);
-  const load = measureLoad(out, samples);
+  const boots = await bootPackage(out, { samples });
+  const load = {
+    samples: boots.map((boot) => boot.loadMs),
+    functions: boots[0]?.functions.map((f) => f.name) ?? [],
+  };
   const report: PackageReport = {
     directory: relative(process.cwd(), out) || '.',
     zip: relative(process.cwd(), zipFile),
@@ -221,6 +248,7 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
     bytes,
     zippedBytes,
     loadMs: { median: median(load.samples), samples: load.samples },
+    deferredMs: median(boots.map((boot) => boot.deferredMs)),
     functions: load.functions,
   };
   if (values.json) {
@@ -234,7 +262,8 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
       `Size:      ${formatBytes(bytes)} unzipped, ${formatBytes(zippedBytes)} zipped`,
       `Files:     ${files.length} (${files.join(', ')})`,
       `Functions: ${report.functions.join(', ')}`,
-      `Load:      ${report.loadMs.median.toFixed(0)} ms median to require ${PACKAGE_MAIN} (${samples} fresh processes: ${load.samples.map((ms) => ms.toFixed(0)).join(', ')} ms)`,
+      `Load:      ${report.loadMs.median.toFixed(0)} ms median to load ${PACKAGE_MAIN} and register the functions (${samples} fresh processes: ${load.samples.map((ms) => ms.toFixed(0)).join(', ')} ms)`,
+      `Deferred:  ${report.deferredMs.toFixed(0)} ms median to load ${AZURE_MONITOR} afterwards, only when APPLICATIONINSIGHTS_CONNECTION_STRING is set`,
     ].join('\n'),
   );
   return EXIT_CODES.ok;

@@ -1,0 +1,360 @@
+// The deployment package, tested as shipped: `npm run package` builds it and zips it; the zip is
+// extracted into an empty temporary folder (no node_modules anywhere above it) and booted in a
+// fresh Node.js process through the worker's path (@azure/functions-core injected, package.json
+// `main` loaded, each invocation an RPC InvocationRequest shaped as the host sends it), with
+// exactly the app settings the Bicep gives the function app, against the local Cosmos DB server.
+
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+
+import { unzipSync } from 'fflate';
+
+import {
+  type Invoice,
+  invoicePartition,
+  invoiceStatusId,
+  type Product,
+  productPartition,
+} from '../../src/sample';
+import { bindingOf, topology } from '../../src/topology';
+import type { LoadReport } from '../../tools/loadPackage';
+import {
+  bootPackage,
+  developmentOnlyPackages,
+  listFiles,
+  PACKAGE_DIR,
+  type PackageReport,
+  ROOT,
+} from '../../tools/package';
+import {
+  at,
+  azdEnvironment,
+  azdParameters,
+  describeWithBicep,
+  evaluateVariants,
+  locateBicep,
+  only,
+  type Snapshot,
+} from '../infra/bicep';
+import { type LocalStack, startLocalStack } from '../support/localStack';
+import { azdRemoteBuild, azdZipEntries, readAzureYaml } from './azd';
+
+const run = promisify(execFile);
+const work = mkdtempSync(join(tmpdir(), 'package-'));
+const packageDir = join(work, 'dist');
+const zipFile = join(work, 'consumers.zip');
+const extracted = join(work, 'extracted');
+const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  main: string;
+  scripts: Record<string, string>;
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+};
+const service = readAzureYaml(ROOT).services.consumers;
+
+let report: PackageReport;
+let printed: string;
+
+beforeAll(async () => {
+  // As a user runs it: the npm script's command, with a temporary output.
+  const { stdout } = await run(
+    process.execPath,
+    [
+      require.resolve('tsx/cli'),
+      'tools/package.ts',
+      '--out',
+      packageDir,
+      '--zip',
+      zipFile,
+      '--samples',
+      '1',
+      '--json',
+    ],
+    { cwd: ROOT, encoding: 'utf8' },
+  );
+  printed = stdout;
+  report = JSON.parse(stdout) as PackageReport;
+  for (const [file, bytes] of Object.entries(unzipSync(new Uint8Array(readFileSync(zipFile))))) {
+    mkdirSync(dirname(join(extracted, file)), { recursive: true });
+    writeFileSync(join(extracted, file), bytes);
+  }
+}, 120_000);
+
+describe('azure.yaml', () => {
+  it('deploys the folder npm run build writes, as is, and names the azd it needs', () => {
+    expect(readAzureYaml(ROOT).requiredVersions?.azd).toBe('>= 1.23.5');
+    expect(service).toMatchObject({ project: '.', host: 'function', language: 'ts', dist: PACKAGE_DIR });
+    expect(manifest.scripts.build).toBe('tsx tools/package.ts --build-only');
+    expect(manifest.main).toBe(`${PACKAGE_DIR}/app.js`);
+  });
+
+  it('makes azd deploy without a remote build, which azd accepts given the project folder', () => {
+    expect(service?.remoteBuild).toBe(false);
+    expect(azdRemoteBuild(ROOT, service!)).toEqual({ remoteBuild: false });
+  });
+});
+
+describe('npm run package', () => {
+  it('prints the folder, the zip, the size, the files and the load time', () => {
+    expect(report.files).toEqual(['app.js', 'azureMonitor.js', 'host.json', 'package.json']);
+    expect(report.zippedBytes).toBeGreaterThan(0);
+    expect(report.zippedBytes).toBeLessThan(report.bytes);
+    expect(report.loadMs.samples).toHaveLength(1);
+    expect(report.loadMs.median).toBeGreaterThan(0);
+    expect(printed).toContain('"zip"');
+  });
+
+  it('zips exactly the files azd would zip from that folder', () => {
+    const zipped = Object.keys(unzipSync(new Uint8Array(readFileSync(zipFile)))).sort();
+
+    expect(zipped).toEqual(report.files);
+    expect(azdZipEntries(packageDir, service!)).toEqual(report.files);
+    expect(listFiles(extracted)).toEqual(report.files);
+  });
+
+  it('ships a package.json whose main is the bundle and which needs nothing installed', () => {
+    const shipped = JSON.parse(readFileSync(join(extracted, 'package.json'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
+
+    expect(shipped.main).toBe('app.js');
+    expect(shipped).not.toHaveProperty('dependencies');
+    expect(shipped).not.toHaveProperty('scripts');
+    expect(readFileSync(join(extracted, 'host.json'), 'utf8')).toBe(
+      readFileSync(join(ROOT, 'host.json'), 'utf8'),
+    );
+  });
+
+  it('bundles every runtime dependency and no development-only one', () => {
+    // esbuild marks each module it bundles with a `// node_modules/<package>/...` comment.
+    const bundled = new Set<string>();
+    for (const file of ['app.js', 'azureMonitor.js']) {
+      for (const match of readFileSync(join(extracted, file), 'utf8').matchAll(
+        /^\/\/ node_modules\/((?:@[^/\n]+\/)?[^/\n]+)\//gm,
+      )) {
+        bundled.add(match[1]!);
+      }
+    }
+
+    expect(Object.keys(manifest.dependencies).filter((name) => !bundled.has(name))).toEqual([]);
+    // package-lock.json marks what only development needs (`dev: true`); none of it may ship.
+    const developmentOnly = developmentOnlyPackages();
+    expect(developmentOnly).toContain('@azure/service-bus');
+    expect([...bundled].filter((name) => developmentOnly.includes(name))).toEqual([]);
+    expect(bundled.has('@azure/service-bus')).toBe(false);
+  });
+
+  it('refuses a bad option with its usage and exit code 2, before building anything', async () => {
+    const failed = await run(
+      process.execPath,
+      [require.resolve('tsx/cli'), 'tools/package.ts', '--samples', 'x'],
+      {
+        cwd: ROOT,
+        encoding: 'utf8',
+      },
+    ).catch((error: { code: number; stderr: string }) => error);
+
+    expect(failed).toMatchObject({ code: 2 });
+    expect((failed as { stderr: string }).stderr).toContain('--samples must be a whole number from 1 to 50');
+    expect((failed as { stderr: string }).stderr).toContain('Usage:');
+  });
+});
+
+const cli = locateBicep();
+
+describeWithBicep(cli)('the extracted package, booted through the worker with the Bicep app settings', () => {
+  const { compiled, evaluated } = evaluateVariants(cli, (template) => ({
+    defaults: { parameters: azdParameters(template, azdEnvironment) },
+  }));
+  const appSettings = (from: Snapshot): Record<string, string> =>
+    Object.fromEntries(
+      (
+        at(only(from, 'Microsoft.Web/sites'), 'properties.siteConfig.appSettings') as {
+          name: string;
+          value: string;
+        }[]
+      ).map(({ name, value }) => [name, value]),
+    );
+
+  const templateDefault = (parameter: string): string =>
+    String(
+      (compiled().template.parameters as Record<string, { defaultValue?: unknown }>)[parameter]?.defaultValue,
+    );
+
+  let boot: LoadReport;
+  let settings: Record<string, string>;
+  let stack: LocalStack;
+
+  const payment = { invoiceId: 'INV-PKG-1', paymentId: 'PAY-PKG-1', amount: 12.5, currency: 'EUR' };
+  const order = { orderId: 'ORD-PKG-1', productId: 'SKU-PKG-1', quantity: 2 };
+  const status = { invoiceId: 'INV-PKG-2', status: 'Issued', version: 3 };
+  const twice = (fn: string, subject: string, messageId: string, body: object) =>
+    [1, 2].map((deliveryCount) => ({
+      function: fn,
+      delivery: {
+        body: JSON.stringify(body),
+        messageId,
+        subject,
+        deliveryCount,
+        contentType: 'application/json',
+      },
+    }));
+
+  beforeAll(async () => {
+    settings = appSettings(evaluated('defaults'));
+    stack = await startLocalStack();
+    const invoice: Invoice = {
+      id: payment.invoiceId,
+      partitionKey: invoicePartition(payment.invoiceId),
+      type: 'invoice',
+      currency: 'EUR',
+      totalMinor: 10_000,
+      paidMinor: 0,
+      status: 'Open',
+    };
+    const product: Product = {
+      id: order.productId,
+      partitionKey: productPartition(order.productId),
+      type: 'product',
+      stock: 10,
+      reserved: 0,
+    };
+    await stack.container.items.create(invoice);
+    await stack.container.items.create(product);
+    const plan = join(work, 'plan.json');
+    writeFileSync(
+      plan,
+      JSON.stringify({
+        invocations: [
+          ...twice('paymentApplier', 'PaymentReceived', 'pay-pkg-1', payment),
+          ...twice('stockReserver', 'OrderCreated', 'ord-pkg-1', order),
+          ...twice('invoiceStatusProjector', 'InvoiceStatusChanged', 'status-pkg-1', status),
+        ],
+      }),
+    );
+    // Only what the Bicep sets, and PATH so that node runs: nothing from this machine leaks in.
+    // Values Resource Manager resolves only at deployment (ARM expressions in the snapshot) are left
+    // out; the local server stands in for the account, with the database and container names the
+    // template gives it.
+    const env = {
+      PATH: process.env.PATH,
+      ...Object.fromEntries(Object.entries(settings).filter(([, value]) => !value.startsWith('['))),
+      COSMOS_ENDPOINT: stack.server.endpoint,
+      COSMOS_KEY: stack.server.key,
+      COSMOS_DATABASE: templateDefault('cosmosDatabaseName'),
+      COSMOS_CONTAINER: templateDefault('cosmosContainerName'),
+    };
+    const [first] = await bootPackage(extracted, { plan, env });
+    if (!first) throw new Error('the package did not boot');
+    boot = first;
+  }, 300_000);
+
+  afterAll(async () => stack?.stop());
+
+  it('has nothing but the package on its module path', () => {
+    expect(() => require.resolve('@azure/functions', { paths: [extracted] })).toThrow();
+  });
+
+  it('registers through @azure/functions-core: no "test mode" warning', () => {
+    expect(boot.warnings.filter((line) => /test mode/i.test(line))).toEqual([]);
+    expect(boot.functions.length).toBeGreaterThan(0);
+  });
+
+  it('registers one Service Bus trigger per subscription of src/topology.json, and nothing else undeclared', () => {
+    const triggers = boot.functions
+      .map(({ name, bindings }) => ({ name, trigger: Object.values(bindings).find(isTrigger) }))
+      .filter(({ trigger }) => trigger?.type === 'serviceBusTrigger');
+    const declared = topology.topics.flatMap((topic) =>
+      topic.subscriptions.map((subscription) => `${topic.name}/${subscription.name}`),
+    );
+
+    expect(
+      triggers
+        .map(({ trigger }) => `${String(trigger?.topicName)}/${String(trigger?.subscriptionName)}`)
+        .sort(),
+    ).toEqual(declared.sort());
+    for (const { trigger } of triggers) {
+      expect(trigger).toMatchObject({ direction: 'in', connection: 'ServiceBusConnection' });
+    }
+    for (const consumer of topology.topics.flatMap((topic) => topic.subscriptions.map((s) => s.consumer))) {
+      expect(declared).toContain(`${bindingOf(consumer).topic}/${bindingOf(consumer).subscription}`);
+    }
+  });
+
+  it('registers the purge timer on a six-field schedule that does not run on every scale-out', () => {
+    const timers = boot.functions
+      .map(({ name, bindings }) => ({ name, trigger: Object.values(bindings).find(isTrigger) }))
+      .filter(({ trigger }) => trigger?.type === 'timerTrigger');
+
+    expect(timers.map(({ name }) => name)).toEqual(['purgeExpiredMarkers']);
+    expect(String(timers[0]?.trigger?.schedule).split(' ')).toHaveLength(6);
+    expect(timers[0]?.trigger?.runOnStartup).not.toBe(true);
+  });
+
+  it("gives each trigger's connection its identity settings in the Bicep", () => {
+    const connections = new Set(
+      boot.functions.flatMap(({ bindings }) =>
+        Object.values(bindings)
+          .filter(isTrigger)
+          .map((binding) => binding.connection)
+          .filter((connection): connection is string => typeof connection === 'string'),
+      ),
+    );
+
+    expect(connections.size).toBeGreaterThan(0);
+    for (const connection of connections) {
+      expect(settings[`${connection}__fullyQualifiedNamespace`]).toBeTruthy();
+      expect(settings[`${connection}__credential`]).toBe('managedidentity');
+      expect(settings[`${connection}__clientId`]).toBeTruthy();
+    }
+  });
+
+  it('reads no setting of its own that the Bicep leaves unset, unless the README documents its default', () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const table = readme.slice(readme.indexOf('## Settings'), readme.indexOf('## Telemetry'));
+    const documentedOptional = new Set(
+      table
+        .split('\n')
+        .filter((line) => line.startsWith('| `') && !line.includes('(required'))
+        .flatMap((line) => [...(line.split('|')[1] ?? '').matchAll(/`([A-Za-z_]+)`/g)].map((m) => m[1]!)),
+    );
+    const own = boot.settingsRead.filter((name) =>
+      /^(COSMOS|INBOX|SERVICEBUS|PURGE|APPLICATIONINSIGHTS)_|^AZURE_CLIENT_ID$/.test(name),
+    );
+
+    expect(own).toContain('COSMOS_ENDPOINT');
+    expect(own.filter((name) => !(name in settings) && !documentedOptional.has(name))).toEqual([]);
+  });
+
+  it('processes each consumer’s message once, then completes the redelivery as a duplicate', async () => {
+    expect(boot.invocations).toEqual([
+      { function: 'paymentApplier', outcome: 'processed' },
+      { function: 'paymentApplier', outcome: 'duplicate' },
+      { function: 'stockReserver', outcome: 'processed' },
+      { function: 'stockReserver', outcome: 'duplicate' },
+      { function: 'invoiceStatusProjector', outcome: 'processed' },
+      { function: 'invoiceStatusProjector', outcome: 'duplicate' },
+    ]);
+    const read = async <T extends object>(id: string, partitionKey: string): Promise<T | undefined> =>
+      (await stack.container.item(id, partitionKey).read<T>()).resource;
+    expect(await read<Invoice>(payment.invoiceId, invoicePartition(payment.invoiceId))).toMatchObject({
+      paidMinor: 1250,
+    });
+    expect(await read<Product>(order.productId, productPartition(order.productId))).toMatchObject({
+      stock: 8,
+      reserved: 2,
+    });
+    expect(await read(invoiceStatusId(status.invoiceId), invoicePartition(status.invoiceId))).toMatchObject({
+      status: 'Issued',
+      version: 3,
+    });
+  });
+});
+
+function isTrigger(binding: unknown): binding is Record<string, unknown> & { type: string } {
+  return /Trigger$/.test(String((binding as { type?: unknown }).type));
+}

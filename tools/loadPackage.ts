@@ -1,0 +1,94 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import {
+  installCoreModule,
+  loadFunctionApp,
+  loggedOutcome,
+  type ServiceBusDelivery,
+} from '../offline/functions/worker';
+
+/**
+ * Boots a deployment package in this (fresh) process the way the Azure Functions Node.js worker
+ * does, and prints one JSON line: how long `main` took to load, what it registered, which settings
+ * it read, and the outcome of each planned Service Bus invocation. `npm run package` and the package
+ * tests run it with plain `node` after bundling it (no tsx hooks in the timing).
+ *
+ *   node loadPackage.js <package folder> [<plan.json>]
+ *
+ * plan.json: { "invocations": [{ "function": "paymentApplier", "delivery": { "body": "...", ... } }] }
+ */
+export interface LoadReport {
+  loadMs: number;
+  /** Milliseconds to require azureMonitor.js afterwards: the cost deferred past registration. */
+  deferredMs: number;
+  warnings: string[];
+  functions: { name: string; bindings: Record<string, unknown> }[];
+  /** Environment variables the app read while loading and invoking, sorted. */
+  settingsRead: string[];
+  invocations: { function: string; outcome?: string; error?: string }[];
+}
+
+interface Plan {
+  invocations?: { function: string; delivery: Omit<ServiceBusDelivery, 'enqueuedTimeUtc'> }[];
+}
+
+async function main(directory: string, planFile: string | undefined): Promise<LoadReport> {
+  const plan = planFile === undefined ? {} : (JSON.parse(readFileSync(planFile, 'utf8')) as Plan);
+  const settingsRead = new Set<string>();
+  process.env = new Proxy(process.env, {
+    get(target, key) {
+      if (typeof key === 'string') settingsRead.add(key);
+      return Reflect.get(target, key) as unknown;
+    },
+    // process.env coerces what is assigned to it; a Proxy's default would define a property instead.
+    set(target, key, value) {
+      return Reflect.set(target, key, value);
+    },
+  });
+  installCoreModule();
+  const started = performance.now();
+  const app = await loadFunctionApp(directory);
+  const loadMs = performance.now() - started;
+  const deferredStart = performance.now();
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- timing the deferred module on its own
+  require(join(directory, 'azureMonitor.js'));
+  const deferredMs = performance.now() - deferredStart;
+
+  const invocations: LoadReport['invocations'] = [];
+  for (const { function: name, delivery } of plan.invocations ?? []) {
+    const result = await app.invokeServiceBus(name, delivery);
+    const outcome = loggedOutcome(result.logs);
+    invocations.push({
+      function: name,
+      ...(outcome === undefined ? {} : { outcome }),
+      ...(result.error === undefined ? {} : { error: `${result.error.name}: ${result.error.message}` }),
+    });
+  }
+  return {
+    loadMs,
+    deferredMs,
+    warnings: app.warnings,
+    functions: app.functions.map(({ name, metadata }) => ({ name, bindings: metadata.bindings })),
+    settingsRead: [...settingsRead].sort(),
+    invocations,
+  };
+}
+
+const [directory, planFile] = process.argv.slice(2);
+if (directory === undefined) {
+  console.error('Usage: node loadPackage.js <package folder> [<plan.json>]');
+  process.exitCode = 2;
+} else {
+  main(directory, planFile).then(
+    (report) => {
+      console.log(JSON.stringify(report));
+      // The app's timers and clients must not keep a measurement waiting.
+      process.exit(0);
+    },
+    (error: unknown) => {
+      console.error(error instanceof Error ? (error.stack ?? error.message) : String(error));
+      process.exit(1);
+    },
+  );
+}
