@@ -16,7 +16,8 @@ import {
  *
  *   node loadPackage.js <package folder> [<plan.json>]
  *
- * plan.json: { "invocations": [{ "function": "paymentApplier", "delivery": { "body": "...", ... } }] }
+ * plan.json: { "invocations": [{ "function": "paymentApplier", "delivery": { "body": "...", ... } }],
+ *              "lingerMs": 0 }
  */
 export interface LoadReport {
   loadMs: number;
@@ -31,6 +32,8 @@ export interface LoadReport {
 
 interface Plan {
   invocations?: { function: string; delivery: Omit<ServiceBusDelivery, 'enqueuedTimeUtc'> }[];
+  /** Keep the process alive this long after the invocations (for telemetry to be exported). */
+  lingerMs?: number;
 }
 
 async function main(directory: string, planFile: string | undefined): Promise<LoadReport> {
@@ -65,6 +68,7 @@ async function main(directory: string, planFile: string | undefined): Promise<Lo
       ...(result.error === undefined ? {} : { error: `${result.error.name}: ${result.error.message}` }),
     });
   }
+  if (plan.lingerMs) await new Promise((resolve) => setTimeout(resolve, plan.lingerMs));
   return {
     loadMs,
     deferredMs,

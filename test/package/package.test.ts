@@ -6,12 +6,17 @@
 
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { gunzipSync } from 'node:zlib';
 
 import { unzipSync } from 'fflate';
+import { generate } from 'selfsigned';
 
+import { METRIC_NAMES } from '../../src/inbox';
 import {
   type Invoice,
   invoicePartition,
@@ -358,3 +363,81 @@ describeWithBicep(cli)('the extracted package, booted through the worker with th
 function isTrigger(binding: unknown): binding is Record<string, unknown> & { type: string } {
   return /Trigger$/.test(String((binding as { type?: unknown }).type));
 }
+
+describe('the extracted package, with Application Insights', () => {
+  // A stand-in for the ingestion endpoint: the exporter only speaks HTTPS, so it gets a self-signed
+  // certificate for 127.0.0.1 that the child process trusts (NODE_EXTRA_CA_CERTS).
+  const received: { path: string; body: string }[] = [];
+  let ingestion: Server;
+  let stack: LocalStack;
+  let boot: LoadReport;
+
+  beforeAll(async () => {
+    const certificate = await generate([{ name: 'commonName', value: '127.0.0.1' }], {
+      keyType: 'ec',
+      algorithm: 'sha256',
+      extensions: [{ name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] }],
+    });
+    const caFile = join(work, 'ingestion-ca.pem');
+    writeFileSync(caFile, certificate.cert);
+    ingestion = createServer({ key: certificate.private, cert: certificate.cert }, (request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        const raw = Buffer.concat(chunks);
+        const body = request.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw;
+        received.push({ path: request.url ?? '', body: body.toString('utf8') });
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ itemsReceived: 1, itemsAccepted: 1, errors: [] }));
+      });
+    });
+    await new Promise<void>((resolve) => ingestion.listen(0, '127.0.0.1', resolve));
+    const endpoint = `https://127.0.0.1:${(ingestion.address() as AddressInfo).port}/`;
+    stack = await startLocalStack();
+    const plan = join(work, 'telemetry-plan.json');
+    const body = { invoiceId: 'INV-AI-1', paymentId: 'PAY-AI-1', amount: 1, currency: 'EUR' };
+    writeFileSync(
+      plan,
+      JSON.stringify({
+        invocations: [
+          { function: 'paymentApplier', delivery: { body: JSON.stringify(body), messageId: 'pay-ai-1' } },
+        ],
+        lingerMs: 4_000,
+      }),
+    );
+    const [first] = await bootPackage(extracted, {
+      plan,
+      env: {
+        PATH: process.env.PATH,
+        COSMOS_ENDPOINT: stack.server.endpoint,
+        COSMOS_KEY: stack.server.key,
+        APPLICATIONINSIGHTS_CONNECTION_STRING: `InstrumentationKey=00000000-0000-0000-0000-000000000001;IngestionEndpoint=${endpoint};LiveEndpoint=${endpoint}`,
+        NODE_EXTRA_CA_CERTS: caFile,
+        OTEL_METRIC_EXPORT_INTERVAL: '500',
+        // Nothing may leave this machine: no SDK self-telemetry, and the Flex Consumption variables
+        // Azure sets, so that the resource detection does not probe the VM metadata endpoint.
+        APPLICATIONINSIGHTS_STATSBEAT_DISABLED: 'true',
+        WEBSITE_SITE_NAME: 'func-package-test',
+        WEBSITE_SKU: 'FlexConsumption',
+      },
+    });
+    if (!first) throw new Error('the package did not boot');
+    boot = first;
+  }, 120_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await new Promise((resolve) => ingestion?.close(resolve));
+  });
+
+  it('starts Azure Monitor after registration and exports the inbox metrics to the ingestion endpoint', () => {
+    const metrics = received
+      .filter(({ path }) => path.startsWith('/v2.1/track'))
+      .flatMap(({ body }) => JSON.parse(body) as { data?: { baseData?: { metrics?: { name: string }[] } } }[])
+      .flatMap((item) => item.data?.baseData?.metrics?.map((metric) => metric.name) ?? []);
+
+    expect(boot.invocations).toEqual([{ function: 'paymentApplier', outcome: 'alternative' }]);
+    expect(metrics).toContain(METRIC_NAMES.messages);
+    expect(metrics).toContain(METRIC_NAMES.duration);
+  });
+});
