@@ -4,6 +4,9 @@ module.exports = {
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   setupFiles: ['<rootDir>/test/support/setup.ts'],
+  // The module the Azure Functions Node.js worker injects (see offline/functions/worker.ts, which
+  // does the same for plain Node.js): jest does not go through Module.prototype.require.
+  moduleNameMapper: { '^@azure/functions-core$': '<rootDir>/offline/functions/core.ts' },
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
   testTimeout: 30_000,
 };
