@@ -2,12 +2,10 @@ import { app } from '@azure/functions';
 
 import { purgeExpiredMarkers } from '../src/app';
 
-export const handler = purgeExpiredMarkers;
-
 // Every five minutes; each run is bounded (PURGE_MAX_ITEMS, PURGE_MAX_DURATION) and the next one
 // continues from whatever is still expired.
 app.timer('purgeExpiredMarkers', {
   schedule: '0 */5 * * * *',
   runOnStartup: false,
-  handler,
+  handler: purgeExpiredMarkers,
 });

@@ -5,7 +5,7 @@ import { CosmosClient } from '@azure/cosmos';
 import { topology } from '../../src/topology';
 import { freshAppContainer } from '../appContainer';
 import { type LocalCosmos, start as startCosmos } from '../cosmos';
-import { type FunctionApp, loadFunctionApp } from '../functions/registrations';
+import { type FunctionApp, loadFunctionApp } from '../functions/worker';
 import { seededRandom } from '../random';
 import { Broker, type Topic } from '../servicebus/broker';
 import { scaledClock } from '../servicebus/clock';
@@ -15,8 +15,8 @@ import { generateWorkload, type WorkloadOptions } from './workload';
 
 /**
  * One run of the whole pipeline offline: the local Cosmos DB server, the Service Bus model, the
- * Functions host model driving the real registered handlers, a seeded workload with faults, and
- * the invariants checked at the end.
+ * Functions host model invoking the registered functions through the worker path, a seeded
+ * workload with faults, and the invariants checked at the end.
  */
 /** Cosmos DB faults hit writes: transactional batches and point writes (the versioned consumer's). */
 export interface ScenarioFaults extends HostFaults {
@@ -110,7 +110,7 @@ export class ScenarioEnvironment {
     });
     const client = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
     await client.databases.createIfNotExists({ id: 'app' });
-    return new ScenarioEnvironment(cosmos, client, loadFunctionApp(), settings);
+    return new ScenarioEnvironment(cosmos, client, await loadFunctionApp(), settings);
   }
 
   async stop(): Promise<void> {

@@ -1,13 +1,14 @@
-import { hostBody, hostInvocationContext, loggedOutcome, type LogLine } from '../functions/invocation';
-import type { ServiceBusRegistration } from '../functions/registrations';
+import { invokeServiceBus, loggedOutcome, type ServiceBusFunction } from '../functions/worker';
 import { type Broker, type LockedMessage, MessageLockLostError, type Subscription } from './broker';
 import type { Clock } from './clock';
 
 /**
  * A model of the Azure Functions host running Service Bus triggers: per registered function, up to
  * `maxConcurrentCalls` deliveries at once, each received in peek-lock, its lock renewed while the
- * handler runs (up to `maxAutoLockRenewalDuration`), completed when the handler returns and
- * abandoned when it throws. Faults make it misbehave the ways real hosts do.
+ * function runs (up to `maxAutoLockRenewalDuration`), invoked through the worker path
+ * (offline/functions/worker.ts: the host's RPC request, the library's own conversion), completed
+ * when the function returns and abandoned when it throws. Faults make it misbehave the ways real
+ * hosts do.
  */
 export interface HostFaults {
   /** The instance dies after receiving, before the handler commits: nothing settles, the lock runs out. */
@@ -54,7 +55,7 @@ export class FunctionsHost {
 
   constructor(
     private readonly broker: Broker,
-    private readonly functions: readonly ServiceBusRegistration[],
+    private readonly functions: readonly ServiceBusFunction[],
     private readonly options: HostOptions,
   ) {}
 
@@ -66,7 +67,7 @@ export class FunctionsHost {
   start(): void {
     const concurrency = this.options.maxConcurrentCalls ?? 16;
     for (const registration of this.functions) {
-      const subscription = this.broker.subscription(registration.topicName, registration.subscriptionName);
+      const subscription = this.subscriptionOf(registration);
       for (let slot = 0; slot < concurrency; slot++) this.workers.push(this.pump(registration, subscription));
     }
   }
@@ -78,15 +79,22 @@ export class FunctionsHost {
 
   /** Resolves once no subscription the host listens to holds a message and no handler is running. */
   async drained(pollMs = 5): Promise<void> {
-    const subscriptions = this.functions.map((f) =>
-      this.broker.subscription(f.topicName, f.subscriptionName),
-    );
+    const subscriptions = this.functions.map((f) => this.subscriptionOf(f));
     while (this.inFlight > 0 || subscriptions.some((subscription) => subscription.entity.activeCount > 0)) {
       await new Promise((resolve) => setTimeout(resolve, pollMs));
     }
   }
 
-  private async pump(registration: ServiceBusRegistration, subscription: Subscription): Promise<void> {
+  private subscriptionOf({ name, topicName, subscriptionName }: ServiceBusFunction): Subscription {
+    if (topicName === undefined || subscriptionName === undefined) {
+      throw new Error(
+        `Function "${name}" does not listen to a topic subscription; the broker model has topics only.`,
+      );
+    }
+    return this.broker.subscription(topicName, subscriptionName);
+  }
+
+  private async pump(registration: ServiceBusFunction, subscription: Subscription): Promise<void> {
     for (;;) {
       const locked = await subscription.entity.nextMessage(this.controller.signal);
       if (!locked) return;
@@ -100,7 +108,7 @@ export class FunctionsHost {
   }
 
   private async deliver(
-    registration: ServiceBusRegistration,
+    registration: ServiceBusFunction,
     subscription: Subscription,
     locked: LockedMessage,
   ): Promise<void> {
@@ -112,7 +120,7 @@ export class FunctionsHost {
       settlement: Settlement,
       outcome: string | undefined,
       handlerMs: number,
-      error?: unknown,
+      error?: Error,
     ): void => {
       this.deliveries.push({
         function: registration.name,
@@ -122,7 +130,7 @@ export class FunctionsHost {
         deliveryCount: message.deliveryCount,
         outcome,
         settlement,
-        ...(error === undefined ? {} : { error: `${(error as Error).name}: ${(error as Error).message}` }),
+        ...(error === undefined ? {} : { error: `${error.name}: ${error.message}` }),
         endToEndMs: clock.now() - message.enqueuedAt,
         handlerMs,
       });
@@ -134,40 +142,26 @@ export class FunctionsHost {
     }
 
     const stopRenewing = this.renewWhileRunning(subscription, lockToken);
-    const logs: LogLine[] = [];
-    const context = hostInvocationContext(
-      registration.name,
-      {
-        ...(message.messageId === undefined ? {} : { messageId: message.messageId }),
-        deliveryCount: message.deliveryCount,
-        enqueuedTimeUtc: new Date(message.enqueuedAt),
-        expiresAtUtc: new Date(message.expiresAt),
-        sequenceNumber: message.sequenceNumber,
-        lockToken,
-        ...(message.subject === undefined ? {} : { subject: message.subject }),
-        ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
-        ...(message.applicationProperties === undefined
-          ? {}
-          : { applicationProperties: message.applicationProperties }),
-      },
-      logs,
-    );
     const started = performance.now();
-    let failure: unknown;
-    try {
-      await registration.handler(hostBody(message.body), context);
-    } catch (error) {
-      failure = error;
-    } finally {
-      stopRenewing();
-    }
+    const { error: failure, logs } = await invokeServiceBus(registration.name, {
+      body: message.body,
+      messageId: message.messageId,
+      deliveryCount: message.deliveryCount,
+      subject: message.subject,
+      correlationId: message.correlationId,
+      contentType: message.contentType,
+      applicationProperties: message.applicationProperties,
+      enqueuedTimeUtc: new Date(message.enqueuedAt),
+      expiresAtUtc: new Date(message.expiresAt),
+      sequenceNumber: message.sequenceNumber,
+      lockToken,
+    }).finally(stopRenewing);
     const handlerMs = performance.now() - started;
     const outcome = loggedOutcome(logs);
 
     if (failure !== undefined) {
       this.settle(
-        () =>
-          subscription.entity.abandon(lockToken, `${(failure as Error).name}: ${(failure as Error).message}`),
+        () => subscription.entity.abandon(lockToken, `${failure.name}: ${failure.message}`),
         (lost) => record(lost ? 'lock-lost' : 'abandoned', outcome, handlerMs, failure),
       );
       return;

@@ -1,6 +1,5 @@
 import '../support/appSettings';
 
-import { handler } from '../../functions/paymentApplier';
 import { PoisonMessageError, TransientStoreError } from '../../src/inbox';
 import { type Invoice, invoicePartition } from '../../src/sample';
 import { deliver, type LogLine } from '../support/deliveries';
@@ -45,8 +44,8 @@ describe('transient failures: abandon, then the redelivery applies the effect on
     stack.server.faults.inject({ kind: 'dropResponseAfterCommit', on: 'batch', times: 1 });
     const logs: LogLine[] = [];
 
-    const first = await deliver(handler, message, { messageId: 'drop-1' });
-    const second = await deliver(handler, message, { messageId: 'drop-1', deliveryCount: 2 }, logs);
+    const first = await deliver('paymentApplier', message, { messageId: 'drop-1' });
+    const second = await deliver('paymentApplier', message, { messageId: 'drop-1', deliveryCount: 2 }, logs);
 
     expect(first.settled).toBe('abandoned');
     expect(first.error).toBeInstanceOf(TransientStoreError);
@@ -68,9 +67,9 @@ describe('transient failures: abandon, then the redelivery applies the effect on
     stack.server.faults.inject(fault);
     const logs: LogLine[] = [];
 
-    const first = await deliver(handler, message, { messageId: `t-${status}` }, logs);
+    const first = await deliver('paymentApplier', message, { messageId: `t-${status}` }, logs);
     const paidAfterFirst = await paid(id);
-    const second = await deliver(handler, message, { messageId: `t-${status}`, deliveryCount: 2 });
+    const second = await deliver('paymentApplier', message, { messageId: `t-${status}`, deliveryCount: 2 });
 
     expect(first.settled).toBe('abandoned');
     expect((first.error as TransientStoreError).statusCode).toBe(status);
@@ -105,7 +104,7 @@ describe('poison messages: nothing written, the reason logged, dead-lettered aft
   ])('%s → abandoned with PoisonMessageError(%s)', async (_name, body, options, reason) => {
     const logs: LogLine[] = [];
 
-    const result = await deliver(handler, body, options, logs);
+    const result = await deliver('paymentApplier', body, options, logs);
 
     expect(result.settled).toBe('abandoned');
     expect(result.error).toBeInstanceOf(PoisonMessageError);
@@ -122,8 +121,8 @@ describe('poison messages: nothing written, the reason logged, dead-lettered aft
     const early: LogLine[] = [];
     const last: LogLine[] = [];
 
-    await deliver(handler, 'not json', { messageId: 'poison-last', deliveryCount: 9 }, early);
-    await deliver(handler, 'not json', { messageId: 'poison-last', deliveryCount: 10 }, last);
+    await deliver('paymentApplier', 'not json', { messageId: 'poison-last', deliveryCount: 9 }, early);
+    await deliver('paymentApplier', 'not json', { messageId: 'poison-last', deliveryCount: 10 }, last);
 
     expect(early.some((l) => l.text.includes('dead-letter queue'))).toBe(false);
     expect(

@@ -1,6 +1,5 @@
 import '../support/appSettings';
 
-import { handler } from '../../functions/invoiceStatusProjector';
 import { invoicePartition, type InvoiceStatus, invoiceStatusId } from '../../src/sample';
 import { deliver, type LogLine } from '../support/deliveries';
 import { type LocalStack, startLocalStack } from '../support/localStack';
@@ -40,7 +39,12 @@ describe('billing.invoice-status-projector (natural idempotency)', () => {
 
     for (const [i, event] of events.entries()) {
       const logs: LogLine[] = [];
-      await deliver(handler, { invoiceId: 'INV-S1', ...event }, { messageId: `status-${i}` }, logs);
+      await deliver(
+        'invoiceStatusProjector',
+        { invoiceId: 'INV-S1', ...event },
+        { messageId: `status-${i}` },
+        logs,
+      );
       outcomes.push(/"outcome":"(\w+)"/.exec(logs.map((l) => l.text).join('\n'))?.[1] ?? 'none');
     }
 
@@ -56,7 +60,7 @@ describe('billing.invoice-status-projector (natural idempotency)', () => {
     const settle = async (version: number): Promise<number> => {
       for (let deliveryCount = 1; ; deliveryCount++) {
         const result = await deliver(
-          handler,
+          'invoiceStatusProjector',
           { invoiceId: 'INV-S2', status: 'Issued', version },
           { messageId: `race-${version}`, deliveryCount },
         );

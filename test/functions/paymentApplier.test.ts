@@ -1,6 +1,6 @@
 import '../support/appSettings';
 
-import { handler } from '../../functions/paymentApplier';
+import { loggedOutcome } from '../../offline/functions/worker';
 import { type Invoice, invoicePartition, type UnappliedPayment } from '../../src/sample';
 import { deliver, type LogLine } from '../support/deliveries';
 import { type LocalStack, startLocalStack } from '../support/localStack';
@@ -52,7 +52,7 @@ describe('billing.payment-applier', () => {
   it('applies a payment: paid rises by the amount, the marker is written, the message completes', async () => {
     const id = await openInvoice(10_000);
 
-    const result = await deliver(handler, payment(id, 'PAY-1', 25.5), { messageId: 'msg-pay-1' });
+    const result = await deliver('paymentApplier', payment(id, 'PAY-1', 25.5), { messageId: 'msg-pay-1' });
 
     expect(result.settled).toBe('completed');
     expect(await invoice(id)).toMatchObject({ paidMinor: 2550, status: 'Open' });
@@ -63,9 +63,9 @@ describe('billing.payment-applier', () => {
     const id = await openInvoice(10_000);
     const logs: LogLine[] = [];
 
-    await deliver(handler, payment(id, 'PAY-2', 10), { messageId: 'msg-pay-2' });
+    await deliver('paymentApplier', payment(id, 'PAY-2', 10), { messageId: 'msg-pay-2' });
     const second = await deliver(
-      handler,
+      'paymentApplier',
       payment(id, 'PAY-2', 10),
       { messageId: 'msg-pay-2', deliveryCount: 2 },
       logs,
@@ -82,9 +82,9 @@ describe('billing.payment-applier', () => {
   it('marks the invoice Paid exactly when the payments reach the total', async () => {
     const id = await openInvoice(10_000);
 
-    await deliver(handler, payment(id, 'PAY-3a', 60), { messageId: 'msg-3a' });
+    await deliver('paymentApplier', payment(id, 'PAY-3a', 60), { messageId: 'msg-3a' });
     const afterFirst = await invoice(id);
-    await deliver(handler, payment(id, 'PAY-3b', 40), { messageId: 'msg-3b' });
+    await deliver('paymentApplier', payment(id, 'PAY-3b', 40), { messageId: 'msg-3b' });
     const afterSecond = await invoice(id);
 
     expect(afterFirst).toMatchObject({ paidMinor: 6000, status: 'Open' });
@@ -97,7 +97,7 @@ describe('billing.payment-applier', () => {
 
     const results = await Promise.all(
       amounts.map((amount, i) =>
-        deliver(handler, payment(id, `PAY-50-${i}`, Math.round(amount * 100) / 100), {
+        deliver('paymentApplier', payment(id, `PAY-50-${i}`, Math.round(amount * 100) / 100), {
           messageId: `msg-50-${i}`,
         }),
       ),
@@ -117,7 +117,7 @@ describe('billing.payment-applier', () => {
 
     const results = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
-        deliver(handler, payment(id, 'PAY-20', 7), { messageId: 'msg-20', deliveryCount: i + 1 }),
+        deliver('paymentApplier', payment(id, 'PAY-20', 7), { messageId: 'msg-20', deliveryCount: i + 1 }),
       ),
     );
 
@@ -126,11 +126,24 @@ describe('billing.payment-applier', () => {
     expect(await markersIn(id)).toBe(1);
   });
 
+  it('cannot tell MessageId "1e3" from "1000": the library parses both to 1000, so the second is a payload mismatch', async () => {
+    const id = await openInvoice(10_000);
+    const logs: LogLine[] = [];
+
+    const first = await deliver('paymentApplier', payment(id, 'PAY-1e3', 10), { messageId: '1e3' });
+    const second = await deliver('paymentApplier', payment(id, 'PAY-1000', 20), { messageId: '1000' }, logs);
+
+    expect([first.settled, second.settled]).toEqual(['completed', 'completed']);
+    expect(loggedOutcome(logs)).toBe('payload_mismatch');
+    expect((await invoice(id))?.paidMinor).toBe(1000);
+    expect(await markersIn(id)).toBe(1);
+  });
+
   it('records an unapplied payment, once, when the invoice does not exist', async () => {
     const message = payment('INV-missing', 'PAY-4', 12);
 
-    await deliver(handler, message, { messageId: 'msg-pay-4' });
-    await deliver(handler, message, { messageId: 'msg-pay-4', deliveryCount: 2 });
+    await deliver('paymentApplier', message, { messageId: 'msg-pay-4' });
+    await deliver('paymentApplier', message, { messageId: 'msg-pay-4', deliveryCount: 2 });
     const { resources } = await stack.container.items
       .query<UnappliedPayment>('SELECT * FROM c WHERE c.type = "unapplied-payment"', {
         partitionKey: invoicePartition('INV-missing'),
@@ -144,7 +157,7 @@ describe('billing.payment-applier', () => {
   it('records an unapplied payment for a payment in another currency, and leaves the invoice alone', async () => {
     const id = await openInvoice(5_000, 'USD');
 
-    await deliver(handler, payment(id, 'PAY-5', 12, 'EUR'), { messageId: 'msg-pay-5' });
+    await deliver('paymentApplier', payment(id, 'PAY-5', 12, 'EUR'), { messageId: 'msg-pay-5' });
 
     expect((await invoice(id))?.paidMinor).toBe(0);
     expect(

@@ -1,6 +1,5 @@
 import '../support/appSettings';
 
-import { handler } from '../../functions/stockReserver';
 import { type Backorder, type Product, productPartition } from '../../src/sample';
 import { deliver } from '../support/deliveries';
 import { type LocalStack, startLocalStack } from '../support/localStack';
@@ -43,7 +42,7 @@ describe('inventory.stock-reserver', () => {
     const id = await stockProduct(10);
 
     const result = await deliver(
-      handler,
+      'stockReserver',
       { orderId: 'ORD-1', productId: id, quantity: 4 },
       { messageId: 'order-1' },
     );
@@ -56,8 +55,8 @@ describe('inventory.stock-reserver', () => {
     const id = await stockProduct(2);
     const order = { orderId: 'ORD-2', productId: id, quantity: 5 };
 
-    await deliver(handler, order, { messageId: 'order-2' });
-    await deliver(handler, order, { messageId: 'order-2', deliveryCount: 2 });
+    await deliver('stockReserver', order, { messageId: 'order-2' });
+    await deliver('stockReserver', order, { messageId: 'order-2', deliveryCount: 2 });
 
     expect(await product(id)).toMatchObject({ stock: 2, reserved: 0 });
     expect(await backorders(id)).toEqual([
@@ -76,7 +75,7 @@ describe('inventory.stock-reserver', () => {
     // Every order twice, all at once: redeliveries race their own first delivery.
     await Promise.all(
       [...orders, ...orders].map((order, i) =>
-        deliver(handler, order, { messageId: `msg-${order.orderId}`, deliveryCount: i < 8 ? 1 : 2 }),
+        deliver('stockReserver', order, { messageId: `msg-${order.orderId}`, deliveryCount: i < 8 ? 1 : 2 }),
       ),
     );
     const stocked = await product(id);
@@ -90,7 +89,7 @@ describe('inventory.stock-reserver', () => {
 
   it('backorders an order for a product that does not exist', async () => {
     await deliver(
-      handler,
+      'stockReserver',
       { orderId: 'ORD-3', productId: 'SKU-unknown', quantity: 1 },
       { messageId: 'order-3' },
     );

@@ -1,12 +1,9 @@
 import '../support/appSettings';
 
-import { handler as paymentHandler } from '../../functions/paymentApplier';
-import { handler as purgeHandler } from '../../functions/purgeExpiredMarkers';
-import { handler as stockHandler } from '../../functions/stockReserver';
 import { InboxTelemetry, METRIC_NAMES, processDelivery } from '../../src/inbox';
 import { type Invoice, invoicePartition, type Product, productPartition } from '../../src/sample';
 import { delivery, dependencies, testConsumer } from '../inbox/support';
-import { deliver, hostContext } from '../support/deliveries';
+import { deliver, runTimer } from '../support/deliveries';
 import { type LocalStack, startLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
 
@@ -51,14 +48,14 @@ const messages = (outcome: string, consumer = payments.consumer): Promise<number
 
 describe('telemetry', () => {
   it('counts each outcome under its consumer', async () => {
-    await deliver(paymentHandler, pay('T1'), { messageId: 't-1' });
-    await deliver(paymentHandler, pay('T1'), { messageId: 't-1', deliveryCount: 2 });
-    await deliver(paymentHandler, pay('T1', 5), { messageId: 't-1' });
-    await deliver(paymentHandler, 'not json', { messageId: 't-poison' });
+    await deliver('paymentApplier', pay('T1'), { messageId: 't-1' });
+    await deliver('paymentApplier', pay('T1'), { messageId: 't-1', deliveryCount: 2 });
+    await deliver('paymentApplier', pay('T1', 5), { messageId: 't-1' });
+    await deliver('paymentApplier', 'not json', { messageId: 't-poison' });
     stack.server.faults.inject({ kind: 'unavailable', on: 'batch', times: 1 });
-    await deliver(paymentHandler, pay('T2'), { messageId: 't-2' });
+    await deliver('paymentApplier', pay('T2'), { messageId: 't-2' });
     await deliver(
-      stockHandler,
+      'stockReserver',
       { orderId: 'O-T1', productId: 'SKU-T', quantity: 5 },
       { messageId: 't-order' },
     );
@@ -86,7 +83,7 @@ describe('telemetry', () => {
     const chargesBefore = await sink.value(METRIC_NAMES.requestCharge, { ...payments, outcome: 'processed' });
     const durationsBefore = await sink.value(METRIC_NAMES.duration, { ...payments, outcome: 'processed' });
 
-    await deliver(paymentHandler, pay('T3'), { messageId: 't-3' });
+    await deliver('paymentApplier', pay('T3'), { messageId: 't-3' });
 
     expect(await sink.value(METRIC_NAMES.requestCharge, { ...payments, outcome: 'processed' })).toBe(
       chargesBefore + 1,
@@ -103,15 +100,9 @@ describe('telemetry', () => {
         .fetchAll()
     ).resources[0];
 
-    await purgeHandler(
-      {
-        isPastDue: false,
-        schedule: { adjustForDST: false },
-        scheduleStatus: { last: '', next: '', lastUpdated: '' },
-      },
-      hostContext({}),
-    );
+    const run = await runTimer('purgeExpiredMarkers');
 
+    expect(run.error).toBeUndefined();
     expect(await sink.value(METRIC_NAMES.markers)).toBe(markersNow);
     expect(await sink.value(METRIC_NAMES.expiredMarkers)).toBe(0);
     expect(await sink.value(METRIC_NAMES.purgedMarkers)).toBe(0);

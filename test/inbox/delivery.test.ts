@@ -1,23 +1,30 @@
 import { InvocationContext } from '@azure/functions';
 
-import { markerId, payloadHash, toDelivery } from '../../src/inbox';
-import { hostBody, hostContext } from '../support/deliveries';
+import { loadFunctionApp, type ServiceBusDelivery } from '../../offline/functions/worker';
+import { type Delivery, markerId, payloadHash, toDelivery } from '../../src/inbox';
+import { PROBE_FUNCTION, received } from '../support/probeFunction';
+
+/** What the trigger adapter makes of one delivery, run through the worker path to the probe function. */
+async function adapted(delivery: ServiceBusDelivery): Promise<Delivery> {
+  const result = await (await loadFunctionApp(PROBE_FUNCTION)).invokeServiceBus('probe', delivery);
+  if (result.error) throw result.error;
+  const { message, context } = received.at(-1)!;
+  return toDelivery(message, context);
+}
 
 describe('toDelivery (the trigger adapter)', () => {
-  it('types what the host hands over', () => {
+  it('types what the host hands over', async () => {
     const enqueued = new Date('2026-11-29T10:00:00Z');
 
-    const delivery = toDelivery(
-      hostBody('{"a":1}'),
-      hostContext({
-        messageId: 'abc-123',
-        deliveryCount: 3,
-        subject: 'PaymentReceived',
-        correlationId: 'corr-9',
-        enqueuedTimeUtc: enqueued,
-        applicationProperties: { tenant: 'contoso', attempt: 2 },
-      }),
-    );
+    const delivery = await adapted({
+      body: '{"a":1}',
+      messageId: 'abc-123',
+      deliveryCount: 3,
+      subject: 'PaymentReceived',
+      correlationId: 'corr-9',
+      enqueuedTimeUtc: enqueued,
+      applicationProperties: { tenant: 'contoso', attempt: 2 },
+    });
 
     expect(delivery).toEqual({
       body: { a: 1 },
@@ -31,19 +38,20 @@ describe('toDelivery (the trigger adapter)', () => {
     });
   });
 
-  it('gives an all-digit MessageId back as a string, and flags one that lost digits', () => {
-    const small = toDelivery({}, hostContext({ messageId: '12345' }));
-    const large = toDelivery({}, hostContext({ messageId: '9007199254740993' }));
+  it('gives an all-digit MessageId back as a string, and flags one that lost digits', async () => {
+    const small = await adapted({ body: '{}', messageId: '12345' });
+    const smallMetadata = received.at(-1)?.context.triggerMetadata;
+    const large = await adapted({ body: '{}', messageId: '9007199254740993' });
 
-    expect(hostContext({ messageId: '12345' }).triggerMetadata?.messageId).toBe(12345);
+    expect(smallMetadata?.messageId).toBe(12345);
     expect([small.messageId, small.messageIdIsLossy]).toEqual(['12345', false]);
     expect([large.messageId, large.messageIdIsLossy]).toEqual(['9007199254740992', true]);
   });
 
-  it('keeps MessageIds the host parsed as JSON literals stable', () => {
-    expect(toDelivery({}, hostContext({ messageId: 'true' })).messageId).toBe('true');
-    expect(toDelivery({}, hostContext({ messageId: 'null' })).messageId).toBe('null');
-    expect(toDelivery({}, hostContext({ messageId: '[1,2]' })).messageId).toBe('[1,2]');
+  it('keeps MessageIds the host parsed as JSON literals stable', async () => {
+    expect((await adapted({ body: '{}', messageId: 'true' })).messageId).toBe('true');
+    expect((await adapted({ body: '{}', messageId: 'null' })).messageId).toBe('null');
+    expect((await adapted({ body: '{}', messageId: '[1,2]' })).messageId).toBe('[1,2]');
   });
 
   it('copes with missing metadata', () => {

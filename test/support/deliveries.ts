@@ -1,68 +1,44 @@
-import { format } from 'node:util';
+import {
+  type FunctionApp,
+  type InvocationResult,
+  loadFunctionApp,
+  type LogLine,
+  type ServiceBusDelivery,
+  type TimerRun,
+} from '../../offline/functions/worker';
 
-import { InvocationContext } from '@azure/functions';
+export type { LogLine };
+
+/** The broker's facts about a delivery; defaults: the first delivery, enqueued now, no MessageId. */
+export type DeliveryOptions = Omit<ServiceBusDelivery, 'body'>;
+
+let loaded: Promise<FunctionApp> | undefined;
+/** The app (functions/*.ts), loaded through the worker path once per test file. */
+const functionApp = (): Promise<FunctionApp> => (loaded ??= loadFunctionApp());
 
 /**
- * Delivers a message to a Service Bus trigger handler the way the Functions host (Node.js v4) does:
- * the body JSON-parsed when it is JSON, and every trigger metadata value JSON-parsed too (so an
- * all-digit MessageId arrives as a number), keys camelCased.
+ * Delivers `body` (an object is sent as JSON text) to the registered function `functionName` the
+ * way Azure runs it: the app (functions/*.ts) loaded through the worker path, the host's RPC
+ * request, the library's conversion. Reports how the host would settle the message, and appends
+ * the invocation's log lines to `logs`.
  */
-export interface DeliveryOptions {
-  messageId?: string;
-  deliveryCount?: number;
-  subject?: string;
-  enqueuedTimeUtc?: Date;
-  correlationId?: string;
-  applicationProperties?: Record<string, unknown>;
-}
-
-export interface LogLine {
-  level: string;
-  text: string;
-}
-
-export type Handler = (message: unknown, context: InvocationContext) => Promise<void>;
-
-/** Body text → what the host hands the function: parsed JSON, or the raw string when it is not JSON. */
-export function hostBody(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
-}
-
-export function hostContext(options: DeliveryOptions, logs: LogLine[] = []): InvocationContext {
-  const raw: Record<string, string> = {
-    ...(options.messageId === undefined ? {} : { MessageId: options.messageId }),
-    DeliveryCount: String(options.deliveryCount ?? 1),
-    EnqueuedTimeUtc: (options.enqueuedTimeUtc ?? new Date()).toISOString(),
-    ...(options.subject === undefined ? {} : { Subject: options.subject }),
-    ...(options.correlationId === undefined ? {} : { CorrelationId: options.correlationId }),
-    ApplicationProperties: JSON.stringify(options.applicationProperties ?? {}),
-  };
-  const triggerMetadata = Object.fromEntries(
-    Object.entries(raw).map(([key, value]) => [key[0]!.toLowerCase() + key.slice(1), hostBody(value)]),
-  );
-  return new InvocationContext({
-    functionName: 'test',
-    triggerMetadata,
-    logHandler: (level, ...args) => logs.push({ level, text: format(...args) }),
-  });
-}
-
-/** Delivers `body` (an object is sent as JSON text) and reports how the host would settle it. */
 export async function deliver(
-  handler: Handler,
+  functionName: string,
   body: unknown,
   options: DeliveryOptions = {},
   logs: LogLine[] = [],
 ): Promise<{ settled: 'completed' | 'abandoned'; error?: Error }> {
-  const text = typeof body === 'string' ? body : JSON.stringify(body);
-  try {
-    await handler(hostBody(text), hostContext(options, logs));
-    return { settled: 'completed' };
-  } catch (error) {
-    return { settled: 'abandoned', error: error as Error };
-  }
+  const result = await (
+    await functionApp()
+  ).invokeServiceBus(functionName, {
+    ...options,
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  logs.push(...result.logs);
+  return result.error ? { settled: 'abandoned', error: result.error } : { settled: 'completed' };
+}
+
+/** Runs the registered timer function `functionName` once, as the host does on its schedule. */
+export async function runTimer(functionName: string, run: TimerRun = {}): Promise<InvocationResult> {
+  return (await functionApp()).invokeTimer(functionName, run);
 }

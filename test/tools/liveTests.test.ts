@@ -3,7 +3,7 @@ import '../support/appSettings';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 
-import { loadFunctionApp } from '../../offline/functions/registrations';
+import { loadFunctionApp } from '../../offline/functions/worker';
 import { type LocalServiceBus, start } from '../../offline/servicebus/amqp';
 import { FunctionsHost } from '../../offline/servicebus/host';
 import { endToEnd } from '../../tools/liveTests';
@@ -61,8 +61,9 @@ describe('the end-to-end check, run offline', () => {
   });
 
   it('passes when the app applies the payment once although it was published twice', async () => {
-    // The deployed app, offline: the host model runs the real registered handlers on the peer's broker.
-    host = new FunctionsHost(peer.broker, loadFunctionApp().serviceBus, { clock: peer.clock });
+    // The deployed app, offline: the host model invokes the registered functions, through the worker
+    // path, on the peer's broker.
+    host = new FunctionsHost(peer.broker, (await loadFunctionApp()).serviceBus, { clock: peer.clock });
     host.start();
     const run = captured(liveEnv());
 

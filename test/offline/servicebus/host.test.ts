@@ -1,10 +1,9 @@
-import type { InvocationContext } from '@azure/functions';
-
-import type { ServiceBusRegistration } from '../../../offline/functions/registrations';
+import { loadFunctionApp } from '../../../offline/functions/worker';
 import { Broker } from '../../../offline/servicebus/broker';
 import { scaledClock } from '../../../offline/servicebus/clock';
 import { FunctionsHost } from '../../../offline/servicebus/host';
 import type { Topology } from '../../../src/topology';
+import { onDelivery, PROBE_FUNCTION, received } from '../../support/probeFunction';
 
 const topology: Topology = {
   topics: [{ name: 'events', subscriptions: [{ name: 'sub', consumer: 'c', subjects: ['S'] }] }],
@@ -15,34 +14,31 @@ interface Seen {
   metadata: Record<string, unknown> | undefined;
 }
 
-function hostWith(
+/** The host model over the probe function (topic `events`, subscription `sub`), loaded through the worker path. */
+async function hostWith(
   handler: (seen: Seen) => Promise<void>,
   faults = {},
-): { broker: Broker; host: FunctionsHost; seen: Seen[] } {
+): Promise<{ broker: Broker; host: FunctionsHost; seen: Seen[] }> {
   const clock = scaledClock(250);
   const broker = new Broker({ topology, clock, maxDeliveryCount: 3 });
   const seen: Seen[] = [];
-  const registration: ServiceBusRegistration = {
-    name: 'fn',
-    connection: 'ServiceBusConnection',
-    topicName: 'events',
-    subscriptionName: 'sub',
-    handler: async (body: unknown, context: InvocationContext) => {
-      const entry = { body, metadata: context.triggerMetadata };
-      seen.push(entry);
-      await handler(entry);
-    },
-  };
+  received.length = 0;
+  onDelivery(async ({ message, context }) => {
+    const entry = { body: message, metadata: context.triggerMetadata };
+    seen.push(entry);
+    await handler(entry);
+  });
+  const app = await loadFunctionApp(PROBE_FUNCTION);
   return {
     broker,
-    host: new FunctionsHost(broker, [registration], { clock, faults, random: () => 0 }),
+    host: new FunctionsHost(broker, app.serviceBus, { clock, faults, random: () => 0 }),
     seen,
   };
 }
 
 describe('FunctionsHost (model)', () => {
   it('hands the handler the JSON-parsed body and JSON-parsed, camelCased metadata', async () => {
-    const { broker, host, seen } = hostWith(() => Promise.resolve());
+    const { broker, host, seen } = await hostWith(() => Promise.resolve());
     host.start();
 
     broker.topic('events').send({
@@ -67,7 +63,7 @@ describe('FunctionsHost (model)', () => {
   });
 
   it('completes on return and abandons on throw, until the message is dead-lettered', async () => {
-    const { broker, host } = hostWith(async ({ body }) => {
+    const { broker, host } = await hostWith(async ({ body }) => {
       if (body === 'fail') throw new Error('boom');
       await Promise.resolve();
     });
@@ -89,7 +85,7 @@ describe('FunctionsHost (model)', () => {
   });
 
   it('crashing after the handler returned leaves the message to come back when its lock runs out', async () => {
-    const { broker, host, seen } = hostWith(() => Promise.resolve(), { crashAfterCommit: 1 });
+    const { broker, host, seen } = await hostWith(() => Promise.resolve(), { crashAfterCommit: 1 });
     host.start();
 
     broker.topic('events').send({ messageId: 'm', subject: 'S', body: '1' });
