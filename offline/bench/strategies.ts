@@ -1,5 +1,3 @@
-import type { Container } from '@azure/cosmos';
-
 import {
   defineInboxConsumer,
   type Delivery,
@@ -18,7 +16,8 @@ import {
 /**
  * Five ways to apply "add this payment to its invoice" from an at-least-once queue, side by side.
  * Each returns what it did and how many Cosmos DB requests it made; throwing means "give the
- * message back" (the bench redelivers it, as Service Bus would).
+ * message back" (the bench redelivers it, as Service Bus would). All write to `dependencies.container`,
+ * built once per run as the app builds its dependencies once per process.
  */
 export interface StrategyResult {
   applied: boolean;
@@ -28,7 +27,7 @@ export interface StrategyResult {
 export interface Strategy {
   key: 'a' | 'b' | 'c' | 'd' | 'e';
   name: string;
-  handle(delivery: Delivery, container: Container): Promise<StrategyResult>;
+  handle(delivery: Delivery, dependencies: ProcessDependencies): Promise<StrategyResult>;
 }
 
 const CONSUMER = 'bench.payment-applier';
@@ -52,7 +51,7 @@ function parse(delivery: Delivery): {
 const naive: Strategy = {
   key: 'a',
   name: 'naive write, no deduplication',
-  async handle(delivery, container) {
+  async handle(delivery, { container }) {
     const { invoiceId, amountMinor, partitionKey } = parse(delivery);
     await container
       .item(invoiceId, partitionKey)
@@ -68,7 +67,7 @@ const naive: Strategy = {
 const checkThenWrite: Strategy = {
   key: 'b',
   name: 'check-then-write (read marker, write effect, write marker)',
-  async handle(delivery, container) {
+  async handle(delivery, { container }) {
     const { messageId, invoiceId, amountMinor, partitionKey } = parse(delivery);
     const id = markerId(CONSUMER, messageId);
     const existing = await container.item(id, partitionKey).read();
@@ -89,7 +88,7 @@ const checkThenWrite: Strategy = {
 const idempotencyRecord: Strategy = {
   key: 'c',
   name: 'idempotency record around the work (Powertools style)',
-  async handle(delivery, container) {
+  async handle(delivery, { container }) {
     const { messageId, invoiceId, amountMinor, partitionKey } = parse(delivery);
     const id = `record-${markerId(CONSUMER, messageId)}`;
     try {
@@ -109,19 +108,17 @@ const idempotencyRecord: Strategy = {
 };
 
 /** (d) This template: the inbox marker and the `incr` patch in one transactional batch (the shipped payment applier). */
-function inboxPatch(dependencies: (container: Container) => ProcessDependencies): Strategy {
-  return {
-    key: 'd',
-    name: 'inbox marker + patch in one batch (this template)',
-    async handle(delivery, container) {
-      const result = await processDelivery(paymentApplier, delivery, dependencies(container));
-      return {
-        applied: result.outcome === 'processed' || result.outcome === 'alternative',
-        requests: result.requests,
-      };
-    },
-  };
-}
+const inboxPatch: Strategy = {
+  key: 'd',
+  name: 'inbox marker + patch in one batch (this template)',
+  async handle(delivery, dependencies) {
+    const result = await processDelivery(paymentApplier, delivery, dependencies);
+    return {
+      applied: result.outcome === 'processed' || result.outcome === 'alternative',
+      requests: result.requests,
+    };
+  },
+};
 
 /** (e) This template's read-modify-write: read the invoice, then marker + ETag-guarded replace in one batch. */
 const readModifyWrite = defineInboxConsumer({
@@ -139,17 +136,19 @@ const readModifyWrite = defineInboxConsumer({
   },
 });
 
-function inboxReplace(dependencies: (container: Container) => ProcessDependencies): Strategy {
-  return {
-    key: 'e',
-    name: 'inbox marker + read + ETag replace in one batch (this template)',
-    async handle(delivery, container) {
-      const result = await processDelivery(readModifyWrite, delivery, dependencies(container));
-      return { applied: result.outcome === 'processed', requests: result.requests };
-    },
-  };
-}
+const inboxReplace: Strategy = {
+  key: 'e',
+  name: 'inbox marker + read + ETag replace in one batch (this template)',
+  async handle(delivery, dependencies) {
+    const result = await processDelivery(readModifyWrite, delivery, dependencies);
+    return { applied: result.outcome === 'processed', requests: result.requests };
+  },
+};
 
-export function strategies(dependencies: (container: Container) => ProcessDependencies): Strategy[] {
-  return [naive, checkThenWrite, idempotencyRecord, inboxPatch(dependencies), inboxReplace(dependencies)];
-}
+export const STRATEGIES: readonly Strategy[] = [
+  naive,
+  checkThenWrite,
+  idempotencyRecord,
+  inboxPatch,
+  inboxReplace,
+];

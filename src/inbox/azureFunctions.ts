@@ -50,7 +50,7 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
       const summary = {
         ...fields,
         outcome: result.outcome,
-        ...(result.alternative === undefined ? {} : { alternative: result.alternative }),
+        alternative: result.alternative, // left out of the JSON when undefined
         attempts: result.attempts,
         requestCharge: result.requestCharge,
         durationMs: Math.round(elapsedMs),
@@ -71,7 +71,7 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
       const failure = {
         ...fields,
         outcome,
-        ...(error instanceof PoisonMessageError ? { reason: error.reason } : {}),
+        reason: error instanceof PoisonMessageError ? error.reason : undefined,
         error: `${(error as Error).name}: ${(error as Error).message}`,
       };
       if (outcome === 'poison') {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 import type { Delivery } from './delivery';
 
@@ -9,7 +9,8 @@ import type { Delivery } from './delivery';
  */
 export const MARKER_TYPE = 'inbox-marker';
 
-export interface Marker {
+/** A type literal rather than an interface, so that a marker is itself a Cosmos DB document body. */
+export type Marker = {
   /** `inbox-` + base64url(SHA-256(consumer, messageId)): deterministic, 49 characters, legal for Cosmos DB. */
   id: string;
   partitionKey: string;
@@ -29,11 +30,12 @@ export interface Marker {
   enqueuedTimeUtc?: string;
   /** Cosmos DB TTL backstop in seconds (retention + backstop), when enabled. */
   ttl?: number;
-}
+};
 
 export function markerId(consumer: string, messageId: string): string {
-  const digest = createHash('sha256').update(consumer).update('\u0000').update(messageId).digest('base64url');
-  return `inbox-${digest}`;
+  // The NUL keeps ('ab', 'c') apart from ('a', 'bc'). Between two strings it also stops a lone
+  // surrogate pairing across them, so one string hashes to the bytes of the parts hashed in turn.
+  return `inbox-${hash('sha256', `${consumer}\u0000${messageId}`, 'base64url')}`;
 }
 
 /**
@@ -52,18 +54,74 @@ export function markerKey(
 
 /** SHA-256 over JSON with sorted keys, so a producer that re-serialises the same event is not a mismatch. */
 export function payloadHash(body: unknown): string {
-  return `sha256:${createHash('sha256').update(canonicalJson(body)).digest('base64url')}`;
+  return `sha256:${hash('sha256', canonicalJson(body), 'base64url')}`;
 }
 
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+/** A container being written by canonicalJson: its sorted keys when it is an object, and the next position. */
+interface Open {
+  container: object;
+  keys: string[] | undefined;
+  next: number;
+  /** An object's keys whose value is undefined are left out, so its commas depend on what was written. */
+  written: number;
+}
+
+/**
+ * JSON with every object's keys in UTF-16 code unit order and no whitespace. It walks the value with
+ * an explicit stack, so a body nested thousands of levels deep (JSON.parse accepts it) cannot
+ * overflow the call stack. Arrays write `null` for undefined and nothing for holes; objects leave out
+ * undefined values; every other value is written as JSON.stringify writes it, `null` when that gives
+ * nothing. Objects are walked by their own enumerable keys (a Date is `{}`).
+ */
+export function canonicalJson(value: unknown): string {
+  const open: Open[] = [];
+  const onPath = new Set<object>();
+  let text = '';
+  let next = value;
+  for (;;) {
+    if (typeof next === 'object' && next !== null) {
+      if (onPath.has(next)) throw new TypeError('Converting circular structure to canonical JSON');
+      onPath.add(next);
+      const isArray = Array.isArray(next);
+      open.push({
+        container: next,
+        keys: isArray ? undefined : Object.keys(next).sort(),
+        next: 0,
+        written: 0,
+      });
+      text += isArray ? '[' : '{';
+    } else {
+      text += JSON.stringify(next) ?? 'null';
+    }
+    // Find the next value to write, closing every container that has none left.
+    for (;;) {
+      const top = open[open.length - 1];
+      if (top === undefined) return text;
+      if (top.keys === undefined) {
+        const array = top.container as unknown[];
+        const index = top.next++;
+        if (index < array.length) {
+          if (index > 0) text += ',';
+          if (!(index in array)) continue;
+          next = array[index];
+          break;
+        }
+        text += ']';
+      } else {
+        const object = top.container as Record<string, unknown>;
+        let key = top.keys[top.next++];
+        while (key !== undefined && object[key] === undefined) key = top.keys[top.next++];
+        if (key !== undefined) {
+          text += `${top.written++ > 0 ? ',' : ''}${JSON.stringify(key)}:`;
+          next = object[key];
+          break;
+        }
+        text += '}';
+      }
+      open.pop();
+      onPath.delete(top.container);
+    }
   }
-  return JSON.stringify(value) ?? 'null';
 }
 
 export interface MarkerInput {
@@ -79,6 +137,7 @@ export interface MarkerInput {
   alternative?: string;
 }
 
+/** The marker document. Optional fields it does not have are `undefined`, which JSON leaves out. */
 export function buildMarker(input: MarkerInput): Marker {
   const processedAtEpochSeconds = Math.floor(input.now.getTime() / 1000);
   return {
@@ -88,16 +147,15 @@ export function buildMarker(input: MarkerInput): Marker {
     consumer: input.consumer,
     messageId: input.messageId,
     payloadHash: input.payloadHash,
-    ...(input.alternative === undefined ? {} : { alternative: input.alternative }),
+    alternative: input.alternative,
     processedAt: input.now.toISOString(),
     processedAtEpochSeconds,
     expiresAtEpochSeconds: processedAtEpochSeconds + input.retentionSeconds,
     deliveryCount: input.delivery.deliveryCount,
-    ...(input.delivery.enqueuedTimeUtc
-      ? { enqueuedTimeUtc: input.delivery.enqueuedTimeUtc.toISOString() }
-      : {}),
-    ...(input.ttlBackstopSeconds === undefined
-      ? {}
-      : { ttl: input.retentionSeconds + input.ttlBackstopSeconds }),
+    enqueuedTimeUtc: input.delivery.enqueuedTimeUtc
+      ? input.delivery.enqueuedTimeUtc.toISOString()
+      : undefined,
+    ttl:
+      input.ttlBackstopSeconds === undefined ? undefined : input.retentionSeconds + input.ttlBackstopSeconds,
   };
 }

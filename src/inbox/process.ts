@@ -101,7 +101,7 @@ async function processWithInbox<M>(
   parsed: ParsedMessage<M>,
   deps: ProcessDependencies,
 ): Promise<ProcessResult> {
-  const partitionKey = partitionKeyOf(() => consumer.partitionKey(parsed.message));
+  const partitionKey = partitionKeyOf(consumer, parsed.message);
   const key = markerKey(delivery, parsed.messageId, parsed.payloadHash);
   const { maxAttempts } = deps.settings.inbox;
   let requestCharge = 0;
@@ -110,7 +110,11 @@ async function processWithInbox<M>(
 
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const tx = new PartitionTransaction(deps.container, partitionKey, previousFailure);
-    await store(async () => consumer.handle(parsed.message, tx, delivery));
+    try {
+      await consumer.handle(parsed.message, tx, delivery);
+    } catch (error) {
+      throw storeError(error);
+    }
     const { alternative } = tx;
     const marker = buildMarker({
       consumer: consumer.name,
@@ -122,29 +126,26 @@ async function processWithInbox<M>(
       now: deps.now(),
       retentionSeconds: deps.settings.inbox.retentionSeconds,
       ttlBackstopSeconds: deps.settings.inbox.ttlBackstopSeconds,
-      ...(alternative === undefined ? {} : { alternative }),
+      alternative,
     });
-    const operations: OperationInput[] = [
-      { operationType: 'Create', resourceBody: { ...marker } },
-      ...tx.staged.map((write) => write.operation),
-    ];
+    const operations: OperationInput[] = [{ operationType: 'Create', resourceBody: marker }];
+    for (const write of tx.staged) operations.push(write.operation);
     assertFitsOneBatch(operations);
 
     requests += tx.reads + 1;
     const response = await commit(deps.container, operations, partitionKey);
     requestCharge += response.requestCharge;
 
-    const failedAt = response.statuses.findIndex((status) => status >= 400 && status !== 424);
+    const { failedAt, status } = response;
     if (failedAt === -1) {
       return {
         outcome: alternative === undefined ? 'processed' : 'alternative',
-        ...(alternative === undefined ? {} : { alternative }),
+        alternative,
         requestCharge,
         requests,
         attempts: attempt,
       };
     }
-    const status = response.statuses[failedAt] as number;
     if (failedAt === 0) {
       if (status !== 409)
         throw new TransientStoreError(`Cosmos DB refused the inbox marker with ${status}.`, status);
@@ -208,7 +209,7 @@ async function processVersioned<M>(
   deps: ProcessDependencies,
 ): Promise<ProcessResult> {
   const document = consumer.project(parsed.message, delivery);
-  partitionKeyOf(() => document.partitionKey);
+  usablePartitionKey(document.partitionKey);
   if (!Number.isFinite(document.version)) {
     throw new PoisonMessageError(
       'schema-violation',
@@ -224,20 +225,25 @@ async function processVersioned<M>(
   };
 }
 
-/** Runs handler code or a read: our own errors pass through, Cosmos DB failures are classified. */
+/** Runs a read: our own errors pass through, Cosmos DB failures are classified. */
 async function store<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof InboxError || (error as { code?: unknown }).code === undefined) throw error;
-    throw storeFailure(error);
+    throw storeError(error);
   }
 }
 
-function partitionKeyOf(derive: () => unknown): string {
+/** What handler code or a read threw: our own errors and the handler's pass through, Cosmos DB failures are classified. */
+function storeError(error: unknown): unknown {
+  if (error instanceof InboxError || (error as { code?: unknown }).code === undefined) return error;
+  return storeFailure(error);
+}
+
+function partitionKeyOf<M>(consumer: InboxConsumer<M>, message: M): string {
   let value: unknown;
   try {
-    value = derive();
+    value = consumer.partitionKey(message);
   } catch (error) {
     throw new PoisonMessageError(
       'no-partition-key',
@@ -247,6 +253,10 @@ function partitionKeyOf(derive: () => unknown): string {
       },
     );
   }
+  return usablePartitionKey(value);
+}
+
+function usablePartitionKey(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0 || Buffer.byteLength(value) > 2048) {
     throw new PoisonMessageError(
       'no-partition-key',
@@ -263,6 +273,8 @@ function assertFitsOneBatch(operations: OperationInput[]): void {
       `The handler staged ${operations.length - 1} writes; with the marker that exceeds the ${MAX_BATCH_OPERATIONS} operations of one transactional batch.`,
     );
   }
+  // The SDK serialises the batch anyway; count the bytes exactly only when a cheap bound cannot rule out the limit.
+  if (jsonBytesBound(operations) <= MAX_BATCH_BYTES) return;
   const bytes = Buffer.byteLength(JSON.stringify(operations));
   if (bytes > MAX_BATCH_BYTES) {
     throw new PoisonMessageError(
@@ -272,22 +284,87 @@ function assertFitsOneBatch(operations: OperationInput[]): void {
   }
 }
 
+/** The most characters JSON.stringify writes for a number: `-0.0000037191301872534835`. */
+const MAX_NUMBER_CHARS = 25;
+/** Values a bound walks before it gives up (a cycle never ends; JSON.stringify reports it). */
+const MAX_BOUND_VALUES = 100_000;
+
+/**
+ * An upper bound of `Buffer.byteLength(JSON.stringify(value))` for plain data (strings, numbers,
+ * booleans, null, arrays and plain objects), walked with an explicit stack; Infinity for anything
+ * else (toJSON, dates, class instances, BigInt, functions, symbols) and for very large values.
+ * A UTF-16 unit takes at most 6 bytes (`\u001f`); undefined counts as `null`; a key as `"…":` and a comma.
+ */
+export function jsonBytesBound(value: unknown): number {
+  const pending: unknown[] = [value];
+  let bytes = 0;
+  for (let walked = 0; pending.length > 0; walked++) {
+    if (walked === MAX_BOUND_VALUES) return Infinity;
+    const next = pending.pop();
+    switch (typeof next) {
+      case 'string':
+        bytes += 6 * next.length + 2;
+        break;
+      case 'number':
+        bytes += MAX_NUMBER_CHARS;
+        break;
+      case 'boolean':
+      case 'undefined':
+        bytes += 5;
+        break;
+      case 'object': {
+        if (next === null) {
+          bytes += 4;
+          break;
+        }
+        if (typeof (next as { toJSON?: unknown }).toJSON === 'function') return Infinity;
+        if (Array.isArray(next)) {
+          bytes += 2 + next.length;
+          for (let index = 0; index < next.length; index++) pending.push(next[index]);
+          break;
+        }
+        const prototype = Object.getPrototypeOf(next) as unknown;
+        if (prototype !== Object.prototype && prototype !== null) return Infinity;
+        bytes += 2;
+        // for…in also visits inherited enumerable keys, which JSON leaves out: the bound only grows.
+        for (const key in next) {
+          bytes += 6 * key.length + 4;
+          pending.push((next as Record<string, unknown>)[key]);
+        }
+        break;
+      }
+      default:
+        return Infinity;
+    }
+  }
+  return bytes;
+}
+
 async function commit(
   container: Container,
   operations: OperationInput[],
   partitionKey: string,
-): Promise<{ statuses: number[]; requestCharge: number }> {
+): Promise<{ failedAt: number; status: number; requestCharge: number }> {
+  let results;
   try {
     // batch() throws only when the whole request fails; a 207 (one operation failed) is returned.
-    const response = await container.items.batch(operations, partitionKey);
-    const results = response.result ?? [];
-    return {
-      statuses: results.map((result) => result.statusCode),
-      requestCharge: results.reduce((sum, result) => sum + (result.requestCharge ?? 0), 0),
-    };
+    results = (await container.items.batch(operations, partitionKey)).result ?? [];
   } catch (error) {
     throw storeFailure(error);
   }
+  // The operation that failed the batch (-1: none) and its status; the others report 424 (failed dependency).
+  let failedAt = -1;
+  let status = 0;
+  let requestCharge = 0;
+  for (let index = 0; index < results.length; index++) {
+    const result = results[index] as (typeof results)[number];
+    requestCharge += result.requestCharge ?? 0;
+    if (failedAt === -1 && result.statusCode >= 400 && result.statusCode !== 424) {
+      failedAt = index;
+      status = result.statusCode;
+    }
+  }
+  return { failedAt, status, requestCharge };
 }
 
 /**

@@ -112,14 +112,12 @@ export class PartitionTransaction {
   patch(id: string, operations: readonly PatchStep[], options: PatchOptions = {}): void {
     const guard =
       options.condition !== undefined ? 'condition' : options.ifMatch !== undefined ? 'etag' : undefined;
+    // An option not given is `undefined`, which the request's JSON leaves out.
     this.stage(options, 'patch', id, guard, {
       operationType: 'Patch',
       id,
-      ...(options.ifMatch === undefined ? {} : { ifMatch: options.ifMatch }),
-      resourceBody: {
-        operations: operations as PatchOperation[],
-        ...(options.condition === undefined ? {} : { condition: options.condition }),
-      },
+      ifMatch: options.ifMatch,
+      resourceBody: { operations: operations as PatchOperation[], condition: options.condition },
     });
   }
 

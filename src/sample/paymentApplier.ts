@@ -1,4 +1,4 @@
-import { defineInboxConsumer } from '../inbox';
+import { defineInboxConsumer, type PartitionTransaction } from '../inbox';
 import {
   type Invoice,
   invoicePartition,
@@ -25,14 +25,8 @@ export const paymentApplier = defineInboxConsumer({
 
   async handle(payment, tx) {
     const amountMinor = toMinorUnits(payment.amount);
-    const leavesOpen = (): void =>
-      tx.patch(payment.invoiceId, [{ op: 'incr', path: '/paidMinor', value: amountMinor }], {
-        name: 'apply',
-        condition: `from c where c.currency = "${payment.currency}" AND c.paidMinor + ${amountMinor} < c.totalMinor`,
-      });
-
     if (tx.previousFailure === undefined) {
-      leavesOpen();
+      applyLeavingOpen(tx, payment, amountMinor);
       return;
     }
 
@@ -53,7 +47,7 @@ export const paymentApplier = defineInboxConsumer({
       return;
     }
     if (invoice.paidMinor + amountMinor < invoice.totalMinor) {
-      leavesOpen(); // another payment moved the total since the first attempt; try the fast path again
+      applyLeavingOpen(tx, payment, amountMinor); // another payment moved the total since the first attempt
       return;
     }
     tx.patch(
@@ -66,3 +60,11 @@ export const paymentApplier = defineInboxConsumer({
     );
   },
 });
+
+/** The fast path: an `incr` that applies only while the invoice stays open and the currency matches. */
+function applyLeavingOpen(tx: PartitionTransaction, payment: PaymentReceived, amountMinor: number): void {
+  tx.patch(payment.invoiceId, [{ op: 'incr', path: '/paidMinor', value: amountMinor }], {
+    name: 'apply',
+    condition: `from c where c.currency = "${payment.currency}" AND c.paidMinor + ${amountMinor} < c.totalMinor`,
+  });
+}

@@ -288,6 +288,23 @@ describe('processDelivery: poison messages write nothing', () => {
     expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
   });
 
+  it('1.6 MB of staged writes (the quick bound says maybe too large, the exact count says no) still fit', async () => {
+    const account = nextAccount();
+    const blob = 'x'.repeat(800 * 1024);
+    const consumer = testConsumer((_message, tx) => {
+      for (let i = 0; i < 2; i++) tx.create({ id: `blob-${i}`, blob });
+    });
+
+    const result = await processDelivery(
+      consumer,
+      delivery({ accountId: account, amount: 1 }),
+      dependencies(stack.container),
+    );
+
+    expect(result.outcome).toBe('processed');
+    expect(await documentsIn(stack.container, `account:${account}`)).toHaveLength(3);
+  });
+
   it('a write Cosmos DB rejects outright (400) → rejected-by-store, nothing written', async () => {
     const account = nextAccount();
     await stack.container.items.create({ id: 'doc', partitionKey: `account:${account}` });
