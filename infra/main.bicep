@@ -24,7 +24,7 @@ param environmentName string
 })
 param location string
 
-@description('Object id of the deploying user or service principal, granted data access for local runs and test messages; empty for none.')
+@description('Object id of the deploying user or service principal (azd passes the signed-in one), granted the developer roles: data access for local runs, test messages and the dead-letter tool, and read access to the deployment container; empty for none.')
 param principalId string = ''
 
 @description('Type of principalId.')
@@ -34,6 +34,9 @@ param principalId string = ''
   'Group'
 ])
 param principalType string = 'User'
+
+@description('Object id of the service principal the CI live tests (tools/liveTests.ts) sign in as, granted only what they use: sending to the topics and creating, reading and querying items in the container; empty for none.')
+param testPrincipalId string = ''
 
 // ---------------------------------------------------------------------------------------------
 // Names (empty = generated from the abbreviation and the resource token)
@@ -110,10 +113,21 @@ param cosmosAutoscaleMaxThroughput int = 1000
 ])
 param functionInstanceMemoryMB int = 2048
 
-@description('Upper bound of Flex Consumption scale-out.')
-@minValue(1)
+@description('Upper bound of Flex Consumption scale-out (Flex Consumption accepts 40 to 1000).')
+@minValue(40)
 @maxValue(1000)
 param functionMaximumInstanceCount int = 100
+
+// ---------------------------------------------------------------------------------------------
+// Network
+// ---------------------------------------------------------------------------------------------
+
+@description('Public network access of Service Bus, Cosmos DB, storage and the function app. Enabled: without virtual network integration and private endpoints, which this template does not create, the app reaches its services and azd deploys it over public endpoints (every request still needs an Entra ID token). Disabled is for a network you add around it.')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string = 'Enabled'
 
 // ---------------------------------------------------------------------------------------------
 // Monitoring and alerts
@@ -203,6 +217,10 @@ var names = {
   plan: !empty(functionPlanName) ? functionPlanName : '${abbrs.webServerFarms}${resourceToken}'
   functionApp: !empty(functionAppName) ? functionAppName : '${abbrs.webSitesFunctions}${resourceToken}'
 }
+// A Standard namespace has no private endpoints: with public access off nothing could reach it.
+var serviceBusPublicNetworkAccess = publicNetworkAccess == 'Disabled' && serviceBusSku != 'Premium'
+  ? fail('publicNetworkAccess (PUBLIC_NETWORK_ACCESS) Disabled needs serviceBusSku (SERVICEBUS_SKU) Premium: a ${serviceBusSku} namespace has no private endpoints, so nothing could reach it')
+  : publicNetworkAccess
 var deploymentContainerName = 'app-package-${take(toLower(names.functionApp), 32)}-${take(resourceToken, 7)}'
 
 // ---------------------------------------------------------------------------------------------
@@ -256,6 +274,9 @@ module serviceBus 'modules/servicebus.bicep' = {
     appPrincipalId: identity.outputs.principalId
     appCanReadRuntimeProperties: serviceBusDataOwnerForScaling
     developer: developer
+    testPrincipalId: testPrincipalId
+    publicNetworkAccess: serviceBusPublicNetworkAccess
+    workspaceId: monitoring.outputs.workspaceId
   }
 }
 
@@ -271,6 +292,9 @@ module cosmos 'modules/cosmos.bicep' = {
     autoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
     appPrincipalId: identity.outputs.principalId
     developer: developer
+    testPrincipalId: testPrincipalId
+    publicNetworkAccess: publicNetworkAccess
+    workspaceId: monitoring.outputs.workspaceId
   }
 }
 
@@ -283,6 +307,8 @@ module storage 'modules/storage.bicep' = {
     deploymentContainerName: deploymentContainerName
     appPrincipalId: identity.outputs.principalId
     developer: developer
+    publicNetworkAccess: publicNetworkAccess
+    workspaceId: monitoring.outputs.workspaceId
   }
 }
 
@@ -303,6 +329,8 @@ module functionApp 'modules/functionapp.bicep' = {
     nodeVersion: '22'
     instanceMemoryMB: functionInstanceMemoryMB
     maximumInstanceCount: functionMaximumInstanceCount
+    publicNetworkAccess: publicNetworkAccess
+    workspaceId: monitoring.outputs.workspaceId
     // The contract with the app code: these names are read by functions/ and src/.
     appSettings: {
       ServiceBusConnection__fullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
@@ -363,6 +391,8 @@ output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
 output COSMOS_DATABASE string = cosmos.outputs.databaseName
 output COSMOS_CONTAINER string = cosmos.outputs.containerName
 output STORAGE_ACCOUNT_NAME string = storage.outputs.name
+// Read by the postprovision hook (infra/scripts/wait-for-deployment-storage.sh).
+output DEPLOYMENT_CONTAINER_NAME string = storage.outputs.deploymentContainerName
 output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.connectionString
 // Not named INBOX_RETENTION: azd would feed an output of that name back into the inboxRetention
 // parameter on the next provision, freezing today's computed default.

@@ -3,6 +3,7 @@
 // written in one transactional batch). Keys are off: data access is Entra ID + data-plane RBAC only.
 
 import { cosmosRoles, developerPrincipal } from 'roles.bicep'
+import { allLogsToDedicatedTables, diagnosticSettingName } from 'diagnostics.bicep'
 
 @description('Name of the Cosmos DB account.')
 param accountName string
@@ -36,6 +37,15 @@ param appPrincipalId string
 @description('Developer who reads and writes documents when running locally against Azure.')
 param developer developerPrincipal
 
+@description('Service principal of the CI live tests, which create, read and query items; empty for none.')
+param testPrincipalId string
+
+@description('Public network access of the account: Enabled or Disabled.')
+param publicNetworkAccess string
+
+@description('Resource id of the Log Analytics workspace that receives the account\'s resource logs.')
+param workspaceId string
+
 resource account 'Microsoft.DocumentDB/databaseAccounts@2025-10-15' = {
   name: accountName
   location: location
@@ -63,8 +73,17 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2025-10-15' = {
     disableLocalAuth: true
     disableKeyBasedMetadataWriteAccess: true
     minimalTlsVersion: 'Tls12'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
   }
+}
+
+// Every data-plane request is logged (DataPlaneRequests), as are control-plane changes such as the
+// indexing policy and role assignments (ControlPlaneRequests).
+#disable-next-line use-recent-api-versions // see diagnostics.bicep
+resource accountDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: diagnosticSettingName
+  scope: account
+  properties: allLogsToDedicatedTables(workspaceId)
 }
 
 resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2025-10-15' = {
@@ -93,11 +112,13 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
       // -1: TTL is on, but nothing expires unless it carries its own `ttl` (inbox markers may).
       defaultTtl: -1
       // Every access but one is a point read or a transactional batch, which need no index. The one
-      // query is the marker purge:
-      //   SELECT TOP @n c.id, c.partitionKey, c.expiresAtEpochSeconds FROM c
+      // query is the marker purge (src/inbox/purge.ts):
+      //   SELECT TOP @limit c.id, c.partitionKey, c.expiresAtEpochSeconds, c._etag FROM c
       //   WHERE c.type = @type AND c.expiresAtEpochSeconds <= @now
       // so only its two filter paths are indexed and everything else is excluded, which makes every
-      // write in every batch cheaper. A new query must add its paths here, or it scans.
+      // write in every batch cheaper. The composite index serves the equality on type and the range
+      // on the expiry in one index lookup (equality first, range last), which lowers the purge's
+      // request charge. A new query must add its paths here, or it scans.
       indexingPolicy: {
         indexingMode: 'consistent'
         automatic: true
@@ -113,6 +134,18 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
           {
             path: '/*'
           }
+        ]
+        compositeIndexes: [
+          [
+            {
+              path: '/type'
+              order: 'ascending'
+            }
+            {
+              path: '/expiresAtEpochSeconds'
+              order: 'ascending'
+            }
+          ]
         ]
       }
     }
@@ -148,6 +181,42 @@ resource developerDataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRole
     roleDefinitionId: dataContributor
     principalId: developer.id
     scope: databaseScope
+  }
+}
+
+// The live tests create a test invoice, read it back and query its inbox markers: a custom role of
+// exactly those data actions, on the container only, so that they cannot replace or delete anything.
+var containerScope = '${databaseScope}/colls/${container.name}'
+
+resource liveTestRole 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions@2025-10-15' = if (!empty(testPrincipalId)) {
+  parent: account
+  name: guid(containerScope, 'live-tests')
+  properties: {
+    roleName: 'Live tests: create, read and query items of ${databaseName}/${containerName}'
+    type: 'CustomRole'
+    assignableScopes: [
+      containerScope
+    ]
+    permissions: [
+      {
+        dataActions: [
+          'Microsoft.DocumentDB/databaseAccounts/readMetadata'
+          'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/create'
+          'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/read'
+          'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/executeQuery'
+        ]
+      }
+    ]
+  }
+}
+
+resource liveTestAssignment 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2025-10-15' = if (!empty(testPrincipalId)) {
+  parent: account
+  name: guid(containerScope, testPrincipalId, liveTestRole.id)
+  properties: {
+    roleDefinitionId: liveTestRole.id
+    principalId: testPrincipalId
+    scope: containerScope
   }
 }
 

@@ -1,6 +1,9 @@
 // The function app on a Flex Consumption plan, running as the user-assigned identity. Every
 // connection is identity-based: there is no key, SAS or secret-bearing connection string in its
-// settings, and the deployment package is fetched with the same identity.
+// settings, and the deployment package is fetched with the same identity. No basic (user name and
+// password) publishing credentials: azd deploys with an Entra ID token.
+
+import { allLogsTo, diagnosticSettingName } from 'diagnostics.bicep'
 
 @description('Name of the Flex Consumption plan.')
 param planName string
@@ -46,10 +49,16 @@ param nodeVersion string
 ])
 param instanceMemoryMB int
 
-@description('Upper bound of scale-out.')
-@minValue(1)
+@description('Upper bound of scale-out; Flex Consumption accepts 40 to 1000.')
+@minValue(40)
 @maxValue(1000)
 param maximumInstanceCount int
+
+@description('Public network access of the app (its SCM endpoint, which azd deploys through, included): Enabled or Disabled.')
+param publicNetworkAccess string
+
+@description('Resource id of the Log Analytics workspace that receives the app\'s resource logs.')
+param workspaceId string
 
 @description('The app\'s own settings (the contract with the code: Service Bus, Cosmos DB, inbox).')
 param appSettings object
@@ -95,6 +104,7 @@ resource site 'Microsoft.Web/sites@2025-03-01' = {
   properties: {
     serverFarmId: plan.id
     httpsOnly: true
+    publicNetworkAccess: publicNetworkAccess
     siteConfig: {
       minTlsVersion: '1.2'
       ftpsState: 'Disabled'
@@ -124,6 +134,32 @@ resource site 'Microsoft.Web/sites@2025-03-01' = {
       }
     }
   }
+}
+
+// Basic authentication to the SCM (Kudu) and FTP endpoints: off. Deployments and the SCM site then
+// need an Entra ID token with rights on the app, which is what azd uses.
+resource scmBasicAuth 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2025-03-01' = {
+  parent: site
+  name: 'scm'
+  properties: {
+    allow: false
+  }
+}
+
+resource ftpBasicAuth 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2025-03-01' = {
+  parent: site
+  name: 'ftp'
+  properties: {
+    allow: false
+  }
+}
+
+// FunctionAppLogs: the host's and the functions' logs, also when Application Insights is unreachable.
+#disable-next-line use-recent-api-versions // see diagnostics.bicep
+resource siteDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: diagnosticSettingName
+  scope: site
+  properties: allLogsTo(workspaceId)
 }
 
 output id string = site.id

@@ -1,6 +1,7 @@
-// Log Analytics workspace and workspace-based Application Insights. Local (instrumentation key)
-// authentication is disabled: only telemetry sent with a Microsoft Entra token that holds Monitoring
-// Metrics Publisher on this component is ingested.
+// Log Analytics workspace and workspace-based Application Insights. Local authentication is disabled
+// on both: only telemetry sent with a Microsoft Entra token that holds Monitoring Metrics Publisher on
+// the component is ingested, and the workspace answers queries and ingestion only with Entra tokens
+// (no workspace keys, no agents authenticating with its shared key).
 
 import { azureRoles, developerPrincipal } from 'roles.bicep'
 
@@ -34,6 +35,9 @@ resource workspace 'Microsoft.OperationalInsights/workspaces@2025-02-01' = {
       name: 'PerGB2018'
     }
     retentionInDays: retentionInDays
+    features: {
+      disableLocalAuth: true
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 // per subscription, and receive rights scoped to each subscription.
 
 import { azureRoles, developerPrincipal } from 'roles.bicep'
+import { allLogsToDedicatedTables, diagnosticSettingName } from 'diagnostics.bicep'
 
 @description('Name of the Service Bus namespace.')
 param namespaceName string
@@ -43,6 +44,15 @@ param appCanReadRuntimeProperties bool
 @description('Developer who sends test messages and inspects subscriptions and dead-letter queues.')
 param developer developerPrincipal
 
+@description('Service principal of the CI live tests, which only send; empty for none.')
+param testPrincipalId string
+
+@description('Public network access of the namespace: Enabled or Disabled.')
+param publicNetworkAccess string
+
+@description('Resource id of the Log Analytics workspace that receives the namespace\'s resource logs.')
+param workspaceId string
+
 // One entry per (topic, subscription); a subscription without a subject would receive nothing, which
 // is never what a declaration means, so it stops the deployment instead.
 var subscriptions = flatten(map(
@@ -70,8 +80,15 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2026-01-01' = {
   properties: {
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
   }
+}
+
+#disable-next-line use-recent-api-versions // see diagnostics.bicep
+resource namespaceDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: diagnosticSettingName
+  scope: namespace
+  properties: allLogsToDedicatedTables(workspaceId)
 }
 
 // Duplicate detection can only be switched on when a topic is created, and the documentation
@@ -177,6 +194,20 @@ resource developerReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' 
       roleDefinitionId: dataReceiver
       principalId: developer.id
       principalType: developer.type
+    }
+  }
+]
+
+// The live tests publish one event to the topic its subject is routed to; a topic is the narrowest
+// scope a send can be granted on.
+resource testPrincipalSends 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (topic, i) in topics: if (!empty(testPrincipalId)) {
+    name: guid(topicResources[i].id, testPrincipalId, dataSender)
+    scope: topicResources[i]
+    properties: {
+      roleDefinitionId: dataSender
+      principalId: testPrincipalId
+      principalType: 'ServicePrincipal'
     }
   }
 ]

@@ -2,6 +2,7 @@
 // Shared keys are off: the host and the platform reach it with the app identity only.
 
 import { azureRoles, developerPrincipal } from 'roles.bicep'
+import { allLogsTo, diagnosticSettingName } from 'diagnostics.bicep'
 
 @description('Name of the storage account (3-24 lowercase letters and digits).')
 param name string
@@ -18,8 +19,14 @@ param deploymentContainerName string
 @description('Principal id of the app identity.')
 param appPrincipalId string
 
-@description('Developer who inspects blobs (deployment packages, timer locks) when running locally.')
+@description('Developer (the deploying principal), who may read the deployment packages and nothing else.')
 param developer developerPrincipal
+
+@description('Public network access of the account: Enabled or Disabled.')
+param publicNetworkAccess string
+
+@description('Resource id of the Log Analytics workspace that receives the blob service\'s resource logs.')
+param workspaceId string
 
 resource account 'Microsoft.Storage/storageAccounts@2025-06-01' = {
   name: name
@@ -35,7 +42,7 @@ resource account 'Microsoft.Storage/storageAccounts@2025-06-01' = {
     defaultToOAuthAuthentication: true
     minimumTlsVersion: 'TLS1_2'
     supportsHttpsTrafficOnly: true
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
     networkAcls: {
       defaultAction: 'Allow'
       bypass: 'AzureServices'
@@ -48,6 +55,15 @@ resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2025-06-01'
   name: 'default'
 }
 
+// Reads, writes and deletes of blobs, the deployment packages included (StorageRead, StorageWrite,
+// StorageDelete in the StorageBlobLogs table). The account itself has metrics only.
+#disable-next-line use-recent-api-versions // see diagnostics.bicep
+resource blobDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: diagnosticSettingName
+  scope: blobService
+  properties: allLogsTo(workspaceId)
+}
+
 resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2025-06-01' = {
   parent: blobService
   name: deploymentContainerName
@@ -57,10 +73,7 @@ resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/con
 }
 
 var blobDataOwner = subscriptionResourceId('Microsoft.Authorization/roleDefinitions', azureRoles.storageBlobDataOwner)
-var blobDataContributor = subscriptionResourceId(
-  'Microsoft.Authorization/roleDefinitions',
-  azureRoles.storageBlobDataContributor
-)
+var blobDataReader = subscriptionResourceId('Microsoft.Authorization/roleDefinitions', azureRoles.storageBlobDataReader)
 var tableDataContributor = subscriptionResourceId(
   'Microsoft.Authorization/roleDefinitions',
   azureRoles.storageTableDataContributor
@@ -91,18 +104,26 @@ resource appWritesDiagnosticEvents 'Microsoft.Authorization/roleAssignments@2022
   }
 }
 
-resource developerReadsBlobs 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(developer.id)) {
-  name: guid(account.id, developer.id, blobDataContributor)
-  scope: account
+// Read only, and only the deployment container: whoever can write a package there runs code as the
+// app, with all its data access. Reading is what the postprovision hook needs to tell when this
+// deployment's role assignments are honoured by the blob service; it is created after the app's, so
+// that by the time it works the app's very likely does too (Azure/azure-dev#8026).
+resource developerReadsPackages 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(developer.id)) {
+  name: guid(deploymentContainer.id, developer.id, blobDataReader)
+  scope: deploymentContainer
   properties: {
-    roleDefinitionId: blobDataContributor
+    roleDefinitionId: blobDataReader
     principalId: developer.id
     principalType: developer.type
   }
+  dependsOn: [
+    appOwnsBlobs
+  ]
 }
 
 output id string = account.id
 output name string = account.name
 output blobEndpoint string = account.properties.primaryEndpoints.blob
 output tableEndpoint string = account.properties.primaryEndpoints.table
+output deploymentContainerName string = deploymentContainer.name
 output deploymentContainerUrl string = '${account.properties.primaryEndpoints.blob}${deploymentContainer.name}'

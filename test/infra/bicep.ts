@@ -282,3 +282,139 @@ export function at(value: unknown, dottedPath: string): unknown {
   }
   return current;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Shared by the infra test files: the deployment they evaluate, the roles they look for, and a
+// harness that builds and evaluates the template once per file.
+// ---------------------------------------------------------------------------------------------
+
+export const environmentName = 'ci-env';
+export const deploymentLocation = 'westeurope';
+/** What azd puts in the environment of a fresh `azd env new` + `azd env set AZURE_LOCATION`. */
+export const azdEnvironment = { AZURE_ENV_NAME: environmentName, AZURE_LOCATION: deploymentLocation };
+/** A developer's object id, as azd passes the signed-in principal to principalId. */
+export const developerId = '5d2c1b0e-1111-4222-8333-944455556666';
+
+/** Built-in role definition ids, as infra/modules/roles.bicep names them. */
+export const role = {
+  serviceBusDataReceiver: '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0',
+  serviceBusDataSender: '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39',
+  serviceBusDataOwner: '090c5cfd-751d-490a-894a-3ce6f1109419',
+  storageBlobDataOwner: 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b',
+  storageBlobDataReader: '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1',
+  storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3',
+  monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb',
+  cosmosBuiltInDataContributor: '00000000-0000-0000-0000-000000000002',
+} as const;
+
+export function roleDefinitionId(id: string): string {
+  return `/subscriptions/${fakeScope.subscriptionId}/providers/Microsoft.Authorization/roleDefinitions/${id}`;
+}
+
+export function resources(from: Snapshot, type: string): PredictedResource[] {
+  return from.predictedResources.filter((resource) => resource.type === type);
+}
+
+/** The one resource of this type; throws, naming the type, when there is none or several. */
+export function only(from: Snapshot, type: string): PredictedResource {
+  const found = resources(from, type);
+  if (found.length !== 1) {
+    throw new Error(`expected exactly one ${type}, found ${found.length}`);
+  }
+  return found[0] as PredictedResource;
+}
+
+export function roleAssignments(from: Snapshot): PredictedResource[] {
+  return resources(from, 'Microsoft.Authorization/roleAssignments');
+}
+
+/** [scope, role definition id] of each assignment: what a principal may do, and where. */
+export function grants(assignments: PredictedResource[]): [string, string][] {
+  return assignments.map((assignment) => [
+    roleAssignmentScope(assignment),
+    String(at(assignment, 'properties.roleDefinitionId')),
+  ]);
+}
+
+/** Module outputs appear in the snapshot as reference(<module deployment>).outputs.<name>.value. */
+export function moduleOutput(module: string, output: string): RegExp {
+  return new RegExp(
+    `^\\[(string\\()?reference\\(.*'${module}-\\{0\\}'.*\\)\\.outputs\\.${output}\\.value\\)?\\]$`,
+  );
+}
+
+export interface Variant {
+  parameters: Record<string, unknown>;
+  options?: SnapshotOptions;
+}
+
+export interface Evaluation<V extends string> {
+  /** The compiled main.bicep; throws the build's error if it failed. */
+  compiled: () => Build;
+  /** The snapshot of a variant; throws the CLI's message if the deployment was refused. */
+  evaluated: (variant: V) => Snapshot;
+  /** Why the deployment of this variant is refused, or undefined when it is accepted. */
+  refusal: (variant: V) => string | undefined;
+}
+
+/**
+ * Registers a beforeAll that builds main.bicep and evaluates each variant (parameters derived from
+ * the compiled template) with `bicep snapshot`. Every result is kept as it came, so that a failed
+ * build or evaluation fails only the tests that read it, with the CLI's own message.
+ */
+export function evaluateVariants<V extends string>(
+  cli: BicepLocation,
+  variants: (template: ArmTemplate) => Record<V, Variant>,
+): Evaluation<V> {
+  let compiledResult: Build | Error = new Error('infra/main.bicep was not built');
+  let evaluations: Partial<Record<V, SnapshotResult>> = {};
+
+  beforeAll(async () => {
+    if (!cli.found) {
+      return;
+    }
+    compiledResult = await build(cli.path).catch((error: unknown) =>
+      error instanceof Error ? error : new Error(String(error)),
+    );
+    if (compiledResult instanceof Error) {
+      return;
+    }
+    const results = await Promise.all(
+      Object.entries<Variant>(variants(compiledResult.template)).map(
+        async ([name, { parameters, options }]) =>
+          [name, await snapshot(cli.path, parameters, options)] as const,
+      ),
+    );
+    evaluations = Object.fromEntries(results) as Partial<Record<V, SnapshotResult>>;
+  }, 300_000);
+
+  return {
+    compiled: () => {
+      if (compiledResult instanceof Error) {
+        throw compiledResult;
+      }
+      return compiledResult;
+    },
+    evaluated: (variant) => {
+      const result = evaluations[variant];
+      if (!result?.ok) {
+        throw new Error(`bicep snapshot of "${variant}" failed: ${result?.message ?? 'not evaluated'}`);
+      }
+      return result.snapshot;
+    },
+    refusal: (variant) => {
+      const result = evaluations[variant];
+      return result?.ok === false ? result.message : undefined;
+    },
+  };
+}
+
+/** describe when a Bicep CLI is found; otherwise skipped, with one warning line saying why. */
+export function describeWithBicep(cli: BicepLocation): jest.Describe {
+  if (cli.found) {
+    return describe;
+  }
+  console.warn(`test/infra SKIPPED: no Bicep CLI (${cli.reason}); set BICEP_PATH or install dotnet.`);
+  const { skip } = describe;
+  return skip;
+}
