@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import {
@@ -54,8 +54,9 @@ async function main(directory: string, planFile: string | undefined): Promise<Lo
   const app = await loadFunctionApp(directory);
   const loadMs = performance.now() - started;
   const deferredStart = performance.now();
+  const deferred = join(directory, 'azureMonitor.js');
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- timing the deferred module on its own
-  require(join(directory, 'azureMonitor.js'));
+  if (existsSync(deferred)) require(deferred);
   const deferredMs = performance.now() - deferredStart;
 
   const invocations: LoadReport['invocations'] = [];

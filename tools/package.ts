@@ -1,11 +1,13 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
 
 import { build, type BuildOptions, type Plugin } from 'esbuild';
 import { zipSync } from 'fflate';
 
+import { azdZipEntries, listFiles, readAzureYaml } from './azd';
 import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import { UsageError } from './errors';
 import type { LoadReport } from './loadPackage';
@@ -33,6 +35,8 @@ Options:
   --out <dir>         package folder (default: dist)
   --zip <file>        zip file to write (default: .cache/package/consumers.zip)
   --samples <n>       fresh processes that load the package to time it (default: 5)
+  --compare <dir>     also measure another azd project (e.g. an older checkout, built), timing the two alternately
+  --record <file.md>  also write the report as markdown, with the command that produced it
   --json              print the report as JSON
   --build-only        write the folder only (what npm run build does)`;
 
@@ -54,6 +58,17 @@ export interface PackageReport {
   /** Median milliseconds to require azureMonitor.js afterwards (after registration, before the first invocation). */
   deferredMs: number;
   functions: string[];
+  /** With --compare: the other app's load time, timed alternately in the same run, and ours over it. */
+  compare?: {
+    directory: string;
+    /** What azd would zip from that project (its azure.yaml's service, dist and .funcignore). */
+    files: number;
+    bytes: number;
+    zippedBytes: number;
+    loadMs: { median: number; samples: number[] };
+    /** Our median load time over theirs. */
+    ratio: number;
+  };
 }
 
 /** Deletes `out` and writes the package into it; returns the files written. */
@@ -127,31 +142,32 @@ const deferAzureMonitor: Plugin = {
   },
 };
 
-/** Every file under `directory`, relative and sorted, with `/` separators. */
-export function listFiles(directory: string): string[] {
-  const files: string[] = [];
-  const pending = [''];
-  while (pending.length > 0) {
-    const folder = pending.pop() ?? '';
-    for (const entry of readdirSync(join(directory, folder), { withFileTypes: true })) {
-      const path = folder === '' ? entry.name : `${folder}/${entry.name}`;
-      if (entry.isDirectory()) pending.push(path);
-      else files.push(path);
-    }
-  }
-  return files.sort();
+/** Zips these files of a folder (all of them by default) with deflate level 6, as azd's Go zip does. */
+export function zipFiles(directory: string, files = listFiles(directory)): Uint8Array {
+  return zipSync(
+    Object.fromEntries(files.map((file) => [file, new Uint8Array(readFileSync(join(directory, file)))])),
+    { level: 6 },
+  );
 }
 
-/** Zips the folder as azd does (every file, paths relative to it). */
-export function zipPackage(directory: string, zipFile: string): number {
-  const entries = Object.fromEntries(
-    listFiles(directory).map((file) => [file, new Uint8Array(readFileSync(join(directory, file)))]),
+/** What azd would deploy from another project: its service's dist folder, filtered by azd's rules. */
+function deployedBy(project: string): {
+  folder: string;
+  files: string[];
+  bytes: number;
+  zippedBytes: number;
+} {
+  const service = Object.values(readAzureYaml(project).services).find(
+    (candidate) => candidate.host === 'function',
   );
-  const zipped = zipSync(entries, { level: 9 });
-  mkdirSync(dirname(zipFile), { recursive: true });
-  writeFileSync(zipFile, zipped);
-  return zipped.byteLength;
+  if (!service) throw new UsageError(`${project}/azure.yaml has no service with host: function.\n${USAGE}`);
+  const folder = join(project, service.project, service.dist ?? '');
+  const files = azdZipEntries(folder, service);
+  const bytes = files.reduce((sum, file) => sum + statSync(join(folder, file)).size, 0);
+  return { folder, files, bytes, zippedBytes: zipFiles(folder, files).byteLength };
 }
+
+let driverBuilt: Promise<unknown> | undefined;
 
 /**
  * Boots the package in fresh processes the way the Node.js worker does (tools/loadPackage.ts, bundled
@@ -162,7 +178,7 @@ export async function bootPackage(
   options: { samples?: number; plan?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<LoadReport[]> {
   const driver = join(ROOT, '.cache', 'package', 'loadPackage.js');
-  await build({
+  driverBuilt ??= build({
     entryPoints: [join(__dirname, 'loadPackage.ts')],
     bundle: true,
     platform: 'node',
@@ -171,6 +187,7 @@ export async function bootPackage(
     logLevel: 'warning',
     outfile: driver,
   });
+  await driverBuilt;
   const reports: LoadReport[] = [];
   for (let i = 0; i < (options.samples ?? 1); i++) {
     const { stdout } = await run(
@@ -208,6 +225,8 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
         zip: { type: 'string', default: join('.cache', 'package', 'consumers.zip') },
         samples: { type: 'string', default: '5' },
         json: { type: 'boolean', default: false },
+        compare: { type: 'string' },
+        record: { type: 'string' },
         'build-only': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -224,6 +243,16 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
       `--samples must be a whole number from 1 to 50; got '${values.samples.slice(0, 20)}'.\n${USAGE}`,
     );
   }
+  const compared = values.compare === undefined ? undefined : resolve(values.compare);
+  if (compared !== undefined && !existsSync(join(compared, 'azure.yaml'))) {
+    throw new UsageError(
+      `--compare needs an azd project folder (with azure.yaml), built; got '${values.compare?.slice(0, 200)}'.\n${USAGE}`,
+    );
+  }
+  const record = values.record === undefined ? undefined : resolve(values.record);
+  if (record !== undefined && !existsSync(dirname(record))) {
+    throw new UsageError(`--record: the folder ${dirname(record)} does not exist.\n${USAGE}`);
+  }
   const out = resolve(values.out);
   const files = await buildPackage(out);
   const bytes = files.reduce((sum, file) => sum + statSync(join(out, file)).size, 0);
@@ -234,9 +263,18 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
     return EXIT_CODES.ok;
   }
   const zipFile = resolve(values.zip);
-  const zippedBytes = zipPackage(out, zipFile);
+  const zipped = zipFiles(out);
+  mkdirSync(dirname(zipFile), { recursive: true });
+  writeFileSync(zipFile, zipped);
+  const zippedBytes = zipped.byteLength;
+  const other = compared === undefined ? undefined : deployedBy(compared);
   if (!values.json) context.out(`Timing ${samples} loads of the package in fresh processes...`);
-  const boots = await bootPackage(out, { samples });
+  const boots: LoadReport[] = [];
+  const comparedBoots: LoadReport[] = [];
+  for (let i = 0; i < samples; i++) {
+    boots.push(...(await bootPackage(out)));
+    if (other !== undefined) comparedBoots.push(...(await bootPackage(other.folder)));
+  }
   const load = {
     samples: boots.map((boot) => boot.loadMs),
     functions: boots[0]?.functions.map((f) => f.name) ?? [],
@@ -251,10 +289,29 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
     deferredMs: median(boots.map((boot) => boot.deferredMs)),
     functions: load.functions,
   };
+  if (compared !== undefined && other !== undefined) {
+    const comparedMs = comparedBoots.map((boot) => boot.loadMs);
+    report.compare = {
+      directory: relative(process.cwd(), compared) || '.',
+      files: other.files.length,
+      bytes: other.bytes,
+      zippedBytes: other.zippedBytes,
+      loadMs: { median: median(comparedMs), samples: comparedMs },
+      ratio: report.loadMs.median / median(comparedMs),
+    };
+  }
+  if (record !== undefined) {
+    const markdown = markdownReport(report, ['npm run package --', ...argv].join(' '));
+    // Formatted as the repository formats markdown, so a committed record never fails `npm test`.
+    const prettier = await import('prettier');
+    const options = (await prettier.resolveConfig(join(ROOT, 'README.md'))) ?? {};
+    writeFileSync(record, await prettier.format(markdown, { ...options, parser: 'markdown' }));
+  }
   if (values.json) {
     context.out(JSON.stringify(report, null, 2));
     return EXIT_CODES.ok;
   }
+  const ms = (values: readonly number[]): string => values.map((value) => value.toFixed(0)).join(', ');
   context.out(
     [
       `Package:   ${report.directory}/ (what azd deploys: azure.yaml dist)`,
@@ -262,11 +319,64 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
       `Size:      ${formatBytes(bytes)} unzipped, ${formatBytes(zippedBytes)} zipped`,
       `Files:     ${files.length} (${files.join(', ')})`,
       `Functions: ${report.functions.join(', ')}`,
-      `Load:      ${report.loadMs.median.toFixed(0)} ms median to load ${PACKAGE_MAIN} and register the functions (${samples} fresh processes: ${load.samples.map((ms) => ms.toFixed(0)).join(', ')} ms)`,
+      `Load:      ${report.loadMs.median.toFixed(0)} ms median to load ${PACKAGE_MAIN} and register the functions (${samples} fresh processes: ${ms(report.loadMs.samples)} ms)`,
       `Deferred:  ${report.deferredMs.toFixed(0)} ms median to load ${AZURE_MONITOR} afterwards, only when APPLICATIONINSIGHTS_CONNECTION_STRING is set`,
+      ...(report.compare === undefined
+        ? []
+        : [
+            `Compared:  ${report.compare.directory}: azd would deploy ${report.compare.files} files, ${formatBytes(report.compare.bytes)} (${formatBytes(report.compare.zippedBytes)} zipped); it loads in ${report.compare.loadMs.median.toFixed(0)} ms median (${ms(report.compare.loadMs.samples)} ms); this package takes ${report.compare.ratio.toFixed(2)}x that`,
+          ]),
+      ...(record === undefined ? [] : [`Recorded:  ${relative(process.cwd(), record)}`]),
     ].join('\n'),
   );
   return EXIT_CODES.ok;
+}
+
+/** The report as a markdown page. */
+function markdownReport(report: PackageReport, command: string): string {
+  const row = (cells: string[]): string => `| ${cells.join(' | ')} |`;
+  const samples = (values: readonly number[]): string => values.map((value) => value.toFixed(0)).join(', ');
+  const lines = [
+    '# Cold start: the deployment package',
+    '',
+    `Generated by \`${command}\` on ${process.platform} ${process.arch}, Node.js ${process.version},`,
+    `${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? 'unknown'}). Load is the time a fresh Node.js`,
+    "process takes to load the package's `main` and register the functions through the worker's path",
+    '(`tools/loadPackage.ts`); the two apps were timed alternately in the same run. Medians; this',
+    'machine is shared and noisy, so compare within a run, not across runs.',
+    '',
+    row(['', 'files', 'unzipped', 'zipped', 'load (median ms)', 'load samples (ms)']),
+    row(['---', '---:', '---:', '---:', '---:', '---']),
+    row([
+      `this package (\`${report.directory}\`)`,
+      String(report.files.length),
+      formatBytes(report.bytes),
+      formatBytes(report.zippedBytes),
+      report.loadMs.median.toFixed(0),
+      samples(report.loadMs.samples),
+    ]),
+  ];
+  if (report.compare !== undefined) {
+    lines.push(
+      row([
+        `compared (\`${report.compare.directory}\`)`,
+        String(report.compare.files),
+        formatBytes(report.compare.bytes),
+        formatBytes(report.compare.zippedBytes),
+        report.compare.loadMs.median.toFixed(0),
+        samples(report.compare.loadMs.samples),
+      ]),
+      '',
+      `This package loads in ${report.compare.ratio.toFixed(2)}x the compared app's time.`,
+    );
+  }
+  lines.push(
+    '',
+    `Loading \`${AZURE_MONITOR}\` afterwards (only with an Application Insights connection string, after`,
+    `registration) took ${report.deferredMs.toFixed(0)} ms more (median).`,
+    '',
+  );
+  return lines.join('\n');
 }
 
 export function formatBytes(bytes: number): string {

@@ -25,11 +25,11 @@ import {
   productPartition,
 } from '../../src/sample';
 import { bindingOf, topology } from '../../src/topology';
+import { azdRemoteBuild, azdZipEntries, listFiles, readAzureYaml } from '../../tools/azd';
 import type { LoadReport } from '../../tools/loadPackage';
 import {
   bootPackage,
   developmentOnlyPackages,
-  listFiles,
   PACKAGE_DIR,
   type PackageReport,
   ROOT,
@@ -45,13 +45,13 @@ import {
   type Snapshot,
 } from '../infra/bicep';
 import { type LocalStack, startLocalStack } from '../support/localStack';
-import { azdRemoteBuild, azdZipEntries, readAzureYaml } from './azd';
 
 const run = promisify(execFile);
 const work = mkdtempSync(join(tmpdir(), 'package-'));
 const packageDir = join(work, 'dist');
 const zipFile = join(work, 'consumers.zip');
 const extracted = join(work, 'extracted');
+const recordFile = join(work, 'coldstart.md');
 const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   main: string;
   scripts: Record<string, string>;
@@ -76,6 +76,8 @@ beforeAll(async () => {
       zipFile,
       '--samples',
       '1',
+      '--record',
+      recordFile,
       '--json',
     ],
     { cwd: ROOT, encoding: 'utf8' },
@@ -110,6 +112,28 @@ describe('npm run package', () => {
     expect(report.loadMs.samples).toHaveLength(1);
     expect(report.loadMs.median).toBeGreaterThan(0);
     expect(printed).toContain('"zip"');
+  });
+
+  it('records the figures as markdown that the format check accepts, with the command', async () => {
+    const recorded = readFileSync(recordFile, 'utf8');
+    const check = await run(
+      process.execPath,
+      [
+        require.resolve('prettier/bin/prettier.cjs'),
+        '--config',
+        join(ROOT, '.prettierrc.json'),
+        '--check',
+        recordFile,
+      ],
+      {
+        cwd: ROOT,
+        encoding: 'utf8',
+      },
+    ).catch((error: { code: number; stdout: string }) => error);
+
+    expect(recorded).toContain(`npm run package -- --out ${packageDir}`);
+    expect(recorded).toMatch(new RegExp(`\\|\\s+${report.loadMs.median.toFixed(0)} \\|`));
+    expect(check).not.toHaveProperty('code');
   });
 
   it('zips exactly the files azd would zip from that folder', () => {

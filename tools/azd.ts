@@ -1,10 +1,8 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import ignore from 'ignore';
 import { parse } from 'yaml';
-
-import { listFiles } from '../../tools/package';
 
 /**
  * What azd does with a `host: function`, `language: ts` service, read from azd's source
@@ -66,4 +64,19 @@ export function azdRemoteBuild(root: string, service: AzdService): { remoteBuild
     };
   }
   return { remoteBuild: service.remoteBuild };
+}
+
+/** Every file under `directory`, relative and sorted, with `/` separators. */
+export function listFiles(directory: string): string[] {
+  const files: string[] = [];
+  const pending = [''];
+  while (pending.length > 0) {
+    const folder = pending.pop() ?? '';
+    for (const entry of readdirSync(join(directory, folder), { withFileTypes: true })) {
+      const path = folder === '' ? entry.name : `${folder}/${entry.name}`;
+      if (entry.isDirectory()) pending.push(path);
+      else files.push(path);
+    }
+  }
+  return files.sort();
 }
