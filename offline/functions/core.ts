@@ -170,8 +170,6 @@ const worker = {
   appHookData: {} as HookData,
   appLevelOnlyHookData: {} as HookData,
   currentEntryPoint: undefined as string | undefined,
-  /** Logs outside any invocation (`log()` from the library, start-up), most recent last. */
-  systemLogs: [] as LogLine[],
 };
 
 // #region The module the app sees.
@@ -216,10 +214,14 @@ export function getProgrammingModel(): ProgrammingModel | undefined {
   return worker.programmingModel;
 }
 
-/** Logging outside an invocation; kept as the worker's system log (the last 1,000 lines). */
+/**
+ * Logging outside an invocation, which the worker forwards to the host. Offline, warnings and
+ * errors go to the console (so loadFunctionApp reports those written while loading); the rest is
+ * dropped.
+ */
 export function log(level: RpcLogLevel, category: RpcLogCategory, message: string): void {
-  worker.systemLogs.push({ level, category, text: message });
-  if (worker.systemLogs.length > 1_000) worker.systemLogs.shift();
+  if (level === 'warning') console.warn(`[${category}] ${message}`);
+  else if (level === 'error' || level === 'critical') console.error(`[${category}] ${message}`);
 }
 
 export function registerFunction(metadata: FunctionMetadata, callback: FunctionCallback): Disposable {
@@ -258,11 +260,6 @@ export function registerHook(hookName: string, callback: HookCallback): Disposab
 /** What the worker registered, in registration order. */
 export function registeredFunctions(): RegisteredFunction[] {
   return [...worker.functions.values()];
-}
-
-/** The worker's system log (outside invocations). */
-export function systemLogs(): readonly LogLine[] {
-  return worker.systemLogs;
 }
 
 /**
