@@ -65,6 +65,7 @@ export function serviceBusInvocationRequest(
 
   const metadata = new BindingData();
   const enqueued = delivery.enqueuedTimeUtc ?? new Date();
+  const expires = delivery.expiresAtUtc ? dotnetDate(delivery.expiresAtUtc) : DATE_TIME_MAX;
   const text = (value: string | undefined): RpcTypedData | null =>
     value === undefined ? null : { string: value };
   const json = (value: unknown): RpcTypedData => ({ json: JSON.stringify(value) });
@@ -89,14 +90,8 @@ export function serviceBusInvocationRequest(
   metadata.set('DeliveryCount', json(delivery.deliveryCount ?? 1));
   metadata.set('DeadLetterSource', null);
   metadata.set('LockToken', { string: delivery.lockToken ?? randomUUID() });
-  metadata.set(
-    'ExpiresAtUtc',
-    json(delivery.expiresAtUtc ? dotnetDate(delivery.expiresAtUtc) : DATE_TIME_MAX),
-  );
-  metadata.set(
-    'ExpiresAt',
-    json(delivery.expiresAtUtc ? `${dotnetDate(delivery.expiresAtUtc)}+00:00` : `${DATE_TIME_MAX}+00:00`),
-  );
+  metadata.set('ExpiresAtUtc', json(expires));
+  metadata.set('ExpiresAt', json(`${expires}+00:00`));
   metadata.set('EnqueuedTimeUtc', json(dotnetDate(enqueued)));
   metadata.set('EnqueuedTime', json(`${dotnetDate(enqueued)}+00:00`));
   metadata.set('MessageId', text(delivery.messageId));
