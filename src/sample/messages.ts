@@ -20,10 +20,13 @@ export const CURRENCIES = ['EUR', 'USD', 'GBP'] as const;
 export const PaymentReceived = z.object({
   paymentId: businessId,
   invoiceId: businessId,
-  /** In the currency's major unit, at most two decimals (12.34). */
+  /**
+   * In the currency's major unit, at most two decimals (12.34), and at least one minor unit (0.01):
+   * every currency listed has two, and a smaller amount would be applied as 0 cents.
+   */
   amount: z
     .number()
-    .positive()
+    .min(0.01, 'must be at least 0.01 (one minor unit of the currency)')
     .max(1_000_000_000)
     .refine(
       (amount) =>

@@ -90,6 +90,12 @@ describe('poison messages: nothing written, the reason logged, dead-lettered aft
       'schema-violation',
     ],
     [
+      'an amount below one cent (it would be applied as 0)',
+      { paymentId: 'P', invoiceId: 'INV-F-poison', amount: 1e-9, currency: 'EUR' },
+      { messageId: 'poison-cent' },
+      'schema-violation',
+    ],
+    [
       'an unknown currency',
       { paymentId: 'P', invoiceId: 'INV-F-poison', amount: 3, currency: 'XXX' },
       { messageId: 'poison-3' },
