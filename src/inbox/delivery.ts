@@ -53,11 +53,17 @@ function textOf(value: unknown): string | undefined {
   return typeof value === 'string' ? value : JSON.stringify(value);
 }
 
+/**
+ * The host writes EnqueuedTimeUtc as a .NET DateTime without a zone designator
+ * ("2026-11-29T10:00:00.12"), which JavaScript would read in the process's time zone: it is UTC.
+ */
 function dateOf(value: unknown): Date | undefined {
   if (typeof value !== 'string' && typeof value !== 'number') return undefined;
-  const date = new Date(value);
+  const date = new Date(typeof value === 'string' && ZONELESS_DATE_TIME.test(value) ? `${value}Z` : value);
   return Number.isNaN(date.getTime()) ? undefined : date;
 }
+
+const ZONELESS_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?$/;
 
 function recordOf(value: unknown): Record<string, unknown> {
   if (typeof value === 'string') {

@@ -1,3 +1,6 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+
 import { InvocationContext } from '@azure/functions';
 
 import { loadFunctionApp, type ServiceBusDelivery } from '../../offline/functions/worker';
@@ -52,6 +55,30 @@ describe('toDelivery (the trigger adapter)', () => {
     expect((await adapted({ body: '{}', messageId: 'true' })).messageId).toBe('true');
     expect((await adapted({ body: '{}', messageId: 'null' })).messageId).toBe('null');
     expect((await adapted({ body: '{}', messageId: '[1,2]' })).messageId).toBe('[1,2]');
+  });
+
+  it('reads EnqueuedTimeUtc, which the host writes without a zone designator, as UTC in any time zone', async () => {
+    const enqueued = new Date('2026-11-29T10:00:00.12Z');
+    await adapted({ body: '{}', messageId: 'tz', enqueuedTimeUtc: enqueued });
+    const hostValue = received.at(-1)?.context.triggerMetadata?.enqueuedTimeUtc;
+    // A process in a zone 5.5 hours ahead of UTC, where reading the text as local time would be wrong.
+    const script = `
+      const { InvocationContext } = require('@azure/functions');
+      const { toDelivery } = require('./src/inbox/delivery');
+      const metadata = { enqueuedTimeUtc: ${JSON.stringify(hostValue)} };
+      const delivery = toDelivery({}, new InvocationContext({ triggerMetadata: metadata }));
+      process.stdout.write(JSON.stringify([new Date(metadata.enqueuedTimeUtc), delivery.enqueuedTimeUtc]));`;
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], {
+      cwd: path.join(__dirname, '..', '..'),
+      env: { ...process.env, TZ: 'Asia/Kolkata' },
+      encoding: 'utf8',
+    });
+
+    expect(hostValue).toBe('2026-11-29T10:00:00.12');
+    expect(child.stderr).toBe('');
+    const [localReading, adapterReading] = JSON.parse(child.stdout) as [string, string];
+    expect(localReading).toBe('2026-11-29T04:30:00.120Z');
+    expect(adapterReading).toBe(enqueued.toISOString());
   });
 
   it('copes with missing metadata', () => {
