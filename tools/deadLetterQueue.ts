@@ -1,6 +1,8 @@
 import type { ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage } from '@azure/service-bus';
 import Long from 'long';
 
+import type { InboxState } from './inboxState';
+
 /**
  * The dead-letter queue of one subscription, as an operator works it: look (peek, which locks
  * nothing and changes nothing), then resubmit chosen messages to the topic, unchanged.
@@ -62,15 +64,29 @@ export type Selection = { all: true; messageIds?: never } | { all?: never; messa
 export interface ResubmitRules {
   /** The topic's duplicate detection window; PT1H as the Bicep sets it. */
   duplicateWindowMs: number;
+  /** How far the operator's clock may be off the broker's; the window is waited out by this much more. */
+  clockSkewMs: number;
   /** Resubmit inside the window anyway. Dangerous: see planResubmit. */
+  ignoreDuplicateWindow: boolean;
+  /** Resubmit payload mismatches and unknown inbox states too. */
   force: boolean;
   nowMs: number;
+  /** The Subjects some subscription of the topic takes (its filters). */
+  routedSubjects: ReadonlySet<string>;
+  /** The consumer's inbox state of each dead letter, by sequence number; undefined when not checked. */
+  inboxStates: ReadonlyMap<string, InboxState> | undefined;
 }
 
 export interface ResubmitPlan {
   /** Will be sent again, then completed in the dead-letter queue. */
   resubmit: ServiceBusReceivedMessage[];
-  /** Still inside the duplicate window of their first send; left alone. */
+  /** The consumer applied them already (its marker, same payload): completed without a resubmit. */
+  applied: ServiceBusReceivedMessage[];
+  /** No subscription of the topic takes their Subject: the broker would discard the copy; left alone. */
+  unroutable: ServiceBusReceivedMessage[];
+  /** Payload mismatch or unknown in the inbox, without force; left alone. */
+  inboxRefused: { message: ServiceBusReceivedMessage; state: InboxState }[];
+  /** Still inside the duplicate window of their first send (plus the clock-skew margin); left alone. */
   tooEarly: { message: ServiceBusReceivedMessage; resubmittableAt: Date }[];
   /** Same MessageId as a message resubmitted in this run: the broker would drop it; left alone. */
   sameMessageId: ServiceBusReceivedMessage[];
@@ -79,16 +95,36 @@ export interface ResubmitPlan {
 }
 
 /**
- * Decides what a resubmit may touch. The duplicate window, as a timeline:
+ * When the broker stops dropping a copy with this message's MessageId, by the operator's clock:
  *
- *   t0 original accepted ─── duplicate detection window (PT1H) ───┤ t0 + window: resubmittable
+ *   t0 original accepted ─── duplicate detection window (PT1H) ───┤ t0 + window ── skew ──┤ resubmittable
  *
- * A resubmit keeps its MessageId. Sent before t0 + window, the topic still remembers that id: the
- * broker drops the copy and reports success, the tool completes the dead-lettered original, and the
- * message is gone. So such a message is refused, unless `force`. t0 is the enqueued time the
- * dead-letter queue reports, which is never earlier than the original send, so the check errs on
- * the safe side. (A later send of the same MessageId by the producer restarts the window too; the
- * tool cannot see that one. Its copy carries the same event, so nothing is lost with it.)
+ * t0 is the enqueued time the dead-letter queue reports, never earlier than the original send. The
+ * broker measures the window on its own clock; an operator clock that runs fast by up to the skew
+ * margin still waits the window out.
+ */
+export function resubmittableAt(
+  message: ServiceBusReceivedMessage,
+  rules: Pick<ResubmitRules, 'duplicateWindowMs' | 'clockSkewMs' | 'nowMs'>,
+): Date {
+  const enqueuedMs = message.enqueuedTimeUtc?.getTime() ?? rules.nowMs;
+  return new Date(enqueuedMs + rules.duplicateWindowMs + rules.clockSkewMs);
+}
+
+/**
+ * Decides what a resubmit may touch, in this order:
+ *
+ * 1. Applied (the consumer's marker, same payload): the effect happened, so the dead letter is
+ *    completed and nothing is sent.
+ * 2. Unroutable: no subscription's filter takes the Subject. The broker accepts the send, copies it
+ *    nowhere and reports success; completing the original would lose the message.
+ * 3. Payload mismatch or unknown (marker possibly purged), unless `force`: the copy would be
+ *    ignored, or could be applied a second time.
+ * 4. A MessageId already resubmitted in this run: the broker would drop the second copy.
+ * 5. Inside the duplicate window (see resubmittableAt), unless `ignoreDuplicateWindow`: the broker
+ *    drops the copy and reports success while the tool completes the original, and the message is
+ *    gone. (A later send of the same MessageId by the producer restarts the window too; the tool
+ *    cannot see that one. Its copy carries the same event, so nothing is lost with it.)
  */
 export function planResubmit(
   deadLetters: readonly ServiceBusReceivedMessage[],
@@ -100,6 +136,9 @@ export function planResubmit(
     : deadLetters.filter((message) => selection.messageIds.includes(String(message.messageId)));
   const plan: ResubmitPlan = {
     resubmit: [],
+    applied: [],
+    unroutable: [],
+    inboxRefused: [],
     tooEarly: [],
     sameMessageId: [],
     notFound: selection.all
@@ -108,15 +147,28 @@ export function planResubmit(
   };
   const planned = new Set<string>();
   for (const message of chosen) {
+    const state = rules.inboxStates?.get(sequenceOf(message));
+    if (state?.state === 'applied') {
+      plan.applied.push(message);
+      continue;
+    }
+    if (message.subject === undefined || !rules.routedSubjects.has(message.subject)) {
+      plan.unroutable.push(message);
+      continue;
+    }
+    if ((state?.state === 'payload-mismatch' || state?.state === 'unknown') && !rules.force) {
+      plan.inboxRefused.push({ message, state });
+      continue;
+    }
     const messageId = message.messageId === undefined ? undefined : String(message.messageId);
     if (messageId !== undefined && planned.has(messageId)) {
       plan.sameMessageId.push(message);
       continue;
     }
-    const resubmittableAtMs = (message.enqueuedTimeUtc?.getTime() ?? rules.nowMs) + rules.duplicateWindowMs;
+    const at = resubmittableAt(message, rules);
     // Without a MessageId duplicate detection has nothing to match, so there is no window to wait for.
-    if (messageId !== undefined && resubmittableAtMs > rules.nowMs && !rules.force) {
-      plan.tooEarly.push({ message, resubmittableAt: new Date(resubmittableAtMs) });
+    if (messageId !== undefined && at.getTime() > rules.nowMs && !rules.ignoreDuplicateWindow) {
+      plan.tooEarly.push({ message, resubmittableAt: at });
       continue;
     }
     if (messageId !== undefined) planned.add(messageId);
@@ -150,9 +202,11 @@ export function resubmittedCopy(message: ServiceBusReceivedMessage): ServiceBusM
 export interface ResubmitOutcome {
   /** Sent to the topic, and the dead-lettered copy completed. */
   resubmitted: ServiceBusReceivedMessage[];
+  /** Already applied by the consumer: completed, nothing sent. */
+  completedAsApplied: ServiceBusReceivedMessage[];
   /** Sent, but completing the dead-lettered copy failed: it is still there (a later resubmit is refused until the window passes, and the inbox absorbs it anyway). */
   sentButNotCompleted: { message: ServiceBusReceivedMessage; error: Error }[];
-  /** The send failed; the dead-lettered copy is left in place. */
+  /** The send (or, for an applied one, the completion) failed; the dead-lettered copy is left in place. */
   failed: { message: ServiceBusReceivedMessage; error: Error }[];
   /** Planned, but not received (another receiver holds it, or it left the queue meanwhile). */
   notReceived: ServiceBusReceivedMessage[];
@@ -161,9 +215,10 @@ export interface ResubmitOutcome {
 }
 
 /**
- * Receives the dead-letter queue in peek-lock and, for each planned message, sends the copy to the
- * topic and only then completes the dead-lettered message. Anything else it had to lock on the
- * way is held until the end (so it is not received again and again) and then abandoned, unchanged.
+ * Receives the dead-letter queue in peek-lock. For each planned message it sends the copy to the
+ * topic and only then completes the dead-lettered message; an applied one is completed without a
+ * send. Anything else it had to lock on the way is held until the end (so it is not received again
+ * and again) and then abandoned, unchanged.
  */
 export async function resubmit(
   queue: DeadLetterQueue,
@@ -172,12 +227,15 @@ export async function resubmit(
 ): Promise<ResubmitOutcome> {
   const outcome: ResubmitOutcome = {
     resubmitted: [],
+    completedAsApplied: [],
     sentButNotCompleted: [],
     failed: [],
     notReceived: [],
     leftInPlace: 0,
   };
-  const pending = new Map(plan.resubmit.map((message) => [sequenceOf(message), message]));
+  const pending = new Map<string, { message: ServiceBusReceivedMessage; send: boolean }>();
+  for (const message of plan.applied) pending.set(sequenceOf(message), { message, send: false });
+  for (const message of plan.resubmit) pending.set(sequenceOf(message), { message, send: true });
   if (pending.size === 0) return outcome;
 
   const receiver = queue.client.createReceiver(queue.topic, queue.subscription, {
@@ -196,18 +254,34 @@ export async function resubmit(
       for (const message of fresh) {
         const key = sequenceOf(message);
         seen.add(key);
-        if (!pending.has(key)) {
+        const planned = pending.get(key);
+        if (!planned) {
           held.push(message);
           continue;
         }
         pending.delete(key);
+        if (!planned.send) {
+          try {
+            await receiver.completeMessage(message);
+            outcome.completedAsApplied.push(message);
+            report(
+              `already applied ${label(message)}: its consumer's marker has the same payload; completed, not resubmitted`,
+            );
+          } catch (error) {
+            outcome.failed.push({ message, error: error as Error });
+            report(
+              `failed   ${label(message)}: completing it failed (${errorText(error)}); it is still there`,
+            );
+          }
+          continue;
+        }
         try {
           await sender.sendMessages(resubmittedCopy(message));
         } catch (error) {
           outcome.failed.push({ message, error: error as Error });
           held.push(message);
           report(
-            `failed   ${label(message)}: the send failed (${(error as Error).message}); left in the dead-letter queue`,
+            `failed   ${label(message)}: the send failed (${errorText(error)}); left in the dead-letter queue`,
           );
           continue;
         }
@@ -218,7 +292,7 @@ export async function resubmit(
         } catch (error) {
           outcome.sentButNotCompleted.push({ message, error: error as Error });
           report(
-            `sent     ${label(message)}, but completing the dead-lettered copy failed (${(error as Error).message}); it is still there`,
+            `sent     ${label(message)}, but completing the dead-lettered copy failed (${errorText(error)}); it is still there`,
           );
         }
       }
@@ -233,7 +307,7 @@ export async function resubmit(
         outcome.leftInPlace++;
       }
     }
-    outcome.notReceived.push(...pending.values());
+    outcome.notReceived.push(...[...pending.values()].map((planned) => planned.message));
     await sender.close();
     await receiver.close();
   }
@@ -245,5 +319,25 @@ export function sequenceOf(message: ServiceBusReceivedMessage): string {
 }
 
 export function label(message: ServiceBusReceivedMessage): string {
-  return `#${sequenceOf(message)} messageId=${String(message.messageId)} subject=${message.subject ?? '(none)'}`;
+  return `#${sequenceOf(message)} messageId=${bounded(idText(message.messageId) ?? '(none)')} subject=${bounded(message.subject ?? '(none)')}`;
+}
+
+/** AMQP ids may be numbers or uuid bytes; Service Bus producers send strings. */
+export function idText(id: string | number | Buffer | undefined): string | undefined {
+  if (id === undefined) return undefined;
+  return Buffer.isBuffer(id) ? id.toString('hex') : String(id);
+}
+
+/**
+ * An untrusted value as it may be echoed: one line (whitespace and control characters folded) and at
+ * most `length` characters.
+ */
+export function bounded(text: string, length = 64): string {
+  // eslint-disable-next-line no-control-regex
+  const line = text.replace(/[\s\u0000-\u001f\u007f-\u009f]+/g, ' ');
+  return line.length > length ? `${line.slice(0, length - 1)}…` : line;
+}
+
+function errorText(error: unknown): string {
+  return bounded(error instanceof Error ? error.message : String(error), 200);
 }

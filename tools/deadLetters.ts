@@ -5,38 +5,84 @@ import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 import { formatDuration, parseDurationSeconds } from '../src/inbox/duration';
 import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import {
+  bounded,
   type DeadLetterQueue,
   describeQueue,
+  idText,
   isNamed,
   label,
   peekDeadLetters,
   planResubmit,
   resubmit,
   type ResubmitPlan,
+  type ResubmitRules,
+  resubmittableAt,
   resubmittedCopy,
   type Selection,
   sequenceOf,
 } from './deadLetterQueue';
 import { UsageError } from './errors';
-import { connectServiceBus, topicOfSubscription } from './serviceBus';
+import {
+  connectInbox,
+  consumerOf,
+  type Inbox,
+  INBOX_STATES,
+  type InboxState,
+  type InboxStateName,
+  inboxStateOf,
+} from './inboxState';
+import { connectServiceBus, routedSubjects, topicOfSubscription } from './serviceBus';
 
 const USAGE = `Usage:
-  npm run dead-letters -- list <subscription>
+  npm run dead-letters -- list <subscription> [--duplicate-window PT1H] [--clock-skew PT5M]
   npm run dead-letters -- show <subscription> <messageId|sequence-number>
   npm run dead-letters -- resubmit <subscription> (--message-id <id> [--message-id <id>...] | --all)
-                          [--dry-run] [--duplicate-window PT1H] [--force]
+                          [--dry-run] [--force] [--duplicate-window PT1H] [--clock-skew PT5M]
+                          [--ignore-duplicate-window]
 Options:
   --topic <name>          default: the topic of the subscription in src/topology.json
-  --dry-run               print what would be resubmitted; send, complete and lock nothing
+  --dry-run               print what would be resubmitted or completed; send, complete and lock nothing
+  --force                 resubmit payload mismatches and messages whose inbox state is unknown too
   --duplicate-window <d>  the topic's duplicate detection window (ISO-8601, default PT1H, as the Bicep sets it)
-  --force                 DANGEROUS: resubmit messages still inside the duplicate window. The broker drops
+  --clock-skew <d>        how far this machine's clock may be ahead of the broker's (ISO-8601, default PT5M):
+                          a message is resubmitted only this long after its duplicate window has passed
+  --ignore-duplicate-window
+                          DANGEROUS: resubmit messages still inside the duplicate window. The broker drops
                           such a copy as a duplicate (and reports success) while the tool completes the
                           dead-lettered original: the message is lost. Only for a topic without duplicate
                           detection, or a window you know is shorter than --duplicate-window says.
-Environment: SERVICEBUS_NAMESPACE (identity) or SERVICEBUS_CONNECTION_STRING (emulator/local peer only).`;
+Environment: SERVICEBUS_NAMESPACE (identity) or SERVICEBUS_CONNECTION_STRING (emulator/local peer only);
+  COSMOS_ENDPOINT, COSMOS_DATABASE, COSMOS_CONTAINER (COSMOS_KEY only for the local server or an emulator)
+  to check each message against its consumer's inbox; INBOX_RETENTION as the app has it.`;
 
 const COMMANDS = ['list', 'show', 'resubmit'] as const;
 type Command = (typeof COMMANDS)[number];
+
+/** The flags each command takes besides --topic and --help. */
+const COMMAND_FLAGS: Record<Command, readonly string[]> = {
+  list: ['duplicate-window', 'clock-skew'],
+  show: [],
+  resubmit: [
+    'message-id',
+    'all',
+    'dry-run',
+    'force',
+    'duplicate-window',
+    'clock-skew',
+    'ignore-duplicate-window',
+  ],
+};
+
+interface Request {
+  command: Command;
+  subscription: string;
+  topic: string;
+  /** show: the MessageId or sequence number. */
+  key: string | undefined;
+  duplicateWindowSeconds: number;
+  clockSkewSeconds: number;
+  flags: Flags;
+}
 
 export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   const { values, positionals } = parseFlags(argv, FLAGS, USAGE);
@@ -44,55 +90,138 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     context.out(USAGE);
     return EXIT_CODES.ok;
   }
-  const [command, subscription, ...rest] = positionals;
-  if (!COMMANDS.includes(command as Command) || !subscription) {
-    throw new UsageError(`Say what to do and with which subscription.\n${USAGE}`);
-  }
-  const resubmitFlags = ['message-id', 'all', 'dry-run', 'force', 'duplicate-window'].filter(
-    (flag) => (values as Record<string, unknown>)[flag] !== undefined,
-  );
-  if (command !== 'resubmit' && resubmitFlags.length > 0) {
-    throw new UsageError(`${resubmitFlags.map((f) => `--${f}`).join(', ')} only apply to resubmit.`);
-  }
-  if (rest.length > (command === 'show' ? 1 : 0) || (command === 'show' && rest.length === 0)) {
-    throw new UsageError(`Unexpected arguments for ${command}.\n${USAGE}`);
-  }
-
+  // Every usage error is found here, before anything is connected to.
+  const request = parseRequest(values, positionals);
+  const inbox = request.command === 'show' ? undefined : connectInbox(context.env);
   const { client, description } = connectServiceBus(context.env);
-  const queue: DeadLetterQueue = {
-    client,
-    topic: topicOfSubscription(subscription, values.topic),
-    subscription,
-  };
+  const queue: DeadLetterQueue = { client, topic: request.topic, subscription: request.subscription };
   try {
     const deadLetters = await peekDeadLetters(queue);
     context.out(`${describeQueue(queue)} on ${description}: ${deadLetters.length} message(s).`);
-    switch (command as Command) {
-      case 'list':
-        listMessages(deadLetters, context);
-        return EXIT_CODES.ok;
-      case 'show':
-        return showMessages(deadLetters, rest[0]!, context);
-      case 'resubmit':
-        return await resubmitMessages(queue, deadLetters, values, context);
+    if (request.command === 'show') return showMessages(deadLetters, request.key!, context);
+    const rules = {
+      duplicateWindowMs: request.duplicateWindowSeconds * 1000,
+      clockSkewMs: request.clockSkewSeconds * 1000,
+      nowMs: context.now(),
+      routedSubjects: routedSubjects(request.topic),
+    };
+    let inboxStates: Map<string, InboxState> | undefined;
+    if (typeof inbox === 'string') {
+      context.out(`Inbox state not checked: ${inbox}.`);
+    } else if (inbox) {
+      context.out(`Inbox: ${inbox.description}.`);
+      inboxStates = await readInboxStates(deadLetters, request.subscription, inbox, rules);
     }
+    if (request.command === 'list') {
+      listMessages(deadLetters, { ...rules, inboxStates }, context);
+      return EXIT_CODES.ok;
+    }
+    return await resubmitMessages(queue, deadLetters, request, { ...rules, inboxStates }, context);
   } finally {
+    if (typeof inbox === 'object') inbox.close();
     await client.close();
   }
 }
 
-function listMessages(deadLetters: readonly ServiceBusReceivedMessage[], context: ToolContext): void {
+function parseRequest(values: Flags, positionals: string[]): Request {
+  const [command, subscription, ...rest] = positionals;
+  if (!COMMANDS.includes(command as Command) || !subscription) {
+    throw usageError('Say what to do (list, show or resubmit) and with which subscription.');
+  }
+  const given = Object.keys(values).filter(
+    (flag) => flag !== 'topic' && (values as Record<string, unknown>)[flag] !== undefined,
+  );
+  const misplaced = given.filter((flag) => !COMMAND_FLAGS[command as Command].includes(flag));
+  if (misplaced.length > 0) {
+    throw usageError(`${misplaced.map((f) => `--${f}`).join(', ')} do(es) not apply to ${command}.`);
+  }
+  if (command === 'show' && rest.length === 0) {
+    throw usageError(
+      `show needs the MessageId or sequence number of the message to show (list prints both).`,
+    );
+  }
+  if (rest.length > (command === 'show' ? 1 : 0)) {
+    throw usageError(`Unexpected arguments for ${command}: ${bounded(rest.join(' '))}.`);
+  }
+  if (command === 'resubmit' && (values['message-id'] ?? []).length > 0 === Boolean(values.all)) {
+    throw usageError('resubmit needs --message-id <id> (one or more) or --all, not both.');
+  }
+  let topic: string;
+  try {
+    topic = topicOfSubscription(subscription, values.topic);
+  } catch (error) {
+    throw usageError((error as Error).message, error);
+  }
+  return {
+    command: command as Command,
+    subscription,
+    topic,
+    key: rest[0],
+    duplicateWindowSeconds: durationSeconds('--duplicate-window', values['duplicate-window'] ?? 'PT1H', 1),
+    clockSkewSeconds: durationSeconds('--clock-skew', values['clock-skew'] ?? 'PT5M', 0),
+    flags: values,
+  };
+}
+
+async function readInboxStates(
+  deadLetters: readonly ServiceBusReceivedMessage[],
+  subscription: string,
+  inbox: Inbox,
+  at: { nowMs: number; clockSkewMs: number },
+): Promise<Map<string, InboxState>> {
+  const consumer = consumerOf(subscription);
+  const states = new Map<string, InboxState>();
+  for (const message of deadLetters) {
+    states.set(sequenceOf(message), await inboxStateOf(message, consumer, inbox, at));
+  }
+  return states;
+}
+
+const STATE_MEANINGS: Record<InboxStateName, string> = {
+  applied: 'its consumer applied it (marker, same payload); resubmit completes it without sending',
+  'payload-mismatch':
+    'a marker with another payload: a different message used this MessageId; resubmit refuses it without --force',
+  'not-applied': 'no marker, and one would still be kept: resubmit sends it and the consumer applies it',
+  unknown:
+    'no marker, but one may have been purged (older than INBOX_RETENTION), or no known consumer; resubmit refuses it without --force',
+  versioned: 'its consumer writes only over an older version and keeps no marker: resubmitting is safe',
+  poison:
+    'its consumer cannot read it (the reason in parentheses) and never applied it; it would be dead-lettered again',
+};
+
+function listMessages(
+  deadLetters: readonly ServiceBusReceivedMessage[],
+  rules: Omit<ResubmitRules, 'force' | 'ignoreDuplicateWindow'>,
+  context: ToolContext,
+): void {
   if (deadLetters.length === 0) return;
-  const rows = deadLetters.map((message) => [
-    sequenceOf(message),
-    idText(message.messageId) ?? '',
-    message.subject ?? '',
-    message.deadLetterReason ?? '',
-    truncate(message.deadLetterErrorDescription ?? '', 60),
-    String(message.deliveryCount ?? ''),
-    message.enqueuedTimeUtc?.toISOString() ?? '',
-  ]);
-  const header = ['seq', 'messageId', 'subject', 'reason', 'description', 'deliveries', 'enqueued (UTC)'];
+  const states = rules.inboxStates;
+  const rows = deadLetters.map((message) => {
+    const state = states?.get(sequenceOf(message));
+    const routed = message.subject !== undefined && rules.routedSubjects.has(message.subject);
+    return [
+      sequenceOf(message),
+      bounded(idText(message.messageId) ?? ''),
+      bounded(message.subject ?? ''),
+      bounded(message.deadLetterReason ?? '', 40),
+      bounded(message.deadLetterErrorDescription ?? '', 60),
+      String(message.deliveryCount ?? ''),
+      message.enqueuedTimeUtc?.toISOString() ?? '',
+      ...(states ? [state ? stateText(state) : ''] : []),
+      routed ? resubmittableAt(message, rules).toISOString() : 'never: no subscription takes its subject',
+    ];
+  });
+  const header = [
+    'seq',
+    'messageId',
+    'subject',
+    'reason',
+    'description',
+    'deliveries',
+    'enqueued (UTC)',
+    ...(states ? ['inbox'] : []),
+    'resubmittable from (UTC)',
+  ];
   const widths = header.map((title, column) =>
     Math.max(title.length, ...rows.map((row) => row[column]!.length)),
   );
@@ -104,6 +233,18 @@ function listMessages(deadLetters: readonly ServiceBusReceivedMessage[], context
         .trimEnd(),
     );
   }
+  context.out('');
+  const window = formatDuration(rules.duplicateWindowMs / 1000);
+  const skew = formatDuration(rules.clockSkewMs / 1000);
+  context.out(
+    `resubmittable from: enqueued + the duplicate window (${window}) + a clock-skew margin (${skew}); before it the broker drops the copy.`,
+  );
+  const present = INBOX_STATES.filter((name) => [...(states?.values() ?? [])].some((s) => s.state === name));
+  for (const name of present) context.out(`${name}: ${STATE_MEANINGS[name]}`);
+}
+
+function stateText(state: InboxState): string {
+  return state.state === 'poison' ? `poison (${state.detail})` : state.state;
 }
 
 function showMessages(
@@ -113,7 +254,7 @@ function showMessages(
 ): ExitCode {
   const matches = deadLetters.filter((message) => isNamed(message, key));
   if (matches.length === 0) {
-    context.err(`No dead-lettered message has MessageId or sequence number '${key}'.`);
+    context.err(`No dead-lettered message has MessageId or sequence number '${bounded(key)}'.`);
     return EXIT_CODES.failed;
   }
   for (const message of matches) {
@@ -142,29 +283,27 @@ function showMessages(
 async function resubmitMessages(
   queue: DeadLetterQueue,
   deadLetters: readonly ServiceBusReceivedMessage[],
-  values: Flags,
+  request: Request,
+  rules: Omit<ResubmitRules, 'force' | 'ignoreDuplicateWindow'>,
   context: ToolContext,
 ): Promise<ExitCode> {
-  const messageIds = values['message-id'] ?? [];
-  if (messageIds.length > 0 === Boolean(values.all)) {
-    throw new UsageError('resubmit needs --message-id <id> (one or more) or --all, not both.');
-  }
-  const windowSeconds = durationSeconds(values['duplicate-window'] ?? 'PT1H');
-  const selection: Selection = values.all ? { all: true } : { messageIds };
-  const dryRun = Boolean(values['dry-run']);
+  const { flags } = request;
+  const selection: Selection = flags.all ? { all: true } : { messageIds: flags['message-id'] ?? [] };
+  const dryRun = Boolean(flags['dry-run']);
   const plan = planResubmit(deadLetters, selection, {
-    duplicateWindowMs: windowSeconds * 1000,
-    force: Boolean(values.force),
-    nowMs: context.now(),
+    ...rules,
+    force: Boolean(flags.force),
+    ignoreDuplicateWindow: Boolean(flags['ignore-duplicate-window']),
   });
-  describePlan(plan, formatDuration(windowSeconds), dryRun, context);
-  if (values.force && plan.resubmit.length > 0) {
+  describePlan(plan, request, dryRun, context);
+  if (flags['ignore-duplicate-window'] && plan.resubmit.length > 0) {
     context.err(
-      'warning: --force resubmits without waiting for the duplicate window. A copy the broker drops as a duplicate ' +
-        'is lost when its dead-lettered original is completed.',
+      'warning: --ignore-duplicate-window resubmits without waiting for the duplicate window. A copy the broker ' +
+        'drops as a duplicate is lost when its dead-lettered original is completed.',
     );
   }
-  const problems = plan.tooEarly.length + plan.sameMessageId.length + plan.notFound.length;
+  const refused = plan.tooEarly.length + plan.unroutable.length + plan.inboxRefused.length;
+  const problems = refused + plan.sameMessageId.length + plan.notFound.length;
   if (dryRun) {
     context.out('Dry run: nothing was sent, completed or locked.');
     return problems === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
@@ -176,24 +315,50 @@ async function resubmitMessages(
     );
   }
   context.out(
-    `Resubmitted ${outcome.resubmitted.length}, refused ${plan.tooEarly.length}, skipped ${plan.sameMessageId.length}, ` +
-      `not found ${plan.notFound.length}, failed ${outcome.failed.length + outcome.sentButNotCompleted.length}, ` +
-      `not received ${outcome.notReceived.length}; ${outcome.leftInPlace} other message(s) locked on the way were given back unchanged.`,
+    `Resubmitted ${outcome.resubmitted.length}, completed as already applied ${outcome.completedAsApplied.length}, ` +
+      `refused ${refused}, skipped ${plan.sameMessageId.length}, not found ${plan.notFound.length}, ` +
+      `failed ${outcome.failed.length + outcome.sentButNotCompleted.length}, not received ${outcome.notReceived.length}; ` +
+      `${outcome.leftInPlace} other message(s) locked on the way were given back unchanged.`,
   );
   const failures = outcome.failed.length + outcome.sentButNotCompleted.length + outcome.notReceived.length;
   return problems + failures === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
 }
 
-function describePlan(plan: ResubmitPlan, window: string, dryRun: boolean, context: ToolContext): void {
-  const verb = dryRun ? 'would resubmit' : 'will resubmit';
+function describePlan(plan: ResubmitPlan, request: Request, dryRun: boolean, context: ToolContext): void {
+  const window = formatDuration(request.duplicateWindowSeconds);
+  const skew = formatDuration(request.clockSkewSeconds);
+  for (const message of plan.applied) {
+    context.out(
+      `${dryRun ? 'would complete' : 'will complete'} ${label(message)} without resubmitting: already applied ` +
+        "(its consumer's marker has the same payload)",
+    );
+  }
   for (const message of plan.resubmit) {
-    context.out(`${verb} ${label(message)} (reason: ${message.deadLetterReason ?? 'none'})`);
+    context.out(
+      `${dryRun ? 'would resubmit' : 'will resubmit'} ${label(message)} (reason: ${bounded(message.deadLetterReason ?? 'none', 40)})`,
+    );
+  }
+  for (const message of plan.unroutable) {
+    context.out(
+      `refused ${label(message)}: no subscription of ${request.topic} takes this Subject (src/topology.json). The broker ` +
+        'would accept the copy, deliver it nowhere and report success, and completing the original would lose it.',
+    );
+  }
+  for (const { message, state } of plan.inboxRefused) {
+    context.out(
+      state.state === 'payload-mismatch'
+        ? `refused ${label(message)}: payload mismatch, the consumer's marker for this MessageId has another payload ` +
+            '(a different message used the MessageId). A copy would be logged as payload_mismatch and not applied; --force sends it anyway.'
+        : `refused ${label(message)}: inbox state unknown (${state.detail}); it may have been applied already. ` +
+            'Check the business state (show gives the ids), then --force to resubmit it.',
+    );
   }
   for (const { message, resubmittableAt } of plan.tooEarly) {
     context.out(
       `refused ${label(message)}: first sent ${message.enqueuedTimeUtc?.toISOString() ?? '(unknown)'}, still inside the ` +
-        `topic's duplicate detection window (${window}). Resubmit it from ${resubmittableAt.toISOString()}: ` +
-        'sent now, the broker would drop it as a duplicate while the dead-lettered copy is completed, and it would be lost.',
+        `topic's duplicate detection window (${window}) plus the clock-skew margin (${skew}). Resubmit it from ` +
+        `${resubmittableAt.toISOString()}: sent now, the broker could drop it as a duplicate while the dead-lettered ` +
+        'copy is completed, and it would be lost.',
     );
   }
   for (const message of plan.sameMessageId) {
@@ -203,7 +368,7 @@ function describePlan(plan: ResubmitPlan, window: string, dryRun: boolean, conte
     );
   }
   for (const messageId of plan.notFound)
-    context.out(`not found: no dead-lettered message has MessageId ${messageId}`);
+    context.out(`not found: no dead-lettered message has MessageId ${bounded(messageId)}`);
 }
 
 type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
@@ -218,18 +383,29 @@ const FLAGS = {
     'dry-run': { type: 'boolean' },
     force: { type: 'boolean' },
     'duplicate-window': { type: 'string' },
+    'clock-skew': { type: 'string' },
+    'ignore-duplicate-window': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
 } satisfies ParseArgsConfig;
 
-function durationSeconds(text: string): number {
+function durationSeconds(flag: string, text: string, minimumSeconds: number): number {
+  let seconds: number;
   try {
-    const seconds = parseDurationSeconds(text, '--duplicate-window');
-    if (seconds <= 0) throw new Error('must be longer than zero');
-    return seconds;
+    seconds = parseDurationSeconds(text, flag);
   } catch (error) {
-    throw new UsageError(`--duplicate-window: ${(error as Error).message}`, { cause: error });
+    throw usageError(
+      `${flag} '${bounded(text)}' is not an ISO-8601 duration (for example PT1H or PT5M).`,
+      error,
+    );
   }
+  if (seconds < minimumSeconds)
+    throw usageError(`${flag} must be at least ${formatDuration(minimumSeconds)}.`);
+  return seconds;
+}
+
+function usageError(message: string, cause?: unknown): UsageError {
+  return new UsageError(`${message}\n${USAGE}`, cause === undefined ? undefined : { cause });
 }
 
 /** JSON pretty-printed, other UTF-8 as text, anything else as base64. */
@@ -246,17 +422,6 @@ function bodyText(body: unknown): string {
   } catch {
     return text;
   }
-}
-
-/** AMQP ids may be numbers or uuid bytes; Service Bus producers send strings. */
-function idText(id: string | number | Buffer | undefined): string | undefined {
-  if (id === undefined) return undefined;
-  return Buffer.isBuffer(id) ? id.toString('hex') : String(id);
-}
-
-function truncate(text: string, length: number): string {
-  const line = text.replace(/\s+/g, ' ');
-  return line.length > length ? `${line.slice(0, length - 1)}…` : line;
 }
 
 if (require.main === module) {

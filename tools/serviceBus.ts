@@ -91,6 +91,16 @@ export function topicOfSubscription(subscription: string, override?: string): st
   return topic.name;
 }
 
+/**
+ * The Subjects that some subscription of the topic takes (src/topology.json, which the Bicep deploys
+ * as the subscriptions' correlation filters). A message with any other Subject is accepted by the
+ * topic, copied to no subscription, and gone.
+ */
+export function routedSubjects(topic: string): ReadonlySet<string> {
+  const declared = topology.topics.find((t) => t.name === topic);
+  return new Set(declared?.subscriptions.flatMap((s) => s.subjects) ?? []);
+}
+
 /** A sample event as a Service Bus message: JSON body, Subject for the filters, a stable MessageId. */
 export function toServiceBusMessage(event: SampleEvent): ServiceBusMessage {
   return {

@@ -6,6 +6,19 @@ export {
   type TimerHandler,
 } from './azureFunctions';
 export {
+  type BreakerClock,
+  type BreakerLimits,
+  breakerLimits,
+  type BreakerOptions,
+  type BreakerState,
+  type BreakerTransition,
+  CircuitBreaker,
+  CircuitOpenError,
+  holdSeconds,
+  survivableOutageSeconds,
+  systemClock,
+} from './breaker';
+export {
   type Consumer,
   defineInboxConsumer,
   defineVersionedConsumer,
@@ -27,6 +40,7 @@ export {
 } from './errors';
 export { type Marker, MARKER_TYPE, markerId, payloadHash } from './marker';
 export {
+  markerLocation,
   MAX_BATCH_BYTES,
   MAX_BATCH_OPERATIONS,
   processDelivery,
@@ -34,7 +48,14 @@ export {
   type ProcessResult,
 } from './process';
 export { purgeExpiredMarkers, type PurgeOptions, type PurgeReport } from './purge';
-export { loadSettings, type RedeliverySettings, retentionBoundSeconds, type Settings } from './settings';
+export {
+  HOST_JSON_DEFAULTS,
+  hostJsonProblems,
+  loadSettings,
+  type RedeliverySettings,
+  retentionBoundSeconds,
+  type Settings,
+} from './settings';
 export { InboxTelemetry, METRIC_NAMES, type Outcome, OUTCOMES } from './telemetry';
 export {
   type BusinessDocument,

@@ -3,7 +3,7 @@ import type { Container, OperationInput } from '@azure/cosmos';
 import type { Consumer, InboxConsumer, VersionedConsumer } from './consumer';
 import type { Delivery } from './delivery';
 import { ConcurrencyConflictError, InboxError, PoisonMessageError, TransientStoreError } from './errors';
-import { buildMarker, type Marker, markerKey, payloadHash } from './marker';
+import { buildMarker, type Marker, markerId, markerKey, payloadHash } from './marker';
 import type { Settings } from './settings';
 import type { Outcome } from './telemetry';
 import { type FailedWrite, PartitionTransaction } from './transaction';
@@ -22,6 +22,11 @@ export interface ProcessDependencies {
   random(): number;
   /** Told each time an ETag conflict makes the handler run again. */
   onEtagRetry?(consumer: string): void;
+  /**
+   * Awaited once the message is known not to be poison, before its first Cosmos DB request: the
+   * circuit breaker holds the delivery here while Cosmos DB is failing (src/inbox/breaker.ts).
+   */
+  beforeStore?(): Promise<void>;
 }
 
 export interface ProcessResult {
@@ -80,6 +85,23 @@ function parseMessage<M>(consumer: Consumer<M>, delivery: Delivery): ParsedMessa
   return { messageId: delivery.messageId, message: result.data, payloadHash: payloadHash(body) };
 }
 
+/**
+ * Where processing would put a delivery's inbox marker: its id (under the key the adapter derives,
+ * lossy MessageIds included), its partition, and the payload hash it records. Throws the
+ * PoisonMessageError processing would throw. For tools that ask whether a message was applied.
+ */
+export function markerLocation<M>(
+  consumer: InboxConsumer<M>,
+  delivery: Delivery,
+): { id: string; partitionKey: string; payloadHash: string } {
+  const parsed = parseMessage(consumer, delivery);
+  return {
+    id: markerId(consumer.name, markerKey(delivery, parsed.messageId, parsed.payloadHash)),
+    partitionKey: partitionKeyOf(consumer, parsed.message),
+    payloadHash: parsed.payloadHash,
+  };
+}
+
 /** The host hands JSON bodies parsed; a string or bytes means it could not parse them, so we try once. */
 function jsonBody(body: unknown): unknown {
   if (typeof body !== 'string' && !Buffer.isBuffer(body)) return body;
@@ -104,6 +126,7 @@ async function processWithInbox<M>(
   const partitionKey = partitionKeyOf(consumer, parsed.message);
   const key = markerKey(delivery, parsed.messageId, parsed.payloadHash);
   const { maxAttempts } = deps.settings.inbox;
+  await deps.beforeStore?.();
   let requestCharge = 0;
   let requests = 0;
   let previousFailure: FailedWrite | undefined;
@@ -216,6 +239,7 @@ async function processVersioned<M>(
       `The projected document '${document.id}' has no numeric version.`,
     );
   }
+  await deps.beforeStore?.();
   const write = await store(() => writeIfNewer(deps.container, document, deps.settings.inbox.maxAttempts));
   return {
     outcome: write.result === 'written' ? 'processed' : 'duplicate',

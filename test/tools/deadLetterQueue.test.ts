@@ -1,7 +1,8 @@
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 import Long from 'long';
 
-import { planResubmit, resubmittedCopy } from '../../tools/deadLetterQueue';
+import { bounded, planResubmit, resubmittedCopy } from '../../tools/deadLetterQueue';
+import type { InboxState } from '../../tools/inboxState';
 
 const NOW_MS = Date.UTC(2026, 10, 30, 12);
 const HOUR_MS = 3_600_000;
@@ -25,7 +26,16 @@ function deadLetter(
   } as unknown as ServiceBusReceivedMessage;
 }
 
-const rules = { duplicateWindowMs: HOUR_MS, force: false, nowMs: NOW_MS };
+const rules = {
+  duplicateWindowMs: HOUR_MS,
+  clockSkewMs: 0,
+  ignoreDuplicateWindow: false,
+  force: false,
+  nowMs: NOW_MS,
+  routedSubjects: new Set(['PaymentReceived']),
+  inboxStates: undefined,
+};
+const MINUTE_MS = 60_000;
 
 describe('planResubmit', () => {
   it('refuses inside the window, from the enqueued time plus the window, and allows after it', () => {
@@ -58,11 +68,47 @@ describe('planResubmit', () => {
     expect(plan.resubmit).toHaveLength(1);
   });
 
-  it('with force, ignores the window', () => {
+  it('waits the clock-skew margin out after the window', () => {
+    const plan = planResubmit(
+      [deadLetter(1, 'a', HOUR_MS + 4 * MINUTE_MS), deadLetter(2, 'b', HOUR_MS + 5 * MINUTE_MS)],
+      { all: true },
+      { ...rules, clockSkewMs: 5 * MINUTE_MS },
+    );
+
+    expect(plan.tooEarly.map(({ message }) => message.messageId)).toEqual(['a']);
+    expect(plan.resubmit.map((m) => m.messageId)).toEqual(['b']);
+  });
+
+  it('completes applied ones, refuses unroutable ones, and mismatches and unknowns without force', () => {
+    const states = new Map<string, InboxState>([
+      ['1', { state: 'applied', detail: '' }],
+      ['2', { state: 'payload-mismatch', detail: '' }],
+      ['3', { state: 'unknown', detail: '' }],
+      ['4', { state: 'not-applied', detail: '' }],
+    ]);
+    const unroutable = { ...deadLetter(5, 'e', 2 * HOUR_MS), subject: 'PaymentRecieved' };
+    const all = [1, 2, 3, 4].map((n) => deadLetter(n, `m${n}`, 2 * HOUR_MS));
+
+    const plan = planResubmit([...all, unroutable], { all: true }, { ...rules, inboxStates: states });
+    const forced = planResubmit(
+      [...all, unroutable],
+      { all: true },
+      { ...rules, inboxStates: states, force: true },
+    );
+
+    expect(plan.applied.map((m) => m.messageId)).toEqual(['m1']);
+    expect(plan.inboxRefused.map(({ message }) => message.messageId)).toEqual(['m2', 'm3']);
+    expect(plan.resubmit.map((m) => m.messageId)).toEqual(['m4']);
+    expect(plan.unroutable.map((m) => m.messageId)).toEqual(['e']);
+    expect(forced.resubmit.map((m) => m.messageId)).toEqual(['m2', 'm3', 'm4']);
+    expect(forced.unroutable.map((m) => m.messageId)).toEqual(['e']);
+  });
+
+  it('with ignoreDuplicateWindow, ignores the window', () => {
     const plan = planResubmit(
       [deadLetter(1, 'a', 0)],
       { messageIds: ['a', 'zz'] },
-      { ...rules, force: true },
+      { ...rules, ignoreDuplicateWindow: true },
     );
 
     expect(plan.resubmit.map((m) => m.messageId)).toEqual(['a']);
@@ -80,5 +126,12 @@ describe('resubmittedCopy', () => {
       subject: 'PaymentReceived',
       applicationProperties: { tenant: 't' },
     });
+  });
+});
+
+describe('bounded', () => {
+  it('keeps an echoed value to one line of at most the given length', () => {
+    expect(bounded(`a\nb\u0007c${'x'.repeat(100)}`, 10)).toBe('a b cxxxx…');
+    expect(bounded('short')).toBe('short');
   });
 });

@@ -20,7 +20,12 @@ const deadLetters = (argv: string[], context: ToolContext): Promise<number> =>
   runTool('dead-letters', main, argv, context);
 
 const HOUR_MS = 3_600_000;
+/** Past the duplicate window (PT1H) and the default clock-skew margin (PT5M). */
+const PAST_WINDOW_MS = HOUR_MS + 6 * 60_000;
 const payment = (id: string): object => ({ paymentId: id, invoiceId: 'INV-1', amount: 10, currency: 'EUR' });
+
+const UNREACHABLE =
+  'Endpoint=sb://127.0.0.1:9;SharedAccessKeyName=k;SharedAccessKey=k;UseDevelopmentEmulator=true;';
 
 let fixture: PeerFixture;
 let receivers: ServiceBusReceiver[];
@@ -96,6 +101,9 @@ describe('list', () => {
     const text = run.out.join('\n');
     expect(code).toBe(0);
     expect(text).toContain('2 message(s)');
+    expect(run.out.filter((line) => line.startsWith('Inbox state not checked'))).toEqual([
+      expect.stringContaining('COSMOS_ENDPOINT is not set'),
+    ]);
     expect(run.out.find((line) => line.includes('payment-PAY-1'))).toMatch(
       /PaymentReceived\s+schema-violation\s+amount: must be positive\s+1\s/,
     );
@@ -153,7 +161,7 @@ describe('resubmit', () => {
   });
 
   it('after the window: sends an identical copy to the topic, then completes the dead-lettered one', async () => {
-    fixture.clock.advance(HOUR_MS + 60_000);
+    fixture.clock.advance(PAST_WINDOW_MS);
     const run = captured(env, () => fixture.clock.now());
 
     const code = await deadLetters(['resubmit', PAYMENTS, '--message-id', 'payment-PAY-1'], run.context);
@@ -174,7 +182,7 @@ describe('resubmit', () => {
   });
 
   it('--all resubmits a message that exhausted maxDeliveryCount too, and the consumer can take it again', async () => {
-    fixture.clock.advance(HOUR_MS + 60_000);
+    fixture.clock.advance(PAST_WINDOW_MS);
 
     const code = await deadLetters(
       ['resubmit', PAYMENTS, '--all'],
@@ -191,7 +199,7 @@ describe('resubmit', () => {
   });
 
   it('--dry-run prints the plan and changes nothing', async () => {
-    fixture.clock.advance(HOUR_MS + 60_000);
+    fixture.clock.advance(PAST_WINDOW_MS);
     const before = await queue(true);
     const run = captured(env, () => fixture.clock.now());
 
@@ -206,7 +214,7 @@ describe('resubmit', () => {
   });
 
   it('leaves messages it was not asked for where they are', async () => {
-    fixture.clock.advance(HOUR_MS + 60_000);
+    fixture.clock.advance(PAST_WINDOW_MS);
 
     await deadLetters(
       ['resubmit', PAYMENTS, '--message-id', 'payment-PAY-2'],
@@ -217,24 +225,24 @@ describe('resubmit', () => {
     expect((await queue(false)).map((m) => m.messageId)).toEqual(['payment-PAY-2']);
   });
 
-  it('--force inside the window loses the message: the broker drops the copy, the original is completed', async () => {
+  it('--ignore-duplicate-window inside the window loses the message: the broker drops the copy, the original is completed', async () => {
     // Why the window check exists, shown on the peer: this is the outcome it prevents.
     const run = captured(env, () => fixture.clock.now());
 
     const code = await deadLetters(
-      ['resubmit', PAYMENTS, '--message-id', 'payment-PAY-1', '--force'],
+      ['resubmit', PAYMENTS, '--message-id', 'payment-PAY-1', '--ignore-duplicate-window'],
       run.context,
     );
 
     expect(code).toBe(0);
-    expect(run.err.join('\n')).toMatch(/warning: --force/);
+    expect(run.err.join('\n')).toMatch(/warning: --ignore-duplicate-window/);
     expect(fixture.peer.broker.topic(TOPIC).stats.droppedAsDuplicate).toBe(1);
     expect(await queue(false)).toEqual([]);
     expect((await queue(true)).map((m) => m.messageId)).toEqual(['payment-PAY-2']);
   });
 
   it('reports MessageIds that are not in the dead-letter queue', async () => {
-    fixture.clock.advance(HOUR_MS + 60_000);
+    fixture.clock.advance(PAST_WINDOW_MS);
     const run = captured(env, () => fixture.clock.now());
 
     const code = await deadLetters(['resubmit', PAYMENTS, '--message-id', 'payment-NOPE'], run.context);
@@ -248,15 +256,28 @@ describe('resubmit', () => {
     [['resubmit', PAYMENTS], /--message-id <id> \(one or more\) or --all/],
     [['resubmit', PAYMENTS, '--all', '--message-id', 'x'], /not both/],
     [['resubmit', PAYMENTS, '--all', '--duplicate-window', 'an hour'], /--duplicate-window/],
-    [['list', PAYMENTS, '--force'], /only apply to resubmit/],
+    [['list', PAYMENTS, '--force'], /--force do\(es\) not apply to list/],
+    [['show', PAYMENTS], /show needs the MessageId or sequence number/],
+    [['show', PAYMENTS, 'a', 'b'], /Unexpected arguments for show/],
+    [['list', PAYMENTS, '--clock-skew', '5 minutes'], /--clock-skew '5 minutes' is not an ISO-8601 duration/],
     [['list', 'no-such-subscription'], /not a subscription in src\/topology.json/],
     [['purge', PAYMENTS], /Say what to do/],
-  ])('refuses %j with a clear message', async (argv, message) => {
-    const run = captured(env);
+  ])(
+    'refuses %j with a clear message and the usage, before connecting to anything',
+    async (argv, message) => {
+      // Nothing listens on this endpoint: a tool that connected first would fail differently.
+      const run = captured({
+        SERVICEBUS_CONNECTION_STRING: UNREACHABLE,
+        COSMOS_ENDPOINT: 'http://127.0.0.1:9/',
+        COSMOS_KEY: 'cGxhY2Vob2xkZXIta2V5LWZvci10ZXN0cw==',
+      });
 
-    const code = await deadLetters(argv, run.context);
+      const code = await deadLetters(argv, run.context);
 
-    expect(code).toBe(2);
-    expect(run.err.join('\n')).toMatch(message);
-  });
+      expect(code).toBe(2);
+      expect(run.err.join('\n')).toMatch(message);
+      expect(run.err.join('\n')).toContain('Usage:');
+      expect(run.out).toEqual([]);
+    },
+  );
 });

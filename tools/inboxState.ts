@@ -1,0 +1,156 @@
+import type { Container } from '@azure/cosmos';
+import { InvocationContext } from '@azure/functions';
+import type { ServiceBusReceivedMessage } from '@azure/service-bus';
+
+import {
+  ConfigurationError as SettingsError,
+  type Consumer,
+  createCosmosClient,
+  type Delivery,
+  loadSettings,
+  type Marker,
+  markerLocation,
+  PoisonMessageError,
+  toDelivery,
+} from '../src/inbox';
+import { sampleConsumers } from '../src/sample';
+import { topology } from '../src/topology';
+import { idText } from './deadLetterQueue';
+import { ConfigurationError } from './errors';
+
+/**
+ * What the consumer of a subscription knows about a dead letter: whether its inbox holds the
+ * message's marker. Only this template can tell, because the marker is the proof of the effect.
+ *
+ *   applied            a marker with the same payload hash: the effect happened (its settlement was lost)
+ *   payload-mismatch   a marker with another hash: a different message used this MessageId first
+ *   not-applied        no marker, and one written for this message would still be kept
+ *   unknown            no marker, but one may have been purged (older than INBOX_RETENTION), or the
+ *                      consumer is not known to this checkout
+ *   versioned          the consumer keeps no marker: it writes only over an older version
+ *   poison             the consumer cannot read the message (the reason says why); it was never applied
+ */
+export const INBOX_STATES = [
+  'applied',
+  'payload-mismatch',
+  'not-applied',
+  'unknown',
+  'versioned',
+  'poison',
+] as const;
+export type InboxStateName = (typeof INBOX_STATES)[number];
+
+export interface InboxState {
+  state: InboxStateName;
+  /** Why, for the operator; never message content. */
+  detail: string;
+}
+
+/** Where the tool reads markers, as the app does (src/inbox/settings.ts). */
+export interface Inbox {
+  container: Container;
+  retentionSeconds: number;
+  /** For the operator: which account and container. */
+  description: string;
+  close(): void;
+}
+
+/**
+ * The app's Cosmos DB settings: COSMOS_ENDPOINT, COSMOS_DATABASE, COSMOS_CONTAINER, COSMOS_KEY only
+ * for the local server or an emulator (otherwise DefaultAzureCredential), INBOX_RETENTION. Without
+ * COSMOS_ENDPOINT the inbox is not checked: the reason is returned instead.
+ */
+export function connectInbox(env: Readonly<Record<string, string | undefined>>): Inbox | string {
+  if (!env.COSMOS_ENDPOINT?.trim()) {
+    return 'COSMOS_ENDPOINT is not set (set it, and COSMOS_DATABASE/COSMOS_CONTAINER if not app/state, to see whether each message was applied)';
+  }
+  let settings;
+  try {
+    settings = loadSettings(env);
+  } catch (error) {
+    if (!(error instanceof SettingsError)) throw error;
+    throw new ConfigurationError(`Cosmos DB settings: ${error.problems.join('; ')}`, { cause: error });
+  }
+  const client = createCosmosClient(settings.cosmos);
+  const { endpoint, database, container, key } = settings.cosmos;
+  return {
+    container: client.database(database).container(container),
+    retentionSeconds: settings.inbox.retentionSeconds,
+    description: `${endpoint} ${database}/${container} (${key ? 'key: local server or emulator' : 'DefaultAzureCredential'})`,
+    close: () => client.dispose(),
+  };
+}
+
+/** The consumer that reads a subscription: src/topology.json names it, src/sample defines it. */
+export function consumerOf(subscription: string): Consumer | undefined {
+  const name = topology.topics
+    .flatMap((topic) => topic.subscriptions)
+    .find((declared) => declared.name === subscription)?.consumer;
+  return sampleConsumers.find((consumer) => consumer.name === name);
+}
+
+/**
+ * The state of one dead letter in the consumer's inbox. The marker is found with the library's own
+ * code: the delivery the Functions worker would hand the adapter (toDelivery) and where processing
+ * would put its marker (markerLocation), so a lossy MessageId maps to the same key as in the app.
+ *
+ * Without a marker, the timeline decides whether one could have been purged:
+ *
+ *   enqueued ── processed (marker written, if ever) ── … ── processed + INBOX_RETENTION: purgeable
+ *
+ * processed is never before enqueued, so while now + clock skew is before enqueued + retention a
+ * marker written for this message would still be there: its absence means not applied.
+ */
+export async function inboxStateOf(
+  message: ServiceBusReceivedMessage,
+  consumer: Consumer | undefined,
+  inbox: Inbox,
+  at: { nowMs: number; clockSkewMs: number },
+): Promise<InboxState> {
+  if (!consumer) return { state: 'unknown', detail: 'no consumer in src/sample reads this subscription' };
+  if (consumer.kind === 'versioned') {
+    return { state: 'versioned', detail: 'no marker: it writes only over an older version' };
+  }
+  let location;
+  try {
+    location = markerLocation(consumer, deliveryOf(message));
+  } catch (error) {
+    if (error instanceof PoisonMessageError) return { state: 'poison', detail: error.reason };
+    throw error;
+  }
+  const { resource: marker } = await inbox.container.item(location.id, location.partitionKey).read<Marker>();
+  if (marker) {
+    return marker.payloadHash === location.payloadHash
+      ? { state: 'applied', detail: `marker of ${marker.processedAt}` }
+      : { state: 'payload-mismatch', detail: `marker of ${marker.processedAt} has another payload hash` };
+  }
+  const enqueuedMs = message.enqueuedTimeUtc?.getTime();
+  if (enqueuedMs !== undefined && at.nowMs + at.clockSkewMs < enqueuedMs + inbox.retentionSeconds * 1000) {
+    return { state: 'not-applied', detail: 'no marker' };
+  }
+  return { state: 'unknown', detail: 'no marker, and it may have been purged (older than INBOX_RETENTION)' };
+}
+
+/**
+ * The delivery the adapter would see. The Functions host sends the body and the MessageId as text,
+ * and the Node.js worker JSON-parses every string it can (`fromRpcTypedData`): an all-digit
+ * MessageId reaches the adapter as a number, which toDelivery turns back into text.
+ */
+function deliveryOf(message: ServiceBusReceivedMessage): Delivery {
+  const body: unknown = Buffer.isBuffer(message.body) ? message.body.toString('utf8') : message.body;
+  const messageId = idText(message.messageId);
+  // The marker's key depends on the MessageId alone (and, for a lossy one, the payload).
+  const triggerMetadata = { messageId: messageId === undefined ? undefined : asTheWorkerReadsIt(messageId) };
+  return toDelivery(
+    typeof body === 'string' ? asTheWorkerReadsIt(body) : body,
+    new InvocationContext({ triggerMetadata }),
+  );
+}
+
+function asTheWorkerReadsIt(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
