@@ -39,7 +39,7 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
       log(
         context,
         'warn',
-        'MessageId arrived as a number too large to keep every digit; keying the marker by MessageId and payload hash. Use non-numeric MessageIds.',
+        'MessageId arrived JSON-parsed (a number or JSON text, which several MessageIds map to); keying the marker by MessageId and payload hash. Use MessageIds that are not JSON, such as GUIDs.',
         fields,
       );
     }

@@ -11,8 +11,12 @@ export interface Delivery {
   /** Always a string when present (see messageIdOf); undefined when the message has none. */
   readonly messageId: string | undefined;
   /**
-   * True when the host turned the MessageId into a number too large to keep every digit (beyond
-   * 2^53), so two different MessageIds may have arrived as the same value.
+   * True when the MessageId may not be the producer's text, so two different MessageIds may have
+   * arrived as the same value. The Node.js library JSON-parses every text metadata value it can:
+   * `1e3` and `1000` both arrive as 1000, `1.0` as 1, `-0` as 0, ` true` as true, `[1, 2]` as [1,2],
+   * `"x"` as x. So every value that is not text is ambiguous, and so is text that is itself JSON
+   * (only a quoted literal such as `"1e3"` arrives as it). Such a marker is keyed by MessageId and
+   * payload hash (see markerKey).
    */
   readonly messageIdIsLossy: boolean;
   /** 1 on the first delivery. */
@@ -41,11 +45,25 @@ export function toDelivery(message: unknown, context: InvocationContext): Delive
 
 function messageIdOf(value: unknown): { messageId: string | undefined; lossy: boolean } {
   if (value === undefined || value === '') return { messageId: undefined, lossy: false };
-  if (typeof value === 'string') return { messageId: value, lossy: false };
-  if (typeof value === 'number') return { messageId: String(value), lossy: !Number.isSafeInteger(value) };
-  // true, false, null, arrays and objects: the host parsed text that was valid JSON; JSON text gives
-  // it back deterministically, so a redelivery maps to the same id.
-  return { messageId: JSON.stringify(value), lossy: false };
+  if (typeof value === 'string') return { messageId: value, lossy: isJson(value) };
+  // Numbers, true, false, null, arrays and objects: the host parsed text that was valid JSON, and
+  // many texts parse to each. Their JSON text (String for numbers, as before) maps a redelivery to
+  // the same id; the payload hash in the marker key keeps different messages apart.
+  return { messageId: typeof value === 'number' ? String(value) : JSON.stringify(value), lossy: true };
+}
+
+/**
+ * Whether text is JSON. Text the library could parse never arrives as text, so text that parses
+ * came from a quoted literal (`"1e3"` arrives as 1e3), and `" 1e3"` or `"1\u0065 3"` would too.
+ * The common case (a GUID, `order-42`) fails at its first character.
+ */
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function textOf(value: unknown): string | undefined {

@@ -40,9 +40,9 @@ export function markerId(consumer: string, messageId: string): string {
 
 /**
  * The key the marker is stored under. Normally (consumer, MessageId). When the host could only hand
- * a MessageId that lost digits (see Delivery.messageIdIsLossy), different messages can share it, so
- * the payload hash joins the key: a redelivery still maps to the same marker (same body), and two
- * different messages do not suppress each other.
+ * a MessageId that several texts map to (a number, a JSON literal: see Delivery.messageIdIsLossy),
+ * different messages can share it, so the payload hash joins the key: a redelivery still maps to
+ * the same marker (same body), and two different messages do not suppress each other.
  */
 export function markerKey(
   delivery: Pick<Delivery, 'messageIdIsLossy'>,

@@ -126,17 +126,52 @@ describe('billing.payment-applier', () => {
     expect(await markersIn(id)).toBe(1);
   });
 
-  it('cannot tell MessageId "1e3" from "1000": the library parses both to 1000, so the second is a payload mismatch', async () => {
+  // The library JSON-parses text metadata, so each pair reaches the function as one value.
+  it.each([
+    ['1e3', '1000'],
+    ['1.0', '1'],
+    ['-0', '0'],
+    [' 77', '77'],
+    ['[1, 2]', '[1,2]'],
+    ['true', ' true'],
+    ['null', 'null '],
+    ['{}', '{ }'],
+    ['"1e3"', ' "1e3"'],
+    ['9007199254740993', '9007199254740992'],
+  ])(
+    'keeps MessageIds %j and %j apart though both arrive as one value; a redelivery is still a duplicate',
+    async (firstId, secondId) => {
+      const id = await openInvoice(10_000);
+      const logs: LogLine[] = [];
+
+      const first = await deliver('paymentApplier', payment(id, 'PAY-A', 10), { messageId: firstId });
+      const second = await deliver('paymentApplier', payment(id, 'PAY-B', 20), { messageId: secondId }, logs);
+      const secondOutcome = loggedOutcome(logs);
+      const again = await deliver(
+        'paymentApplier',
+        payment(id, 'PAY-A', 10),
+        { messageId: firstId, deliveryCount: 2 },
+        logs,
+      );
+
+      expect([first.settled, second.settled, again.settled]).toEqual(['completed', 'completed', 'completed']);
+      expect([secondOutcome, loggedOutcome(logs)]).toEqual(['processed', 'duplicate']);
+      expect(logs.some((l) => l.level === 'warning' && l.text.includes('JSON-parsed'))).toBe(true);
+      expect((await invoice(id))?.paidMinor).toBe(3000);
+      expect(await markersIn(id)).toBe(2);
+    },
+  );
+
+  it("cannot tell MessageId '\"q7\"' from 'q7' (both arrive as the text q7): the second is reported as a payload mismatch", async () => {
     const id = await openInvoice(10_000);
     const logs: LogLine[] = [];
 
-    const first = await deliver('paymentApplier', payment(id, 'PAY-1e3', 10), { messageId: '1e3' });
-    const second = await deliver('paymentApplier', payment(id, 'PAY-1000', 20), { messageId: '1000' }, logs);
+    await deliver('paymentApplier', payment(id, 'PAY-Q1', 10), { messageId: '"q7"' });
+    const second = await deliver('paymentApplier', payment(id, 'PAY-Q2', 20), { messageId: 'q7' }, logs);
 
-    expect([first.settled, second.settled]).toEqual(['completed', 'completed']);
+    expect(second.settled).toBe('completed');
     expect(loggedOutcome(logs)).toBe('payload_mismatch');
     expect((await invoice(id))?.paidMinor).toBe(1000);
-    expect(await markersIn(id)).toBe(1);
   });
 
   it('records an unapplied payment, once, when the invoice does not exist', async () => {
