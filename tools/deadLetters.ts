@@ -110,7 +110,10 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
       context.out(`Inbox state not checked: ${inbox}.`);
     } else if (inbox) {
       context.out(`Inbox: ${inbox.description}.`);
-      inboxStates = await readInboxStates(deadLetters, request.subscription, inbox, rules);
+      // resubmit --message-id reads only the markers of the messages it was asked for.
+      const asked = request.flags['message-id'];
+      const checked = asked ? deadLetters.filter((m) => asked.includes(String(m.messageId))) : deadLetters;
+      inboxStates = await readInboxStates(checked, request.subscription, inbox, rules);
     }
     if (request.command === 'list') {
       listMessages(deadLetters, { ...rules, inboxStates }, context);
