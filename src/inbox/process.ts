@@ -131,6 +131,18 @@ async function processWithInbox<M>(
   let requests = 0;
   let previousFailure: FailedWrite | undefined;
 
+  // A redelivery is most likely a duplicate: one read settles it, the handler does not run, and the
+  // payload is compared even when the first delivery failed before it could compare (a 503, a
+  // timeout, a crash, a lost lock) and a different body reused the MessageId.
+  if (delivery.deliveryCount > 1) {
+    const known = await storedMarker(deps.container, markerId(consumer.name, key), partitionKey);
+    requests++;
+    requestCharge += known.requestCharge;
+    if (known.payloadHash !== undefined) {
+      return { outcome: sameOrNot(known.payloadHash, parsed), requestCharge, requests, attempts: 0 };
+    }
+  }
+
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const tx = new PartitionTransaction(deps.container, partitionKey, previousFailure);
     try {
@@ -174,22 +186,14 @@ async function processWithInbox<M>(
         throw new TransientStoreError(`Cosmos DB refused the inbox marker with ${status}.`, status);
       // Timeline of a duplicate: delivery 1 commits marker + effect → its completion is lost or its
       // lock expires → delivery 2 (maybe running concurrently) gets 409 on the marker, writes nothing.
-      if (delivery.deliveryCount > 1) {
-        // A redelivery carries the same bytes as this message's earlier deliveries, so the batch's
-        // one request settles it. A different body under a reused MessageId arrives as a new
-        // message (DeliveryCount 1), where the check below sees it.
-        return { outcome: 'duplicate', requestCharge, requests, attempts: attempt };
-      }
-      const stored = await store(() => deps.container.item(marker.id, partitionKey).read<Marker>());
+      // The batch's response does not carry the marker, so one read tells a duplicate from a
+      // different message reusing the MessageId.
+      const stored = await storedMarker(deps.container, marker.id, partitionKey);
       requests++;
       requestCharge += stored.requestCharge;
-      if (!stored.resource) continue; // purged between our batch and our read: the marker had expired
-      return {
-        outcome: stored.resource.payloadHash === parsed.payloadHash ? 'duplicate' : 'payload_mismatch',
-        requestCharge,
-        requests,
-        attempts: attempt,
-      };
+      // None: purged between our batch and our read, the marker had expired.
+      if (stored.payloadHash === undefined) continue;
+      return { outcome: sameOrNot(stored.payloadHash, parsed), requestCharge, requests, attempts: attempt };
     }
     const write = tx.staged[failedAt - 1];
     if (!write)
@@ -248,6 +252,20 @@ async function processVersioned<M>(
     attempts: 1,
   };
 }
+
+/** The payload hash of a stored marker, undefined when there is none. */
+async function storedMarker(
+  container: Container,
+  id: string,
+  partitionKey: string,
+): Promise<{ payloadHash: string | undefined; requestCharge: number }> {
+  const { resource, requestCharge } = await store(() => container.item(id, partitionKey).read<Marker>());
+  return { payloadHash: resource?.payloadHash, requestCharge };
+}
+
+/** A stored marker's payload hash against this delivery's: the same message again, or another one reusing the id. */
+const sameOrNot = (stored: string, parsed: ParsedMessage<unknown>): 'duplicate' | 'payload_mismatch' =>
+  stored === parsed.payloadHash ? 'duplicate' : 'payload_mismatch';
 
 /** Runs a read: our own errors pass through, Cosmos DB failures are classified. */
 async function store<T>(work: () => Promise<T>): Promise<T> {

@@ -80,6 +80,37 @@ describe('transient failures: abandon, then the redelivery applies the effect on
   });
 });
 
+describe('a different body reusing a MessageId is reported, however its first delivery ended', () => {
+  it.each([
+    ['a 503', { kind: 'unavailable', on: 'batch', times: 1 } as const],
+    ['a 429 after the SDK gives up', { kind: 'throttle', on: 'batch', times: 10, retryAfterMs: 1 } as const],
+    [
+      'a lost response (a timeout, a crash, a lost lock)',
+      { kind: 'dropResponseAfterCommit', on: 'batch', times: 1 } as const,
+    ],
+  ])(
+    'first delivery failed with %s: the redelivery is a payload mismatch, with a warning',
+    async (_name, fault) => {
+      const id = await openInvoice();
+      const messageId = `reused-${fault.kind}`;
+      const original = { paymentId: 'P-orig', invoiceId: id, amount: 10, currency: 'EUR' };
+      const reuse = { paymentId: 'P-reuse', invoiceId: id, amount: 99, currency: 'EUR' };
+      await deliver('paymentApplier', original, { messageId });
+      stack.server.faults.inject(fault);
+      const logs: LogLine[] = [];
+
+      const first = await deliver('paymentApplier', reuse, { messageId });
+      const redelivery = await deliver('paymentApplier', reuse, { messageId, deliveryCount: 2 }, logs);
+
+      expect([first.settled, redelivery.settled]).toEqual(['abandoned', 'completed']);
+      const line = logs.find((l) => l.text.includes('"outcome"'));
+      expect(line?.level).toBe('warning');
+      expect(line?.text).toContain('"outcome":"payload_mismatch"');
+      expect(await paid(id)).toBe(1000);
+    },
+  );
+});
+
 describe('poison messages: nothing written, the reason logged, dead-lettered after the last delivery', () => {
   it.each([
     ['a body that is not JSON', 'this is not { json', { messageId: 'poison-1' }, 'body-not-json'],
