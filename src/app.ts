@@ -1,15 +1,22 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import type * as AzureMonitor from './azureMonitor';
 import {
+  breakerLimits,
+  CircuitBreaker,
+  ConfigurationError,
   type Consumer,
   createCosmosClient,
+  hostJsonProblems,
   type InboxRuntime,
   InboxTelemetry,
   loadSettings,
   purgeTimerHandler,
   type ServiceBusHandler,
   serviceBusHandler,
+  systemClock,
   type TimerHandler,
 } from './inbox';
 
@@ -18,7 +25,7 @@ import {
  * unsafe configuration (for example a retention shorter than the redelivery bound) stops the app at
  * start-up with a clear message instead of running.
  */
-loadSettings(process.env);
+checkHostJson(loadSettings(process.env));
 // Registration first, telemetry right after: the host indexes the functions without waiting for the
 // OpenTelemetry SDK, which then starts before the first invocation is read off the wire.
 setImmediate(ensureAzureMonitor);
@@ -34,7 +41,7 @@ export function inboxRuntime(): InboxRuntime {
     .database(settings.cosmos.database)
     .container(settings.cosmos.container);
   const telemetry = new InboxTelemetry();
-  runtime = {
+  const built: InboxRuntime = {
     container,
     settings,
     telemetry,
@@ -45,9 +52,32 @@ export function inboxRuntime(): InboxRuntime {
       sleep: (ms) => sleep(ms),
       random: Math.random,
       onEtagRetry: (consumer) => telemetry.etagRetry(consumer),
+      // Looked up per call: the offline host swaps in a breaker on its model clock.
+      beforeStore: () => built.breaker.hold(),
     },
+    breaker: new CircuitBreaker({
+      limits: breakerLimits(settings),
+      clock: systemClock,
+      random: Math.random,
+      // A point read of an id that never exists: about 1 RU, answered 404 while Cosmos DB serves.
+      probe: () => container.item('inbox-breaker-probe', 'inbox-breaker-probe').read(),
+      onTransition: ({ state }) => telemetry.breakerTransition(state),
+    }),
   };
+  telemetry.observeBreaker(() => built.breaker.state === 'open');
+  runtime = built;
   return runtime;
+}
+
+/**
+ * The breaker's limits come from HOST_MAX_AUTO_LOCK_RENEWAL and HOST_FUNCTION_TIMEOUT: refuse to
+ * start when host.json (next to the deployed app.js, or at the project root) says otherwise.
+ */
+function checkHostJson(settings: ReturnType<typeof loadSettings>): void {
+  const path = [join(__dirname, 'host.json'), join(__dirname, '..', 'host.json')].find(existsSync);
+  if (path === undefined) return;
+  const problems = hostJsonProblems(settings, JSON.parse(readFileSync(path, 'utf8')) as unknown);
+  if (problems.length > 0) throw new ConfigurationError(problems);
 }
 
 export const consume = (consumer: Consumer): ServiceBusHandler => serviceBusHandler(consumer, inboxRuntime);

@@ -1,6 +1,7 @@
 import type { Container } from '@azure/cosmos';
 import type { InvocationContext, Timer } from '@azure/functions';
 
+import { type CircuitBreaker, CircuitOpenError } from './breaker';
 import type { Consumer } from './consumer';
 import { toDelivery } from './delivery';
 import { PoisonMessageError, TransientStoreError } from './errors';
@@ -15,6 +16,8 @@ export interface InboxRuntime {
   settings: Settings;
   telemetry: InboxTelemetry;
   dependencies: ProcessDependencies;
+  /** One per instance: holds deliveries while Cosmos DB is failing (see breaker.ts). */
+  breaker: CircuitBreaker;
 }
 
 export type ServiceBusHandler = (message: unknown, context: InvocationContext) => Promise<void>;
@@ -26,9 +29,10 @@ export type TimerHandler = (timer: Timer, context: InvocationContext) => Promise
  */
 export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntime): ServiceBusHandler {
   return async (message, context) => {
-    const { settings, telemetry, dependencies } = runtime();
+    const { settings, telemetry, dependencies, breaker } = runtime();
     const delivery = toDelivery(message, context);
     const started = performance.now();
+    const breakerStarted = breaker.now();
     const fields = {
       consumer: consumer.name,
       messageId: delivery.messageId ?? null,
@@ -45,6 +49,8 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
     }
     try {
       const result = await processDelivery(consumer, delivery, dependencies);
+      breaker.succeeded();
+      logBreakerTransitions(context, breaker);
       const elapsedMs = performance.now() - started;
       telemetry.delivery(consumer.name, result.outcome, elapsedMs, result.requestCharge);
       const summary = {
@@ -66,6 +72,8 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
         log(context, 'info', messageFor(result.outcome), summary);
       }
     } catch (error) {
+      await breaker.failed(error, breakerStarted);
+      logBreakerTransitions(context, breaker);
       const outcome: Outcome = error instanceof PoisonMessageError ? 'poison' : 'retried';
       telemetry.delivery(consumer.name, outcome, performance.now() - started, 0);
       const failure = {
@@ -79,6 +87,13 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
           context,
           'error',
           'Poison message: nothing written; it will be dead-lettered once its deliveries run out',
+          failure,
+        );
+      } else if (error instanceof CircuitOpenError) {
+        log(
+          context,
+          'warn',
+          'Held while the Cosmos DB circuit breaker was open: giving the message back before its lock renewal or the function timeout ends',
           failure,
         );
       } else if (error instanceof TransientStoreError) {
@@ -118,6 +133,24 @@ export function purgeTimerHandler(runtime: () => InboxRuntime): TimerHandler {
       { ...report, requestCharge: Math.round(report.requestCharge * 100) / 100 },
     );
   };
+}
+
+/** Breaker state changes, logged by the delivery that sees them first (bounded, no message content). */
+function logBreakerTransitions(context: InvocationContext, breaker: CircuitBreaker): void {
+  for (const transition of breaker.takeTransitions()) {
+    if (transition.state === 'open') {
+      log(
+        context,
+        'warn',
+        'Cosmos DB circuit breaker opened: deliveries are held (nothing new is received) while a probe checks Cosmos DB',
+        { breaker: transition },
+      );
+    } else {
+      log(context, 'info', 'Cosmos DB circuit breaker closed: held deliveries go on', {
+        breaker: transition,
+      });
+    }
+  }
 }
 
 function messageFor(outcome: Outcome): string {

@@ -37,6 +37,28 @@ export interface Settings {
     /** PURGE_MAX_DURATION: time spent per timer run at most (ISO-8601), default PT1M. */
     maxDurationSeconds: number;
   };
+  /**
+   * host.json values the app must stay inside; each default equals host.json, and the app refuses
+   * to start when host.json says otherwise (see hostJsonProblems).
+   */
+  host: {
+    /** HOST_MAX_AUTO_LOCK_RENEWAL = extensions.serviceBus.maxAutoLockRenewalDuration, default PT5M. */
+    maxAutoLockRenewalSeconds: number;
+    /** HOST_FUNCTION_TIMEOUT = functionTimeout, default PT5M. */
+    functionTimeoutSeconds: number;
+  };
+  /** The Cosmos DB circuit breaker and backoff (src/inbox/breaker.ts). */
+  breaker: {
+    /** BREAKER_FAILURE_THRESHOLD: consecutive transient failures that open it, default 3. */
+    failureThreshold: number;
+    /** BREAKER_PROBE_INTERVAL: between two probes while open, default PT5S. */
+    probeIntervalSeconds: number;
+    /** BREAKER_BACKOFF_BASE / BREAKER_BACKOFF_MAX: jittered backoff before a transient failure is rethrown, default PT0.5S / PT30S. */
+    backoffBaseSeconds: number;
+    backoffMaxSeconds: number;
+    /** BREAKER_RELEASE_MARGIN: a held delivery is given back this long before the lock renewal or functionTimeout ends, default PT30S. */
+    releaseMarginSeconds: number;
+  };
 }
 
 export interface RedeliverySettings {
@@ -134,6 +156,20 @@ export function loadSettings(env: Environment = process.env): Settings {
       maxItems: positiveInteger('PURGE_MAX_ITEMS', '5000'),
       maxDurationSeconds: duration('PURGE_MAX_DURATION', 'PT1M'),
     },
+    host: {
+      maxAutoLockRenewalSeconds: duration(
+        'HOST_MAX_AUTO_LOCK_RENEWAL',
+        HOST_JSON_DEFAULTS.maxAutoLockRenewal,
+      ),
+      functionTimeoutSeconds: duration('HOST_FUNCTION_TIMEOUT', HOST_JSON_DEFAULTS.functionTimeout),
+    },
+    breaker: {
+      failureThreshold: positiveInteger('BREAKER_FAILURE_THRESHOLD', '3', 1000),
+      probeIntervalSeconds: duration('BREAKER_PROBE_INTERVAL', 'PT5S'),
+      backoffBaseSeconds: duration('BREAKER_BACKOFF_BASE', 'PT0.5S'),
+      backoffMaxSeconds: duration('BREAKER_BACKOFF_MAX', 'PT30S'),
+      releaseMarginSeconds: duration('BREAKER_RELEASE_MARGIN', 'PT30S'),
+    },
   };
 
   const bound = retentionBoundSeconds(settings.redelivery);
@@ -147,6 +183,60 @@ export function loadSettings(env: Environment = process.env): Settings {
         `A marker purged earlier would let a redelivered message apply its effect twice. Raise INBOX_RETENTION above ${formatDuration(bound)}.`,
     );
   }
+  const { host, breaker } = settings;
+  const limit = Math.min(host.maxAutoLockRenewalSeconds, host.functionTimeoutSeconds);
+  if (breaker.releaseMarginSeconds + breaker.probeIntervalSeconds >= limit) {
+    problems.push(
+      `BREAKER_RELEASE_MARGIN=${formatDuration(breaker.releaseMarginSeconds)} + BREAKER_PROBE_INTERVAL=${formatDuration(breaker.probeIntervalSeconds)} ` +
+        `leave no time to hold a delivery inside the lock renewal and functionTimeout (${formatDuration(limit)}).`,
+    );
+  }
+  if (breaker.backoffBaseSeconds > breaker.backoffMaxSeconds) {
+    problems.push(
+      `BREAKER_BACKOFF_BASE=${formatDuration(breaker.backoffBaseSeconds)} exceeds BREAKER_BACKOFF_MAX=${formatDuration(breaker.backoffMaxSeconds)}.`,
+    );
+  }
   if (problems.length > 0) throw new ConfigurationError(problems);
   return settings;
+}
+
+/** The defaults of HOST_MAX_AUTO_LOCK_RENEWAL and HOST_FUNCTION_TIMEOUT: what this project's host.json sets. */
+export const HOST_JSON_DEFAULTS = { maxAutoLockRenewal: 'PT5M', functionTimeout: 'PT5M' } as const;
+
+/**
+ * Where the settings disagree with host.json: the breaker derives how long it may hold a delivery
+ * from HOST_MAX_AUTO_LOCK_RENEWAL and HOST_FUNCTION_TIMEOUT, so they must be what the host really
+ * uses. host.json writes time spans as hh:mm:ss.
+ */
+export function hostJsonProblems(settings: Pick<Settings, 'host'>, hostJson: unknown): string[] {
+  const json = (hostJson ?? {}) as {
+    functionTimeout?: unknown;
+    extensions?: { serviceBus?: { maxAutoLockRenewalDuration?: unknown } };
+  };
+  const checks = [
+    ['HOST_FUNCTION_TIMEOUT', 'functionTimeout', json.functionTimeout, settings.host.functionTimeoutSeconds],
+    [
+      'HOST_MAX_AUTO_LOCK_RENEWAL',
+      'extensions.serviceBus.maxAutoLockRenewalDuration',
+      json.extensions?.serviceBus?.maxAutoLockRenewalDuration,
+      settings.host.maxAutoLockRenewalSeconds,
+    ],
+  ] as const;
+  return checks.flatMap(([setting, path, value, seconds]) => {
+    const hostSeconds = typeof value === 'string' ? timeSpanSeconds(value) : undefined;
+    return hostSeconds === seconds
+      ? []
+      : [
+          `${setting}=${formatDuration(seconds)} does not match host.json ${path}=${JSON.stringify(value ?? null).slice(0, 40)}: ` +
+            'set both to the same value (host.json writes hh:mm:ss).',
+        ];
+  });
+}
+
+/** A .NET time span as host.json writes it: [d.]hh:mm:ss[.fff]. */
+function timeSpanSeconds(text: string): number | undefined {
+  const match = /^(?:(\d+)\.)?(\d{1,2}):(\d{2}):(\d{2}(?:\.\d+)?)$/.exec(text.trim());
+  if (!match) return undefined;
+  const [, days, hours, minutes, seconds] = match;
+  return Number(days ?? 0) * 86_400 + Number(hours) * 3_600 + Number(minutes) * 60 + Number(seconds);
 }

@@ -38,6 +38,8 @@ export const METRIC_NAMES = {
   purgedMarkers: 'inbox.purged_markers',
   expiredMarkers: 'inbox.expired_markers_remaining',
   markers: 'inbox.markers',
+  breakerTransitions: 'inbox.breaker_transitions',
+  breakerOpen: 'inbox.breaker_open',
 } as const;
 
 export class InboxTelemetry {
@@ -48,6 +50,8 @@ export class InboxTelemetry {
   private readonly purgedMarkers: Counter;
   private readonly expiredMarkers: Gauge;
   private readonly markers: Gauge;
+  private readonly breakerTransitions: Counter;
+  private breakerIsOpen: () => boolean = () => false;
 
   /** Create it after the meter provider is registered: the OpenTelemetry API does not proxy meters. */
   constructor(meter: Meter = metrics.getMeter('idempotent-servicebus-consumers')) {
@@ -72,6 +76,24 @@ export class InboxTelemetry {
       description: 'Expired markers left after a purge run',
     });
     this.markers = meter.createGauge(METRIC_NAMES.markers, { description: 'Inbox size: markers stored' });
+    this.breakerTransitions = meter.createCounter(METRIC_NAMES.breakerTransitions, {
+      description: 'Cosmos DB circuit breaker state changes, by the state entered (open, closed)',
+    });
+    // Observed at every export, so an instance whose breaker stays open keeps reporting 1.
+    meter
+      .createObservableGauge(METRIC_NAMES.breakerOpen, {
+        description: 'Cosmos DB circuit breaker of this instance: 1 open (deliveries held), 0 closed',
+      })
+      .addCallback((result) => result.observe(this.breakerIsOpen() ? 1 : 0));
+  }
+
+  /** Where inbox.breaker_open reads the breaker's state. */
+  observeBreaker(isOpen: () => boolean): void {
+    this.breakerIsOpen = isOpen;
+  }
+
+  breakerTransition(state: 'open' | 'closed'): void {
+    this.breakerTransitions.add(1, { state });
   }
 
   delivery(consumer: string, outcome: Outcome, durationMs: number, requestCharge: number): void {

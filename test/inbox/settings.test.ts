@@ -1,8 +1,12 @@
 import '../support/appSettings';
 
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
 import {
   ConfigurationError,
   formatDuration,
+  hostJsonProblems,
   loadSettings,
   parseDurationSeconds,
   retentionBoundSeconds,
@@ -43,6 +47,46 @@ describe('settings', () => {
       resubmitMarginSeconds: 7 * 86_400,
     });
     expect(settings.purge).toEqual({ maxItems: 5000, maxDurationSeconds: 60 });
+    expect(settings.host).toEqual({ maxAutoLockRenewalSeconds: 300, functionTimeoutSeconds: 300 });
+    expect(settings.breaker).toEqual({
+      failureThreshold: 3,
+      probeIntervalSeconds: 5,
+      backoffBaseSeconds: 0.5,
+      backoffMaxSeconds: 30,
+      releaseMarginSeconds: 30,
+    });
+  });
+
+  it("agrees with the project's host.json by default, and names each value that does not", () => {
+    const hostJson = JSON.parse(readFileSync(join(__dirname, '..', '..', 'host.json'), 'utf8')) as {
+      functionTimeout: string;
+      extensions: { serviceBus: { maxAutoLockRenewalDuration: string } };
+    };
+    expect(hostJsonProblems(loadSettings(base), hostJson)).toEqual([]);
+
+    const shorter = structuredClone(hostJson);
+    shorter.functionTimeout = '00:02:00';
+    shorter.extensions.serviceBus.maxAutoLockRenewalDuration = '00:10:00';
+    expect(hostJsonProblems(loadSettings(base), shorter)).toEqual([
+      expect.stringContaining(
+        'HOST_FUNCTION_TIMEOUT=PT5M does not match host.json functionTimeout="00:02:00"',
+      ),
+      expect.stringContaining('HOST_MAX_AUTO_LOCK_RENEWAL=PT5M does not match'),
+    ]);
+    expect(hostJsonProblems(loadSettings({ ...base, HOST_FUNCTION_TIMEOUT: 'PT2M' }), shorter)).toEqual([
+      expect.stringContaining('HOST_MAX_AUTO_LOCK_RENEWAL'),
+    ]);
+    // Left out of host.json, the values are the host's own defaults, which the app cannot know for certain.
+    expect(hostJsonProblems(loadSettings(base), {})).toHaveLength(2);
+  });
+
+  it('refuses breaker settings that leave no time to hold a delivery, or a backoff base above its maximum', () => {
+    expect(problems({ ...base, HOST_FUNCTION_TIMEOUT: 'PT30S' })).toEqual([
+      expect.stringContaining('leave no time to hold a delivery'),
+    ]);
+    expect(problems({ ...base, BREAKER_BACKOFF_BASE: 'PT1M' })).toEqual([
+      expect.stringContaining('BREAKER_BACKOFF_BASE=PT1M exceeds BREAKER_BACKOFF_MAX=PT30S'),
+    ]);
   });
 
   it('turns the TTL backstop off with "off"', () => {

@@ -352,7 +352,7 @@ describeWithBicep(cli)('the extracted package, booted through the worker with th
         .flatMap((line) => [...(line.split('|')[1] ?? '').matchAll(/`([A-Za-z_]+)`/g)].map((m) => m[1]!)),
     );
     const own = boot.settingsRead.filter((name) =>
-      /^(COSMOS|INBOX|SERVICEBUS|PURGE|APPLICATIONINSIGHTS)_|^AZURE_CLIENT_ID$/.test(name),
+      /^(COSMOS|INBOX|SERVICEBUS|PURGE|HOST|BREAKER|APPLICATIONINSIGHTS)_|^AZURE_CLIENT_ID$/.test(name),
     );
 
     expect(own).toContain('COSMOS_ENDPOINT');

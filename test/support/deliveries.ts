@@ -6,6 +6,8 @@ import {
   type ServiceBusDelivery,
   type TimerRun,
 } from '../../offline/functions/worker';
+import { inboxRuntime } from '../../src/app';
+import { CircuitBreaker } from '../../src/inbox';
 
 export type { LogLine };
 
@@ -28,9 +30,21 @@ export async function deliver(
   options: DeliveryOptions = {},
   logs: LogLine[] = [],
 ): Promise<{ settled: 'completed' | 'abandoned'; error?: Error }> {
-  const result = await (
-    await functionApp()
-  ).invokeServiceBus(functionName, {
+  const app = await functionApp();
+  // Each delivery here stands alone: a closed breaker whose backoff takes no time. The breaker's
+  // own behaviour is tested in test/inbox/breaker.test.ts and in the outage scenario.
+  const runtime = inboxRuntime();
+  runtime.breaker = new CircuitBreaker({
+    ...runtime.breaker.options,
+    clock: {
+      now: () => Date.now(),
+      after: (_ms, callback) => {
+        const immediate = setImmediate(callback);
+        return () => clearImmediate(immediate);
+      },
+    },
+  });
+  const result = await app.invokeServiceBus(functionName, {
     ...options,
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
