@@ -4,7 +4,7 @@ import type { InvocationContext, Timer } from '@azure/functions';
 import { type CircuitBreaker, CircuitOpenError } from './breaker';
 import type { Consumer } from './consumer';
 import { toDelivery } from './delivery';
-import { PoisonMessageError, TransientStoreError } from './errors';
+import { bounded, PoisonMessageError, TransientStoreError } from './errors';
 import { processDelivery, type ProcessDependencies } from './process';
 import { purgeExpiredMarkers } from './purge';
 import type { Settings } from './settings';
@@ -35,9 +35,9 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
     const breakerStarted = breaker.now();
     const fields = {
       consumer: consumer.name,
-      messageId: delivery.messageId ?? null,
+      messageId: delivery.messageId === undefined ? null : bounded(delivery.messageId),
       deliveryCount: delivery.deliveryCount,
-      subject: delivery.subject ?? null,
+      subject: delivery.subject === undefined ? null : bounded(delivery.subject),
     };
     if (delivery.messageIdIsLossy) {
       log(
@@ -80,7 +80,7 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
         ...fields,
         outcome,
         reason: error instanceof PoisonMessageError ? error.reason : undefined,
-        error: `${(error as Error).name}: ${(error as Error).message}`,
+        error: bounded(`${(error as Error).name}: ${(error as Error).message}`, 1000),
       };
       if (outcome === 'poison') {
         log(

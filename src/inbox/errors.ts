@@ -10,6 +10,17 @@ export class InboxError extends Error {
   }
 }
 
+/** The most characters of one untrusted value (a MessageId, a subject, a partition key, an id) that errors and logs echo. */
+export const MAX_ECHOED_CHARS = 100;
+
+/**
+ * Untrusted text as errors and logs echo it: at most MAX_ECHOED_CHARS characters, then an ellipsis
+ * and the full length, so a 1 MB partition key does not make a 1 MB log line.
+ */
+export function bounded(text: string, max = MAX_ECHOED_CHARS): string {
+  return text.length <= max ? text : `${text.slice(0, max)}…(${text.length} characters)`;
+}
+
 export const POISON_REASONS = [
   'missing-message-id',
   'body-not-json',

@@ -1,8 +1,16 @@
+import { hash } from 'node:crypto';
+
 import type { Container, OperationInput } from '@azure/cosmos';
 
 import type { Consumer, InboxConsumer, VersionedConsumer } from './consumer';
 import type { Delivery } from './delivery';
-import { ConcurrencyConflictError, InboxError, PoisonMessageError, TransientStoreError } from './errors';
+import {
+  bounded,
+  ConcurrencyConflictError,
+  InboxError,
+  PoisonMessageError,
+  TransientStoreError,
+} from './errors';
 import { buildMarker, type Marker, markerId, markerKey, payloadHash } from './marker';
 import type { Settings } from './settings';
 import type { Outcome } from './telemetry';
@@ -75,7 +83,7 @@ function parseMessage<M>(consumer: Consumer<M>, delivery: Delivery): ParsedMessa
   if (!result.success) {
     const issues = result.error.issues
       .slice(0, 5)
-      .map((issue) => `${issue.path.map(String).join('.') || '(body)'}: ${issue.message}`)
+      .map((issue) => `${bounded(issue.path.map(String).join('.')) || '(body)'}: ${bounded(issue.message)}`)
       .join('; ');
     throw new PoisonMessageError(
       'schema-violation',
@@ -109,10 +117,10 @@ function jsonBody(body: unknown): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch {
-    const preview = text.length > 60 ? `${text.slice(0, 60)}…` : text;
+    // Its length and a hash prefix tell two bodies apart; the content (personal data?) stays out of logs.
     throw new PoisonMessageError(
       'body-not-json',
-      `The body is not JSON (${text.length} characters: ${JSON.stringify(preview)}).`,
+      `The body is not JSON (${text.length} characters, SHA-256 ${hash('sha256', text, 'hex').slice(0, 16)}).`,
     );
   }
 }
@@ -204,13 +212,13 @@ async function processWithInbox<M>(
     if (status === 400 || status === 413) {
       throw new PoisonMessageError(
         'rejected-by-store',
-        `Cosmos DB rejected the ${write.kind} of '${write.id}'${write.name ? ` (${write.name})` : ''} with ${status}; ` +
+        `Cosmos DB rejected the ${write.kind} of '${bounded(write.id)}'${write.name ? ` (${write.name})` : ''} with ${status}; ` +
           `retrying cannot change that.`,
       );
     }
     if (![404, 409, 412].includes(status)) {
       throw new TransientStoreError(
-        `Cosmos DB failed the ${write.kind} of '${write.id}' with ${status}.`,
+        `Cosmos DB failed the ${write.kind} of '${bounded(write.id)}' with ${status}.`,
         status,
       );
     }
@@ -225,7 +233,7 @@ async function processWithInbox<M>(
   const last = previousFailure;
   throw new ConcurrencyConflictError(
     `Gave up after ${maxAttempts} handler runs: the last batch failed on the ${last?.kind ?? 'marker'} of ` +
-      `'${last?.id ?? key}'${last?.name ? ` (${last.name})` : ''} with ${last?.status ?? 'a conflict'}.`,
+      `'${bounded(last?.id ?? key)}'${last?.name ? ` (${last.name})` : ''} with ${last?.status ?? 'a conflict'}.`,
   );
 }
 
@@ -240,7 +248,7 @@ async function processVersioned<M>(
   if (!Number.isFinite(document.version)) {
     throw new PoisonMessageError(
       'schema-violation',
-      `The projected document '${document.id}' has no numeric version.`,
+      `The projected document '${bounded(String(document.id))}' has no numeric version.`,
     );
   }
   await deps.beforeStore?.();
@@ -289,7 +297,7 @@ function partitionKeyOf<M>(consumer: InboxConsumer<M>, message: M): string {
   } catch (error) {
     throw new PoisonMessageError(
       'no-partition-key',
-      `The partition key could not be derived: ${(error as Error).message}`,
+      `The partition key could not be derived: ${bounded(String((error as Error).message))}`,
       {
         cause: error,
       },
@@ -302,7 +310,7 @@ function usablePartitionKey(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0 || Buffer.byteLength(value) > 2048) {
     throw new PoisonMessageError(
       'no-partition-key',
-      `The message yields no usable partition key (got ${JSON.stringify(value)}); it must be a non-empty string of at most 2 KB.`,
+      `The message yields no usable partition key (got ${echo(value)}); it must be a non-empty string of at most 2 KB.`,
     );
   }
   return value;
@@ -434,4 +442,11 @@ function storeFailure(error: unknown): Error {
   );
 }
 
-const firstLine = (text: string): string => text.split(/\r?\n/)[0] ?? text;
+const firstLine = (text: string): string => bounded(text.split(/\r?\n/, 1)[0] ?? text, 300);
+
+/** A value for an error message: bounded text, or its type. */
+function echo(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(bounded(value));
+  if (value === null || typeof value !== 'object') return String(value);
+  return Array.isArray(value) ? 'an array' : 'an object';
+}

@@ -154,6 +154,27 @@ describe('poison messages: nothing written, the reason logged, dead-lettered aft
     expect(await documentCount('INV-F-poison')).toBe(0);
   });
 
+  it.each([
+    ['a body that is not JSON', 'card 4111 1111 1111 1111, mail jane.doe@example.com, {'],
+    [
+      'a body that fails the schema',
+      { paymentId: '4111 1111 1111 1111', invoiceId: 'jane.doe@example.com', amount: 1, currency: 'EUR' },
+    ],
+  ])('%s: no card number or email in any log line or the exception', async (_name, body) => {
+    const logs: LogLine[] = [];
+
+    const result = await deliver('paymentApplier', body, { messageId: 'pii-1', deliveryCount: 10 }, logs);
+
+    const echoed = [...logs.map((l) => l.text), result.error?.message ?? '', String(result.error?.stack)];
+    expect(result.error).toBeInstanceOf(PoisonMessageError);
+    expect(logs.length).toBeGreaterThan(0);
+    for (const text of echoed) {
+      expect(text).not.toMatch(/4111|jane|example\.com/);
+    }
+    if (typeof body === 'string')
+      expect(result.error?.message).toMatch(/\d+ characters, SHA-256 [0-9a-f]{16}/);
+  });
+
   it('says so on the last allowed delivery, and not before', async () => {
     const early: LogLine[] = [];
     const last: LogLine[] = [];

@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 import {
   ConcurrencyConflictError,
   MARKER_TYPE,
@@ -242,6 +244,33 @@ describe('processDelivery: poison messages write nothing', () => {
         processDelivery(throwing, delivery({ accountId: 'a', amount: 1 }), dependencies(stack.container)),
       ),
     ).toBe('no-partition-key');
+  });
+
+  it('echoes untrusted values bounded: a 1 MB partition key, id or error makes a short message', async () => {
+    const huge = 'k'.repeat(1_000_000);
+    const cases = [
+      testConsumer((message, tx) => tx.create({ id: 'x', amount: message.amount }), {
+        partitionKey: () => `${huge}-too-long-for-cosmos`,
+      }),
+      testConsumer((message, tx) => tx.create({ id: 'x', amount: message.amount }), {
+        partitionKey: () => {
+          throw new Error(huge);
+        },
+      }),
+      testConsumer(() => undefined, { schema: z.object({ [huge]: z.string() }) as never }),
+    ];
+
+    for (const consumer of cases) {
+      const error = await processDelivery(
+        consumer,
+        delivery({ accountId: 'a', amount: 1 }, { messageId: huge }),
+        dependencies(stack.container),
+      ).catch((caught: unknown) => caught as Error);
+
+      expect(error).toBeInstanceOf(PoisonMessageError);
+      expect((error as Error).message.length).toBeLessThan(400);
+      expect((error as Error).message).toContain('…(');
+    }
   });
 
   it('more staged writes than one batch allows → too-many-operations', async () => {
