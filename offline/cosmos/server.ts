@@ -15,6 +15,7 @@ import { parsePartitionKeyHeader } from './partitionKey';
 import { parsePatchRequest } from './patch';
 import { parseQuerySpec, runQuery } from './query';
 import { FAILED_REQUEST_CHARGE, METADATA_CHARGE, queryCharge } from './requestCharge';
+import { type ClientUsage, ProvisionedThroughput, UsageByClient } from './throughput';
 
 /**
  * The Cosmos DB emulator's published key. It is public on purpose (every emulator ships it), so it is
@@ -38,6 +39,11 @@ export interface LocalCosmosOptions {
   seed?: number;
   /** How often expired items are physically removed, in ms; default 1000. */
   sweepIntervalMs?: number;
+  /**
+   * Provisioned throughput in RU/s: data requests beyond this budget are answered 429 with
+   * `x-ms-retry-after-ms`, as Cosmos DB does (see throughput.ts). Default: no limit (serverless-like).
+   */
+  throughput?: number;
 }
 
 export interface LocalCosmos {
@@ -55,6 +61,8 @@ export interface LocalCosmos {
   storedItemCount(): number;
   /** Requests received so far, by kind (every request, answered or not). */
   requestCounts(): Record<FaultTarget, number>;
+  /** Data requests (read, write, batch, query) and their charges so far, by user agent. */
+  usageByClient(): ClientUsage[];
   stop(): Promise<void>;
 }
 
@@ -87,6 +95,9 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
   const faults = new FaultInjector(seededRandom(options.seed ?? Math.floor(Math.random() * 2 ** 32)));
   const account = new AccountState();
   const requests: Record<FaultTarget, number> = { read: 0, write: 0, batch: 0, query: 0, metadata: 0 };
+  const throughput =
+    options.throughput === undefined ? undefined : new ProvisionedThroughput(options.throughput);
+  const usage = new UsageByClient();
   let lsn = 0;
 
   const server = createServer((request, response) => {
@@ -102,6 +113,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
     const url = request.url ?? '/';
     let reply: Reply;
     let dropAfterCommit = false;
+    let client: ClientUsage | undefined;
     try {
       const body = await readBody(request);
       const route = parseRoute(url);
@@ -109,28 +121,25 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
       verifyMasterKey(request.headers, signedResource(method, url), keyBytes);
       const target = faultTarget(route, method, request.headers);
       requests[target]++;
+      if (target !== 'metadata') client = usage.start(single(request.headers['user-agent']));
       const decision = faults.decide(target);
       const delayMs = decision.delayMs + (target === 'metadata' ? 0 : (options.latencyMs ?? 0));
       if (delayMs > 0) await sleep(delayMs);
-      if (decision.outcome?.kind === 'throttle') {
-        throw Object.assign(
-          new CosmosError(
-            429,
-            'Request rate is large. More Request Units may be needed, so no changes were made. Please retry this request later.',
-            3200,
-          ),
-          {
-            retryAfterMs: decision.outcome.retryAfterMs,
-          },
-        );
-      }
+      if (decision.outcome?.kind === 'throttle') throw throttled(decision.outcome.retryAfterMs);
       if (decision.outcome?.kind === 'unavailable') {
         throw new CosmosError(503, 'Service is currently unavailable. (injected by the local server)');
       }
+      const retryAfterMs = client && throughput?.retryAfterMs();
+      if (retryAfterMs !== undefined) throw throttled(retryAfterMs);
       dropAfterCommit = decision.outcome?.kind === 'dropResponseAfterCommit';
       reply = dispatch(route, method, request.headers, body);
     } catch (error) {
       reply = errorReply(error, activityId, url);
+    }
+    if (client) {
+      // Charged when answered, as Cosmos DB charges a request once it has run (a 429 costs nothing).
+      throughput?.charge(reply.requestCharge);
+      usage.record(client, reply.status, reply.requestCharge);
     }
     if (dropAfterCommit) {
       // The work is committed; the client never hears about it.
@@ -414,6 +423,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
         .flatMap((database) => [...database.containers.values()])
         .reduce((count, container) => count + container.items.size, 0),
     requestCounts: () => ({ ...requests }),
+    usageByClient: () => usage.snapshot(),
     stop: async () => {
       clearInterval(sweeper);
       server.closeAllConnections();
@@ -514,6 +524,16 @@ const created = (resource: unknown): Reply => ({
   body: resource,
   requestCharge: METADATA_CHARGE,
 });
+
+const throttled = (retryAfterMs: number): CosmosError =>
+  Object.assign(
+    new CosmosError(
+      429,
+      'Request rate is large. More Request Units may be needed, so no changes were made. Please retry this request later.',
+      3200,
+    ),
+    { retryAfterMs },
+  );
 
 function errorReply(error: unknown, activityId: string, url: string): Reply {
   const cosmos =

@@ -8,8 +8,9 @@ import { type LocalCosmosOptions, start } from './server';
  */
 async function main(): Promise<void> {
   const server = await start(workerData as LocalCosmosOptions);
-  parentPort?.on('message', (message: 'requestCounts' | 'stop') => {
+  parentPort?.on('message', (message: 'requestCounts' | 'usageByClient' | 'stop') => {
     if (message === 'requestCounts') parentPort?.postMessage({ requestCounts: server.requestCounts() });
+    else if (message === 'usageByClient') parentPort?.postMessage({ usageByClient: server.usageByClient() });
     else void server.stop().then(() => process.exit(0));
   });
   parentPort?.postMessage({ endpoint: server.endpoint, key: server.key });

@@ -4,11 +4,13 @@ import { Worker } from 'node:worker_threads';
 
 import type { FaultTarget } from './faults';
 import type { LocalCosmosOptions } from './server';
+import type { ClientUsage } from './throughput';
 
 export interface LocalCosmosInWorker {
   endpoint: string;
   key: string;
   requestCounts(): Promise<Record<FaultTarget, number>>;
+  usageByClient(): Promise<ClientUsage[]>;
   stop(): Promise<void>;
 }
 
@@ -26,6 +28,11 @@ export async function startInWorker(
       worker.postMessage('requestCounts');
       const [reply] = (await once(worker, 'message')) as [{ requestCounts: Record<FaultTarget, number> }];
       return reply.requestCounts;
+    },
+    usageByClient: async () => {
+      worker.postMessage('usageByClient');
+      const [reply] = (await once(worker, 'message')) as [{ usageByClient: ClientUsage[] }];
+      return reply.usageByClient;
     },
     stop: async () => {
       worker.postMessage('stop');

@@ -80,7 +80,7 @@ export interface RawResponse {
  * more than 100 batch operations, a missing header).
  */
 export async function rawRequest(
-  target: Target,
+  target: Pick<Target, 'endpoint' | 'key'>,
   method: string,
   path: string,
   options: {
