@@ -24,12 +24,14 @@ export function bounded(text: string, max = MAX_ECHOED_CHARS): string {
 export const POISON_REASONS = [
   'missing-message-id',
   'body-not-json',
+  'too-deep',
   'schema-violation',
   'no-partition-key',
   'too-many-operations',
   'batch-too-large',
   'rejected-by-store',
   'rejected-by-handler',
+  'unprocessable',
 ] as const;
 export type PoisonReason = (typeof POISON_REASONS)[number];
 

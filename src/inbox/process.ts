@@ -65,11 +65,33 @@ export async function processDelivery(
   delivery: Delivery,
   deps: ProcessDependencies,
 ): Promise<ProcessResult> {
-  const parsed = parseMessage(consumer, delivery);
+  const parsed = readMessage(consumer, delivery);
   return consumer.kind === 'inbox'
     ? processWithInbox(consumer, delivery, parsed, deps)
     : processVersioned(consumer, delivery, parsed, deps);
 }
+
+/**
+ * parseMessage, where anything else thrown is poison too: reading a message does no I/O, so an
+ * error there (a RangeError or TypeError from an input our code or a library cannot handle, or a
+ * bug) comes back on every delivery, and no outage can cause one.
+ */
+function readMessage<M>(consumer: Consumer<M>, delivery: Delivery): ParsedMessage<M> {
+  try {
+    return parseMessage(consumer, delivery);
+  } catch (error) {
+    if (error instanceof InboxError) throw error;
+    const { name, message } = error instanceof Error ? error : { name: typeof error, message: '' };
+    throw new PoisonMessageError(
+      'unprocessable',
+      `Reading the message failed with ${bounded(`${name}: ${message}`)}; it would fail the same way on every delivery.`,
+      { cause: error },
+    );
+  }
+}
+
+/** JSON bodies nested deeper than this are poison: nothing recursive ever sees them. */
+export const MAX_BODY_DEPTH = 64;
 
 function parseMessage<M>(consumer: Consumer<M>, delivery: Delivery): ParsedMessage<M> {
   if (delivery.messageId === undefined) {
@@ -79,6 +101,12 @@ function parseMessage<M>(consumer: Consumer<M>, delivery: Delivery): ParsedMessa
     );
   }
   const body = jsonBody(delivery.body);
+  if (deeperThan(body, MAX_BODY_DEPTH)) {
+    throw new PoisonMessageError(
+      'too-deep',
+      `The body nests arrays or objects more than ${MAX_BODY_DEPTH} levels deep.`,
+    );
+  }
   const result = consumer.schema.safeParse(body);
   if (!result.success) {
     const issues = result.error.issues
@@ -102,12 +130,24 @@ export function markerLocation<M>(
   consumer: InboxConsumer<M>,
   delivery: Delivery,
 ): { id: string; partitionKey: string; payloadHash: string } {
-  const parsed = parseMessage(consumer, delivery);
+  const parsed = readMessage(consumer, delivery);
   return {
     id: markerId(consumer.name, markerKey(delivery, parsed.messageId, parsed.payloadHash)),
     partitionKey: partitionKeyOf(consumer, parsed.message),
     payloadHash: parsed.payloadHash,
   };
+}
+
+/** Whether a value nests arrays or objects more than `limit` levels deep, walked with an explicit stack. */
+function deeperThan(value: unknown, limit: number): boolean {
+  const pending: [unknown, number][] = [[value, 0]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [node, depth] = next;
+    if (typeof node !== 'object' || node === null) continue;
+    if (depth === limit) return true;
+    for (const child of Object.values(node)) pending.push([child, depth + 1]);
+  }
+  return false;
 }
 
 /** The host hands JSON bodies parsed; a string or bytes means it could not parse them, so we try once. */

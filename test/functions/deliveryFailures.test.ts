@@ -133,6 +133,12 @@ describe('poison messages: nothing written, the reason logged, dead-lettered aft
       'schema-violation',
     ],
     [
+      'a body nested 3,000 arrays deep in a field the schema does not list',
+      `{"paymentId":"P","invoiceId":"INV-F-poison","amount":3,"currency":"EUR","extra":${'['.repeat(3000)}${']'.repeat(3000)}}`,
+      { messageId: 'poison-deep' },
+      'too-deep',
+    ],
+    [
       'no MessageId',
       { paymentId: 'P', invoiceId: 'INV-F-poison', amount: 3, currency: 'EUR' },
       {},

@@ -7,8 +7,9 @@ import {
   processDelivery,
   TransientStoreError,
 } from '../../src/inbox';
+import { MAX_BODY_DEPTH } from '../../src/inbox/process';
 import { type LocalStack, startLocalStack } from '../support/localStack';
-import { delivery, dependencies, documentsIn, testConsumer } from './support';
+import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from './support';
 
 let stack: LocalStack;
 beforeAll(async () => {
@@ -271,6 +272,36 @@ describe('processDelivery: poison messages write nothing', () => {
       expect((error as Error).message.length).toBeLessThan(400);
       expect((error as Error).message).toContain('…(');
     }
+  });
+
+  it('a body one level deeper than MAX_BODY_DEPTH → too-deep; one at the limit is processed', async () => {
+    const consumer = testConsumer((message, tx) => tx.create({ id: 'x', amount: message.amount }));
+    const nested = (levels: number): unknown => JSON.parse(`${'['.repeat(levels)}${']'.repeat(levels)}`);
+    const body = (levels: number) => ({ accountId: nextAccount(), amount: 1, extra: nested(levels) });
+
+    // The body object is the first level.
+    expect(
+      await poisonReason(
+        processDelivery(consumer, delivery(body(MAX_BODY_DEPTH)), dependencies(stack.container)),
+      ),
+    ).toBe('too-deep');
+    expect(
+      (await processDelivery(consumer, delivery(body(MAX_BODY_DEPTH - 1)), dependencies(stack.container)))
+        .outcome,
+    ).toBe('processed');
+  });
+
+  it('an error thrown while reading the message (deterministic, no I/O) → unprocessable, not transient', async () => {
+    const schema = TestMessage.transform((): TestMessage => {
+      throw new RangeError('Maximum call stack size exceeded');
+    });
+    const consumer = testConsumer(() => undefined, { schema });
+
+    expect(
+      await poisonReason(
+        processDelivery(consumer, delivery({ accountId: 'a', amount: 1 }), dependencies(stack.container)),
+      ),
+    ).toBe('unprocessable');
   });
 
   it('more staged writes than one batch allows → too-many-operations', async () => {
