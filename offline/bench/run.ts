@@ -19,7 +19,7 @@ import { UsageError } from '../../tools/errors';
 import { freshAppContainer } from '../appContainer';
 import { startInWorker } from '../cosmos/workerHost';
 import { integer, seededRandom } from '../random';
-import { ratios, type Results, round2, type Row, writeResults } from './report';
+import { medianBy, pairedRatio, type Ratio, type Results, round2, type Row, writeResults } from './report';
 import { STRATEGIES, type Strategy } from './strategies';
 
 /**
@@ -98,6 +98,7 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   const { database } = await client.databases.createIfNotExists({ id: 'bench' });
 
   const rows: Row[] = [];
+  const ratios: Ratio[] = [];
   try {
     // Warm-up, not measured: the first runs would otherwise pay for JIT compilation and connections.
     for (const strategy of STRATEGIES) {
@@ -110,25 +111,31 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
       });
     }
     for (const workload of WORKLOADS) {
-      // Several trials, the strategies taking turns within each, keeping each strategy's median by
-      // throughput: a shared machine's slow moments then fall on every strategy alike.
-      const trials = new Map<Strategy['key'], Row[]>();
+      // Several trials, the strategies taking turns within each (in reverse order every other
+      // trial), keeping each strategy's medians: a shared machine's slow moments then fall on every
+      // strategy alike.
+      const trials: Row[][] = [];
       for (let trial = 0; trial < trialCount; trial++) {
-        for (const strategy of STRATEGIES) {
-          const row = await runOne(strategy, workload, {
-            messages,
-            concurrency,
-            seed,
-            container: await freshAppContainer(database),
-            requests: () => server.requestCounts(),
-          });
-          trials.set(strategy.key, [...(trials.get(strategy.key) ?? []), row]);
+        const rowsOfTrial: Row[] = [];
+        for (const strategy of trial % 2 === 0 ? STRATEGIES : [...STRATEGIES].reverse()) {
+          rowsOfTrial.push(
+            await runOne(strategy, workload, {
+              messages,
+              concurrency,
+              seed,
+              container: await freshAppContainer(database),
+              requests: () => server.requestCounts(),
+            }),
+          );
         }
+        trials.push(rowsOfTrial);
       }
-      for (const runs of trials.values()) {
+      ratios.push(pairedRatio(workload.name, trials));
+      for (const strategy of STRATEGIES) {
+        const runs = trials.flatMap((trial) => trial.filter((row) => row.key === strategy.key));
         const row = {
-          ...median(runs, (run) => run.messagesPerSecond),
-          cpuMicrosPerMessage: median(runs, (run) => run.cpuMicrosPerMessage).cpuMicrosPerMessage,
+          ...medianBy(runs, (run) => run.messagesPerSecond),
+          cpuMicrosPerMessage: medianBy(runs, (run) => run.cpuMicrosPerMessage).cpuMicrosPerMessage,
         };
         rows.push(row);
         context.err(
@@ -157,7 +164,7 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
     machine,
     settings: { messages, concurrency, latencyMs, seed, trials: trialCount },
     rows,
-    ratios: ratios(rows, workloads),
+    ratios,
     before,
   };
   context.out(await writeResults(values.out, results, workloads));
@@ -289,11 +296,6 @@ function delivery(body: object, messageId: string, deliveryCount: number): Deliv
     correlationId: undefined,
     applicationProperties: {},
   };
-}
-
-/** The run of the middle by `metric` (the upper one of two). */
-function median(runs: Row[], metric: (run: Row) => number): Row {
-  return [...runs].sort((x, y) => metric(x) - metric(y))[Math.floor(runs.length / 2)] as Row;
 }
 
 function readBefore(path: string): NonNullable<Results['before']> {
