@@ -25,22 +25,51 @@ export interface Delivery {
   readonly subject: string | undefined;
   readonly correlationId: string | undefined;
   readonly applicationProperties: Readonly<Record<string, unknown>>;
+  /**
+   * MessageId and DeliveryCount when the body replaced them: the host adds a JSON body's top-level
+   * properties to the trigger metadata (names compared ignoring case), and neither has a copy under
+   * another name. Such a message is poison; its messageId and deliveryCount are not the broker's.
+   */
+  readonly shadowedByBody?: readonly string[];
 }
 
 export function toDelivery(message: unknown, context: InvocationContext): Delivery {
   const metadata: Record<string, unknown> = context.triggerMetadata ?? {};
-  const { messageId, lossy } = messageIdOf(metadata.messageId);
-  const deliveryCount = Number(metadata.deliveryCount);
+  const shadowed = bodyProperties(message);
+  // The broker's value under the first name the body did not replace (Subject and Label carry the
+  // same value, as do ApplicationProperties and UserProperties, EnqueuedTimeUtc and EnqueuedTime).
+  const broker = (...names: string[]): unknown => {
+    const name = names.find((candidate) => !shadowed.has(candidate.toLowerCase()));
+    return name === undefined ? undefined : metadata[name];
+  };
+  const shadowedByBody = ['messageId', 'deliveryCount'].filter((name) => shadowed.has(name.toLowerCase()));
+  const { messageId, lossy } = messageIdOf(broker('messageId'));
+  const deliveryCount = Number(broker('deliveryCount'));
   return {
     body: message,
     messageId,
     messageIdIsLossy: lossy,
     deliveryCount: Number.isInteger(deliveryCount) && deliveryCount > 0 ? deliveryCount : 1,
-    enqueuedTimeUtc: dateOf(metadata.enqueuedTimeUtc),
-    subject: textOf(metadata.subject ?? metadata.label),
-    correlationId: textOf(metadata.correlationId),
-    applicationProperties: recordOf(metadata.applicationProperties ?? metadata.userProperties),
+    enqueuedTimeUtc: dateOf(broker('enqueuedTimeUtc', 'enqueuedTime')),
+    subject: textOf(broker('subject', 'label')),
+    correlationId: textOf(broker('correlationId')),
+    applicationProperties: recordOf(broker('applicationProperties', 'userProperties')),
+    shadowedByBody: shadowedByBody.length > 0 ? shadowedByBody : undefined,
   };
+}
+
+/**
+ * The names, lower-cased, under which the host put a JSON body's top-level properties into the
+ * trigger metadata (WorkerFunctionInvoker.TransformInput): those of an object body, except null
+ * and array values.
+ */
+function bodyProperties(body: unknown): Set<string> {
+  const names = new Set<string>();
+  if (body === null || typeof body !== 'object' || Array.isArray(body) || Buffer.isBuffer(body)) return names;
+  for (const [name, value] of Object.entries(body)) {
+    if (value !== null && !Array.isArray(value)) names.add(name.toLowerCase());
+  }
+  return names;
 }
 
 function messageIdOf(value: unknown): { messageId: string | undefined; lossy: boolean } {

@@ -23,6 +23,7 @@ export function bounded(text: string, max = MAX_ECHOED_CHARS): string {
 
 export const POISON_REASONS = [
   'missing-message-id',
+  'metadata-shadowed-by-body',
   'body-not-json',
   'too-deep',
   'schema-violation',

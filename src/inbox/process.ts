@@ -94,6 +94,13 @@ function readMessage<M>(consumer: Consumer<M>, delivery: Delivery): ParsedMessag
 export const MAX_BODY_DEPTH = 64;
 
 function parseMessage<M>(consumer: Consumer<M>, delivery: Delivery): ParsedMessage<M> {
+  if (delivery.shadowedByBody) {
+    throw new PoisonMessageError(
+      'metadata-shadowed-by-body',
+      `The body has a top-level ${delivery.shadowedByBody.join(' and ')} property, which the Functions host ` +
+        `puts in place of the broker's (names compared ignoring case), so the message cannot be deduplicated. Rename it.`,
+    );
+  }
   if (delivery.messageId === undefined) {
     throw new PoisonMessageError(
       'missing-message-id',

@@ -139,6 +139,18 @@ describe('poison messages: nothing written, the reason logged, dead-lettered aft
       'too-deep',
     ],
     [
+      "a body with a messageId property, which the host puts in place of the broker's",
+      { paymentId: 'P', invoiceId: 'INV-F-poison', amount: 3, currency: 'EUR', messageId: 'from-the-body' },
+      {}, // whatever the broker's MessageId, the host hands over the body's: it is logged as null
+      'metadata-shadowed-by-body',
+    ],
+    [
+      'a body with a DELIVERYCOUNT property (names compared ignoring case)',
+      { paymentId: 'P', invoiceId: 'INV-F-poison', amount: 3, currency: 'EUR', DELIVERYCOUNT: 2 },
+      { messageId: 'poison-6' },
+      'metadata-shadowed-by-body',
+    ],
+    [
       'no MessageId',
       { paymentId: 'P', invoiceId: 'INV-F-poison', amount: 3, currency: 'EUR' },
       {},

@@ -89,6 +89,38 @@ describe('toDelivery (the trigger adapter)', () => {
     expect(adapterReading).toBe(enqueued.toISOString());
   });
 
+  it("reads the broker's values the body did not replace: Label for Subject, EnqueuedTime for EnqueuedTimeUtc", async () => {
+    const enqueued = new Date('2026-11-29T10:00:00Z');
+    const body = {
+      Subject: 'body',
+      enqueuedTimeUtc: '2020-01-01T00:00:00Z',
+      correlationId: 'body',
+      userProperties: {},
+    };
+
+    const delivery = await adapted({
+      body: JSON.stringify(body),
+      messageId: 'm-1',
+      subject: 'PaymentReceived',
+      correlationId: 'broker',
+      enqueuedTimeUtc: enqueued,
+      applicationProperties: { tenant: 'contoso' },
+    });
+
+    expect(received.at(-1)?.context.triggerMetadata).toMatchObject({
+      subject: 'body',
+      correlationId: 'body',
+    });
+    expect(delivery).toMatchObject({
+      messageId: 'm-1',
+      subject: 'PaymentReceived',
+      correlationId: undefined, // no other copy: unknown rather than the body's
+      enqueuedTimeUtc: enqueued,
+      applicationProperties: { tenant: 'contoso' },
+      shadowedByBody: undefined,
+    });
+  });
+
   it('copes with missing metadata', () => {
     const delivery = toDelivery('raw', new InvocationContext({ triggerMetadata: {} }));
 
