@@ -1,6 +1,11 @@
 import { parseArgs } from 'node:util';
 
-import { ScenarioEnvironment, type ScenarioOptions, type ScenarioReport } from './scenario/run';
+import {
+  type CosmosOutage,
+  ScenarioEnvironment,
+  type ScenarioOptions,
+  type ScenarioReport,
+} from './scenario/run';
 
 /**
  * npm run demo: the whole pipeline offline, on an embedded default. A local Cosmos DB server, a
@@ -21,8 +26,14 @@ const usage = `Usage: npm run demo -- [options]
   --cosmos-503 <rate>     Cosmos DB is unavailable for a write (default 0.01)
   --cosmos-drop <rate>    a write commits but its response is lost (default 0.01)
   --slow <rate>           a write outlasts the message lock (default 0.002)
+  --cosmos-outage <start-minute>:<minutes>
+                          every Cosmos DB request fails (503) from that model minute after publishing
+                          starts, for that many minutes; repeatable
+  --cosmos-throttling <start-minute>:<minutes>
+                          every Cosmos DB request is throttled (429 beyond the SDK's retries); repeatable
   --concurrency <n>       host.json maxConcurrentCalls per function (default 16)
-  --scale <n>             model time runs n times faster than real time (default 250)
+  --scale <n>             model time runs n times faster than real time (default 250; 60 with
+                          --cosmos-outage or --cosmos-throttling, whose limits are seconds of model time)
   --json                  print one JSON object on stdout (progress still goes to stderr)
   -h, --help`;
 
@@ -45,8 +56,10 @@ async function main(): Promise<number> {
       messages: { type: 'string', default: '3000' },
       seed: { type: 'string' },
       concurrency: { type: 'string', default: '16' },
-      scale: { type: 'string', default: '250' },
+      scale: { type: 'string' },
       json: { type: 'boolean', default: false },
+      'cosmos-outage': { type: 'string', multiple: true, default: [] },
+      'cosmos-throttling': { type: 'string', multiple: true, default: [] },
       help: { type: 'boolean', short: 'h', default: false },
       ...Object.fromEntries(
         Object.entries(rateOptions).map(([name, rate]) => [name, { type: 'string', default: String(rate) }]),
@@ -70,6 +83,17 @@ async function main(): Promise<number> {
     }
     return value;
   };
+  const outage = (name: string, text: string, kind: CosmosOutage['kind']): CosmosOutage => {
+    const [start, minutes, ...rest] = text.split(':');
+    if (rest.length > 0 || minutes === undefined) {
+      throw new Error(`--${name} must be <start-minute>:<minutes>; got '${text.slice(0, 40)}'.`);
+    }
+    return {
+      startMs: number(name, start, { max: 10_000 }) * 60_000,
+      durationMs: number(name, minutes, { min: 0.01, max: 10_000 }) * 60_000,
+      kind,
+    };
+  };
   const rate = (name: keyof typeof rateOptions): number =>
     number(name, (values as Record<string, unknown>)[name], { max: 1 });
   const seed =
@@ -83,7 +107,14 @@ async function main(): Promise<number> {
     resendOutsideWindow: rate('resend-outside'),
     poison: rate('poison'),
     maxConcurrentCalls: number('concurrency', values.concurrency, { min: 1, max: 1000, integer: true }),
-    clockScale: number('scale', values.scale, { min: 1, max: 100_000 }),
+    // The breaker's margins are seconds of model time: at 250 they are milliseconds of real time,
+    // which event-loop lag under a burst eats, so outage runs go slower by default.
+    clockScale: number(
+      'scale',
+      values.scale ??
+        (values['cosmos-outage'].length + values['cosmos-throttling'].length > 0 ? '60' : '250'),
+      { min: 1, max: 100_000 },
+    ),
     faults: {
       crashBeforeCommit: rate('crash-before'),
       crashAfterCommit: rate('crash-after'),
@@ -92,6 +123,10 @@ async function main(): Promise<number> {
       cosmosUnavailable: rate('cosmos-503'),
       cosmosDropAfterCommit: rate('cosmos-drop'),
       slowHandler: rate('slow'),
+      cosmosOutages: [
+        ...values['cosmos-outage'].map((text) => outage('cosmos-outage', text, 'unavailable')),
+        ...values['cosmos-throttling'].map((text) => outage('cosmos-throttling', text, 'throttle')),
+      ],
     },
     timeoutMs: 30 * 60_000,
     onProgress: progressPrinter(),
@@ -108,9 +143,44 @@ async function main(): Promise<number> {
     await environment.stop();
   }
   process.stderr.write('\n');
-  if (values.json) console.log(JSON.stringify({ options: { ...options, onProgress: undefined }, ...report }));
-  else console.log(render(report, options));
-  return report.ok ? 0 : 1;
+  const target = outageTarget(report);
+  if (values.json) {
+    console.log(
+      JSON.stringify({ options: { ...options, onProgress: undefined }, ...report, outageTarget: target }),
+    );
+  } else console.log(render(report, options, target));
+  return report.ok && (target?.met ?? true) ? 0 : 1;
+}
+
+/**
+ * The goal for Cosmos DB outages (issue 10): no valid message dead-lettered, none lost, every
+ * invariant kept, and processing resumed within one model minute of each recovery.
+ */
+interface OutageTarget {
+  validDeadLettered: number;
+  everyInvariantHolds: boolean;
+  /** The slowest resumption, model seconds (null: nothing was pending at any recovery). */
+  slowestResumptionSeconds: number | null;
+  resumedWithinOneMinute: boolean;
+  survivableOutageMinutes: number;
+  met: boolean;
+}
+
+function outageTarget(report: ScenarioReport): OutageTarget | undefined {
+  const { outages, survivableOutageSeconds } = report.breaker;
+  if (outages.length === 0) return undefined;
+  const resumptions = outages.flatMap((o) => (o.resumedAfterMs === null ? [] : [o.resumedAfterMs]));
+  const slowest = resumptions.length > 0 ? Math.max(...resumptions) / 1000 : null;
+  const validDeadLettered = report.accounting.deadLettered.exhausted;
+  const resumedWithinOneMinute = slowest === null || slowest <= 60;
+  return {
+    validDeadLettered,
+    everyInvariantHolds: report.ok,
+    slowestResumptionSeconds: slowest,
+    resumedWithinOneMinute,
+    survivableOutageMinutes: Math.round((survivableOutageSeconds / 60) * 100) / 100,
+    met: validDeadLettered === 0 && report.ok && resumedWithinOneMinute,
+  };
 }
 
 function progressPrinter(): (progress: {
@@ -130,7 +200,7 @@ function progressPrinter(): (progress: {
   };
 }
 
-function render(report: ScenarioReport, options: ScenarioOptions): string {
+function render(report: ScenarioReport, options: ScenarioOptions, target: OutageTarget | undefined): string {
   const { accounting: a, deliveries, throughput, latency } = report;
   const list = (counts: Record<string, number>): string =>
     Object.entries(counts)
@@ -138,7 +208,14 @@ function render(report: ScenarioReport, options: ScenarioOptions): string {
       .map(([key, value]) => `${key} ${value}`)
       .join(', ');
   const lines = [
-    `Offline demo, seed ${report.seed} (replay: npm run demo -- --seed ${report.seed} --messages ${options.messages})`,
+    `Offline demo, seed ${report.seed} (replay: npm run demo -- --seed ${report.seed} --messages ${options.messages}${(
+      options.faults?.cosmosOutages ?? []
+    )
+      .map(
+        (o) =>
+          ` --${o.kind === 'throttle' ? 'cosmos-throttling' : 'cosmos-outage'} ${o.startMs / 60_000}:${o.durationMs / 60_000}`,
+      )
+      .join('')})`,
     '',
     'Published',
     `  events              ${a.uniqueEvents} distinct, ${a.sends} sends (${a.injectedDuplicates} producer duplicates)`,
@@ -160,6 +237,22 @@ function render(report: ScenarioReport, options: ScenarioOptions): string {
     `  throughput          ${throughput.eventsPerSecond} events/s, ${throughput.deliveriesPerSecond} deliveries/s`,
     `  handler latency     p50 ${latency.handlerMs.p50} ms, p95 ${latency.handlerMs.p95} ms, p99 ${latency.handlerMs.p99} ms`,
     `  enqueue → complete  p50 ${latency.endToEndMs.p50} ms, p95 ${latency.endToEndMs.p95} ms, p99 ${latency.endToEndMs.p99} ms (the workload is published as a burst, so this includes queueing)`,
+    '',
+    'Cosmos DB circuit breaker',
+    `  state changes       opened ${report.breaker.opened}, closed ${report.breaker.closed}`,
+    ...report.breaker.outages.map(
+      (o) =>
+        `  ${o.kind === 'throttle' ? 'throttling' : 'outage'.padEnd(10)}          ${o.durationMs / 60_000} min: ${o.pendingAtRecovery} messages pending at recovery, ` +
+        (o.resumedAfterMs === null
+          ? 'nothing to resume'
+          : `processing resumed ${(o.resumedAfterMs / 1000).toFixed(1)} s after it`),
+    ),
+    `  survives            outages up to ${(report.breaker.survivableOutageSeconds / 60).toFixed(1)} min with these settings without dead-lettering (README: Cosmos DB outages)`,
+    ...(target === undefined
+      ? []
+      : [
+          `  target              ${target.met ? 'MET' : 'MISSED'}: ${target.validDeadLettered} valid messages dead-lettered, invariants ${target.everyInvariantHolds ? 'hold' : 'FAIL'}, resumed within a minute: ${target.resumedWithinOneMinute ? 'yes' : 'NO'}`,
+        ]),
     '',
     'Invariants',
     ...report.invariants.map((i) => `  ${i.ok ? 'PASS' : 'FAIL'} ${i.name.padEnd(13)} ${i.detail}`),

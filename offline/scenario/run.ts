@@ -2,13 +2,15 @@ import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 
 import { CosmosClient } from '@azure/cosmos';
 
+import type * as App from '../../src/app';
+import { CircuitBreaker, survivableOutageSeconds } from '../../src/inbox';
 import { topology } from '../../src/topology';
 import { freshAppContainer } from '../appContainer';
-import { type LocalCosmos, start as startCosmos } from '../cosmos';
+import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../cosmos';
 import { type FunctionApp, loadFunctionApp } from '../functions/worker';
 import { seededRandom } from '../random';
 import { Broker, type Topic } from '../servicebus/broker';
-import { scaledClock } from '../servicebus/clock';
+import { type Clock, scaledClock } from '../servicebus/clock';
 import { FunctionsHost, type HostFaults } from '../servicebus/host';
 import { type Accounting, type Invariant, verify } from './verify';
 import { generateWorkload, type WorkloadOptions } from './workload';
@@ -28,6 +30,24 @@ export interface ScenarioFaults extends HostFaults {
   cosmosDropAfterCommit?: number;
   /** Chance that a write is so slow that the message's lock runs out while the handler still runs. */
   slowHandler?: number;
+  /**
+   * Windows of model time, from the start of publishing, in which every data request fails: 503
+   * (`unavailable`, an outage) or 429 (`throttle`, throttling beyond the SDK's retries).
+   */
+  cosmosOutages?: CosmosOutage[];
+}
+
+export interface CosmosOutage {
+  startMs: number;
+  durationMs: number;
+  kind?: 'unavailable' | 'throttle';
+}
+
+export interface OutageReport extends Required<CosmosOutage> {
+  /** Messages in the subscriptions when Cosmos DB came back. */
+  pendingAtRecovery: number;
+  /** Model ms from the recovery to the first completed delivery after it; null when nothing was pending. */
+  resumedAfterMs: number | null;
 }
 
 export interface ScenarioOptions extends WorkloadOptions {
@@ -58,6 +78,8 @@ export interface Percentiles {
   max: number;
 }
 
+type AppModule = typeof App;
+
 export interface ScenarioReport {
   seed: number;
   ok: boolean;
@@ -67,6 +89,14 @@ export interface ScenarioReport {
   throughput: { elapsedMs: number; eventsPerSecond: number; deliveriesPerSecond: number };
   /** Real milliseconds: in the handler, and from enqueue to settlement. */
   latency: { handlerMs: Percentiles; endToEndMs: Percentiles };
+  /** The Cosmos DB circuit breaker: state changes, and each outage's recovery. */
+  breaker: {
+    opened: number;
+    closed: number;
+    outages: OutageReport[];
+    /** The longest outage the app's settings survive without dead-lettering (see src/inbox/breaker.ts). */
+    survivableOutageSeconds: number;
+  };
 }
 
 export interface EnvironmentOptions {
@@ -74,8 +104,10 @@ export interface EnvironmentOptions {
   lockDurationMs?: number;
   /** Broker max delivery count, default 10; also SERVICEBUS_MAX_DELIVERY_COUNT for the app. */
   maxDeliveryCount?: number;
-  /** host.json maxAutoLockRenewalDuration, model ms; default 5 minutes. */
+  /** host.json maxAutoLockRenewalDuration, model ms; default 5 minutes; also HOST_MAX_AUTO_LOCK_RENEWAL. */
   maxAutoLockRenewalMs?: number;
+  /** host.json functionTimeout, model ms; default 5 minutes; also HOST_FUNCTION_TIMEOUT. */
+  functionTimeoutMs?: number;
   /** Latency the local Cosmos server adds to every data request, real ms; default 0. */
   cosmosLatencyMs?: number;
 }
@@ -97,6 +129,7 @@ export class ScenarioEnvironment {
       lockDurationMs: options.lockDurationMs ?? 60_000,
       maxDeliveryCount: options.maxDeliveryCount ?? 10,
       maxAutoLockRenewalMs: options.maxAutoLockRenewalMs ?? 300_000,
+      functionTimeoutMs: options.functionTimeoutMs ?? 300_000,
       cosmosLatencyMs: options.cosmosLatencyMs ?? 0,
     };
     const cosmos = await startCosmos({ latencyMs: settings.cosmosLatencyMs, seed: 1 });
@@ -107,6 +140,8 @@ export class ScenarioEnvironment {
       COSMOS_CONTAINER: 'state',
       SERVICEBUS_LOCK_DURATION: `PT${settings.lockDurationMs / 1000}S`,
       SERVICEBUS_MAX_DELIVERY_COUNT: String(settings.maxDeliveryCount),
+      HOST_MAX_AUTO_LOCK_RENEWAL: `PT${settings.maxAutoLockRenewalMs / 1000}S`,
+      HOST_FUNCTION_TIMEOUT: `PT${settings.functionTimeoutMs / 1000}S`,
     });
     const client = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
     await client.databases.createIfNotExists({ id: 'app' });
@@ -139,10 +174,29 @@ export class ScenarioEnvironment {
       clock,
       maxConcurrentCalls: options.maxConcurrentCalls ?? 16,
       maxAutoLockRenewalMs: this.options.maxAutoLockRenewalMs,
+      functionTimeoutMs: this.options.functionTimeoutMs,
       faults: options.faults ?? {},
       random,
     });
     this.injectCosmosFaults(options.faults ?? {}, scale);
+
+    // The app's breaker (one per instance, as in Azure) on the model clock, fresh for each run.
+    // Required here, not imported: loading src/app.ts validates the settings start() has just set.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- deferred on purpose
+    const { inboxRuntime } = require('../../src/app') as AppModule;
+    const runtime = inboxRuntime();
+    const { options: appBreaker } = runtime.breaker;
+    const transitions = { opened: 0, closed: 0 };
+    runtime.breaker = new CircuitBreaker({
+      ...appBreaker,
+      clock,
+      random: seededRandom(options.seed ^ 0x27d4eb2f),
+      onTransition: (transition) => {
+        appBreaker.onTransition?.(transition);
+        transitions[transition.state === 'open' ? 'opened' : 'closed']++;
+      },
+    });
+    const outages: OutageReport[] = [];
 
     const startedAt = performance.now();
     let sent = 0;
@@ -178,7 +232,9 @@ export class ScenarioEnvironment {
         }
       };
       const settled = (async (): Promise<void> => {
+        const outagesOver = this.scheduleOutages(options.faults?.cosmosOutages ?? [], clock, broker, outages);
         await publish('now');
+        await outagesOver;
         await host.drained();
         // Resends after the broker has forgotten their MessageIds (an outbox relay an hour later):
         // jump past the duplicate detection window while nothing is locked; only the inbox can
@@ -207,6 +263,7 @@ export class ScenarioEnvironment {
       clearInterval(progress);
       await host.stop();
       this.cosmos.faults.clear();
+      runtime.breaker = new CircuitBreaker(appBreaker);
     }
     const elapsedMs = performance.now() - startedAt;
     report();
@@ -241,7 +298,59 @@ export class ScenarioEnvironment {
           host.deliveries.filter((d) => d.settlement === 'completed').map((d) => d.endToEndMs / scale),
         ),
       },
+      breaker: {
+        ...transitions,
+        outages: outages.map((outage) => {
+          const end = outage.startMs + outage.durationMs;
+          const resumed = host.deliveries
+            .filter((d) => d.settlement === 'completed' && d.settledAt >= end)
+            .reduce((first, d) => Math.min(first, d.settledAt), Infinity);
+          return {
+            ...outage,
+            resumedAfterMs:
+              outage.pendingAtRecovery > 0 && Number.isFinite(resumed) ? Math.round(resumed - end) : null,
+          };
+        }),
+        survivableOutageSeconds: survivableOutageSeconds(runtime.settings),
+      },
     };
+  }
+
+  /**
+   * Starts and ends each outage on the model clock; resolves when the last one is over. Reports
+   * them with model times (epoch ms) for the report to turn back into offsets.
+   */
+  private scheduleOutages(
+    windows: readonly CosmosOutage[],
+    clock: Clock,
+    broker: Broker,
+    reports: OutageReport[],
+  ): Promise<void> {
+    const start = clock.now();
+    return Promise.all(
+      windows.map(
+        ({ startMs, durationMs, kind = 'unavailable' }) =>
+          new Promise<void>((resolve) => {
+            let handle: FaultHandle | undefined;
+            clock.after(startMs, () => {
+              handle = this.cosmos.faults.inject(
+                kind === 'throttle' ? { kind, retryAfterMs: 2 } : { kind: 'unavailable' },
+              );
+            });
+            clock.after(startMs + durationMs, () => {
+              handle?.remove();
+              reports.push({
+                startMs: start + startMs,
+                durationMs,
+                kind,
+                pendingAtRecovery: broker.subscriptions.reduce((n, s) => n + s.entity.activeCount, 0),
+                resumedAfterMs: null,
+              });
+              resolve();
+            });
+          }),
+      ),
+    ).then(() => undefined);
   }
 
   private injectCosmosFaults(faults: ScenarioFaults, scale: number): void {

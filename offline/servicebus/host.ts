@@ -7,8 +7,10 @@ import type { Clock } from './clock';
  * `maxConcurrentCalls` deliveries at once, each received in peek-lock, its lock renewed while the
  * function runs (up to `maxAutoLockRenewalDuration`), invoked through the worker path
  * (offline/functions/worker.ts: the host's RPC request, the library's own conversion), completed
- * when the function returns and abandoned when it throws. Faults make it misbehave the ways real
- * hosts do.
+ * when the function returns and abandoned when it throws, at once available for redelivery. An
+ * invocation that outlasts `functionTimeout` is given up: the host abandons the message and frees
+ * the slot (in Azure it then restarts the worker; here the handler runs on unobserved, as a dying
+ * worker's last request might still reach Cosmos DB). Faults make it misbehave the ways real hosts do.
  */
 export interface HostFaults {
   /** The instance dies after receiving, before the handler commits: nothing settles, the lock runs out. */
@@ -25,12 +27,21 @@ export interface HostOptions {
   maxConcurrentCalls?: number;
   /** host.json serviceBus.maxAutoLockRenewalDuration, model ms; default 5 minutes. */
   maxAutoLockRenewalMs?: number;
+  /** host.json functionTimeout, model ms; default 5 minutes. */
+  functionTimeoutMs?: number;
   faults?: HostFaults;
   /** Seeded random source for the faults; default Math.random. */
   random?: () => number;
 }
 
-export type Settlement = 'completed' | 'abandoned' | 'crashed' | 'completion-lost' | 'lock-lost';
+export type Settlement =
+  | 'completed'
+  | 'abandoned'
+  | 'crashed'
+  | 'completion-lost'
+  | 'lock-lost'
+  /** The invocation outlasted functionTimeout: abandoned by the host (or its lock was already lost). */
+  | 'timed-out';
 
 export interface DeliveryRecord {
   function: string;
@@ -42,6 +53,8 @@ export interface DeliveryRecord {
   outcome: string | undefined;
   settlement: Settlement;
   error?: string;
+  /** Model time of the settlement (epoch ms). */
+  settledAt: number;
   /** Model ms from enqueue to settlement, and real ms spent in the handler. */
   endToEndMs: number;
   handlerMs: number;
@@ -113,6 +126,8 @@ export class FunctionsHost {
     locked: LockedMessage,
   ): Promise<void> {
     const { message, lockToken } = locked;
+    // The broker counts on the message itself; keep this delivery's number.
+    const { deliveryCount } = message;
     const { clock } = this.options;
     const roll = (rate: number | undefined): boolean =>
       (rate ?? 0) > 0 && (this.options.random ?? Math.random)() < (rate ?? 0);
@@ -127,10 +142,11 @@ export class FunctionsHost {
         subscription: subscription.name,
         messageId: message.messageId,
         sequenceNumber: message.sequenceNumber,
-        deliveryCount: message.deliveryCount,
+        deliveryCount,
         outcome,
         settlement,
         ...(error === undefined ? {} : { error: `${error.name}: ${error.message}` }),
+        settledAt: clock.now(),
         endToEndMs: clock.now() - message.enqueuedAt,
         handlerMs,
       });
@@ -143,10 +159,10 @@ export class FunctionsHost {
 
     const stopRenewing = this.renewWhileRunning(subscription, lockToken);
     const started = performance.now();
-    const { error: failure, logs } = await invokeServiceBus(registration.name, {
+    const invocation = invokeServiceBus(registration.name, {
       body: message.body,
       messageId: message.messageId,
-      deliveryCount: message.deliveryCount,
+      deliveryCount,
       subject: message.subject,
       correlationId: message.correlationId,
       contentType: message.contentType,
@@ -155,8 +171,17 @@ export class FunctionsHost {
       expiresAtUtc: new Date(message.expiresAt),
       sequenceNumber: message.sequenceNumber,
       lockToken,
-    }).finally(stopRenewing);
+    });
+    const result = await this.withinFunctionTimeout(invocation).finally(stopRenewing);
     const handlerMs = performance.now() - started;
+    if (result === 'timed-out') {
+      this.settle(
+        () => subscription.entity.abandon(lockToken, 'The invocation exceeded functionTimeout.'),
+        () => record('timed-out', undefined, handlerMs),
+      );
+      return;
+    }
+    const { error: failure, logs } = result;
     const outcome = loggedOutcome(logs);
 
     if (failure !== undefined) {
@@ -178,6 +203,17 @@ export class FunctionsHost {
       () => subscription.entity.complete(lockToken),
       (lost) => record(lost ? 'lock-lost' : 'completed', outcome, handlerMs),
     );
+  }
+
+  /** The invocation's result, or 'timed-out' once functionTimeout (model time) has passed. */
+  private withinFunctionTimeout<T>(invocation: Promise<T>): Promise<T | 'timed-out'> {
+    let cancel = (): void => undefined;
+    const timedOut = new Promise<'timed-out'>((resolve) => {
+      cancel = this.options.clock.after(this.options.functionTimeoutMs ?? 300_000, () =>
+        resolve('timed-out'),
+      );
+    });
+    return Promise.race([invocation, timedOut]).finally(() => cancel());
   }
 
   /** Settles, noting a lock that ran out meanwhile (the broker then owns the message again). */

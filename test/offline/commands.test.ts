@@ -36,6 +36,49 @@ describe('npm run demo', () => {
     expect(report.latency.handlerMs.p50).toBeGreaterThan(0);
   });
 
+  it('--cosmos-outage: a 30-minute outage dead-letters no valid message, and the JSON reports the target', () => {
+    const run = tsx([
+      'offline/demo.ts',
+      '--messages',
+      '60',
+      '--seed',
+      '5',
+      '--poison',
+      '0',
+      '--cosmos-outage',
+      '0:30',
+      '--scale',
+      '250',
+      '--json',
+    ]);
+    const report = JSON.parse(String(run.stdout)) as {
+      ok: boolean;
+      options: { faults: { cosmosOutages: unknown[] } };
+      accounting: { deadLettered: { total: number } };
+      breaker: { opened: number; outages: { durationMs: number; pendingAtRecovery: number }[] };
+      outageTarget: { validDeadLettered: number; survivableOutageMinutes: number; met: boolean };
+    };
+
+    expect(run.status).toBe(0);
+    expect(report.options.faults.cosmosOutages).toEqual([
+      { startMs: 0, durationMs: 1_800_000, kind: 'unavailable' },
+    ]);
+    expect(report.ok).toBe(true);
+    expect(report.accounting.deadLettered.total).toBe(0);
+    expect(report.breaker.opened).toBeGreaterThan(0);
+    expect(report.breaker.outages[0]?.pendingAtRecovery).toBeGreaterThan(0);
+    expect(report.outageTarget.validDeadLettered).toBe(0);
+    expect(report.outageTarget.survivableOutageMinutes).toBeCloseTo(31.42, 2);
+    expect(report.outageTarget.met).toBe(true);
+  });
+
+  it('refuses a malformed --cosmos-outage', () => {
+    const run = tsx(['offline/demo.ts', '--cosmos-outage', '30']);
+
+    expect(run.status).toBe(2);
+    expect(String(run.stderr)).toContain("--cosmos-outage must be <start-minute>:<minutes>; got '30'");
+  });
+
   it('refuses a bad option with a clear message and exit code 2', () => {
     const run = tsx(['offline/demo.ts', '--messages', 'many']);
 

@@ -35,6 +35,16 @@ const scenarios: fc.Arbitrary<ScenarioOptions> = fc.record({
     cosmosUnavailable: rate(0.15),
     cosmosDropAfterCommit: rate(0.1),
     slowHandler: rate(0.03),
+    // At most one window, up to 30 model minutes, of a Cosmos DB outage (503) or of throttling
+    // beyond the SDK's retries (429); the circuit breaker holds deliveries through it.
+    cosmosOutages: fc.array(
+      fc.record({
+        startMs: fc.integer({ min: 0, max: 3 * 60_000 }),
+        durationMs: fc.integer({ min: 60_000, max: 30 * 60_000 }),
+        kind: fc.constantFrom('unavailable' as const, 'throttle' as const),
+      }),
+      { maxLength: 1 },
+    ),
   }),
 });
 

@@ -62,11 +62,12 @@ describe('scenarios', () => {
     expect(report.deliveries.byOutcome.duplicate).toBeGreaterThan(0);
   });
 
-  it('locks that run out while a slow handler still runs: concurrent deliveries, one effect', async () => {
+  it('a handler slower than functionTimeout and the lock: given up, redelivered concurrently, one effect', async () => {
     const report = await environment.run({ messages: 120, seed: 14, faults: { slowHandler: 0.08 } });
 
     expect(failures(report)).toEqual([]);
-    expect(report.deliveries.bySettlement['lock-lost']).toBeGreaterThan(0);
+    // The write outlasts functionTimeout (PT5M) before the lock renewal (PT5M) plus the lock run out.
+    expect(report.deliveries.bySettlement['timed-out']).toBeGreaterThan(0);
   });
 
   it('Cosmos DB throttling, outages and lost responses: retried by redelivery, applied once', async () => {
@@ -99,5 +100,26 @@ describe('scenarios', () => {
     expect(report.accounting.deadLettered.exhausted).toBe(40);
     expect(report.accounting.deadLettered.byReason).toEqual({ MaxDeliveryCountExceeded: 40 });
     expect(report.accounting.effects.payments + report.accounting.effects.reservations).toBe(0);
+  });
+
+  it('a 30-minute Cosmos DB outage: the breaker holds deliveries, nothing valid is dead-lettered or lost, processing resumes', async () => {
+    const report = await environment.run({
+      messages: 150,
+      seed: 17,
+      poison: 0.02,
+      faults: { cosmosOutages: [{ startMs: 0, durationMs: 30 * 60_000 }] },
+    });
+
+    expect(failures(report)).toEqual([]);
+    expect(report.accounting.deadLettered.exhausted).toBe(0);
+    expect(report.accounting.deadLettered.total).toBe(report.accounting.deadLettered.poison);
+    expect(report.breaker.opened).toBeGreaterThan(0);
+    expect(report.breaker.closed).toBe(report.breaker.opened);
+    expect(report.deliveries.byOutcome.retried).toBeGreaterThan(0);
+    const [outage] = report.breaker.outages;
+    expect(outage?.pendingAtRecovery).toBeGreaterThan(0);
+    expect(outage?.resumedAfterMs).not.toBeNull();
+    expect(outage?.resumedAfterMs).toBeLessThanOrEqual(60_000);
+    expect(report.breaker.survivableOutageSeconds).toBeGreaterThan(30 * 60);
   });
 });
