@@ -101,6 +101,12 @@ param cosmosCapacityMode string = 'Serverless'
 @minValue(1000)
 param cosmosAutoscaleMaxThroughput int = 1000
 
+@description('Request units per second one purge run spends on average at most (PURGE_MAX_RU_PER_SECOND). 0: a tenth of what the container can serve: 500 on Serverless (5,000 RU/s per container), the autoscale maximum / 10 on Provisioned (the autoscale floor, so the purge alone never scales the container up).')
+@minValue(0)
+param purgeMaxRuPerSecond int = 0
+
+var derivedPurgeMaxRuPerSecond = cosmosCapacityMode == 'Serverless' ? 500 : cosmosAutoscaleMaxThroughput / 10
+
 // ---------------------------------------------------------------------------------------------
 // Function app
 // ---------------------------------------------------------------------------------------------
@@ -344,6 +350,7 @@ module functionApp 'modules/functionapp.bicep' = {
       SERVICEBUS_LOCK_DURATION: lockDuration
       SERVICEBUS_MAX_DELIVERY_COUNT: string(serviceBusMaxDeliveryCount)
       SERVICEBUS_MESSAGE_TTL: serviceBusMessageTtl
+      PURGE_MAX_RU_PER_SECOND: string(purgeMaxRuPerSecond > 0 ? purgeMaxRuPerSecond : derivedPurgeMaxRuPerSecond)
     }
   }
 }

@@ -122,8 +122,9 @@ export function purgeTimerHandler(runtime: () => InboxRuntime): TimerHandler {
       now: dependencies.now(),
       maxItems: settings.purge.maxItems,
       maxDurationMs: settings.purge.maxDurationSeconds * 1000,
+      maxRequestUnitsPerSecond: settings.purge.maxRequestUnitsPerSecond,
     });
-    telemetry.purge(report.purged, report.expiredRemaining, report.markers);
+    telemetry.purge(report);
     log(
       context,
       report.expiredRemaining > 0 ? 'warn' : 'info',

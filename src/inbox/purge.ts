@@ -1,4 +1,4 @@
-import type { Container, OperationInput } from '@azure/cosmos';
+import type { Container, CosmosDiagnostics, ErrorResponse, OperationInput } from '@azure/cosmos';
 
 import { MARKER_TYPE } from './marker';
 
@@ -7,6 +7,12 @@ import { MARKER_TYPE } from './marker';
  * `maxDurationMs`; the next run starts from whatever is still expired, so nothing needs to be
  * remembered between runs. Two purges at once, or a marker deleted meanwhile, are harmless: a
  * delete that finds nothing (404) or a changed marker (412) is skipped.
+ *
+ * A run spends at most `maxRequestUnitsPerSecond` on average, so that it leaves the rest of the
+ * account's throughput to the consumers: before each request it waits until the request units spent
+ * so far fit the budget (a request's charge is known only once it has run, so one request may go
+ * over; a page of deletes costs about 5 RU per marker). A 429 that outlasts the SDK's own retries
+ * is waited out (its retry-after) and the request repeated, within `maxDurationMs`.
  */
 export interface PurgeOptions {
   now: Date;
@@ -14,8 +20,12 @@ export interface PurgeOptions {
   maxDurationMs: number;
   /** Markers fetched per query; default 100 (one batch per partition at most). */
   pageSize?: number;
-  /** Monotonic clock for the time cap, in ms; default performance.now. */
+  /** Request units per second the run may spend on average; default: no limit. */
+  maxRequestUnitsPerSecond?: number;
+  /** Monotonic clock for the time cap and the pacing, in ms; default performance.now. */
   clock?: () => number;
+  /** Waits (pacing, back-off); default setTimeout. */
+  sleep?: (ms: number) => Promise<void>;
 }
 
 export interface PurgeReport {
@@ -28,6 +38,10 @@ export interface PurgeReport {
   markers: number;
   stoppedBy: 'done' | 'item-cap' | 'time-cap';
   requestCharge: number;
+  /** 429 answers the run met, whether the SDK retried them or the purge waited them out. */
+  throttled: number;
+  /** Time spent waiting for the budget or after a 429, in ms. */
+  waitedMs: number;
 }
 
 interface ExpiredMarker {
@@ -42,10 +56,6 @@ const EXPIRED_QUERY =
   'WHERE c.type = @type AND c.expiresAtEpochSeconds <= @now';
 
 export async function purgeExpiredMarkers(container: Container, options: PurgeOptions): Promise<PurgeReport> {
-  const clock = options.clock ?? (() => performance.now());
-  const deadline = clock() + options.maxDurationMs;
-  const nowSeconds = Math.floor(options.now.getTime() / 1000);
-  const pageSize = options.pageSize ?? 100;
   const report: PurgeReport = {
     purged: 0,
     skipped: 0,
@@ -53,47 +63,135 @@ export async function purgeExpiredMarkers(container: Container, options: PurgeOp
     markers: 0,
     stoppedBy: 'done',
     requestCharge: 0,
+    throttled: 0,
+    waitedMs: 0,
   };
+  const budget = new Budget(options, report);
+  const nowSeconds = Math.floor(options.now.getTime() / 1000);
+  const pageSize = options.pageSize ?? 100;
 
-  for (;;) {
-    const budget = options.maxItems - report.purged - report.skipped;
-    if (budget <= 0) {
-      report.stoppedBy = 'item-cap';
-      break;
+  try {
+    for (;;) {
+      const itemsLeft = options.maxItems - report.purged - report.skipped;
+      if (itemsLeft <= 0) {
+        report.stoppedBy = 'item-cap';
+        break;
+      }
+      if (budget.timeUp()) throw new TimeUp();
+      const limit = Math.min(pageSize, itemsLeft);
+      const page = await budget.request(() =>
+        container.items
+          .query<ExpiredMarker>({
+            query: EXPIRED_QUERY,
+            parameters: [
+              { name: '@limit', value: limit },
+              { name: '@type', value: MARKER_TYPE },
+              { name: '@now', value: nowSeconds },
+            ],
+          })
+          .fetchAll(),
+      );
+      // The query already filters; checking again costs nothing and keeps a wrong query from ever
+      // deleting a live marker or a business document.
+      const expired = page.resources.filter(
+        (m) => typeof m.expiresAtEpochSeconds === 'number' && m.expiresAtEpochSeconds <= nowSeconds,
+      );
+      for (const group of groupByPartition(expired)) await deletePartitionGroup(container, group, budget);
+      if (page.resources.length < limit) break;
     }
-    if (clock() >= deadline) {
-      report.stoppedBy = 'time-cap';
-      break;
-    }
-    const limit = Math.min(pageSize, budget);
-    const page = await container.items
-      .query<ExpiredMarker>({
-        query: EXPIRED_QUERY,
-        parameters: [
-          { name: '@limit', value: limit },
-          { name: '@type', value: MARKER_TYPE },
-          { name: '@now', value: nowSeconds },
-        ],
-      })
-      .fetchAll();
-    report.requestCharge += page.requestCharge;
-    // The query already filters; checking again costs nothing and keeps a wrong query from ever
-    // deleting a live marker or a business document.
-    const expired = page.resources.filter(
-      (m) => typeof m.expiresAtEpochSeconds === 'number' && m.expiresAtEpochSeconds <= nowSeconds,
-    );
-    for (const group of groupByPartition(expired)) await deletePartitionGroup(container, group, report);
-    if (page.resources.length < limit) break;
+  } catch (error) {
+    if (!(error instanceof TimeUp)) throw error;
+    report.stoppedBy = 'time-cap';
   }
 
+  // The two counts run after the cap, as before, paced; a 429 gets one more run's length of patience.
+  budget.extendDeadline(options.maxDurationMs);
   report.expiredRemaining = await count(
     container,
     'c.type = @type AND c.expiresAtEpochSeconds <= @now',
     nowSeconds,
-    report,
+    budget,
   );
-  report.markers = await count(container, 'c.type = @type', nowSeconds, report);
+  report.markers = await count(container, 'c.type = @type', nowSeconds, budget);
   return report;
+}
+
+/** Thrown when the next wait (for the budget or after a 429) would end after the run's deadline. */
+class TimeUp extends Error {}
+
+/**
+ * The run's request units and time: every request goes through `request`, which waits until the
+ * units spent so far fit `maxRequestUnitsPerSecond`, adds the request's charge and 429s to the
+ * report, and waits out a 429 the SDK gave up on.
+ */
+class Budget {
+  private readonly clock: () => number;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly startedAt: number;
+  private deadline: number;
+
+  constructor(
+    private readonly options: PurgeOptions,
+    readonly report: PurgeReport,
+  ) {
+    this.clock = options.clock ?? (() => performance.now());
+    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.startedAt = this.clock();
+    this.deadline = this.startedAt + options.maxDurationMs;
+  }
+
+  timeUp(): boolean {
+    return this.clock() >= this.deadline;
+  }
+
+  extendDeadline(ms: number): void {
+    this.deadline = Math.max(this.deadline, this.clock()) + ms;
+  }
+
+  async request<T extends { requestCharge: number; diagnostics?: CosmosDiagnostics }>(
+    send: () => Promise<T>,
+  ): Promise<T> {
+    for (;;) {
+      const rate = this.options.maxRequestUnitsPerSecond;
+      const dueAt = rate === undefined ? 0 : this.startedAt + (this.report.requestCharge / rate) * 1000;
+      await this.wait(dueAt - this.clock());
+      try {
+        const response = await send();
+        this.report.requestCharge += response.requestCharge;
+        this.report.throttled += throttledAttempts(response.diagnostics);
+        return response;
+      } catch (error) {
+        const cause = (error as { cause?: unknown }).cause ?? error;
+        const { code, retryAfterInMs, diagnostics } = cause as {
+          code?: unknown;
+          retryAfterInMs?: number;
+          diagnostics?: CosmosDiagnostics;
+        };
+        if (code !== 429) throw error;
+        // Every attempt the SDK made was a 429, the last one included.
+        this.report.throttled += Math.max(1, throttledAttempts(diagnostics));
+        await this.wait(retryAfterInMs ?? 1000);
+      }
+    }
+  }
+
+  /** A request that failed with an expected status (a 404 or 412 on one delete) still costs units. */
+  charge(error: ErrorResponse): void {
+    this.report.requestCharge += error.requestCharge ?? 0;
+    this.report.throttled += throttledAttempts(error.diagnostics);
+  }
+
+  private async wait(ms: number): Promise<void> {
+    if (ms <= 0) return;
+    if (this.clock() + ms >= this.deadline) throw new TimeUp();
+    await this.sleep(ms);
+    this.report.waitedMs += ms;
+  }
+}
+
+function throttledAttempts(diagnostics: CosmosDiagnostics | undefined): number {
+  const attempts = diagnostics?.clientSideRequestStatistics?.retryDiagnostics?.failedAttempts ?? [];
+  return attempts.filter((attempt) => Number(attempt.statusCode) === 429).length;
 }
 
 function groupByPartition(markers: ExpiredMarker[]): ExpiredMarker[][] {
@@ -114,30 +212,35 @@ function groupByPartition(markers: ExpiredMarker[]): ExpiredMarker[][] {
 async function deletePartitionGroup(
   container: Container,
   group: ExpiredMarker[],
-  report: PurgeReport,
+  budget: Budget,
 ): Promise<void> {
   const partitionKey = group[0]?.partitionKey;
   if (partitionKey === undefined) return;
   const deletes = group.map(
     (marker) => ({ operationType: 'Delete', id: marker.id, ifMatch: marker._etag }) as OperationInput,
   );
-  const response = await container.items.batch(deletes, partitionKey);
-  const results = response.result ?? [];
-  report.requestCharge += results.reduce((sum, result) => sum + (result.requestCharge ?? 0), 0);
+  const response = await budget.request(async () => {
+    const batch = await container.items.batch(deletes, partitionKey);
+    const results = batch.result ?? [];
+    return { ...batch, requestCharge: results.reduce((sum, result) => sum + (result.requestCharge ?? 0), 0) };
+  });
+  const report = budget.report;
   if (response.code === 200) {
     report.purged += group.length;
     return;
   }
   for (const marker of group) {
     try {
-      const deleted = await container
-        .item(marker.id, partitionKey)
-        .delete({ accessCondition: { type: 'IfMatch', condition: marker._etag } });
-      report.requestCharge += deleted.requestCharge;
+      await budget.request(() =>
+        container
+          .item(marker.id, partitionKey)
+          .delete({ accessCondition: { type: 'IfMatch', condition: marker._etag } }),
+      );
       report.purged++;
     } catch (error) {
       const code = (error as { code?: unknown }).code;
       if (code !== 404 && code !== 412) throw error;
+      budget.charge(error as ErrorResponse);
       report.skipped++;
     }
   }
@@ -147,17 +250,18 @@ async function count(
   container: Container,
   where: string,
   nowSeconds: number,
-  report: PurgeReport,
+  budget: Budget,
 ): Promise<number> {
-  const { resources, requestCharge } = await container.items
-    .query<number>({
-      query: `SELECT VALUE COUNT(1) FROM c WHERE ${where}`,
-      parameters: [
-        { name: '@type', value: MARKER_TYPE },
-        { name: '@now', value: nowSeconds },
-      ],
-    })
-    .fetchAll();
-  report.requestCharge += requestCharge;
+  const { resources } = await budget.request(() =>
+    container.items
+      .query<number>({
+        query: `SELECT VALUE COUNT(1) FROM c WHERE ${where}`,
+        parameters: [
+          { name: '@type', value: MARKER_TYPE },
+          { name: '@now', value: nowSeconds },
+        ],
+      })
+      .fetchAll(),
+  );
   return resources.reduce((sum, value) => sum + value, 0);
 }

@@ -36,6 +36,12 @@ export interface Settings {
     maxItems: number;
     /** PURGE_MAX_DURATION: time spent per timer run at most (ISO-8601), default PT1M. */
     maxDurationSeconds: number;
+    /**
+     * PURGE_MAX_RU_PER_SECOND: request units per second a run spends on average at most, default 100.
+     * The Bicep derives it from the account (a tenth of what the container can serve); 100 is the
+     * lowest it derives, a tenth of the smallest autoscale maximum, so it is safe on any account.
+     */
+    maxRequestUnitsPerSecond: number;
   };
   /**
    * host.json values the app must stay inside; each default equals host.json, and the app refuses
@@ -155,6 +161,7 @@ export function loadSettings(env: Environment = process.env): Settings {
     purge: {
       maxItems: positiveInteger('PURGE_MAX_ITEMS', '5000'),
       maxDurationSeconds: duration('PURGE_MAX_DURATION', 'PT1M'),
+      maxRequestUnitsPerSecond: positiveInteger('PURGE_MAX_RU_PER_SECOND', '100', 1_000_000),
     },
     host: {
       maxAutoLockRenewalSeconds: duration(

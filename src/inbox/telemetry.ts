@@ -7,6 +7,8 @@ import {
   metrics,
 } from '@opentelemetry/api';
 
+import type { PurgeReport } from './purge';
+
 /**
  * Metrics, through the OpenTelemetry API. In Azure, applicationinsights (Azure Monitor) registers the
  * global meter provider and exports them to the `customMetrics` table; with no connection string no
@@ -38,6 +40,7 @@ export const METRIC_NAMES = {
   purgedMarkers: 'inbox.purged_markers',
   expiredMarkers: 'inbox.expired_markers_remaining',
   markers: 'inbox.markers',
+  purgeThrottled: 'inbox.purge_throttled_requests',
   breakerTransitions: 'inbox.breaker_transitions',
   breakerOpen: 'inbox.breaker_open',
 } as const;
@@ -50,6 +53,7 @@ export class InboxTelemetry {
   private readonly purgedMarkers: Counter;
   private readonly expiredMarkers: Gauge;
   private readonly markers: Gauge;
+  private readonly purgeThrottled: Counter;
   private readonly breakerTransitions: Counter;
   private breakerIsOpen: () => boolean = () => false;
 
@@ -76,6 +80,9 @@ export class InboxTelemetry {
       description: 'Expired markers left after a purge run',
     });
     this.markers = meter.createGauge(METRIC_NAMES.markers, { description: 'Inbox size: markers stored' });
+    this.purgeThrottled = meter.createCounter(METRIC_NAMES.purgeThrottled, {
+      description: "429 answers the purge met (Cosmos DB's throughput was spent); it waits and goes on",
+    });
     this.breakerTransitions = meter.createCounter(METRIC_NAMES.breakerTransitions, {
       description: 'Cosmos DB circuit breaker state changes, by the state entered (open, closed)',
     });
@@ -107,9 +114,10 @@ export class InboxTelemetry {
     this.etagRetries.add(1, { consumer });
   }
 
-  purge(purged: number, expiredRemaining: number, markers: number): void {
-    this.purgedMarkers.add(purged);
-    this.expiredMarkers.record(expiredRemaining);
-    this.markers.record(markers);
+  purge(report: PurgeReport): void {
+    this.purgedMarkers.add(report.purged);
+    this.expiredMarkers.record(report.expiredRemaining);
+    this.markers.record(report.markers);
+    this.purgeThrottled.add(report.throttled);
   }
 }

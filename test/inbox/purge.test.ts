@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { CosmosClient } from '@azure/cosmos';
+
 import { MARKER_TYPE, processDelivery, purgeExpiredMarkers } from '../../src/inbox';
 import { type LocalStack, startLocalStack } from '../support/localStack';
 import { delivery, dependencies, testConsumer } from './support';
@@ -153,5 +155,81 @@ describe('purgeExpiredMarkers', () => {
 
     expect(report).toMatchObject({ purged: 0, skipped: 1 });
     expect((await stored()).markers).toBe(1);
+  });
+
+  it('spends no more than maxRequestUnitsPerSecond on average, as the server counts it', async () => {
+    await processMessages(60, 45, 4);
+    const purgeClient = new CosmosClient({
+      endpoint: stack.server.endpoint,
+      key: stack.server.key,
+      userAgentSuffix: 'purge-budget-test',
+    });
+    const budget = 300;
+
+    const report = await purgeExpiredMarkers(purgeClient.database('app').container('state'), {
+      now,
+      maxItems: 1000,
+      maxDurationMs: 60_000,
+      pageSize: 10,
+      maxRequestUnitsPerSecond: budget,
+    });
+    purgeClient.dispose();
+    const usage = stack.server
+      .usageByClient()
+      .find((client) => client.userAgent.endsWith(' purge-budget-test'));
+
+    expect(report).toMatchObject({ purged: 60, stoppedBy: 'done', throttled: 0 });
+    expect(report.waitedMs).toBeGreaterThan(0);
+    // The server also counts the SDK's query-plan requests (1 RU each here), which no response reports.
+    expect(usage!.requestCharge).toBeGreaterThanOrEqual(report.requestCharge);
+    // A request's charge is known only once it has run: the run may be one request over its budget.
+    const seconds = (usage!.lastAtMs - usage!.firstAtMs) / 1000;
+    expect(usage!.requestCharge).toBeLessThanOrEqual(budget * seconds + usage!.maxRequestCharge);
+  });
+
+  it("backs off on a 429 that outlasts the SDK's retries, then finishes the run", async () => {
+    await processMessages(12, 45, 2);
+    // The SDK tries a request 10 times (9 retries): the 11th attempt of the first batch gets through.
+    const throttle = stack.server.faults.inject({
+      kind: 'throttle',
+      on: 'batch',
+      times: 10,
+      retryAfterMs: 1,
+    });
+    const waits: number[] = [];
+
+    const report = await purgeExpiredMarkers(stack.container, {
+      now,
+      maxItems: 1000,
+      maxDurationMs: 60_000,
+      sleep: (ms) => {
+        waits.push(ms);
+        return sleep(ms);
+      },
+    });
+
+    expect(throttle.hits).toBe(10);
+    expect(report).toMatchObject({ purged: 12, expiredRemaining: 0, stoppedBy: 'done' });
+    expect(report.throttled).toBeGreaterThanOrEqual(1);
+    expect(waits).toEqual([1]);
+    expect((await stored()).markers).toBe(0);
+  });
+
+  it('stops at its time cap rather than fail when it is throttled past it, and the next run resumes', async () => {
+    await processMessages(5, 45, 1);
+    stack.server.faults.inject({ kind: 'throttle', on: 'batch', times: 10, retryAfterMs: 1 });
+    let ticks = 0;
+
+    const throttled = await purgeExpiredMarkers(stack.container, {
+      now,
+      maxItems: 1000,
+      maxDurationMs: 2_500,
+      clock: () => ++ticks * 1_000,
+    });
+    const next = await purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
+
+    expect(throttled).toMatchObject({ purged: 0, expiredRemaining: 5, stoppedBy: 'time-cap' });
+    expect(throttled.throttled).toBeGreaterThanOrEqual(1);
+    expect(next).toMatchObject({ purged: 5, expiredRemaining: 0, stoppedBy: 'done' });
   });
 });

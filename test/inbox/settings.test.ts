@@ -46,7 +46,7 @@ describe('settings', () => {
       messageTtlSeconds: 14 * 86_400,
       resubmitMarginSeconds: 7 * 86_400,
     });
-    expect(settings.purge).toEqual({ maxItems: 5000, maxDurationSeconds: 60 });
+    expect(settings.purge).toEqual({ maxItems: 5000, maxDurationSeconds: 60, maxRequestUnitsPerSecond: 100 });
     expect(settings.host).toEqual({ maxAutoLockRenewalSeconds: 300, functionTimeoutSeconds: 300 });
     expect(settings.breaker).toEqual({
       failureThreshold: 3,
@@ -146,13 +146,21 @@ describe('settings', () => {
       INBOX_RETENTION: '30 days',
       SERVICEBUS_MAX_DELIVERY_COUNT: 'ten',
       INBOX_MAX_ATTEMPTS: '0',
+      PURGE_MAX_RU_PER_SECOND: '0.5',
     });
 
     expect(found).toEqual([
       expect.stringContaining("INBOX_RETENTION='30 days' is not an ISO-8601 duration"),
       expect.stringContaining("INBOX_MAX_ATTEMPTS='0' must be an integer"),
       expect.stringContaining("SERVICEBUS_MAX_DELIVERY_COUNT='ten' must be an integer"),
+      expect.stringContaining("PURGE_MAX_RU_PER_SECOND='0.5' must be an integer from 1 to 1000000"),
     ]);
+  });
+
+  it('reads PURGE_MAX_RU_PER_SECOND, the purge budget the Bicep derives from the account', () => {
+    expect(loadSettings({ ...base, PURGE_MAX_RU_PER_SECOND: '500' }).purge.maxRequestUnitsPerSecond).toBe(
+      500,
+    );
   });
 });
 

@@ -166,6 +166,9 @@ describeWithBicep(bicep)('infra/main.bicep', () => {
         parameters: azdParameters(template, { ...azdEnvironment, INBOX_RETENTION: 'P7D' }),
       },
       equalToBound: { parameters: { ...base, inboxRetention: 'P21DT10M' } },
+      purgeBudgetSet: {
+        parameters: azdParameters(template, { ...azdEnvironment, PURGE_MAX_RU_PER_SECOND: '250' }),
+      },
       justAboveBound: { parameters: { ...base, inboxRetention: 'P21DT11M' } },
       longerMessageTtl: { parameters: { ...base, serviceBusMessageTtl: 'P30D' } },
       lockLongerThanServiceBusAllows: { parameters: { ...base, serviceBusLockDuration: 'PT6M' } },
@@ -179,6 +182,7 @@ describeWithBicep(bicep)('infra/main.bicep', () => {
   });
   const defaults = (): Snapshot => evaluated('defaults');
   const premiumProvisioned = (): Snapshot => evaluated('premiumProvisioned');
+  const purgeBudgetSet = (): Snapshot => evaluated('purgeBudgetSet');
 
   const appSettings = (from: Snapshot): Record<string, string> => {
     const settings = at(only(from, 'Microsoft.Web/sites'), 'properties.siteConfig.appSettings') as {
@@ -584,6 +588,7 @@ describeWithBicep(bicep)('infra/main.bicep', () => {
             'COSMOS_ENDPOINT',
             'INBOX_RESUBMIT_MARGIN',
             'INBOX_RETENTION',
+            'PURGE_MAX_RU_PER_SECOND',
             'SERVICEBUS_LOCK_DURATION',
             'SERVICEBUS_MAX_DELIVERY_COUNT',
             'SERVICEBUS_MESSAGE_TTL',
@@ -597,6 +602,7 @@ describeWithBicep(bicep)('infra/main.bicep', () => {
           AzureWebJobsStorage__credential: 'managedidentity',
           INBOX_RESUBMIT_MARGIN: 'P7D',
           INBOX_RETENTION: 'P30D',
+          PURGE_MAX_RU_PER_SECOND: '500',
           SERVICEBUS_LOCK_DURATION: 'PT1M',
           SERVICEBUS_MAX_DELIVERY_COUNT: '10',
           SERVICEBUS_MESSAGE_TTL: 'P14D',
@@ -626,6 +632,12 @@ describeWithBicep(bicep)('infra/main.bicep', () => {
         expect(settings['APPLICATIONINSIGHTS_CONNECTION_STRING']).toMatch(
           moduleOutput('monitoring', 'connectionString'),
         );
+      });
+
+      it('gives the purge a tenth of what the container serves: 500 RU/s serverless, autoscale max / 10 provisioned, or the value set', () => {
+        expect(appSettings(defaults())['PURGE_MAX_RU_PER_SECOND']).toBe('500');
+        expect(appSettings(premiumProvisioned())['PURGE_MAX_RU_PER_SECOND']).toBe('400');
+        expect(appSettings(purgeBudgetSet())['PURGE_MAX_RU_PER_SECOND']).toBe('250');
       });
 
       it('derives the Service Bus FQDN from the namespace endpoint, not from a hard-coded suffix', () => {
@@ -852,9 +864,11 @@ describeWithBicep(bicep)('infra/main.bicep', () => {
         SERVICEBUS_LOCK_DURATION: String(settings['SERVICEBUS_LOCK_DURATION']),
         SERVICEBUS_MAX_DELIVERY_COUNT: String(settings['SERVICEBUS_MAX_DELIVERY_COUNT']),
         SERVICEBUS_MESSAGE_TTL: String(settings['SERVICEBUS_MESSAGE_TTL']),
+        PURGE_MAX_RU_PER_SECOND: String(settings['PURGE_MAX_RU_PER_SECOND']),
       });
 
       expect(loaded.inbox.retentionSeconds).toBe(durationSeconds(String(settings['INBOX_RETENTION'])));
+      expect(loaded.purge.maxRequestUnitsPerSecond).toBe(Number(settings['PURGE_MAX_RU_PER_SECOND']));
     });
 
     it('refuses a too-short INBOX_RETENTION set in the azd environment, saying why', () => {
