@@ -1,6 +1,6 @@
-// Three alerts that matter for an idempotent consumer: messages given up on (dead-lettered), handler
-// failures, and a rise in the share of duplicate deliveries. Each notifies the given action group
-// and/or an action group created here for an e-mail address.
+// Four alerts that matter for an idempotent consumer: messages given up on (dead-lettered), handler
+// failures, a rise in the share of duplicate deliveries, and a Cosmos DB circuit breaker that stays
+// open. Each notifies the given action group and/or an action group created here for an e-mail address.
 
 @description('Azure region of the scheduled query rule (metric alerts are global).')
 param location string
@@ -193,6 +193,64 @@ resource duplicateShare 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
           ]
           operator: 'GreaterThan'
           threshold: duplicateShareThresholdPercent
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: actionGroupIds
+    }
+  }
+}
+
+// The app's Cosmos DB circuit breaker (src/inbox/breaker.ts) reports inbox.breaker_open at every
+// export (about a minute): 1 while the instance holds deliveries because Cosmos DB is failing. Open
+// at every export for 15 minutes means an outage long enough to eat into the deliveries messages
+// have left (the README's arithmetic: about 31 minutes with the defaults), or an instance stuck open.
+var breakerOpenQuery = '''
+customMetrics
+| where name == 'inbox.breaker_open'
+| summarize minimumOpen = min(valueMin), exports = count() by instance = cloud_RoleInstance
+| where exports >= 10
+| project instance, minimumOpen
+'''
+
+resource breakerOpen 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
+  name: 'sqr-${namePrefix}-breaker-open'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Cosmos DB circuit breaker open for 15 minutes'
+    description: 'An instance has held its deliveries for 15 minutes because Cosmos DB keeps failing (inbox.breaker_open = 1 throughout). Check Cosmos DB; messages are dead-lettered if it lasts past the bound in the README.'
+    severity: 1
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: breakerOpenQuery
+          timeAggregation: 'Minimum'
+          metricMeasureColumn: 'minimumOpen'
+          dimensions: [
+            {
+              name: 'instance'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThanOrEqual'
+          threshold: 1
           failingPeriods: {
             numberOfEvaluationPeriods: 1
             minFailingPeriodsToAlert: 1

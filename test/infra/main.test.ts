@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { loadSettings, parseDurationSeconds, retentionBoundSeconds } from '../../src/inbox';
+import { loadSettings, METRIC_NAMES, parseDurationSeconds, retentionBoundSeconds } from '../../src/inbox';
 import type { CliResult, PredictedResource, Snapshot } from './bicep';
 import {
   armGuid,
@@ -36,6 +36,13 @@ import {
   roleDefinitionId,
   unformattedFiles,
 } from './bicep';
+
+/** The scheduled query rule whose name ends with `suffix`. */
+function queryRule(from: Snapshot, suffix: string): PredictedResource | undefined {
+  return resources(from, 'Microsoft.Insights/scheduledQueryRules').find((rule) =>
+    String(rule.name).endsWith(suffix),
+  );
+}
 
 interface Topology {
   topics: { name: string; subscriptions: { name: string; consumer: string; subjects: string[] }[] }[];
@@ -694,7 +701,7 @@ describeWithBicep(bicep)('infra/main.bicep', () => {
       });
 
       it("alerts when a consumer's duplicate share of inbox.messages exceeds the threshold", () => {
-        const rule = only(defaults(), 'Microsoft.Insights/scheduledQueryRules');
+        const rule = queryRule(defaults(), '-duplicate-share');
         const criterion = at(rule, 'properties.criteria.allOf.0') as Record<string, unknown>;
         const query = String(criterion['query']);
 
@@ -713,6 +720,27 @@ describeWithBicep(bicep)('infra/main.bicep', () => {
           dimensions: [{ name: 'consumer', operator: 'Include', values: ['*'] }],
         });
         expect(at(rule, 'properties.windowSize')).toBe('PT1H');
+      });
+
+      it('alerts when an instance keeps its Cosmos DB circuit breaker open for 15 minutes (inbox.breaker_open)', () => {
+        const rule = queryRule(defaults(), '-breaker-open');
+        const criterion = at(rule, 'properties.criteria.allOf.0') as Record<string, unknown>;
+        const query = String(criterion['query']);
+
+        expect(String(at(rule, 'properties.scopes.0'))).toMatch(
+          moduleOutput('monitoring', 'applicationInsightsId'),
+        );
+        // The app's own metric name, not a copy of it.
+        expect(query).toContain(`where name == '${METRIC_NAMES.breakerOpen}'`);
+        expect(query).toContain('min(valueMin)');
+        expect(criterion).toMatchObject({
+          metricMeasureColumn: 'minimumOpen',
+          operator: 'GreaterThanOrEqual',
+          threshold: 1,
+          dimensions: [{ name: 'instance', operator: 'Include', values: ['*'] }],
+        });
+        expect(at(rule, 'properties.windowSize')).toBe('PT15M');
+        expect(at(rule, 'properties.actions')).toEqual({ actionGroups: [] });
       });
 
       it('notifies nobody until an action group or an e-mail is given', () => {
@@ -807,11 +835,11 @@ describeWithBicep(bicep)('infra/main.bicep', () => {
       for (const alert of resources(premiumProvisioned(), 'Microsoft.Insights/metricAlerts')) {
         expect(at(alert, 'properties.actions')).toEqual(expected.map((actionGroupId) => ({ actionGroupId })));
       }
-      expect(
-        at(only(premiumProvisioned(), 'Microsoft.Insights/scheduledQueryRules'), 'properties.actions'),
-      ).toEqual({
-        actionGroups: expected,
-      });
+      const rules = resources(premiumProvisioned(), 'Microsoft.Insights/scheduledQueryRules');
+      expect(rules).toHaveLength(2);
+      for (const rule of rules) {
+        expect(at(rule, 'properties.actions')).toEqual({ actionGroups: expected });
+      }
     });
   });
 
