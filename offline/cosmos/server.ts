@@ -63,6 +63,8 @@ export interface LocalCosmos {
   requestCounts(): Record<FaultTarget, number>;
   /** Data requests (read, write, batch, query) and their charges so far, by user agent. */
   usageByClient(): ClientUsage[];
+  /** Changes the provisioned throughput (RU/s) at run time, as Azure allows; undefined: no limit. */
+  setThroughput(requestUnitsPerSecond: number | undefined): void;
   stop(): Promise<void>;
 }
 
@@ -95,8 +97,9 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
   const faults = new FaultInjector(seededRandom(options.seed ?? Math.floor(Math.random() * 2 ** 32)));
   const account = new AccountState();
   const requests: Record<FaultTarget, number> = { read: 0, write: 0, batch: 0, query: 0, metadata: 0 };
-  const throughput =
-    options.throughput === undefined ? undefined : new ProvisionedThroughput(options.throughput);
+  const provisioned = (ru: number | undefined): ProvisionedThroughput | undefined =>
+    ru === undefined ? undefined : new ProvisionedThroughput(ru);
+  let throughput = provisioned(options.throughput);
   const usage = new UsageByClient();
   let lsn = 0;
 
@@ -424,6 +427,9 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
         .reduce((count, container) => count + container.items.size, 0),
     requestCounts: () => ({ ...requests }),
     usageByClient: () => usage.snapshot(),
+    setThroughput: (requestUnitsPerSecond) => {
+      throughput = provisioned(requestUnitsPerSecond);
+    },
     stop: async () => {
       clearInterval(sweeper);
       server.closeAllConnections();
