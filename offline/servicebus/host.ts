@@ -64,6 +64,8 @@ export class FunctionsHost {
   readonly deliveries: DeliveryRecord[] = [];
   private readonly controller = new AbortController();
   private readonly workers: Promise<void>[] = [];
+  /** Invocations given up at functionTimeout that are still running (a dying worker's, in Azure). */
+  private readonly orphans = new Set<Promise<unknown>>();
   private inFlight = 0;
 
   constructor(
@@ -85,9 +87,14 @@ export class FunctionsHost {
     }
   }
 
+  /**
+   * Stops receiving, and waits for every handler still running, those given up at functionTimeout
+   * included: a run's writes must not land in whatever the process does next (the next scenario).
+   */
   async stop(): Promise<void> {
     this.controller.abort();
     await Promise.all(this.workers);
+    await Promise.allSettled([...this.orphans]);
   }
 
   /** Resolves once no subscription the host listens to holds a message and no handler is running. */
@@ -175,6 +182,8 @@ export class FunctionsHost {
     const result = await this.withinFunctionTimeout(invocation).finally(stopRenewing);
     const handlerMs = performance.now() - started;
     if (result === 'timed-out') {
+      this.orphans.add(invocation);
+      void invocation.finally(() => this.orphans.delete(invocation));
       this.settle(
         () => subscription.entity.abandon(lockToken, 'The invocation exceeded functionTimeout.'),
         () => record('timed-out', undefined, handlerMs),
