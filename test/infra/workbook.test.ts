@@ -81,17 +81,20 @@ describe('infra/workbook.json', () => {
         }
       }
       for (const [, dimension] of query.matchAll(/customDimensions\.(\w+)/g)) {
-        expect(['consumer', 'outcome']).toContain(dimension);
+        expect(['consumer', 'outcome', 'state']).toContain(dimension);
       }
     }
   });
 
   it('adds up counters and histograms by valueSum and valueCount, as the exporter pre-aggregates them', () => {
-    for (const query of queries.filter((q) => !q.includes("'inbox.markers'"))) {
+    // Gauges report a value per export instead: the purge's inbox size and each instance's breaker.
+    const gauges = ["'inbox.markers'", "'inbox.breaker_open'"];
+    for (const query of queries.filter((q) => !gauges.some((gauge) => q.includes(gauge)))) {
       expect(query).toMatch(/\bsum\(valueSum\)/);
       expect(query).not.toMatch(/\b(?:sum|avg|count)\(value\)|\|\s*count\b|summarize\s+\w+\s*=\s*count\(\)/);
     }
     expect(queryOf('inbox size')).toMatch(/max\(value\)/);
+    expect(queryOf('breaker open')).toMatch(/max\(valueMax\)/);
   });
 
   it('defines the duplicate rate as the duplicate-share alert does', () => {
