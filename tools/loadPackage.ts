@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import Module from 'node:module';
+import { isAbsolute, join, resolve, sep } from 'node:path';
 
 import {
   installCoreModule,
@@ -27,6 +28,11 @@ export interface LoadReport {
   functions: { name: string; bindings: Record<string, unknown> }[];
   /** Environment variables the app read while loading and invoking, sorted. */
   settingsRead: string[];
+  /**
+   * Modules the app asked for that are not in the package folder. They are refused, as on a host
+   * where nothing else is on the app's module path: the app must cope (an optional probe) or fail.
+   */
+  refusedModules: string[];
   invocations: { function: string; outcome?: string; error?: string }[];
 }
 
@@ -50,6 +56,20 @@ async function main(directory: string, planFile: string | undefined): Promise<Lo
     },
   });
   installCoreModule();
+  const refusedModules = new Set<string>();
+  const inside = resolve(directory) + sep;
+  const loader = Module as unknown as { _resolveFilename: (request: string, ...rest: unknown[]) => string };
+  const resolveFilename = loader._resolveFilename;
+  loader._resolveFilename = function (request: string, ...rest: unknown[]): string {
+    const resolved = resolveFilename.call(this, request, ...rest);
+    if (isAbsolute(resolved) && !resolved.startsWith(inside)) {
+      refusedModules.add(request);
+      throw Object.assign(new Error(`Cannot find module '${request}' (outside the package)`), {
+        code: 'MODULE_NOT_FOUND',
+      });
+    }
+    return resolved;
+  };
   const started = performance.now();
   const app = await loadFunctionApp(directory);
   const loadMs = performance.now() - started;
@@ -76,6 +96,7 @@ async function main(directory: string, planFile: string | undefined): Promise<Lo
     warnings: app.warnings,
     functions: app.functions.map(({ name, metadata }) => ({ name, bindings: metadata.bindings })),
     settingsRead: [...settingsRead].sort(),
+    refusedModules: [...refusedModules].sort(),
     invocations,
   };
 }

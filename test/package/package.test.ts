@@ -284,8 +284,11 @@ describeWithBicep(cli)('the extracted package, booted through the worker with th
 
   afterAll(async () => stack?.stop());
 
-  it('has nothing but the package on its module path', () => {
-    expect(() => require.resolve('@azure/functions', { paths: [extracted] })).toThrow();
+  it('needs nothing from outside the package: only optional probes for development-only packages were refused', () => {
+    // The driver refuses every module outside the extracted folder, as on a host where nothing else is
+    // on the app's module path; the invocations below ran under that rule.
+    const developmentOnly = developmentOnlyPackages();
+    expect(boot.refusedModules.filter((name) => !developmentOnly.includes(name))).toEqual([]);
   });
 
   it('registers through @azure/functions-core: no "test mode" warning', () => {
