@@ -66,6 +66,9 @@ interface Open {
   written: number;
 }
 
+/** Past this depth canonicalJson starts looking for a value that contains itself (a cycle goes deeper forever). */
+const CYCLE_CHECK_DEPTH = 32;
+
 /**
  * JSON with every object's keys in UTF-16 code unit order and no whitespace. It walks the value with
  * an explicit stack, so a body nested thousands of levels deep (JSON.parse accepts it) cannot
@@ -75,13 +78,15 @@ interface Open {
  */
 export function canonicalJson(value: unknown): string {
   const open: Open[] = [];
-  const onPath = new Set<object>();
+  let onPath: Set<object> | undefined;
   let text = '';
   let next = value;
   for (;;) {
     if (typeof next === 'object' && next !== null) {
-      if (onPath.has(next)) throw new TypeError('Converting circular structure to canonical JSON');
-      onPath.add(next);
+      if (onPath === undefined && open.length >= CYCLE_CHECK_DEPTH)
+        onPath = new Set(open.map((ancestor) => ancestor.container));
+      if (onPath?.has(next)) throw new TypeError('Converting circular structure to canonical JSON');
+      onPath?.add(next);
       const isArray = Array.isArray(next);
       open.push({
         container: next,
@@ -90,6 +95,8 @@ export function canonicalJson(value: unknown): string {
         written: 0,
       });
       text += isArray ? '[' : '{';
+    } else if (typeof next === 'string') {
+      text += quoted(next);
     } else {
       text += JSON.stringify(next) ?? 'null';
     }
@@ -112,17 +119,24 @@ export function canonicalJson(value: unknown): string {
         let key = top.keys[top.next++];
         while (key !== undefined && object[key] === undefined) key = top.keys[top.next++];
         if (key !== undefined) {
-          text += `${top.written++ > 0 ? ',' : ''}${JSON.stringify(key)}:`;
+          text += `${top.written++ > 0 ? ',' : ''}${quoted(key)}:`;
           next = object[key];
           break;
         }
         text += '}';
       }
       open.pop();
-      onPath.delete(top.container);
+      onPath?.delete(top.container);
     }
   }
 }
+
+/** Characters JSON.stringify escapes (and, to keep the test simple, every surrogate, paired or not). */
+// eslint-disable-next-line no-control-regex -- JSON escapes the control characters U+0000 to U+001F
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/** JSON.stringify(text), without its cost for the usual text that needs no escape. */
+const quoted = (text: string): string => (NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`);
 
 export interface MarkerInput {
   consumer: string;

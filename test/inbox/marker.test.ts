@@ -159,6 +159,22 @@ describe('canonicalJson', () => {
     expect(canonicalJson({ a: [shared, shared] })).toBe('{"a":[{"b":1},{"b":1}]}');
   });
 
+  it('refuses a cycle that starts deep down, and writes a value shared deep down', () => {
+    const nest = (depth: number, inner: unknown[]): unknown[] => {
+      let outer = inner;
+      for (let i = 0; i < depth; i++) outer = [outer];
+      return outer;
+    };
+    const loop: unknown[] = [];
+    const deepCycle = nest(40, [nest(5, loop)]);
+    loop.push(deepCycle);
+    const shared = { b: 1 };
+    const deepShared = nest(40, [shared, [shared]]);
+
+    expect(() => canonicalJson(deepCycle)).toThrow(TypeError);
+    expect(canonicalJson(deepShared)).toBe(recursiveCanonicalJson(deepShared));
+  });
+
   it('fails on a BigInt, as the recursive version did', () => {
     expect(() => recursiveCanonicalJson({ n: 1n })).toThrow(TypeError);
     expect(() => canonicalJson({ n: 1n })).toThrow(TypeError);
