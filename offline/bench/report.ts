@@ -84,16 +84,21 @@ export function renderMarkdown(results: Results, workloads: string[]): string {
       `median of ${settings.trials} trials, compiled with tsc as deployed.`,
     `Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.os}, Node.js ${machine.node}, ${machine.date}.`,
     '',
-    `**(d) against (a)** in this run: in each trial (d)'s figure over (a)'s, median over the trials ` +
-      `(targets: CPU per message at most ${TARGETS.cpuPerMessage.toFixed(2)}×, throughput at least ${TARGETS.throughput.toFixed(2)}×):`,
-    '',
-    '| workload | CPU per message (d)/(a) | throughput (d)/(a) |',
-    '| --- | ---: | ---: |',
-    ...results.ratios.map(
-      (ratio) => `| ${ratio.workload} | ${ratio.cpuPerMessage.toFixed(2)} | ${ratio.throughput.toFixed(2)} |`,
-    ),
-    '',
   ];
+  if (results.ratios.length > 0) {
+    lines.push(
+      `**(d) against (a)** in this run: in each trial (d)'s figure over (a)'s, median over the trials ` +
+        `(targets: CPU per message at most ${TARGETS.cpuPerMessage.toFixed(2)}×, throughput at least ${TARGETS.throughput.toFixed(2)}×):`,
+      '',
+      '| workload | CPU per message (d)/(a) | throughput (d)/(a) |',
+      '| --- | ---: | ---: |',
+      ...results.ratios.map(
+        (ratio) =>
+          `| ${ratio.workload} | ${ratio.cpuPerMessage.toFixed(2)} | ${ratio.throughput.toFixed(2)} |`,
+      ),
+      '',
+    );
+  }
   if (results.before) lines.push(...renderComparison(results.before, results, workloads));
   for (const workload of workloads) {
     const mine = results.rows.filter((row) => row.workload === workload);

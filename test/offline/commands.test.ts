@@ -171,6 +171,7 @@ describe('npm run bench', () => {
     [['--messages', 'many'], "--messages must be a positive integer; got 'many'"],
     [['--out', join(tmpdir(), 'no-such-directory', 'bench')], '--out must be an existing directory'],
     [['--trails', '3'], "Unknown option '--trails'"],
+    [['--strategies', 'af'], "--strategies takes letters from a to e; got 'af'"],
     [['--before', join(tmpdir(), 'no-such-results.json')], '--before must be a results.json the bench wrote'],
   ])('refuses %j with exit code 2 and the usage, before it starts', (args, message) => {
     const run = compiled(args);
