@@ -5,7 +5,6 @@ import { parseArgs } from 'node:util';
 import { type Container, CosmosClient } from '@azure/cosmos';
 
 import {
-  type Delivery,
   processDelivery,
   type ProcessDependencies,
   purgeExpiredMarkers,
@@ -14,6 +13,7 @@ import {
 import { type Invoice, invoicePartition, paymentApplier } from '../../src/sample';
 import { ensureAppContainer } from '../appContainer';
 import { type ClientUsage, start } from '../cosmos';
+import { paymentDelivery } from './strategies';
 
 /**
  * Consumer throughput on the local Cosmos server in provisioned mode, with no purge, with a large
@@ -96,7 +96,7 @@ export async function measurePurgeUnderLoad(options: PurgeUnderLoadOptions): Pro
         const { n, deliveryCount } = next;
         const body = { paymentId: `PAY-${n}`, invoiceId: `INV-${n % INVOICES}`, amount: 1, currency: 'EUR' };
         try {
-          await processDelivery(paymentApplier, delivery(body, `payment-${n}`, deliveryCount), deps);
+          await processDelivery(paymentApplier, paymentDelivery(body, `payment-${n}`, deliveryCount), deps);
         } catch {
           if (deliveryCount >= 10) outcome.deadLettered++;
           else {
@@ -173,19 +173,6 @@ export async function measurePurgeUnderLoad(options: PurgeUnderLoadOptions): Pro
     await server.stop();
   }
   return phases;
-}
-
-function delivery(body: object, messageId: string, deliveryCount: number): Delivery {
-  return {
-    body,
-    messageId,
-    messageIdIsLossy: false,
-    deliveryCount,
-    enqueuedTimeUtc: new Date(),
-    subject: 'PaymentReceived',
-    correlationId: undefined,
-    applicationProperties: {},
-  };
 }
 
 export function table(phases: Phase[]): string {

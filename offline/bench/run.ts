@@ -20,7 +20,7 @@ import { freshAppContainer } from '../appContainer';
 import { startInWorker } from '../cosmos/workerHost';
 import { integer, seededRandom } from '../random';
 import { medianBy, pairedRatio, type Ratio, type Results, round2, type Row, writeResults } from './report';
-import { STRATEGIES, type Strategy } from './strategies';
+import { paymentDelivery, STRATEGIES, type Strategy } from './strategies';
 
 /**
  * npm run bench: the five strategies of strategies.ts against the local Cosmos DB server with a
@@ -213,10 +213,10 @@ async function runOne(
   let duplicates = 0;
   for (let n = 0; n < options.messages; n++) {
     const body = { paymentId: `PAY-${n}`, invoiceId: `INV-${n % invoiceCount}`, amount: 1, currency: 'EUR' };
-    queue.push({ delivery: delivery(body, `payment-${n}`, 1), duplicate: false });
+    queue.push({ delivery: paymentDelivery(body, `payment-${n}`, 1), duplicate: false });
     if (random() < workload.duplicateShare) {
       duplicates++;
-      const again = { delivery: delivery(body, `payment-${n}`, 2), duplicate: true };
+      const again = { delivery: paymentDelivery(body, `payment-${n}`, 2), duplicate: true };
       if (random() < 0.5) queue.push(again);
       else queue.splice(integer(random, queue.length, queue.length + 50), 0, again);
     }
@@ -288,19 +288,6 @@ async function runOne(
     p99Ms: at(0.99),
     duplicateEffects: Math.round((paid - options.messages * 100) / 100),
     redeliveries,
-  };
-}
-
-function delivery(body: object, messageId: string, deliveryCount: number): Delivery {
-  return {
-    body,
-    messageId,
-    messageIdIsLossy: false,
-    deliveryCount,
-    enqueuedTimeUtc: new Date(),
-    subject: 'PaymentReceived',
-    correlationId: undefined,
-    applicationProperties: {},
   };
 }
 

@@ -152,3 +152,17 @@ export const STRATEGIES: readonly Strategy[] = [
   inboxPatch,
   inboxReplace,
 ];
+
+/** A first (or repeated) delivery of a PaymentReceived body, as the trigger adapter would make it. */
+export function paymentDelivery(body: object, messageId: string, deliveryCount: number): Delivery {
+  return {
+    body,
+    messageId,
+    messageIdIsLossy: false,
+    deliveryCount,
+    enqueuedTimeUtc: new Date(),
+    subject: 'PaymentReceived',
+    correlationId: undefined,
+    applicationProperties: {},
+  };
+}
