@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 
+import { demoDefaults, replayCommand } from './scenario/replay';
 import {
   type CosmosOutage,
   ScenarioEnvironment,
@@ -32,31 +33,17 @@ const usage = `Usage: npm run demo -- [options]
   --cosmos-throttling <start-minute>:<minutes>
                           every Cosmos DB request is throttled (429 beyond the SDK's retries); repeatable
   --concurrency <n>       host.json maxConcurrentCalls per function (default 16)
-  --scale <n>             model time runs n times faster than real time (default 250; 60 with
-                          --cosmos-outage or --cosmos-throttling, whose limits are seconds of model time)
   --json                  print one JSON object on stdout (progress still goes to stderr)
   -h, --help`;
 
-const rateOptions = {
-  'resend-inside': 0.05,
-  'resend-outside': 0.03,
-  poison: 0.01,
-  'crash-before': 0.01,
-  'crash-after': 0.01,
-  'completion-lost': 0.01,
-  'cosmos-429': 0.02,
-  'cosmos-503': 0.01,
-  'cosmos-drop': 0.01,
-  slow: 0.002,
-} as const;
+const rateOptions = demoDefaults.rates;
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
     options: {
-      messages: { type: 'string', default: '3000' },
+      messages: { type: 'string', default: String(demoDefaults.messages) },
       seed: { type: 'string' },
-      concurrency: { type: 'string', default: '16' },
-      scale: { type: 'string' },
+      concurrency: { type: 'string', default: String(demoDefaults.concurrency) },
       json: { type: 'boolean', default: false },
       'cosmos-outage': { type: 'string', multiple: true, default: [] },
       'cosmos-throttling': { type: 'string', multiple: true, default: [] },
@@ -89,8 +76,9 @@ async function main(): Promise<number> {
       throw new Error(`--${name} must be <start-minute>:<minutes>; got '${text.slice(0, 40)}'.`);
     }
     return {
-      startMs: number(name, start, { max: 10_000 }) * 60_000,
-      durationMs: number(name, minutes, { min: 0.01, max: 10_000 }) * 60_000,
+      // Whole model milliseconds: a replay command's minutes give back the run's exact times.
+      startMs: Math.round(number(name, start, { max: 10_000 }) * 60_000),
+      durationMs: Math.round(number(name, minutes, { min: 0.01, max: 10_000 }) * 60_000),
       kind,
     };
   };
@@ -107,14 +95,6 @@ async function main(): Promise<number> {
     resendOutsideWindow: rate('resend-outside'),
     poison: rate('poison'),
     maxConcurrentCalls: number('concurrency', values.concurrency, { min: 1, max: 1000, integer: true }),
-    // The breaker's margins are seconds of model time: at 250 they are milliseconds of real time,
-    // which event-loop lag under a burst eats, so outage runs go slower by default.
-    clockScale: number(
-      'scale',
-      values.scale ??
-        (values['cosmos-outage'].length + values['cosmos-throttling'].length > 0 ? '60' : '250'),
-      { min: 1, max: 100_000 },
-    ),
     faults: {
       crashBeforeCommit: rate('crash-before'),
       crashAfterCommit: rate('crash-after'),
@@ -146,7 +126,13 @@ async function main(): Promise<number> {
   const target = outageTarget(report);
   if (values.json) {
     console.log(
-      JSON.stringify({ options: { ...options, onProgress: undefined }, ...report, outageTarget: target }),
+      JSON.stringify({
+        options: { ...options, onProgress: undefined },
+        replay: replayCommand(options),
+        ...report,
+        deliveryLog: undefined,
+        outageTarget: target,
+      }),
     );
   } else console.log(render(report, options, target));
   return report.ok && (target?.met ?? true) ? 0 : 1;
@@ -208,14 +194,7 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
       .map(([key, value]) => `${key} ${value}`)
       .join(', ');
   const lines = [
-    `Offline demo, seed ${report.seed} (replay: npm run demo -- --seed ${report.seed} --messages ${options.messages}${(
-      options.faults?.cosmosOutages ?? []
-    )
-      .map(
-        (o) =>
-          ` --${o.kind === 'throttle' ? 'cosmos-throttling' : 'cosmos-outage'} ${o.startMs / 60_000}:${o.durationMs / 60_000}`,
-      )
-      .join('')})`,
+    `Offline demo, seed ${report.seed} (replay: ${replayCommand(options)})`,
     '',
     'Published',
     `  events              ${a.uniqueEvents} distinct, ${a.sends} sends (${a.injectedDuplicates} producer duplicates)`,
@@ -225,6 +204,7 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
     `  deliveries          ${deliveries.total}`,
     `  outcomes            ${list(deliveries.byOutcome)}`,
     `  settlements         ${list(deliveries.bySettlement)}`,
+    `  delivery log        sha256 ${deliveries.digest} (a replay of the seed gives the same)`,
     '',
     'Effects',
     `  payments applied    ${a.effects.payments} (+ ${a.effects.unappliedPayments} unapplied: unknown invoice or currency)`,
@@ -236,7 +216,7 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
     `  elapsed             ${(throughput.elapsedMs / 1000).toFixed(1)} s`,
     `  throughput          ${throughput.eventsPerSecond} events/s, ${throughput.deliveriesPerSecond} deliveries/s`,
     `  handler latency     p50 ${latency.handlerMs.p50} ms, p95 ${latency.handlerMs.p95} ms, p99 ${latency.handlerMs.p99} ms`,
-    `  enqueue → complete  p50 ${latency.endToEndMs.p50} ms, p95 ${latency.endToEndMs.p95} ms, p99 ${latency.endToEndMs.p99} ms (the workload is published as a burst, so this includes queueing)`,
+    `  enqueue → complete  p50 ${latency.endToEndMs.p50} ms, p95 ${latency.endToEndMs.p95} ms, p99 ${latency.endToEndMs.p99} ms model time (the workload is published as a burst, so this includes queueing)`,
     '',
     'Cosmos DB circuit breaker',
     `  state changes       opened ${report.breaker.opened}, closed ${report.breaker.closed}`,

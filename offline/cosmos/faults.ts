@@ -68,7 +68,11 @@ class ActiveRule implements FaultHandle {
 export class FaultInjector {
   private rules: ActiveRule[] = [];
 
-  constructor(private readonly random: () => number) {}
+  constructor(private random: () => number) {}
+
+  reseed(random: () => number): void {
+    this.random = random;
+  }
 
   inject(rule: FaultRule): FaultHandle {
     const active = new ActiveRule(rule, this);

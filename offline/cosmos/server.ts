@@ -54,7 +54,14 @@ export interface LocalCosmos {
   readonly faults: {
     inject(rule: FaultRule): FaultHandle;
     clear(): void;
+    /** Restarts the seeded random source that probabilistic faults draw from (a run's replay). */
+    reseed(seed: number): void;
   };
+  /**
+   * Waits out injected latency with `wait` (a test's model clock) instead of real time;
+   * undefined: real time again.
+   */
+  setLatencyWait(wait: ((ms: number) => Promise<void>) | undefined): void;
   /** Removes expired items now rather than at the next sweep; returns how many were removed. */
   sweepExpired(): number;
   /** Items physically held, expired or not (what the sweep has not removed yet). */
@@ -95,6 +102,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
     throw new Error('The local Cosmos server key must be a non-empty base64 string.');
   const now = options.now ?? Date.now;
   const faults = new FaultInjector(seededRandom(options.seed ?? Math.floor(Math.random() * 2 ** 32)));
+  let latencyWait: (ms: number) => Promise<void> = sleep;
   const account = new AccountState();
   const requests: Record<FaultTarget, number> = { read: 0, write: 0, batch: 0, query: 0, metadata: 0 };
   const provisioned = (ru: number | undefined): ProvisionedThroughput | undefined =>
@@ -127,7 +135,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
       if (target !== 'metadata') client = usage.start(single(request.headers['user-agent']));
       const decision = faults.decide(target);
       const delayMs = decision.delayMs + (target === 'metadata' ? 0 : (options.latencyMs ?? 0));
-      if (delayMs > 0) await sleep(delayMs);
+      if (delayMs > 0) await latencyWait(delayMs);
       if (decision.outcome?.kind === 'throttle') throw throttled(decision.outcome.retryAfterMs);
       if (decision.outcome?.kind === 'unavailable') {
         throw new CosmosError(503, 'Service is currently unavailable. (injected by the local server)');
@@ -419,7 +427,14 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
   return {
     endpoint: `http://${host}:${port}/`,
     key,
-    faults: { inject: (rule) => faults.inject(rule), clear: () => faults.clear() },
+    faults: {
+      inject: (rule) => faults.inject(rule),
+      clear: () => faults.clear(),
+      reseed: (seed) => faults.reseed(seededRandom(seed)),
+    },
+    setLatencyWait: (wait) => {
+      latencyWait = wait ?? sleep;
+    },
     sweepExpired,
     storedItemCount: () =>
       [...account.databases.values()]

@@ -1,6 +1,6 @@
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { createHash } from 'node:crypto';
 
-import { CosmosClient } from '@azure/cosmos';
+import { CosmosClient, type CosmosClientOptions, type PluginConfig, PluginOn } from '@azure/cosmos';
 
 import type * as App from '../../src/app';
 import { CircuitBreaker, survivableOutageSeconds } from '../../src/inbox';
@@ -10,15 +10,18 @@ import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../cos
 import { type FunctionApp, loadFunctionApp } from '../functions/worker';
 import { seededRandom } from '../random';
 import { Broker, type Topic } from '../servicebus/broker';
-import { type Clock, scaledClock } from '../servicebus/clock';
-import { FunctionsHost, type HostFaults } from '../servicebus/host';
+import type { Clock } from '../servicebus/clock';
+import { type DeliveryRecord, FunctionsHost, type HostFaults } from '../servicebus/host';
+import { Simulation } from './simulation';
 import { type Accounting, type Invariant, verify } from './verify';
 import { generateWorkload, type WorkloadOptions } from './workload';
 
 /**
  * One run of the whole pipeline offline: the local Cosmos DB server, the Service Bus model, the
  * Functions host model invoking the registered functions through the worker path, a seeded
- * workload with faults, and the invariants checked at the end.
+ * workload with faults, and the invariants checked at the end. The run is deterministic: model
+ * time is virtual and every party takes its turn (see simulation.ts), every choice comes from the
+ * seed, so one seed and the same options replay the same deliveries.
  */
 /** Cosmos DB faults hit writes: transactional batches and point writes (the versioned consumer's). */
 export interface ScenarioFaults extends HostFaults {
@@ -52,13 +55,11 @@ export interface OutageReport extends Required<CosmosOutage> {
 
 export interface ScenarioOptions extends WorkloadOptions {
   faults?: ScenarioFaults;
-  /** Model time runs this many times faster than real time; default 250 (a PT1M lock lasts 240 ms). */
-  clockScale?: number;
   /** Duplicate detection window, model ms; default PT1H. */
   duplicateWindowMs?: number;
   /** host.json maxConcurrentCalls per function; default 16. */
   maxConcurrentCalls?: number;
-  /** Called about every quarter second while the run is going. */
+  /** Called about every quarter second (real time) while the run is going. */
   onProgress?: (progress: Progress) => void;
   /** Real ms before a run that has not settled is abandoned; default 120 s. */
   timeoutMs?: number;
@@ -85,9 +86,17 @@ export interface ScenarioReport {
   ok: boolean;
   invariants: Invariant[];
   accounting: Accounting;
-  deliveries: { total: number; byOutcome: Record<string, number>; bySettlement: Record<string, number> };
+  deliveries: {
+    total: number;
+    byOutcome: Record<string, number>;
+    bySettlement: Record<string, number>;
+    /** SHA-256 prefix of the delivery log (see logLine): equal for a run and its replay. */
+    digest: string;
+  };
+  /** Every delivery in the order it settled: what a replay of the seed repeats. */
+  deliveryLog: DeliveryRecord[];
   throughput: { elapsedMs: number; eventsPerSecond: number; deliveriesPerSecond: number };
-  /** Real milliseconds: in the handler, and from enqueue to settlement. */
+  /** Real milliseconds in the handler (its turns included); model milliseconds from enqueue to settlement. */
   latency: { handlerMs: Percentiles; endToEndMs: Percentiles };
   /** The Cosmos DB circuit breaker: state changes, and each outage's recovery. */
   breaker: {
@@ -108,7 +117,7 @@ export interface EnvironmentOptions {
   maxAutoLockRenewalMs?: number;
   /** host.json functionTimeout, model ms; default 5 minutes; also HOST_FUNCTION_TIMEOUT. */
   functionTimeoutMs?: number;
-  /** Latency the local Cosmos server adds to every data request, real ms; default 0. */
+  /** Latency the local Cosmos server adds to every data request, model ms; default 0. */
   cosmosLatencyMs?: number;
 }
 
@@ -143,10 +152,33 @@ export class ScenarioEnvironment {
       HOST_MAX_AUTO_LOCK_RENEWAL: `PT${settings.maxAutoLockRenewalMs / 1000}S`,
       HOST_FUNCTION_TIMEOUT: `PT${settings.functionTimeoutMs / 1000}S`,
     });
-    const client = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
+    let environment: ScenarioEnvironment | undefined = undefined;
+    // Every operation of a run takes its turn from the run's simulation; outside a run (setup,
+    // verification) operations go straight through.
+    const turns: PluginConfig = {
+      on: PluginOn.operation,
+      plugin: (context, _diagnostics, next) => {
+        const simulation = environment?.simulation;
+        return simulation ? simulation.operation(() => next(context)) : next(context);
+      },
+    };
+    // `plugins` is an SDK option its published types leave out (marked hidden).
+    const clientOptions: CosmosClientOptions & { plugins: PluginConfig[] } = {
+      endpoint: cosmos.endpoint,
+      key: cosmos.key,
+      userAgentSuffix: 'idempotent-servicebus-consumers',
+      plugins: [turns],
+      // A real-time refresh of the account would be a request outside the model's turns.
+      connectionPolicy: { enableBackgroundEndpointRefreshing: false },
+    };
+    const client = new CosmosClient(clientOptions);
     await client.databases.createIfNotExists({ id: 'app' });
-    return new ScenarioEnvironment(cosmos, client, await loadFunctionApp(), settings);
+    environment = new ScenarioEnvironment(cosmos, client, await loadFunctionApp(), settings);
+    return environment;
   }
+
+  /** The run going on now, if any. */
+  private simulation: Simulation | undefined;
 
   async stop(): Promise<void> {
     this.client.dispose();
@@ -154,14 +186,14 @@ export class ScenarioEnvironment {
   }
 
   async run(options: ScenarioOptions): Promise<ScenarioReport> {
-    const scale = options.clockScale ?? 250;
-    const clock = scaledClock(scale);
     const duplicateWindowMs = options.duplicateWindowMs ?? 3_600_000;
     const workload = generateWorkload(options);
     const container = await freshAppContainer(this.client.database('app'));
     for (const document of [...workload.invoices, ...workload.products])
       await container.items.create(document);
 
+    const simulation = new Simulation();
+    const { clock } = simulation;
     const broker = new Broker({
       topology,
       clock,
@@ -178,7 +210,8 @@ export class ScenarioEnvironment {
       faults: options.faults ?? {},
       random,
     });
-    this.injectCosmosFaults(options.faults ?? {}, scale);
+    this.cosmos.faults.reseed(options.seed ^ 0x1b873593);
+    this.injectCosmosFaults(options.faults ?? {});
 
     // The app's breaker (one per instance, as in Azure) on the model clock, fresh for each run.
     // Required here, not imported: loading src/app.ts validates the settings start() has just set.
@@ -186,11 +219,23 @@ export class ScenarioEnvironment {
     const { inboxRuntime } = require('../../src/app') as AppModule;
     const runtime = inboxRuntime();
     const { options: appBreaker } = runtime.breaker;
+    const { container: appContainer, dependencies: appDependencies } = runtime;
+    // The app's Cosmos DB calls take their turns (the run's client); its waits and random choices
+    // are the model's.
+    runtime.container = container;
+    runtime.dependencies = {
+      ...appDependencies,
+      container,
+      now: () => new Date(clock.now()),
+      sleep: (ms) => clock.sleep(ms),
+      random: seededRandom(options.seed ^ 0x68e31da4),
+    };
     const transitions = { opened: 0, closed: 0 };
     runtime.breaker = new CircuitBreaker({
       ...appBreaker,
       clock,
       random: seededRandom(options.seed ^ 0x27d4eb2f),
+      probe: () => container.item('inbox-breaker-probe', 'inbox-breaker-probe').read(),
       onTransition: (transition) => {
         appBreaker.onTransition?.(transition);
         transitions[transition.state === 'open' ? 'opened' : 'closed']++;
@@ -211,6 +256,9 @@ export class ScenarioEnvironment {
         deliveries: host.deliveries.length,
       });
     const progress = setInterval(report, 250);
+    this.simulation = simulation;
+    this.cosmos.setLatencyWait((ms) => simulation.parked(ms));
+    const drained = (): Promise<void> => simulation.until(() => host.idle);
     try {
       host.start();
       const topicFor = (subject: string): Topic => {
@@ -228,29 +276,31 @@ export class ScenarioEnvironment {
             contentType: 'application/json',
           });
           sent++;
-          if (index % 50 === 49) await yieldToEventLoop();
+          // Let the host take messages while publishing goes on, at the same model moment.
+          if (index % 50 === 49) await clock.sleep(0);
         }
       };
       const settled = (async (): Promise<void> => {
         const outagesOver = this.scheduleOutages(options.faults?.cosmosOutages ?? [], clock, broker, outages);
         await publish('now');
         await outagesOver;
-        await host.drained();
+        await drained();
         // Resends after the broker has forgotten their MessageIds (an outbox relay an hour later):
         // jump past the duplicate detection window while nothing is locked; only the inbox can
         // absorb these.
         clock.advance(duplicateWindowMs + 1_000);
         await publish('late');
-        await host.drained();
+        await drained();
       })();
       const timeoutMs = options.timeoutMs ?? 120_000;
       let timer: NodeJS.Timeout | undefined;
       const timedOut = await Promise.race([
-        settled.then(() => false),
+        simulation.drive(settled).then(() => false),
         new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs))),
       ]);
       clearTimeout(timer);
       if (timedOut) {
+        simulation.stop();
         const state = broker.subscriptions
           .map((s) => `${s.name}: ${s.entity.activeCount} left (${s.entity.lockedCount} locked)`)
           .join(', ');
@@ -261,8 +311,13 @@ export class ScenarioEnvironment {
       }
     } finally {
       clearInterval(progress);
-      await host.stop();
+      // Handlers still running (given up at functionTimeout) finish on the model's turns.
+      await simulation.drive(host.stop());
+      this.simulation = undefined;
+      this.cosmos.setLatencyWait(undefined);
       this.cosmos.faults.clear();
+      runtime.container = appContainer;
+      runtime.dependencies = appDependencies;
       runtime.breaker = new CircuitBreaker(appBreaker);
     }
     const elapsedMs = performance.now() - startedAt;
@@ -286,7 +341,12 @@ export class ScenarioEnvironment {
           host.deliveries.map((d) => d.outcome ?? (d.settlement === 'crashed' ? 'not-run' : 'unknown')),
         ),
         bySettlement: count(host.deliveries.map((d) => d.settlement)),
+        digest: createHash('sha256')
+          .update(host.deliveries.map(logLine).join('\n'))
+          .digest('hex')
+          .slice(0, 16),
       },
+      deliveryLog: host.deliveries,
       throughput: {
         elapsedMs: Math.round(elapsedMs),
         eventsPerSecond: Math.round((workload.events.length / elapsedMs) * 1000),
@@ -295,7 +355,7 @@ export class ScenarioEnvironment {
       latency: {
         handlerMs: percentiles(host.deliveries.map((d) => d.handlerMs)),
         endToEndMs: percentiles(
-          host.deliveries.filter((d) => d.settlement === 'completed').map((d) => d.endToEndMs / scale),
+          host.deliveries.filter((d) => d.settlement === 'completed').map((d) => d.endToEndMs),
         ),
       },
       breaker: {
@@ -353,7 +413,7 @@ export class ScenarioEnvironment {
     ).then(() => undefined);
   }
 
-  private injectCosmosFaults(faults: ScenarioFaults, scale: number): void {
+  private injectCosmosFaults(faults: ScenarioFaults): void {
     const { faults: injector } = this.cosmos;
     const on = ['batch', 'write'] as const;
     if (faults.cosmosUnavailable) {
@@ -368,11 +428,15 @@ export class ScenarioEnvironment {
     if (faults.slowHandler) {
       // Longer than the lock can be kept by renewal: the lock runs out while the write is still on
       // its way, and the message is delivered again, concurrently.
-      const ms = Math.ceil(((this.options.maxAutoLockRenewalMs + this.options.lockDurationMs) / scale) * 1.5);
+      const ms = Math.ceil((this.options.maxAutoLockRenewalMs + this.options.lockDurationMs) * 1.5);
       injector.inject({ kind: 'latency', on, probability: faults.slowHandler, ms });
     }
   }
 }
+
+/** A delivery as a replay must repeat it: function, MessageId, DeliveryCount, outcome, settlement. */
+export const logLine = (d: DeliveryRecord): string =>
+  [d.function, d.messageId, d.deliveryCount, d.outcome ?? '-', d.settlement].join(' ');
 
 function percentiles(values: number[]): Percentiles {
   const sorted = [...values].sort((a, b) => a - b);

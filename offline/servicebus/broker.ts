@@ -87,6 +87,8 @@ export class Entity {
     const now = this.clock.now();
     for (const message of this.messages.values()) {
       if (this.isLocked(message.sequenceNumber, now)) continue;
+      // Its lock ran out on its last allowed delivery: it has just been dead-lettered.
+      if (!this.messages.has(message.sequenceNumber)) continue;
       if (this.onDeadLetter && message.expiresAt <= now) {
         this.moveToDeadLetter(message, 'TTLExpiredException', 'The message expired and was dead lettered.');
         continue;

@@ -41,3 +41,63 @@ export function scaledClock(scale = 250, startMs = Date.now()): ScaledClock {
     },
   };
 }
+
+/**
+ * Virtual model time for a deterministic run: it stands still while anything works and moves only
+ * when the driver (offline/scenario/simulation.ts) fires the earliest timer, once every party
+ * waits. Timers due at the same moment fire in the order they were set.
+ */
+export interface VirtualClock extends ScaledClock {
+  /** Moves model time to the earliest timer and fires it; false when no timer is set. */
+  fireNext(): boolean;
+  /** Called each time a timer is set or fired (the driver's sign that something happened). */
+  onActivity?: () => void;
+}
+
+/** A fixed start, so that a replay sees the same model times: 2030-01-01T00:00:00Z. */
+export const VIRTUAL_EPOCH_MS = Date.UTC(2030, 0, 1);
+
+export function virtualClock(startMs = VIRTUAL_EPOCH_MS): VirtualClock {
+  interface Timer {
+    at: number;
+    order: number;
+    callback: () => void;
+  }
+  let nowMs = startMs;
+  let order = 0;
+  const timers: Timer[] = [];
+  const after = (ms: number, callback: () => void): (() => void) => {
+    const timer = { at: nowMs + Math.max(0, ms), order: order++, callback };
+    // Kept sorted by (at, order): the insertion point is after every timer due no later.
+    let low = 0;
+    let high = timers.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if ((timers[middle]?.at ?? 0) <= timer.at) low = middle + 1;
+      else high = middle;
+    }
+    timers.splice(low, 0, timer);
+    clock.onActivity?.();
+    return () => {
+      const index = timers.indexOf(timer);
+      if (index >= 0) timers.splice(index, 1);
+    };
+  };
+  const clock: VirtualClock = {
+    now: () => nowMs,
+    advance: (ms) => {
+      nowMs += ms;
+    },
+    sleep: (ms) => new Promise<void>((resolve) => after(ms, resolve)),
+    after,
+    fireNext: () => {
+      const timer = timers.shift();
+      if (!timer) return false;
+      nowMs = Math.max(nowMs, timer.at);
+      clock.onActivity?.();
+      timer.callback();
+      return true;
+    },
+  };
+  return clock;
+}

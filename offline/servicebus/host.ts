@@ -97,12 +97,17 @@ export class FunctionsHost {
     await Promise.allSettled([...this.orphans]);
   }
 
-  /** Resolves once no subscription the host listens to holds a message and no handler is running. */
+  /** True when no subscription the host listens to holds a message and no handler is running. */
+  get idle(): boolean {
+    return (
+      this.inFlight === 0 &&
+      this.functions.every((registration) => this.subscriptionOf(registration).entity.activeCount === 0)
+    );
+  }
+
+  /** Resolves once the host is idle, polling in real time (for a run on a scaled clock). */
   async drained(pollMs = 5): Promise<void> {
-    const subscriptions = this.functions.map((f) => this.subscriptionOf(f));
-    while (this.inFlight > 0 || subscriptions.some((subscription) => subscription.entity.activeCount > 0)) {
-      await new Promise((resolve) => setTimeout(resolve, pollMs));
-    }
+    while (!this.idle) await new Promise((resolve) => setTimeout(resolve, pollMs));
   }
 
   private subscriptionOf({ name, topicName, subscriptionName }: ServiceBusFunction): Subscription {

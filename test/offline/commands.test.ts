@@ -36,7 +36,7 @@ describe('npm run demo', () => {
     expect(report.latency.handlerMs.p50).toBeGreaterThan(0);
   });
 
-  it('--cosmos-outage: a 30-minute outage dead-letters no valid message, and the JSON reports the target', () => {
+  it('--cosmos-outage: a 30-minute outage dead-letters no valid message, the JSON reports the target, and its replay command gives the same deliveries', () => {
     const run = tsx([
       'offline/demo.ts',
       '--messages',
@@ -47,17 +47,19 @@ describe('npm run demo', () => {
       '0',
       '--cosmos-outage',
       '0:30',
-      '--scale',
-      '250',
       '--json',
     ]);
-    const report = JSON.parse(String(run.stdout)) as {
+    type Report = {
+      replay: string;
+      deliveries: { digest: string };
       ok: boolean;
       options: { faults: { cosmosOutages: unknown[] } };
       accounting: { deadLettered: { total: number } };
       breaker: { opened: number; outages: { durationMs: number; pendingAtRecovery: number }[] };
       outageTarget: { validDeadLettered: number; survivableOutageMinutes: number; met: boolean };
     };
+    const report = JSON.parse(String(run.stdout)) as Report;
+    const replayed = tsx(['offline/demo.ts', ...report.replay.split(' ').slice(4), '--json']);
 
     expect(run.status).toBe(0);
     expect(report.options.faults.cosmosOutages).toEqual([
@@ -70,6 +72,9 @@ describe('npm run demo', () => {
     expect(report.outageTarget.validDeadLettered).toBe(0);
     expect(report.outageTarget.survivableOutageMinutes).toBeCloseTo(31.42, 2);
     expect(report.outageTarget.met).toBe(true);
+    expect(report.replay).toBe('npm run demo -- --seed 5 --messages 60 --poison 0 --cosmos-outage 0:30');
+    expect(replayed.status).toBe(0);
+    expect((JSON.parse(String(replayed.stdout)) as Report).deliveries.digest).toBe(report.deliveries.digest);
   });
 
   it('refuses a malformed --cosmos-outage', () => {

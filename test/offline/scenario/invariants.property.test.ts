@@ -1,13 +1,16 @@
 import fc from 'fast-check';
 
+import { replayCommand } from '../../../offline/scenario/replay';
 import { ScenarioEnvironment, type ScenarioOptions } from '../../../offline/scenario/run';
 
 /**
  * Property: whatever the workload and the faults, every invariant holds. Each run is a whole
- * pipeline run offline. PROPERTY_RUNS sets how many (default 6, enough for CI); PROPERTY_SEED
- * replays a reported failure (fast-check prints the seed and the failing scenario).
+ * pipeline run offline, deterministic for its options. PROPERTY_RUNS sets how many (default RUNS);
+ * a failure prints the demo command that replays that scenario delivery for delivery, and
+ * PROPERTY_SEED replays fast-check's whole sequence (it prints the seed).
  */
-const runs = Number(process.env.PROPERTY_RUNS ?? 6);
+const RUNS = 100;
+const runs = Number(process.env.PROPERTY_RUNS ?? RUNS);
 const seed = process.env.PROPERTY_SEED === undefined ? undefined : Number(process.env.PROPERTY_SEED);
 
 let environment: ScenarioEnvironment;
@@ -49,17 +52,28 @@ const scenarios: fc.Arbitrary<ScenarioOptions> = fc.record({
 });
 
 it(`keeps every invariant over ${runs} random workloads and fault schedules`, async () => {
-  await fc.assert(
-    fc.asyncProperty(scenarios, async (scenario) => {
-      const report = await environment.run(scenario);
-      const broken = report.invariants.filter((i) => !i.ok);
-      if (broken.length > 0) {
-        throw new Error(
-          `Scenario seed ${scenario.seed} broke ${broken.map((i) => `${i.name} (${i.detail})`).join('; ')}. ` +
-            `Replay: ${JSON.stringify(scenario)}`,
-        );
-      }
-    }),
-    { numRuns: runs, endOnFailure: true, ...(seed === undefined ? {} : { seed }) },
-  );
+  let ran = 0;
+  let deliveries = 0;
+  const started = performance.now();
+  try {
+    await fc.assert(
+      fc.asyncProperty(scenarios, async (scenario) => {
+        const report = await environment.run(scenario);
+        ran++;
+        deliveries += report.deliveries.total;
+        const broken = report.invariants.filter((i) => !i.ok);
+        if (broken.length > 0) {
+          throw new Error(
+            `Scenario seed ${scenario.seed} broke ${broken.map((i) => `${i.name} (${i.detail})`).join('; ')}. ` +
+              `Replay: ${replayCommand(scenario)}`,
+          );
+        }
+      }),
+      { numRuns: runs, endOnFailure: true, ...(seed === undefined ? {} : { seed }) },
+    );
+  } finally {
+    console.log(
+      `Property test: ${ran} scenarios ran (${deliveries} deliveries) in ${((performance.now() - started) / 1000).toFixed(1)} s.`,
+    );
+  }
 }, 600_000);

@@ -108,9 +108,6 @@ describe('scenarios', () => {
       seed: 17,
       poison: 0.02,
       faults: { cosmosOutages: [{ startMs: 0, durationMs: 30 * 60_000 }] },
-      // The breaker's margins are seconds of model time; slower than the default 250 so that a
-      // loaded machine's event-loop lag does not eat them (the model clock follows real time).
-      clockScale: 100,
     });
 
     expect(failures(report)).toEqual([]);

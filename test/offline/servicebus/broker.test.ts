@@ -146,6 +146,24 @@ describe('subscription (peek-lock)', () => {
     expect(deadLetter?.deliveryCount).toBe(3);
   });
 
+  it('dead-letters a message whose lock runs out on its last delivery, and delivers it no more', () => {
+    const { broker, clock } = setup();
+    const subscription = broker.subscription('events', 'orders');
+    broker.topic('events').send({ messageId: 'slow', subject: 'OrderCreated', body: '{}' });
+    for (let i = 0; i < 2; i++) {
+      subscription.entity.abandon(subscription.entity.receive()!.lockToken);
+    }
+    subscription.entity.receive();
+
+    clock.advance(61_000);
+
+    expect(subscription.entity.receive()).toBeUndefined();
+    expect(subscription.deadLetterQueue.peek()[0]).toMatchObject({
+      deliveryCount: 3,
+      deadLetter: { reason: 'MaxDeliveryCountExceeded' },
+    });
+  });
+
   it('dead-letters a message whose time to live has passed', () => {
     const { broker, clock } = setup();
     const subscription = broker.subscription('events', 'orders');
