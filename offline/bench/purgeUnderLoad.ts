@@ -10,10 +10,10 @@ import {
   purgeExpiredMarkers,
   type PurgeReport,
 } from '../../src/inbox';
-import { type Invoice, invoicePartition, paymentApplier } from '../../src/sample';
+import { paymentApplier } from '../../src/sample';
 import { ensureAppContainer } from '../appContainer';
 import { type ClientUsage, start } from '../cosmos';
-import { paymentDelivery } from './strategies';
+import { openInvoice, paymentDelivery } from './strategies';
 
 /**
  * Consumer throughput on the local Cosmos server in provisioned mode, with no purge, with a large
@@ -62,15 +62,7 @@ export async function measurePurgeUnderLoad(options: PurgeUnderLoadOptions): Pro
   const { database } = await setup.databases.createIfNotExists({ id: 'app' });
   const setupContainer = await ensureAppContainer(database);
   for (let i = 0; i < INVOICES; i++) {
-    await setupContainer.items.create<Invoice>({
-      id: `INV-${i}`,
-      partitionKey: invoicePartition(`INV-${i}`),
-      type: 'invoice',
-      currency: 'EUR',
-      totalMinor: Number.MAX_SAFE_INTEGER,
-      paidMinor: 0,
-      status: 'Open',
-    });
+    await setupContainer.items.create(openInvoice(`INV-${i}`));
   }
   let sent = 0;
   const consume = async (

@@ -6,7 +6,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Container, CosmosClient } from '@azure/cosmos';
 
 import type { Delivery, ProcessDependencies } from '../../src/inbox';
-import { type Invoice, invoicePartition } from '../../src/sample';
 import {
   EXIT_CODES,
   type ExitCode,
@@ -20,7 +19,7 @@ import { freshAppContainer } from '../appContainer';
 import { startInWorker } from '../cosmos/workerHost';
 import { integer, seededRandom } from '../random';
 import { medianBy, pairedRatio, type Ratio, type Results, round2, type Row, writeResults } from './report';
-import { paymentDelivery, STRATEGIES, type Strategy } from './strategies';
+import { openInvoice, paymentDelivery, STRATEGIES, type Strategy } from './strategies';
 
 /**
  * npm run bench: the five strategies of strategies.ts against the local Cosmos DB server with a
@@ -195,15 +194,7 @@ async function runOne(
   const random = seededRandom(options.seed);
   const invoiceCount = workload.hotKey ? 1 : Math.max(1, Math.ceil(options.messages / 4));
   for (let i = 0; i < invoiceCount; i++) {
-    await options.container.items.create<Invoice>({
-      id: `INV-${i}`,
-      partitionKey: invoicePartition(`INV-${i}`),
-      type: 'invoice',
-      currency: 'EUR',
-      totalMinor: Number.MAX_SAFE_INTEGER,
-      paidMinor: 0,
-      status: 'Open',
-    });
+    await options.container.items.create(openInvoice(`INV-${i}`));
   }
 
   // Every payment is 1.00, so duplicate effects = (paid - expected) / 100. A duplicate delivery is a

@@ -166,3 +166,16 @@ export function paymentDelivery(body: object, messageId: string, deliveryCount: 
     applicationProperties: {},
   };
 }
+
+/** An open invoice no payment can complete: every payment the bench sends applies to it. */
+export function openInvoice(id: string): Invoice {
+  return {
+    id,
+    partitionKey: invoicePartition(id),
+    type: 'invoice',
+    currency: 'EUR',
+    totalMinor: Number.MAX_SAFE_INTEGER,
+    paidMinor: 0,
+    status: 'Open',
+  };
+}

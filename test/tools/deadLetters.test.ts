@@ -1,7 +1,5 @@
 import type { ServiceBusReceiver } from '@azure/service-bus';
 
-import { runTool, type ToolContext } from '../../tools/cli';
-import { main } from '../../tools/deadLetters';
 import {
   PAYMENTS,
   peekAll,
@@ -10,15 +8,12 @@ import {
   startPeer,
   TOPIC,
 } from '../offline/servicebus/amqp/support';
-import { captured } from './support';
+import { captured, deadLetters } from './support';
 
 /**
  * The operator's dead-letter workflow against the local peer: list on Monday, resubmit on Thursday.
  * Thursday is reached by jumping the peer's clock, and the tool reads the same clock.
  */
-const deadLetters = (argv: string[], context: ToolContext): Promise<number> =>
-  runTool('dead-letters', main, argv, context);
-
 const HOUR_MS = 3_600_000;
 /** Past the duplicate window (PT1H) and the default clock-skew margin (PT5M). */
 const PAST_WINDOW_MS = HOUR_MS + 6 * 60_000;

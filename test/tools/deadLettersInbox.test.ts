@@ -3,8 +3,6 @@ import '../support/appSettings';
 import type { ServiceBusReceiver } from '@azure/service-bus';
 
 import { type FunctionApp, loadFunctionApp, loggedOutcome } from '../../offline/functions/worker';
-import { runTool, type ToolContext } from '../../tools/cli';
-import { main } from '../../tools/deadLetters';
 import {
   PAYMENTS,
   peekAll,
@@ -14,7 +12,7 @@ import {
   TOPIC,
 } from '../offline/servicebus/amqp/support';
 import { type LocalStack, startLocalStack } from '../support/localStack';
-import { captured } from './support';
+import { captured, deadLetters } from './support';
 
 /**
  * The dead-letter tool with the consumers' inbox: the local AMQP peer holds the dead letters, the
@@ -22,9 +20,6 @@ import { captured } from './support';
  * applier, invoked through the Functions worker path), so the tool must find them exactly where the
  * app puts them.
  */
-const deadLetters = (argv: string[], context: ToolContext): Promise<number> =>
-  runTool('dead-letters', main, argv, context);
-
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
 

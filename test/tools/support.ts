@@ -1,4 +1,5 @@
-import type { ToolContext } from '../../tools/cli';
+import { runTool, type ToolContext } from '../../tools/cli';
+import { main } from '../../tools/deadLetters';
 
 export interface CapturedContext {
   context: ToolContext;
@@ -16,3 +17,7 @@ export function captured(
   const err: string[] = [];
   return { context: { env, out: (line) => out.push(line), err: (line) => err.push(line), now }, out, err };
 }
+
+/** `npm run dead-letters -- ...` in-process, with the context the test gives it; resolves to the exit code. */
+export const deadLetters = (argv: string[], context: ToolContext): Promise<number> =>
+  runTool('dead-letters', main, argv, context);
