@@ -345,8 +345,8 @@ describeWithBicep(cli)('the extracted package, booted through the worker with th
     }
   });
 
-  it('reads no setting of its own that the Bicep leaves unset, unless the README documents its default', () => {
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  it('reads no setting of its own that the Bicep leaves unset, unless src/inbox/README.md documents its default', () => {
+    const readme = readFileSync(join(ROOT, 'src', 'inbox', 'README.md'), 'utf8');
     const table = readme.slice(readme.indexOf('## Settings'), readme.indexOf('## Telemetry'));
     const documentedOptional = new Set(
       table
