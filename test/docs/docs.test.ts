@@ -1,0 +1,224 @@
+// Docs are code: the README's scripts table is package.json's scripts, every relative link and
+// anchor resolves, every npm command the docs show exists (with the flags its tool reads), every path
+// the README names exists, every TypeScript block compiles, and every quoted excerpt is in its file.
+
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+
+import ts from 'typescript';
+import { parse } from 'yaml';
+
+import {
+  anchors,
+  inlineCode,
+  links,
+  type Markdown,
+  markdownFiles,
+  npmCommands,
+  readMarkdown,
+  ROOT,
+} from './markdown';
+
+const docs = markdownFiles().map(readMarkdown);
+const readme = docs.find((doc) => doc.path === 'README.md')!;
+const packageJson = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  scripts: Record<string, string>;
+  engines: { node: string };
+};
+const scripts = Object.keys(packageJson.scripts);
+
+/** The prose between a heading and the next heading of the same or a higher level. */
+function section(doc: Markdown, heading: string): Markdown['prose'] {
+  const start = doc.prose.findIndex(({ text }) => text === heading);
+  if (start < 0) throw new Error(`${doc.path} has no heading '${heading}'`);
+  const level = /^#+/.exec(heading)![0].length;
+  const end = doc.prose.findIndex(
+    ({ text }, i) => i > start && /^#+ /.test(text) && /^#+/.exec(text)![0].length <= level,
+  );
+  return doc.prose.slice(start + 1, end < 0 ? undefined : end);
+}
+
+describe('the docs', () => {
+  it('covers the markdown of the whole repository', () => {
+    expect(docs.map((doc) => doc.path)).toEqual(
+      expect.arrayContaining(['README.md', 'offline/README.md', 'src/inbox/README.md', 'infra/README.md']),
+    );
+  });
+
+  it("lists every package.json script in the README's Scripts table, and nothing else", () => {
+    const rows = section(readme, '## Scripts')
+      .filter(({ text }) => text.startsWith('| `'))
+      .map(
+        ({ text }) => /^\| `npm (?:run ([\w:-]+)|(test|start))`/.exec(text)?.slice(1).find(Boolean) ?? text,
+      );
+
+    expect([...rows].sort()).toEqual([...scripts].sort());
+  });
+
+  it('resolves every relative link and anchor', () => {
+    const broken = docs.flatMap((doc) =>
+      links(doc).flatMap(({ line, target }) => {
+        const [path = '', anchor] = target.split('#');
+        const file =
+          path === '' ? doc.path : relative(ROOT, resolve(ROOT, dirname(doc.path), decodeURI(path)));
+        const where = `${doc.path}:${line}: ${target}`;
+        if (!existsSync(join(ROOT, file))) return [`${where} (no ${file})`];
+        if (anchor === undefined) return [];
+        if (!file.endsWith('.md')) return [`${where} (an anchor into a file that is not markdown)`];
+        const target_ = docs.find((d) => d.path === file) ?? readMarkdown(file);
+        return anchors(target_).has(anchor) ? [] : [`${where} (no heading with that anchor in ${file})`];
+      }),
+    );
+
+    expect(broken).toEqual([]);
+  });
+
+  it('runs only scripts package.json has, with flags their tools read', () => {
+    const problems = docs.flatMap((doc) =>
+      npmCommands(doc).flatMap(({ line, script, args }) => {
+        const where = `${doc.path}:${line}: npm run ${script}`;
+        if (!scripts.includes(script)) return [`${where} (no such script)`];
+        const flags = [
+          ...(/^\s*--\s+(.*)/.exec(args)?.[1] ?? '')
+            .split(/\s(?:#|>|\||&&)/)[0]!
+            .matchAll(/(?:^|\s)--([a-z][\w-]*)/g),
+        ].map((m) => m[1]!);
+        const source = sourceOf(script);
+        return flags
+          .filter((flag) => !new RegExp(`--${flag}\\b|'${flag}'|\\b${flag}:`).test(source))
+          .map((flag) => `${where} --${flag} (not read by ${packageJson.scripts[script]})`);
+      }),
+    );
+
+    expect(problems).toEqual([]);
+  });
+
+  it('names only paths that exist in the README', () => {
+    const generated = /^(dist|\.cache)\/|^local\.settings\.json$|^report\.json$|^events\.jsonl$/;
+    const missing = readme.prose.flatMap(({ line, text }) =>
+      inlineCode(text)
+        .filter((code) =>
+          /^[\w.-]*(\/[\w.*-]*)+$|^[\w-]*\.(json|ts|yml|yaml|md|sh|bicep)$|^\.\w+$/.test(code),
+        )
+        .filter((code) => !generated.test(code) && !code.includes('*'))
+        .filter((code) => !existsSync(join(ROOT, code)))
+        .map((code) => `README.md:${line}: ${code}`),
+    );
+
+    expect(missing).toEqual([]);
+  });
+
+  it('states the Node.js and azd versions the project requires', () => {
+    const node = /^>=(\d+)$/.exec(packageJson.engines.node)![1];
+    const azure = parse(readFileSync(join(ROOT, 'azure.yaml'), 'utf8')) as {
+      requiredVersions: { azd: string };
+    };
+    const azd = /^>= ([\d.]+)$/.exec(azure.requiredVersions.azd)![1];
+    const text = readme.prose.map(({ text }) => text).join('\n');
+
+    expect(text).toContain(`Node.js **${node}** or later`);
+    expect(readFileSync(join(ROOT, '.nvmrc'), 'utf8').trim()).toBe(node);
+    expect(text).toContain(`You need azd ${azd} or later`);
+  });
+
+  it('quotes excerpts exactly as they stand in their files', () => {
+    const quoted = docs.flatMap((doc) =>
+      doc.blocks.filter((block) => block.excerptOf !== undefined).map((block) => ({ doc, block })),
+    );
+    const stale = quoted
+      .filter(({ doc, block }) => {
+        const file = join(ROOT, dirname(doc.path), block.excerptOf!);
+        return !existsSync(file) || !readFileSync(file, 'utf8').includes(block.text);
+      })
+      .map(({ doc, block }) => `${doc.path}:${block.line}: not in ${block.excerptOf}`);
+
+    expect(quoted.length).toBeGreaterThan(0);
+    expect(stale).toEqual([]);
+  });
+
+  it('compiles every ts code block (`ts fragment` blocks and excerpts excepted)', () => {
+    const blocks = docs.flatMap((doc) =>
+      doc.blocks
+        .filter((block) => /^(ts|typescript)$/.test(block.info) && block.excerptOf === undefined)
+        .map((block) => ({ file: join(ROOT, dirname(doc.path), `__docs_${block.line}.ts`), doc, block })),
+    );
+
+    expect(blocks.length).toBeGreaterThan(0);
+    expect(typeErrors(blocks)).toEqual([]);
+  }, 120_000);
+});
+
+/** The files a script runs (a .js file compiled into .cache/bench is its .ts source) and what they import. */
+function sourceOf(script: string): string {
+  const entries = [...packageJson.scripts[script]!.matchAll(/[\w./-]+\.(?:ts|js)\b/g)]
+    .map((m) => m[0].replace(/^\.cache\/bench\//, '').replace(/\.js$/, '.ts'))
+    .filter((file) => existsSync(join(ROOT, file)));
+  return entries
+    .flatMap((entry) => {
+      const text = readFileSync(join(ROOT, entry), 'utf8');
+      const imports = [...text.matchAll(/from '(\.[^']+)'/g)]
+        .map((m) => join(dirname(entry), m[1]!))
+        .flatMap((path) => [`${path}.ts`, join(path, 'index.ts')])
+        .filter((path) => existsSync(join(ROOT, path)) && statSync(join(ROOT, path)).isFile());
+      return [text, ...imports.map((path) => readFileSync(join(ROOT, path), 'utf8'))];
+    })
+    .join('\n');
+}
+
+/** Type-checks the blocks as files next to their markdown, with the project's compiler options. */
+function typeErrors(blocks: { file: string; doc: Markdown; block: Markdown['blocks'][number] }[]): string[] {
+  const config = ts.getParsedCommandLineOfConfigFile(
+    join(ROOT, 'tsconfig.json'),
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (diagnostic) => {
+        throw new Error(ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'));
+      },
+    },
+  )!;
+  const virtual = new Map(blocks.map(({ file, block }) => [file, block.text]));
+  const base = ts.createCompilerHost(config.options);
+  const host: ts.CompilerHost = {
+    ...base,
+    fileExists: (name) => virtual.has(name) || base.fileExists(name),
+    readFile: (name) => virtual.get(name) ?? base.readFile(name),
+    getSourceFile: (name, language, ...rest) => {
+      const text = virtual.get(name);
+      return text === undefined
+        ? base.getSourceFile(name, language, ...rest)
+        : ts.createSourceFile(name, text, language);
+    },
+  };
+  const program = ts.createProgram({
+    rootNames: [...virtual.keys()],
+    options: { ...config.options, noEmit: true },
+    host,
+  });
+  return ts.getPreEmitDiagnostics(program).map((diagnostic) => {
+    const message = ts.flattenDiagnosticMessageText(diagnostic.messageText, ' ');
+    const owner = blocks.find(({ file }) => file === diagnostic.file?.fileName);
+    if (!owner || diagnostic.start === undefined) return message;
+    const { line } = diagnostic.file!.getLineAndCharacterOfPosition(diagnostic.start);
+    return `${owner.doc.path}:${owner.block.line + line}: ${message}`;
+  });
+}
+
+/** Every folder of test/ is in test/README.md's table. */
+describe('test/README.md', () => {
+  it('lists every test folder', () => {
+    const table = readFileSync(join(ROOT, 'test', 'README.md'), 'utf8');
+    const folders = (folder: string): string[] =>
+      readdirSync(join(ROOT, folder), { withFileTypes: true })
+        .filter((entry) => entry.isDirectory())
+        .flatMap((entry) => {
+          const path = `${folder}/${entry.name}`;
+          return path.split('/').length < 4 ? [path, ...folders(path)] : [];
+        });
+
+    const unlisted = folders('test').filter(
+      (folder) => !table.includes(`\`${folder}/\``) && !table.includes(`\`${folder}/*`),
+    );
+    expect(unlisted).toEqual([]);
+  });
+});
