@@ -6,14 +6,21 @@
  *
  * The list is pinned by test/inbox/publicApi.test.ts: adding or removing a name is a decision,
  * made with the docs.
+ *
+ * @packageDocumentation
  */
+// Defining a consumer: the two ways to make an effect idempotent, and the types they return (what a
+// function file passes to registration).
 export {
   defineInboxConsumer,
   defineVersionedConsumer,
   type InboxConsumer,
   type VersionedConsumer,
 } from './consumer';
+// The third argument of `handle` and the second of `project`: MessageId, DeliveryCount, subject, ...
 export type { Delivery } from './delivery';
+// The one error family: handlers throw PoisonMessageError('rejected-by-handler'); the others are what
+// a delivery ends in (logs, the dead-letter queue) and what the app throws on a bad setting.
 export {
   ConcurrencyConflictError,
   InboxError,
@@ -21,6 +28,9 @@ export {
   SettingsError,
   TransientStoreError,
 } from './errors';
+// The app settings (environment variables) a consumer author may tune, with their defaults.
 export type { Settings } from './settings';
+// What `handle` stages its writes on, and the types its methods take and return.
 export { type BusinessDocument, PartitionTransaction, type PatchStep, type ReadResult } from './transaction';
+// What `project` returns.
 export type { VersionedDocument } from './versioned';

@@ -2,6 +2,8 @@
  * Everything behind the public entry (./index.ts): what the composition root (src/app.ts), the
  * offline stack, the tools and the tests use to run, observe and test the inbox. Not for consumer
  * authors, and free to change between versions of the template.
+ *
+ * @packageDocumentation
  */
 export {
   type InboxRuntime,
