@@ -1,11 +1,11 @@
 import { app } from '@azure/functions';
 
-import { purgeExpiredMarkers } from '../src/app';
+import { purge } from '../src/app';
 
 // Every five minutes; each run is bounded (PURGE_MAX_ITEMS, PURGE_MAX_DURATION) and the next one
 // continues from whatever is still expired.
 app.timer('purgeExpiredMarkers', {
   schedule: '0 */5 * * * *',
   runOnStartup: false,
-  handler: purgeExpiredMarkers,
+  handler: purge,
 });

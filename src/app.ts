@@ -6,7 +6,6 @@ import type * as AzureMonitor from './azureMonitor';
 import {
   breakerLimits,
   CircuitBreaker,
-  ConfigurationError,
   type Consumer,
   createCosmosClient,
   hostJsonProblems,
@@ -16,9 +15,10 @@ import {
   purgeTimerHandler,
   type ServiceBusHandler,
   serviceBusHandler,
+  SettingsError,
   systemClock,
   type TimerHandler,
-} from './inbox';
+} from './inbox/internal';
 
 /**
  * The composition root: what the function files share. Loading it validates every setting, so an
@@ -45,16 +45,12 @@ export function inboxRuntime(): InboxRuntime {
     container,
     settings,
     telemetry,
-    dependencies: {
-      container,
-      settings,
-      now: () => new Date(),
-      sleep: (ms) => sleep(ms),
-      random: Math.random,
-      onEtagRetry: (consumer) => telemetry.etagRetry(consumer),
-      // Looked up per call: the offline host swaps in a breaker on its model clock.
-      beforeStore: () => built.breaker.hold(),
-    },
+    now: () => new Date(),
+    sleep: (ms) => sleep(ms),
+    random: Math.random,
+    onEtagRetry: (consumer) => telemetry.etagRetry(consumer),
+    // Looked up per call: the offline host swaps in a breaker on its model clock.
+    beforeStore: () => built.breaker.hold(),
     breaker: new CircuitBreaker({
       limits: breakerLimits(settings),
       clock: systemClock,
@@ -77,11 +73,11 @@ function checkHostJson(settings: ReturnType<typeof loadSettings>): void {
   const path = [join(__dirname, 'host.json'), join(__dirname, '..', 'host.json')].find(existsSync);
   if (path === undefined) return;
   const problems = hostJsonProblems(settings, JSON.parse(readFileSync(path, 'utf8')) as unknown);
-  if (problems.length > 0) throw new ConfigurationError(problems);
+  if (problems.length > 0) throw new SettingsError(problems);
 }
 
 export const consume = (consumer: Consumer): ServiceBusHandler => serviceBusHandler(consumer, inboxRuntime);
-export const purgeExpiredMarkers: TimerHandler = purgeTimerHandler(inboxRuntime);
+export const purge: TimerHandler = purgeTimerHandler(inboxRuntime);
 
 type AzureMonitorModule = typeof AzureMonitor;
 let azureMonitorStarted = false;

@@ -18,10 +18,13 @@ export class UsageError extends ToolError {
   }
 }
 
-/** The environment does not say how to reach Service Bus, or says it unsafely (exit code 2). */
-export class ConfigurationError extends ToolError {
+/**
+ * The tool's environment does not say how to reach Service Bus or Cosmos DB, or says it unsafely
+ * (exit code 2). The app's own settings failing at start-up are src/inbox's SettingsError.
+ */
+export class EnvironmentError extends ToolError {
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
-    this.name = 'ConfigurationError';
+    this.name = 'EnvironmentError';
   }
 }

@@ -3,7 +3,6 @@ import { InvocationContext } from '@azure/functions';
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 
 import {
-  ConfigurationError as SettingsError,
   type Consumer,
   createCosmosClient,
   type Delivery,
@@ -11,12 +10,13 @@ import {
   type Marker,
   markerLocation,
   PoisonMessageError,
+  SettingsError,
   toDelivery,
-} from '../src/inbox';
+} from '../src/inbox/internal';
 import { sampleConsumers } from '../src/sample';
 import { topology } from '../src/topology';
 import { idText } from './deadLetterQueue';
-import { ConfigurationError } from './errors';
+import { EnvironmentError } from './errors';
 
 /**
  * What the consumer of a subscription knows about a dead letter: whether its inbox holds the
@@ -69,7 +69,7 @@ export function connectInbox(env: Readonly<Record<string, string | undefined>>):
     settings = loadSettings(env);
   } catch (error) {
     if (!(error instanceof SettingsError)) throw error;
-    throw new ConfigurationError(`Cosmos DB settings: ${error.problems.join('; ')}`, { cause: error });
+    throw new EnvironmentError(`Cosmos DB settings: ${error.problems.join('; ')}`, { cause: error });
   }
   const client = createCosmosClient(settings.cosmos);
   const { endpoint, database, container, key } = settings.cosmos;

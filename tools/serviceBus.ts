@@ -2,7 +2,7 @@ import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage } from '@azure/service-bus';
 
 import { topology } from '../src/topology';
-import { ConfigurationError, UsageError } from './errors';
+import { EnvironmentError, UsageError } from './errors';
 import type { SampleEvent } from './events';
 
 /**
@@ -29,13 +29,13 @@ export function connectServiceBus(env: Readonly<Record<string, string | undefine
   const namespace = env[ENVIRONMENT.namespace]?.trim();
   const connectionString = env[ENVIRONMENT.connectionString]?.trim();
   if (namespace && connectionString) {
-    throw new ConfigurationError(
+    throw new EnvironmentError(
       `Set ${ENVIRONMENT.namespace} (a namespace, with identity) or ${ENVIRONMENT.connectionString} (the emulator or local peer), not both.`,
     );
   }
   if (connectionString) {
     if (!EMULATOR_FLAG.test(connectionString)) {
-      throw new ConfigurationError(
+      throw new EnvironmentError(
         `${ENVIRONMENT.connectionString} is only for the Service Bus emulator or the local peer, and must contain ` +
           `UseDevelopmentEmulator=true. For a namespace in Azure set ${ENVIRONMENT.namespace}=<name>.servicebus.windows.net ` +
           'and sign in (az login, or a managed identity): the namespace has local (SAS key) auth disabled, and keys do not belong in a shell.',
@@ -54,7 +54,7 @@ export function connectServiceBus(env: Readonly<Record<string, string | undefine
       description: `${host} (signed in with DefaultAzureCredential)`,
     };
   }
-  throw new ConfigurationError(
+  throw new EnvironmentError(
     `Set ${ENVIRONMENT.namespace}=<name>.servicebus.windows.net (and sign in: az login), or, for the emulator or the local peer, ` +
       `${ENVIRONMENT.connectionString}="Endpoint=sb://localhost;...;UseDevelopmentEmulator=true;".`,
   );

@@ -7,9 +7,9 @@ import { type Container, CosmosClient } from '@azure/cosmos';
 import {
   processDelivery,
   type ProcessDependencies,
-  purgeExpiredMarkers,
   type PurgeReport,
-} from '../../src/inbox';
+  runPurge,
+} from '../../src/inbox/internal';
 import { paymentApplier } from '../../src/sample';
 import { ensureAppContainer } from '../appContainer';
 import { type ClientUsage, start } from '../cosmos';
@@ -113,7 +113,7 @@ export async function measurePurgeUnderLoad(options: PurgeUnderLoadOptions): Pro
     const purge =
       budget === 'none'
         ? undefined
-        : purgeExpiredMarkers(purgeClient.database('app').container('state'), {
+        : runPurge(purgeClient.database('app').container('state'), {
             now: new Date(),
             maxItems: 5000, // PURGE_MAX_ITEMS
             maxDurationMs: options.purgeMaxDurationMs,

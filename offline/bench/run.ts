@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
 
-import type { Delivery, ProcessDependencies } from '../../src/inbox';
+import type { Delivery, ProcessDependencies } from '../../src/inbox/internal';
 import {
   EXIT_CODES,
   type ExitCode,

@@ -4,7 +4,7 @@ import {
   markerId,
   processDelivery,
   type ProcessDependencies,
-} from '../../src/inbox';
+} from '../../src/inbox/internal';
 import {
   type Invoice,
   invoicePartition,

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { CosmosClient, type CosmosClientOptions, type PluginConfig, PluginOn } from '@azure/cosmos';
 
 import type * as App from '../../src/app';
-import { CircuitBreaker, survivableOutageSeconds } from '../../src/inbox';
+import { CircuitBreaker, survivableOutageSeconds } from '../../src/inbox/internal';
 import { topology } from '../../src/topology';
 import { freshAppContainer } from '../appContainer';
 import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../cosmos';
@@ -219,17 +219,13 @@ export class ScenarioEnvironment {
     const { inboxRuntime } = require('../../src/app') as AppModule;
     const runtime = inboxRuntime();
     const { options: appBreaker } = runtime.breaker;
-    const { container: appContainer, dependencies: appDependencies } = runtime;
+    const { container: appContainer, now: appNow, sleep: appSleep, random: appRandom } = runtime;
     // The app's Cosmos DB calls take their turns (the run's client); its waits and random choices
     // are the model's.
     runtime.container = container;
-    runtime.dependencies = {
-      ...appDependencies,
-      container,
-      now: () => new Date(clock.now()),
-      sleep: (ms) => clock.sleep(ms),
-      random: seededRandom(options.seed ^ 0x68e31da4),
-    };
+    runtime.now = () => new Date(clock.now());
+    runtime.sleep = (ms) => clock.sleep(ms);
+    runtime.random = seededRandom(options.seed ^ 0x68e31da4);
     const transitions = { opened: 0, closed: 0 };
     runtime.breaker = new CircuitBreaker({
       ...appBreaker,
@@ -316,8 +312,7 @@ export class ScenarioEnvironment {
       this.simulation = undefined;
       this.cosmos.setLatencyWait(undefined);
       this.cosmos.faults.clear();
-      runtime.container = appContainer;
-      runtime.dependencies = appDependencies;
+      Object.assign(runtime, { container: appContainer, now: appNow, sleep: appSleep, random: appRandom });
       runtime.breaker = new CircuitBreaker(appBreaker);
     }
     const elapsedMs = performance.now() - startedAt;

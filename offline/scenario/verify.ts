@@ -1,6 +1,6 @@
 import type { Container } from '@azure/cosmos';
 
-import { type Marker, MARKER_TYPE } from '../../src/inbox';
+import { type Marker, MARKER_TYPE } from '../../src/inbox/internal';
 import type { Backorder, Invoice, InvoiceStatus, Product, UnappliedPayment } from '../../src/sample';
 import { invoiceStatusProjector, paymentApplier, stockReserver } from '../../src/sample';
 import type { Broker, BrokerMessage } from '../servicebus/broker';

@@ -1,4 +1,3 @@
-import type { Container } from '@azure/cosmos';
 import type { InvocationContext, Timer } from '@azure/functions';
 
 import { type CircuitBreaker, CircuitOpenError } from './breaker';
@@ -6,16 +5,17 @@ import type { Consumer } from './consumer';
 import { toDelivery } from './delivery';
 import { bounded, PoisonMessageError, TransientStoreError } from './errors';
 import { processDelivery, type ProcessDependencies } from './process';
-import { purgeExpiredMarkers } from './purge';
+import { runPurge } from './purge';
 import type { Settings } from './settings';
 import type { InboxTelemetry, Outcome } from './telemetry';
 
-/** What the Azure Functions adapters need, built once per process (see src/app.ts). */
-export interface InboxRuntime {
-  container: Container;
+/**
+ * What the Azure Functions adapters need, built once per process (see src/app.ts): what processing
+ * a delivery needs (the container, the clock, ...), with all the settings, the metrics and the breaker.
+ */
+export interface InboxRuntime extends ProcessDependencies {
   settings: Settings;
   telemetry: InboxTelemetry;
-  dependencies: ProcessDependencies;
   /** One per instance: holds deliveries while Cosmos DB is failing (see breaker.ts). */
   breaker: CircuitBreaker;
 }
@@ -29,7 +29,8 @@ export type TimerHandler = (timer: Timer, context: InvocationContext) => Promise
  */
 export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntime): ServiceBusHandler {
   return async (message, context) => {
-    const { settings, telemetry, dependencies, breaker } = runtime();
+    const inbox = runtime();
+    const { settings, telemetry, breaker } = inbox;
     const delivery = toDelivery(message, context);
     const started = performance.now();
     const breakerStarted = breaker.now();
@@ -48,7 +49,7 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
       );
     }
     try {
-      const result = await processDelivery(consumer, delivery, dependencies);
+      const result = await processDelivery(consumer, delivery, inbox);
       breaker.succeeded();
       logBreakerTransitions(context, breaker);
       const elapsedMs = performance.now() - started;
@@ -117,9 +118,9 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
 /** The timer handler that deletes expired markers, a bounded amount per run. */
 export function purgeTimerHandler(runtime: () => InboxRuntime): TimerHandler {
   return async (_timer, context) => {
-    const { container, settings, telemetry, dependencies } = runtime();
-    const report = await purgeExpiredMarkers(container, {
-      now: dependencies.now(),
+    const { container, settings, telemetry, now } = runtime();
+    const report = await runPurge(container, {
+      now: now(),
       maxItems: settings.purge.maxItems,
       maxDurationMs: settings.purge.maxDurationSeconds * 1000,
       maxRequestUnitsPerSecond: settings.purge.maxRequestUnitsPerSecond,
@@ -159,7 +160,7 @@ function messageFor(outcome: Outcome): string {
     case 'processed':
       return 'Processed: marker and effect committed in one batch';
     case 'alternative':
-      return "Processed with the handler's fallback: marker and fallback committed in one batch";
+      return "Processed with the handler's alternative: marker and alternative committed in one batch";
     case 'duplicate':
       return 'Duplicate: this consumer already applied this message; completed without writing';
     default:

@@ -18,6 +18,7 @@ export interface SchemaIssue {
 interface ConsumerDeclaration<M> {
   /** Consumer id: the marker namespace and the telemetry dimension. Declared in src/topology.json. */
   name: string;
+  /** Validates the body; a body it refuses is poison (`schema-violation`) and the handler never sees it. */
   schema: MessageSchema<M>;
 }
 
@@ -27,7 +28,7 @@ export interface InboxConsumerDeclaration<M> extends ConsumerDeclaration<M> {
   /**
    * Stages the message's writes on `tx`. It may run more than once for one delivery (after an ETag
    * conflict or a failed condition, see `tx.previousFailure`), so it must only stage, never write.
-   * When it stages a fallback instead of the main effect, it says so with `tx.recordAlternative`.
+   * When it stages an alternative instead of the main effect, it says so with `tx.recordAlternative`.
    */
   handle(message: M, tx: PartitionTransaction, delivery: Delivery): void | Promise<void>;
 }
@@ -40,16 +41,56 @@ export interface VersionedConsumerDeclaration<M> extends ConsumerDeclaration<M> 
   project(message: M, delivery: Delivery): VersionedDocument;
 }
 
+/**
+ * What defineInboxConsumer returns: the declaration, with where it reads from (topic, subscription,
+ * subjects from src/topology.json). A function file registers it with `consume` (src/app.ts).
+ */
 export type InboxConsumer<M> = InboxConsumerDeclaration<M> & ConsumerBinding & { kind: 'inbox' };
+/** What defineVersionedConsumer returns: the declaration, with where it reads from (src/topology.json). */
 export type VersionedConsumer<M> = VersionedConsumerDeclaration<M> & ConsumerBinding & { kind: 'versioned' };
 export type Consumer<M = unknown> = InboxConsumer<M> | VersionedConsumer<M>;
 
-/** A consumer whose effect is made exactly-once by an inbox marker in the same transactional batch. */
+/**
+ * Defines a consumer whose effect is applied exactly once: the handler stages its writes on a
+ * PartitionTransaction, and the inbox commits them with a marker for the message in one
+ * transactional batch, so a redelivery finds the marker and writes nothing. Throws when
+ * src/topology.json declares no subscription for `name`.
+ *
+ * @example
+ * ```ts
+ * export const paymentApplier = defineInboxConsumer({
+ *   name: 'billing.payment-applier',
+ *   schema: PaymentReceived, // a zod schema
+ *   partitionKey: (payment) => `invoice-${payment.invoiceId}`,
+ *   handle(payment, tx) {
+ *     tx.patch(payment.invoiceId, [{ op: 'incr', path: '/paidMinor', value: payment.amountMinor }]);
+ *   },
+ * });
+ * ```
+ */
 export function defineInboxConsumer<M>(declaration: InboxConsumerDeclaration<M>): InboxConsumer<M> {
   return { ...declaration, ...bindingOf(declaration.name), kind: 'inbox' };
 }
 
-/** A consumer whose messages carry absolute state and a version: natural idempotency, no marker. */
+/**
+ * Defines a consumer whose messages carry absolute state and a version (natural idempotency): the
+ * projected document is written only over an older version, so a repeat or a late arrival is a
+ * no-op, without a marker. Throws when src/topology.json declares no subscription for `name`.
+ *
+ * @example
+ * ```ts
+ * export const invoiceStatusProjector = defineVersionedConsumer({
+ *   name: 'billing.invoice-status-projector',
+ *   schema: InvoiceStatusChanged, // a zod schema
+ *   project: (event) => ({
+ *     id: `status-${event.invoiceId}`,
+ *     partitionKey: `invoice-${event.invoiceId}`,
+ *     status: event.status,
+ *     version: event.version,
+ *   }),
+ * });
+ * ```
+ */
 export function defineVersionedConsumer<M>(
   declaration: VersionedConsumerDeclaration<M>,
 ): VersionedConsumer<M> {

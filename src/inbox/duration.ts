@@ -1,4 +1,4 @@
-import { ConfigurationError } from './errors';
+import { SettingsError } from './errors';
 
 /**
  * ISO-8601 durations as Service Bus and Bicep write them (P14D, PT1M, P1DT12H, PT0.5S). Years and
@@ -9,7 +9,7 @@ const PATTERN = /^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\
 export function parseDurationSeconds(text: string, setting: string): number {
   const match = PATTERN.exec(text.trim());
   if (!match || text.trim() === 'P' || text.trim().endsWith('T')) {
-    throw new ConfigurationError([
+    throw new SettingsError([
       `${setting}='${text}' is not an ISO-8601 duration in weeks, days, hours, minutes or seconds (for example P30D or PT5M).`,
     ]);
   }

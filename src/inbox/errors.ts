@@ -1,7 +1,17 @@
 /**
- * Errors the inbox throws. Callers branch on the class or on `reason`, never on message text.
- * Throwing any of them from a Service Bus trigger abandons the delivery: Service Bus redelivers it,
- * and after maxDeliveryCount moves it to the dead-letter queue.
+ * The base of every error the inbox throws. Callers branch on the class or on `reason`, never on
+ * message text. Throwing any of them from a Service Bus trigger abandons the delivery: Service Bus
+ * redelivers it, and after maxDeliveryCount moves it to the dead-letter queue.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await work();
+ * } catch (error) {
+ *   if (error instanceof PoisonMessageError) console.log(error.reason); // never error.message
+ *   else if (!(error instanceof InboxError)) throw error; // not the inbox's
+ * }
+ * ```
  */
 export class InboxError extends Error {
   constructor(message: string, options?: ErrorOptions) {
@@ -38,7 +48,20 @@ export type PoisonReason = (typeof POISON_REASONS)[number];
 
 /**
  * A message that can never succeed. Nothing was written; the delivery is abandoned so that Service
- * Bus dead-letters the message once its delivery count is exhausted, and nothing is lost.
+ * Bus dead-letters the message once its delivery count is exhausted, and nothing is lost. The
+ * inbox throws it for what it finds wrong (`reason`: no MessageId, a body that is not JSON or not
+ * the schema, ...); a handler throws it with `rejected-by-handler` for what is wrong with the
+ * message itself, never for state the message may have produced (that is the marker's job).
+ *
+ * @example
+ * ```ts
+ * handle(payment, tx) {
+ *   if (payment.amount <= 0) {
+ *     throw new PoisonMessageError('rejected-by-handler', 'a payment amount must be positive');
+ *   }
+ *   // ...
+ * }
+ * ```
  */
 export class PoisonMessageError extends InboxError {
   constructor(
@@ -51,7 +74,11 @@ export class PoisonMessageError extends InboxError {
   }
 }
 
-/** Cosmos DB could not take the batch now (429 after the SDK's retries, 5xx, timeout, dropped connection). */
+/**
+ * Cosmos DB could not take a request now (429 after the SDK's retries, 5xx, timeout, dropped
+ * connection): the delivery is given back, and a redelivery may succeed. `statusCode` is Cosmos
+ * DB's, when there was one.
+ */
 export class TransientStoreError extends InboxError {
   constructor(
     message: string,
@@ -63,7 +90,11 @@ export class TransientStoreError extends InboxError {
   }
 }
 
-/** The handler kept losing races (ETag conflicts) or kept staging operations that failed. */
+/**
+ * The handler kept losing races (ETag conflicts) or kept staging writes that failed, for
+ * INBOX_MAX_ATTEMPTS runs (see PartitionTransaction): the delivery is given back, and a redelivery
+ * tries again.
+ */
 export class ConcurrencyConflictError extends InboxError {
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
@@ -71,10 +102,13 @@ export class ConcurrencyConflictError extends InboxError {
   }
 }
 
-/** A setting is missing or unsafe; the app refuses to start rather than run with it. */
-export class ConfigurationError extends InboxError {
+/**
+ * A setting (see Settings) is missing or unsafe: the app refuses to start rather than run with it.
+ * `problems` says what is wrong with each, one line per setting.
+ */
+export class SettingsError extends InboxError {
   constructor(readonly problems: readonly string[]) {
     super(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
-    this.name = 'ConfigurationError';
+    this.name = 'SettingsError';
   }
 }

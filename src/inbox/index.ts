@@ -1,67 +1,36 @@
+/**
+ * The inbox's public entry: what a consumer author uses. Define a consumer
+ * (defineInboxConsumer, defineVersionedConsumer), stage its writes on a PartitionTransaction,
+ * throw or catch the InboxError family, and know the Settings the app reads. Everything else (the
+ * Azure Functions adapters, processing, the purge, telemetry, the breaker) is behind ./internal.ts.
+ *
+ * The list is pinned by test/inbox/publicApi.test.ts: adding or removing a name is a decision,
+ * made with the docs.
+ *
+ * @packageDocumentation
+ */
+// Defining a consumer: the two ways to make an effect idempotent, and the types they return (what a
+// function file passes to registration).
 export {
-  type InboxRuntime,
-  purgeTimerHandler,
-  type ServiceBusHandler,
-  serviceBusHandler,
-  type TimerHandler,
-} from './azureFunctions';
-export {
-  type BreakerClock,
-  type BreakerLimits,
-  breakerLimits,
-  type BreakerOptions,
-  type BreakerState,
-  type BreakerTransition,
-  CircuitBreaker,
-  CircuitOpenError,
-  holdSeconds,
-  survivableOutageSeconds,
-  systemClock,
-} from './breaker';
-export {
-  type Consumer,
   defineInboxConsumer,
   defineVersionedConsumer,
   type InboxConsumer,
-  type MessageSchema,
   type VersionedConsumer,
 } from './consumer';
-export { createCosmosClient } from './cosmos';
-export { type Delivery, toDelivery } from './delivery';
-export { formatDuration, parseDurationSeconds } from './duration';
+// The third argument of `handle` and the second of `project`: MessageId, DeliveryCount, subject, ...
+export type { Delivery } from './delivery';
+// The one error family: handlers throw PoisonMessageError('rejected-by-handler'); the others are what
+// a delivery ends in (logs, the dead-letter queue) and what the app throws on a bad setting.
 export {
   ConcurrencyConflictError,
-  ConfigurationError,
   InboxError,
-  POISON_REASONS,
   PoisonMessageError,
-  type PoisonReason,
+  SettingsError,
   TransientStoreError,
 } from './errors';
-export { type Marker, MARKER_TYPE, markerId, payloadHash } from './marker';
-export {
-  markerLocation,
-  MAX_BATCH_BYTES,
-  MAX_BATCH_OPERATIONS,
-  processDelivery,
-  type ProcessDependencies,
-  type ProcessResult,
-} from './process';
-export { purgeExpiredMarkers, type PurgeOptions, type PurgeReport } from './purge';
-export {
-  HOST_JSON_DEFAULTS,
-  hostJsonProblems,
-  loadSettings,
-  type RedeliverySettings,
-  retentionBoundSeconds,
-  type Settings,
-} from './settings';
-export { InboxTelemetry, METRIC_NAMES, type Outcome, OUTCOMES } from './telemetry';
-export {
-  type BusinessDocument,
-  type FailedWrite,
-  PartitionTransaction,
-  type PatchStep,
-  type ReadResult,
-} from './transaction';
-export { type VersionedDocument, type VersionedWrite, writeIfNewer } from './versioned';
+// The app settings (environment variables) a consumer author may tune, with their defaults.
+export type { Settings } from './settings';
+// What `handle` stages its writes on, and the types its methods take and return.
+export { type BusinessDocument, PartitionTransaction, type PatchStep, type ReadResult } from './transaction';
+// What `project` returns.
+export type { VersionedDocument } from './versioned';

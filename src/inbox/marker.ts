@@ -20,7 +20,7 @@ export type Marker = {
   messageId: string;
   /** SHA-256 of the canonical JSON body, to tell a redelivery from a different message reusing the id. */
   payloadHash: string;
-  /** The handler's fallback, when it took one (for example `backorder`). */
+  /** The handler's alternative, when it took one (for example `backorder`). */
   alternative?: string;
   processedAt: string;
   processedAtEpochSeconds: number;

@@ -24,22 +24,22 @@ export const MAX_BATCH_BYTES = 2 * 1024 * 1024;
 export interface ProcessDependencies {
   container: Container;
   settings: Pick<Settings, 'inbox'>;
-  now(): Date;
+  now: () => Date;
   /** Waits between handler runs after an ETag conflict. */
-  sleep(ms: number): Promise<void>;
-  random(): number;
+  sleep: (ms: number) => Promise<void>;
+  random: () => number;
   /** Told each time an ETag conflict makes the handler run again. */
-  onEtagRetry?(consumer: string): void;
+  onEtagRetry?: (consumer: string) => void;
   /**
    * Awaited once the message is known not to be poison, before its first Cosmos DB request: the
    * circuit breaker holds the delivery here while Cosmos DB is failing (src/inbox/breaker.ts).
    */
-  beforeStore?(): Promise<void>;
+  beforeStore?: () => Promise<void>;
 }
 
 export interface ProcessResult {
   outcome: Exclude<Outcome, 'poison' | 'retried'>;
-  /** The handler's fallback, when it took one. */
+  /** The handler's alternative, when it took one (see PartitionTransaction.recordAlternative). */
   alternative?: string;
   requestCharge: number;
   /** Cosmos DB requests this delivery made: batches, point reads. */

@@ -2,18 +2,7 @@ import type { Container, CosmosDiagnostics, ErrorResponse, OperationInput } from
 
 import { MARKER_TYPE } from './marker';
 
-/**
- * Deletes markers whose retention has passed, in bounded runs. A run stops at `maxItems` or
- * `maxDurationMs`; the next run starts from whatever is still expired, so nothing needs to be
- * remembered between runs. Two purges at once, or a marker deleted meanwhile, are harmless: a
- * delete that finds nothing (404) or a changed marker (412) is skipped.
- *
- * A run spends at most `maxRequestUnitsPerSecond` on average, so that it leaves the rest of the
- * account's throughput to the consumers: before each request it waits until the request units spent
- * so far fit the budget (a request's charge is known only once it has run, so one request may go
- * over; a page of deletes costs about 5 RU per marker). A 429 that outlasts the SDK's own retries
- * is waited out (its retry-after) and the request repeated, within `maxDurationMs`.
- */
+/** How far one purge run may go (see runPurge). */
 export interface PurgeOptions {
   now: Date;
   maxItems: number;
@@ -55,7 +44,19 @@ const EXPIRED_QUERY =
   'SELECT TOP @limit c.id, c.partitionKey, c.expiresAtEpochSeconds, c._etag FROM c ' +
   'WHERE c.type = @type AND c.expiresAtEpochSeconds <= @now';
 
-export async function purgeExpiredMarkers(container: Container, options: PurgeOptions): Promise<PurgeReport> {
+/**
+ * One bounded run of the marker purge: deletes markers whose retention has passed, and stops at
+ * `maxItems` or `maxDurationMs`; the next run starts from whatever is still expired, so nothing
+ * needs to be remembered between runs. Two purges at once, or a marker deleted meanwhile, are harmless: a
+ * delete that finds nothing (404) or a changed marker (412) is skipped.
+ *
+ * A run spends at most `maxRequestUnitsPerSecond` on average, so that it leaves the rest of the
+ * account's throughput to the consumers: before each request it waits until the request units spent
+ * so far fit the budget (a request's charge is known only once it has run, so one request may go
+ * over; a page of deletes costs about 5 RU per marker). A 429 that outlasts the SDK's own retries
+ * is waited out (its retry-after) and the request repeated, within `maxDurationMs`.
+ */
+export async function runPurge(container: Container, options: PurgeOptions): Promise<PurgeReport> {
   const report: PurgeReport = {
     purged: 0,
     skipped: 0,

@@ -1,80 +1,152 @@
 import { formatDuration, parseDurationSeconds } from './duration';
-import { ConfigurationError } from './errors';
+import { SettingsError } from './errors';
 
 /**
- * Every setting the app reads, with its default. Defaults apply in this one place. In Azure the
- * Bicep supplies them as app settings; locally, local.settings.json (see local.settings.sample.json).
+ * Every setting the app reads, from its environment (app settings), with its default. Defaults
+ * apply in this one place. In Azure the Bicep supplies them as app settings; locally,
+ * local.settings.json (see local.settings.sample.json). Durations are ISO-8601 (`PT30S`, `P30D`)
+ * in the environment and seconds here; an invalid or unsafe value stops the app at start-up with a
+ * SettingsError.
+ *
+ * @example
+ * Keep markers 60 days, and let a handler run up to 8 times per delivery (local.settings.json;
+ * in Azure, the same names as app settings):
+ * ```json
+ * { "Values": { "INBOX_RETENTION": "P60D", "INBOX_MAX_ATTEMPTS": "8" } }
+ * ```
  */
 export interface Settings {
   cosmos: {
-    /** COSMOS_ENDPOINT: required. */
+    /** COSMOS_ENDPOINT: the account endpoint (`https://<account>.documents.azure.com:443/`); required. */
     endpoint: string;
-    /** COSMOS_DATABASE: default `app`. */
+    /**
+     * COSMOS_DATABASE.
+     * @default app
+     */
     database: string;
-    /** COSMOS_CONTAINER: default `state`; partitioned on /partitionKey. */
+    /**
+     * COSMOS_CONTAINER: partitioned on /partitionKey.
+     * @default state
+     */
     container: string;
-    /** COSMOS_KEY: only for the local server or an emulator; absent in Azure (managed identity). */
+    /** COSMOS_KEY: only for the local server or an emulator; unset in Azure (managed identity). */
     key: string | undefined;
     /** AZURE_CLIENT_ID: the user-assigned identity DefaultAzureCredential should use. */
     clientId: string | undefined;
   };
   inbox: {
-    /** INBOX_RETENTION: how long a marker is kept (ISO-8601), default P30D. */
+    /**
+     * INBOX_RETENTION: how long a marker is kept. Must exceed the time a message can come back
+     * (see RedeliverySettings).
+     * @default P30D
+     */
     retentionSeconds: number;
     /**
      * INBOX_TTL_BACKSTOP: extra time after the retention before Cosmos DB's TTL deletes a marker the
-     * purge timer missed (ISO-8601), default P7D; `off` writes no `ttl`.
+     * purge timer missed; `off` writes no `ttl`.
+     * @default P7D
      */
     ttlBackstopSeconds: number | undefined;
-    /** INBOX_MAX_ATTEMPTS: handler runs per delivery before giving the delivery back, default 5. */
+    /**
+     * INBOX_MAX_ATTEMPTS: handler runs per delivery before giving the delivery back (1 to 50; see
+     * PartitionTransaction).
+     * @default 5
+     */
     maxAttempts: number;
   };
   /** What the Bicep configured on every subscription; used for the retention bound and logs. */
   redelivery: RedeliverySettings;
   purge: {
-    /** PURGE_MAX_ITEMS: markers deleted per timer run at most, default 5000. */
+    /**
+     * PURGE_MAX_ITEMS: markers deleted per timer run at most.
+     * @default 5000
+     */
     maxItems: number;
-    /** PURGE_MAX_DURATION: time spent per timer run at most (ISO-8601), default PT1M. */
+    /**
+     * PURGE_MAX_DURATION: time spent per timer run at most.
+     * @default PT1M
+     */
     maxDurationSeconds: number;
     /**
-     * PURGE_MAX_RU_PER_SECOND: request units per second a run spends on average at most, default 100.
-     * The Bicep derives it from the account (a tenth of what the container can serve); 100 is the
-     * lowest it derives, a tenth of the smallest autoscale maximum, so it is safe on any account.
+     * PURGE_MAX_RU_PER_SECOND: request units per second a run spends on average at most. The Bicep
+     * derives it from the account (a tenth of what the container can serve); 100 is the lowest it
+     * derives, a tenth of the smallest autoscale maximum, so it is safe on any account.
+     * @default 100
      */
     maxRequestUnitsPerSecond: number;
   };
   /**
    * host.json values the app must stay inside; each default equals host.json, and the app refuses
-   * to start when host.json says otherwise (see hostJsonProblems).
+   * to start when host.json says otherwise.
    */
   host: {
-    /** HOST_MAX_AUTO_LOCK_RENEWAL = extensions.serviceBus.maxAutoLockRenewalDuration, default PT5M. */
+    /**
+     * HOST_MAX_AUTO_LOCK_RENEWAL = host.json extensions.serviceBus.maxAutoLockRenewalDuration.
+     * @default PT5M
+     */
     maxAutoLockRenewalSeconds: number;
-    /** HOST_FUNCTION_TIMEOUT = functionTimeout, default PT5M. */
+    /**
+     * HOST_FUNCTION_TIMEOUT = host.json functionTimeout.
+     * @default PT5M
+     */
     functionTimeoutSeconds: number;
   };
   /** The Cosmos DB circuit breaker and backoff (src/inbox/breaker.ts). */
   breaker: {
-    /** BREAKER_FAILURE_THRESHOLD: consecutive transient failures that open it, default 3. */
+    /**
+     * BREAKER_FAILURE_THRESHOLD: consecutive transient failures that open it.
+     * @default 3
+     */
     failureThreshold: number;
-    /** BREAKER_PROBE_INTERVAL: between two probes while open, default PT5S. */
+    /**
+     * BREAKER_PROBE_INTERVAL: between two probes while open.
+     * @default PT5S
+     */
     probeIntervalSeconds: number;
-    /** BREAKER_BACKOFF_BASE / BREAKER_BACKOFF_MAX: jittered backoff before a transient failure is rethrown, default PT0.5S / PT30S. */
+    /**
+     * BREAKER_BACKOFF_BASE: a transient failure waits a jittered backoff before it is rethrown,
+     * below this base doubled for each consecutive failure.
+     * @default PT0.5S
+     */
     backoffBaseSeconds: number;
+    /**
+     * BREAKER_BACKOFF_MAX: where the doubling of the backoff stops.
+     * @default PT30S
+     */
     backoffMaxSeconds: number;
-    /** BREAKER_RELEASE_MARGIN: a held delivery is given back this long before the lock renewal or functionTimeout ends, default PT30S. */
+    /**
+     * BREAKER_RELEASE_MARGIN: a held delivery is given back this long before the lock renewal or
+     * functionTimeout ends.
+     * @default PT30S
+     */
     releaseMarginSeconds: number;
   };
 }
 
+/**
+ * How a message can come back, as the Bicep configured every subscription: the inbox retention
+ * must exceed lockDuration × maxDeliveryCount + message TTL + resubmit margin.
+ */
 export interface RedeliverySettings {
-  /** SERVICEBUS_LOCK_DURATION, default PT1M. */
+  /**
+   * SERVICEBUS_LOCK_DURATION.
+   * @default PT1M
+   */
   lockDurationSeconds: number;
-  /** SERVICEBUS_MAX_DELIVERY_COUNT, default 10. */
+  /**
+   * SERVICEBUS_MAX_DELIVERY_COUNT: deliveries before Service Bus dead-letters a message.
+   * @default 10
+   */
   maxDeliveryCount: number;
-  /** SERVICEBUS_MESSAGE_TTL, default P14D. */
+  /**
+   * SERVICEBUS_MESSAGE_TTL.
+   * @default P14D
+   */
   messageTtlSeconds: number;
-  /** INBOX_RESUBMIT_MARGIN: how late an operator may resubmit from the dead-letter queue, default P7D. */
+  /**
+   * INBOX_RESUBMIT_MARGIN: how late an operator may resubmit from the dead-letter queue.
+   * @default P7D
+   */
   resubmitMarginSeconds: number;
 }
 
@@ -96,25 +168,23 @@ export function retentionBoundSeconds(redelivery: RedeliverySettings): number {
 
 export function loadSettings(env: Environment = process.env): Settings {
   const problems: string[] = [];
-  const read = <T>(name: string, fallback: string, parse: (text: string) => T): T => {
+  const read = <T>(name: string, defaultText: string, parse: (text: string) => T): T => {
     try {
-      return parse(env[name]?.trim() || fallback);
+      return parse(env[name]?.trim() || defaultText);
     } catch (error) {
       problems.push(
-        error instanceof ConfigurationError
-          ? error.problems.join('; ')
-          : `${name}: ${(error as Error).message}`,
+        error instanceof SettingsError ? error.problems.join('; ') : `${name}: ${(error as Error).message}`,
       );
-      return parse(fallback);
+      return parse(defaultText);
     }
   };
-  const duration = (name: string, fallback: string): number =>
-    read(name, fallback, (text) => parseDurationSeconds(text, name));
-  const positiveInteger = (name: string, fallback: string, max = Number.MAX_SAFE_INTEGER): number =>
-    read(name, fallback, (text) => {
+  const duration = (name: string, defaultText: string): number =>
+    read(name, defaultText, (text) => parseDurationSeconds(text, name));
+  const positiveInteger = (name: string, defaultText: string, max = Number.MAX_SAFE_INTEGER): number =>
+    read(name, defaultText, (text) => {
       const value = Number(text);
       if (!Number.isInteger(value) || value < 1 || value > max) {
-        throw new ConfigurationError([`${name}='${text}' must be an integer from 1 to ${max}.`]);
+        throw new SettingsError([`${name}='${text}' must be an integer from 1 to ${max}.`]);
       }
       return value;
     });
@@ -203,7 +273,7 @@ export function loadSettings(env: Environment = process.env): Settings {
       `BREAKER_BACKOFF_BASE=${formatDuration(breaker.backoffBaseSeconds)} exceeds BREAKER_BACKOFF_MAX=${formatDuration(breaker.backoffMaxSeconds)}.`,
     );
   }
-  if (problems.length > 0) throw new ConfigurationError(problems);
+  if (problems.length > 0) throw new SettingsError(problems);
   return settings;
 }
 

@@ -24,7 +24,7 @@ export const OUTCOMES = [
 ] as const;
 /**
  * processed        the effect was applied (batch committed)
- * alternative      the handler's fallback was applied instead (for example a backorder), once
+ * alternative      the handler's alternative was applied instead (for example a backorder), once
  * duplicate        this consumer had already applied this message (or a newer version): nothing written
  * payload_mismatch a duplicate MessageId with a different body: nothing written, a producer bug
  * poison           the message can never succeed: nothing written, it will be dead-lettered

@@ -1,18 +1,40 @@
 import type { Container, JSONObject, OperationInput, PatchOperation } from '@azure/cosmos';
 
 /**
- * What a handler uses to stage its writes. Every write targets the one logical partition of the
- * message; nothing is sent until the inbox commits the marker and the staged writes in one
- * transactional batch. Reads go to Cosmos DB at once (point reads within the partition).
+ * A document a handler reads or writes: any JSON object with an `id`, stored in the message's
+ * logical partition of the app's container.
+ *
+ * @example
+ * ```ts
+ * interface Invoice extends BusinessDocument {
+ *   totalMinor: number;
+ *   paidMinor: number;
+ * }
+ * ```
  */
 export interface BusinessDocument {
   id: string;
-  /** Set by the transaction; a document naming another partition is refused. */
+  /**
+   * The logical partition. The transaction sets it to `tx.partitionKey` on every document it
+   * stages, and refuses a document that names another partition.
+   */
   partitionKey?: string;
   [property: string]: unknown;
 }
 
-/** Cosmos DB's patch operations, with `move`, which the service accepts but the SDK's type omits. */
+/**
+ * One step of `tx.patch`: Cosmos DB's patch operations (`add`, `set`, `replace`, `remove`, `incr`),
+ * and `move`, which the service accepts but the SDK's type omits. At most 10 steps per patch (a
+ * Cosmos DB limit).
+ *
+ * @example
+ * ```ts
+ * tx.patch(order.productId, [
+ *   { op: 'incr', path: '/stock', value: -order.quantity },
+ *   { op: 'incr', path: '/reserved', value: order.quantity },
+ * ]);
+ * ```
+ */
 export type PatchStep = PatchOperation | { op: 'move'; from: string; path: string };
 
 /** A label for a staged write, so that the next attempt can ask whether it was the one that failed. */
@@ -42,24 +64,83 @@ export interface FailedWrite {
   readonly status: number;
 }
 
+/** What `tx.read` returns for a document that exists: the document, and its ETag for `ifMatch`. */
 export interface ReadResult<T> {
   document: T;
   etag: string;
 }
 
+/**
+ * What an inbox consumer's `handle` gets: it stages the message's writes, all in the message's one
+ * logical partition, and the inbox commits them with the marker as one transactional batch.
+ *
+ * **Staging.** `create`, `upsert`, `replace`, `patch` and `delete` only stage: nothing is written
+ * while the handler runs. When it returns, the inbox sends one batch: the marker first, then the
+ * staged writes in order. Cosmos DB applies all of them or none. A redelivered duplicate runs the
+ * handler too, and its batch fails on the marker (409): nothing of it is written.
+ *
+ * **Reads.** `read` is a point read in the partition, sent at once (not part of the batch, and
+ * counted in the delivery's requests). It records nothing: it returns the document with its ETag,
+ * and a write that must not overwrite a change made since passes that ETag as `ifMatch`.
+ *
+ * **Conditions.** A staged write can fail the batch: a patch `condition` (`from c where ...`) not
+ * met or an `ifMatch` ETag changed (412), a `create` of an existing id (409), a `replace`, `patch`
+ * or `delete` of a missing one (404). Nothing is written, and the handler runs again with a fresh
+ * transaction whose `previousFailure` names the write that failed (the `name` given when staging
+ * it) and its status, so that it can stage an alternative instead (see `failed`,
+ * `recordAlternative`). After a changed ETag it runs again after a short random pause (up to 1 s).
+ *
+ * **The failure retry.** The handler runs at most INBOX_MAX_ATTEMPTS times per delivery (default 5;
+ * see Settings). When the last run's batch still fails, the delivery ends in a
+ * ConcurrencyConflictError: it is given back and Service Bus redelivers it, up to
+ * SERVICEBUS_MAX_DELIVERY_COUNT deliveries (default 10), then dead-letters it
+ * (MaxDeliveryCountExceeded). So a handler whose condition fails every time must stage an
+ * alternative on the next run, not the same write again. A staged write Cosmos DB rejects as
+ * invalid (400, 413) is poison (`rejected-by-store`); a throttled or failed request (429 after the
+ * SDK's retries, 5xx) is a TransientStoreError; either way nothing was written.
+ *
+ * **The batch limits.** One transactional batch carries at most 100 operations, the marker
+ * included (so 99 staged writes), and 2 MiB (2,097,152 bytes) of operations as JSON, marker
+ * included. A handler that stages more makes the message poison (`too-many-operations`,
+ * `batch-too-large`): it would fail the same way on every delivery.
+ *
+ * @example
+ * ```ts
+ * handle(order, tx) {
+ *   if (tx.failed('reserve', 412)) {
+ *     // Not enough stock when the batch ran: record a backorder instead, still exactly once.
+ *     tx.create({ id: `backorder-${order.orderId}`, type: 'backorder', quantity: order.quantity });
+ *     tx.recordAlternative('backorder');
+ *     return;
+ *   }
+ *   tx.patch(order.productId, [{ op: 'incr', path: '/stock', value: -order.quantity }], {
+ *     name: 'reserve',
+ *     condition: `from c where c.stock >= ${order.quantity}`,
+ *   });
+ * }
+ * ```
+ */
 export class PartitionTransaction {
   private readonly writes: StagedWrite[] = [];
   private readCount = 0;
-  private fallback: string | undefined;
+  private recordedAlternative: string | undefined;
 
+  /** Built by the inbox for each run of the handler; a handler never builds one. */
   constructor(
     private readonly container: Container,
+    /** The message's logical partition (the consumer's `partitionKey`): every read and write goes there. */
     readonly partitionKey: string,
-    /** Set when the handler runs again because a staged write failed (see InboxOptions.maxAttempts). */
+    /**
+     * The staged write that failed the previous run's batch, with its status; undefined on the first
+     * run of a delivery.
+     */
     readonly previousFailure: FailedWrite | undefined,
   ) {}
 
-  /** True when the previous attempt failed on the write with this name (and, if given, this status). */
+  /**
+   * True when the previous run's batch failed on the write staged with this `name` (and, if given,
+   * with this status: 412 condition or ETag, 409 exists, 404 missing).
+   */
   failed(name: string, status?: number): boolean {
     return (
       this.previousFailure?.name === name && (status === undefined || this.previousFailure.status === status)
@@ -67,23 +148,30 @@ export class PartitionTransaction {
   }
 
   /**
-   * Says that this attempt stages the handler's fallback (for example `backorder`) rather than its
-   * main effect; the outcome is then `alternative`, and the name is logged, counted and kept on the marker.
+   * Says that this run stages the handler's alternative (for example `backorder`) rather than its
+   * main effect. The delivery's outcome is then `alternative` (counted in `inbox.messages`), and the
+   * name is logged and kept on the marker.
    */
   recordAlternative(name: string): void {
-    this.fallback = name;
+    this.recordedAlternative = name;
   }
 
+  /** The name given to recordAlternative in this run, if any. */
   get alternative(): string | undefined {
-    return this.fallback;
+    return this.recordedAlternative;
   }
 
+  /**
+   * Reads a document of the partition now: the document and its ETag, or undefined when there is
+   * none. A failed read (throttled, unavailable) ends the delivery as a TransientStoreError.
+   */
   async read<T extends BusinessDocument>(id: string): Promise<ReadResult<T> | undefined> {
     this.readCount++;
     const response = await this.container.item(id, this.partitionKey).read<T>();
     return response.resource ? { document: response.resource, etag: response.etag } : undefined;
   }
 
+  /** Stages the creation of a document; a document with this id already there fails the batch (409). */
   create(document: BusinessDocument, options: Named = {}): void {
     this.stage(options, 'create', document.id, undefined, {
       operationType: 'Create',
@@ -91,6 +179,7 @@ export class PartitionTransaction {
     });
   }
 
+  /** Stages a create-or-replace, unconditional: last writer wins. */
   upsert(document: BusinessDocument, options: Named = {}): void {
     this.stage(options, 'upsert', document.id, undefined, {
       operationType: 'Upsert',
@@ -98,7 +187,10 @@ export class PartitionTransaction {
     });
   }
 
-  /** Read-modify-write: `ifMatch` is the ETag from `read`; if someone wrote since, the handler runs again. */
+  /**
+   * Stages a read-modify-write: `ifMatch` is the ETag from `read`; if someone wrote the document
+   * since, the batch fails (412) and the handler runs again with a fresh read.
+   */
   replace(document: BusinessDocument, options: Named & { ifMatch: string }): void {
     this.stage(options, 'replace', document.id, 'etag', {
       operationType: 'Replace',
@@ -108,7 +200,11 @@ export class PartitionTransaction {
     });
   }
 
-  /** A delta (`incr`, `set`, ...). With a `condition` (`from c where ...`), an unmet predicate fails the batch. */
+  /**
+   * Stages a delta (`incr`, `set`, ...) of an existing document (404 when missing). With a
+   * `condition` (`from c where ...`), checked by Cosmos DB when the batch runs, an unmet predicate
+   * fails the batch (412); with `ifMatch`, a changed ETag does.
+   */
   patch(id: string, operations: readonly PatchStep[], options: PatchOptions = {}): void {
     const guard =
       options.condition !== undefined ? 'condition' : options.ifMatch !== undefined ? 'etag' : undefined;
@@ -121,6 +217,7 @@ export class PartitionTransaction {
     });
   }
 
+  /** Stages the deletion of an existing document (404 when missing), with `ifMatch` if given. */
   delete(id: string, options: Named & { ifMatch?: string } = {}): void {
     // The SDK's DeleteOperationInput type lacks ifMatch; the batch wire format carries it.
     const operation = {
@@ -137,6 +234,7 @@ export class PartitionTransaction {
     );
   }
 
+  /** The writes staged so far, in order: what the inbox puts in the batch after the marker. */
   get staged(): readonly StagedWrite[] {
     return this.writes;
   }

@@ -1,6 +1,6 @@
 import '../support/appSettings';
 
-import { InboxTelemetry, METRIC_NAMES, processDelivery } from '../../src/inbox';
+import { InboxTelemetry, METRIC_NAMES, processDelivery } from '../../src/inbox/internal';
 import { type Invoice, invoicePartition, type Product, productPartition } from '../../src/sample';
 import { delivery, dependencies, testConsumer } from '../inbox/support';
 import { deliver, runTimer } from '../support/deliveries';

@@ -12,7 +12,7 @@ import {
   processDelivery,
   survivableOutageSeconds,
   TransientStoreError,
-} from '../../src/inbox';
+} from '../../src/inbox/internal';
 import { paymentApplier } from '../../src/sample';
 
 /** Virtual time: timers fire only when the test advances it, in due order. */

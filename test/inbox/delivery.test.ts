@@ -4,7 +4,7 @@ import path from 'node:path';
 import { InvocationContext } from '@azure/functions';
 
 import { loadFunctionApp, type ServiceBusDelivery } from '../../offline/functions/worker';
-import { type Delivery, markerId, payloadHash, toDelivery } from '../../src/inbox';
+import { type Delivery, markerId, payloadHash, toDelivery } from '../../src/inbox/internal';
 import { PROBE_FUNCTION, received } from '../support/probeFunction';
 
 /** What the trigger adapter makes of one delivery, run through the worker path to the probe function. */

@@ -6,7 +6,7 @@ import {
   PoisonMessageError,
   processDelivery,
   TransientStoreError,
-} from '../../src/inbox';
+} from '../../src/inbox/internal';
 import { MAX_BODY_DEPTH } from '../../src/inbox/process';
 import { type LocalStack, startLocalStack } from '../support/localStack';
 import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from './support';

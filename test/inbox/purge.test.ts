@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { CosmosClient } from '@azure/cosmos';
 
-import { MARKER_TYPE, processDelivery, purgeExpiredMarkers } from '../../src/inbox';
+import { MARKER_TYPE, processDelivery, runPurge } from '../../src/inbox/internal';
 import { type LocalStack, startLocalStack } from '../support/localStack';
 import { delivery, dependencies, testConsumer } from './support';
 
@@ -53,12 +53,12 @@ async function stored(): Promise<{ markers: number; business: number }> {
   };
 }
 
-describe('purgeExpiredMarkers', () => {
+describe('runPurge', () => {
   it('deletes expired markers only: unexpired markers and business documents stay', async () => {
     await processMessages(7, 40);
     await processMessages(4, 2);
 
-    const report = await purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
+    const report = await runPurge(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
 
     expect(report).toMatchObject({
       purged: 7,
@@ -73,7 +73,7 @@ describe('purgeExpiredMarkers', () => {
   it('keeps a marker until its retention has fully passed', async () => {
     await processMessages(2, 29.9);
 
-    const report = await purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
+    const report = await runPurge(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
 
     expect(report.purged).toBe(0);
     expect((await stored()).markers).toBe(2);
@@ -82,19 +82,19 @@ describe('purgeExpiredMarkers', () => {
   it('stops at maxItems, reports what remains, and the next run continues', async () => {
     await processMessages(12, 45);
 
-    const first = await purgeExpiredMarkers(stack.container, {
+    const first = await runPurge(stack.container, {
       now,
       maxItems: 5,
       maxDurationMs: 60_000,
       pageSize: 2,
     });
-    const second = await purgeExpiredMarkers(stack.container, {
+    const second = await runPurge(stack.container, {
       now,
       maxItems: 5,
       maxDurationMs: 60_000,
       pageSize: 2,
     });
-    const third = await purgeExpiredMarkers(stack.container, {
+    const third = await runPurge(stack.container, {
       now,
       maxItems: 5,
       maxDurationMs: 60_000,
@@ -110,7 +110,7 @@ describe('purgeExpiredMarkers', () => {
     await processMessages(6, 45);
     let ticks = 0;
 
-    const report = await purgeExpiredMarkers(stack.container, {
+    const report = await runPurge(stack.container, {
       now,
       maxItems: 1000,
       maxDurationMs: 2_500,
@@ -127,8 +127,8 @@ describe('purgeExpiredMarkers', () => {
     await processMessages(30, 50, 4);
 
     const [a, b] = await Promise.all([
-      purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000, pageSize: 10 }),
-      purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000, pageSize: 10 }),
+      runPurge(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000, pageSize: 10 }),
+      runPurge(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000, pageSize: 10 }),
     ]);
 
     expect(a.purged + b.purged).toBe(30);
@@ -139,7 +139,7 @@ describe('purgeExpiredMarkers', () => {
     await processMessages(1, 40, 1, 'again');
     const slowDeletes = stack.server.faults.inject({ kind: 'latency', on: 'batch', ms: 300, times: 1 });
 
-    const purge = purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
+    const purge = runPurge(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
     while (slowDeletes.hits === 0) await sleep(5);
     // While the purge's delete is in flight, the message is processed again (a resubmit after the
     // retention): the marker is rewritten with a fresh expiry.
@@ -166,7 +166,7 @@ describe('purgeExpiredMarkers', () => {
     });
     const budget = 300;
 
-    const report = await purgeExpiredMarkers(purgeClient.database('app').container('state'), {
+    const report = await runPurge(purgeClient.database('app').container('state'), {
       now,
       maxItems: 1000,
       maxDurationMs: 60_000,
@@ -198,7 +198,7 @@ describe('purgeExpiredMarkers', () => {
     });
     const waits: number[] = [];
 
-    const report = await purgeExpiredMarkers(stack.container, {
+    const report = await runPurge(stack.container, {
       now,
       maxItems: 1000,
       maxDurationMs: 60_000,
@@ -220,13 +220,13 @@ describe('purgeExpiredMarkers', () => {
     stack.server.faults.inject({ kind: 'throttle', on: 'batch', times: 10, retryAfterMs: 1 });
     let ticks = 0;
 
-    const throttled = await purgeExpiredMarkers(stack.container, {
+    const throttled = await runPurge(stack.container, {
       now,
       maxItems: 1000,
       maxDurationMs: 2_500,
       clock: () => ++ticks * 1_000,
     });
-    const next = await purgeExpiredMarkers(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
+    const next = await runPurge(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
 
     expect(throttled).toMatchObject({ purged: 0, expiredRemaining: 5, stoppedBy: 'time-cap' });
     expect(throttled.throttled).toBeGreaterThanOrEqual(1);

@@ -4,13 +4,13 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import {
-  ConfigurationError,
   formatDuration,
   hostJsonProblems,
   loadSettings,
   parseDurationSeconds,
   retentionBoundSeconds,
-} from '../../src/inbox';
+  SettingsError,
+} from '../../src/inbox/internal';
 
 const base = { COSMOS_ENDPOINT: 'https://account.documents.azure.com:443/' };
 
@@ -19,7 +19,7 @@ function problems(env: Record<string, string>): string[] {
     loadSettings(env);
     return [];
   } catch (error) {
-    if (!(error instanceof ConfigurationError)) throw error;
+    if (!(error instanceof SettingsError)) throw error;
     return [...error.problems];
   }
 }
@@ -177,7 +177,7 @@ describe('ISO-8601 durations', () => {
   });
 
   it.each(['P', 'PT', '30D', 'P1M', 'P1Y', 'PT-1M', ''])('refuses %j', (text) => {
-    expect(() => parseDurationSeconds(text, 'X')).toThrow(ConfigurationError);
+    expect(() => parseDurationSeconds(text, 'X')).toThrow(SettingsError);
   });
 
   it('formats back to the shortest form', () => {
@@ -215,7 +215,7 @@ describe('start-up', () => {
     const error = loadApp({ INBOX_RETENTION: 'P1D' });
 
     expect(error).toBeInstanceOf(Error);
-    expect((error as Error).name).toBe('ConfigurationError');
+    expect((error as Error).name).toBe('SettingsError');
     expect((error as Error).message).toContain('INBOX_RETENTION=P1D does not exceed');
   });
 

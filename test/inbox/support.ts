@@ -1,8 +1,8 @@
 import type { Container } from '@azure/cosmos';
 import { z } from 'zod';
 
-import type { InboxConsumer, ProcessDependencies } from '../../src/inbox';
 import type { Delivery } from '../../src/inbox/delivery';
+import type { InboxConsumer, ProcessDependencies } from '../../src/inbox/internal';
 
 /** A consumer defined in the test, outside src/topology.json: the same shape defineInboxConsumer returns. */
 export function testConsumer(

@@ -10,7 +10,12 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { loadSettings, METRIC_NAMES, parseDurationSeconds, retentionBoundSeconds } from '../../src/inbox';
+import {
+  loadSettings,
+  METRIC_NAMES,
+  parseDurationSeconds,
+  retentionBoundSeconds,
+} from '../../src/inbox/internal';
 import type { CliResult, PredictedResource, Snapshot } from './bicep';
 import {
   armGuid,

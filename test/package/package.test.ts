@@ -16,7 +16,7 @@ import { gunzipSync } from 'node:zlib';
 import { unzipSync } from 'fflate';
 import { generate } from 'selfsigned';
 
-import { METRIC_NAMES } from '../../src/inbox';
+import { METRIC_NAMES } from '../../src/inbox/internal';
 import {
   type Invoice,
   invoicePartition,

@@ -7,7 +7,7 @@ import {
   type TimerRun,
 } from '../../offline/functions/worker';
 import { inboxRuntime } from '../../src/app';
-import { CircuitBreaker } from '../../src/inbox';
+import { CircuitBreaker } from '../../src/inbox/internal';
 
 export type { LogLine };
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { app } from '@azure/functions';
 
 import { loadFunctionApp, loggedOutcome, type ServiceBusDelivery } from '../../../offline/functions/worker';
-import { toDelivery } from '../../../src/inbox';
+import { toDelivery } from '../../../src/inbox/internal';
 import { topology } from '../../../src/topology';
 import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../support/probeFunction';
 

@@ -1,0 +1,53 @@
+/**
+ * Everything behind the public entry (./index.ts): what the composition root (src/app.ts), the
+ * offline stack, the tools and the tests use to run, observe and test the inbox. Not for consumer
+ * authors, and free to change between versions of the template.
+ *
+ * @packageDocumentation
+ */
+export {
+  type InboxRuntime,
+  purgeTimerHandler,
+  type ServiceBusHandler,
+  serviceBusHandler,
+  type TimerHandler,
+} from './azureFunctions';
+export {
+  type BreakerClock,
+  type BreakerLimits,
+  breakerLimits,
+  type BreakerOptions,
+  type BreakerState,
+  type BreakerTransition,
+  CircuitBreaker,
+  CircuitOpenError,
+  holdSeconds,
+  survivableOutageSeconds,
+  systemClock,
+} from './breaker';
+export { type Consumer, type MessageSchema } from './consumer';
+export { createCosmosClient } from './cosmos';
+export { toDelivery } from './delivery';
+export { formatDuration, parseDurationSeconds } from './duration';
+export { POISON_REASONS, type PoisonReason } from './errors';
+export * from './index';
+export { type Marker, MARKER_TYPE, markerId, payloadHash } from './marker';
+export {
+  markerLocation,
+  MAX_BATCH_BYTES,
+  MAX_BATCH_OPERATIONS,
+  processDelivery,
+  type ProcessDependencies,
+  type ProcessResult,
+} from './process';
+export { type PurgeOptions, type PurgeReport, runPurge } from './purge';
+export {
+  HOST_JSON_DEFAULTS,
+  hostJsonProblems,
+  loadSettings,
+  type RedeliverySettings,
+  retentionBoundSeconds,
+} from './settings';
+export { InboxTelemetry, METRIC_NAMES, type Outcome, OUTCOMES } from './telemetry';
+export { type FailedWrite } from './transaction';
+export { type VersionedWrite, writeIfNewer } from './versioned';
