@@ -1,8 +1,6 @@
-import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { format, resolveConfig } from 'prettier';
-
+import { writeFormatted } from '../../tools/formatted';
 import type { Strategy } from './strategies';
 
 /** One strategy on one workload: the median trial by throughput, and the median CPU per message. */
@@ -163,14 +161,8 @@ export async function writeResults(
   results: Results,
   workloads: string[],
 ): Promise<string> {
-  await formatted(join(directory, 'results.json'), JSON.stringify(results, null, 2));
-  return formatted(join(directory, 'results.md'), renderMarkdown(results, workloads));
-}
-
-async function formatted(path: string, text: string): Promise<string> {
-  const output = await format(text, { ...(await resolveConfig(path)), filepath: path });
-  await writeFile(path, output);
-  return output;
+  await writeFormatted(join(directory, 'results.json'), JSON.stringify(results, null, 2));
+  return writeFormatted(join(directory, 'results.md'), renderMarkdown(results, workloads));
 }
 
 export const round2 = (value: number): number => Math.round(value * 100) / 100;
