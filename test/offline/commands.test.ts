@@ -165,6 +165,7 @@ describe('npm run bench', () => {
         duplicateEffects: number;
         requestsPerNewMessage: number;
         cpuMicrosPerMessage: number;
+        messagesPerSecond: number;
       }[];
       ratios: { workload: string; cpuPerMessage: number; throughput: number }[];
     };
@@ -193,6 +194,12 @@ describe('npm run bench', () => {
     expect(results.ratios).toHaveLength(3);
     expect(markdown).toMatch(/\| \(d\) inbox marker \+ patch in one batch \(this template\) +\|/);
     expect(markdown).toContain('CPU µs/msg');
+    expect(markdown).toContain(
+      `bar [${results.rows
+        .filter((r) => r.workload === results.rows[0]?.workload)
+        .map((r) => r.messagesPerSecond)
+        .join(', ')}]`,
+    );
     expect(compared.status).toBe(0);
     expect(comparison).toContain(`before is \`${results.command}\``);
     expect(comparison).toMatch(
