@@ -1,16 +1,24 @@
 // Generates the Service Bus emulator's Config.json (emulators/servicebus-config.json) from
 // src/topology.json, with the entity settings infra/ gives Azure, clamped to what the emulator accepts.
 //
-//   npm run emulators:config
+//   npm run emulators:config [-- --check]
 //
 // The emulator reads this file when it starts; it is committed, and a test keeps it in step with the
 // declaration.
 
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { formatDuration, parseDurationSeconds } from '../src/inbox/duration';
 import { type Topology, topology as declaredTopology } from '../src/topology';
+import {
+  EXIT_CODES,
+  type ExitCode,
+  parseFlags,
+  processContext,
+  runTool,
+  type ToolContext,
+} from '../tools/cli';
 
 export const CONFIG_PATH = path.join(__dirname, 'servicebus-config.json');
 
@@ -250,25 +258,59 @@ function clampDuration(
   return emulatorValue;
 }
 
-function main(): void {
+const USAGE = `Usage: npm run emulators:config -- [options]
+
+Writes emulators/servicebus-config.json (the Service Bus emulator's Config.json) from src/topology.json.
+
+  --check     write nothing; exit 1 when the file is not what src/topology.json gives
+  -h, --help`;
+
+function main(argv: string[], context: ToolContext): ExitCode {
+  const { values } = parseFlags(
+    argv,
+    {
+      options: {
+        check: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    },
+    USAGE,
+  );
+  if (values.help) {
+    context.out(USAGE);
+    return EXIT_CODES.ok;
+  }
   const { config, notes } = emulatorConfig();
+  const file = path.relative(process.cwd(), CONFIG_PATH);
+  if (values.check) {
+    const current = existsSync(CONFIG_PATH) ? readFileSync(CONFIG_PATH, 'utf8') : '';
+    if (current === renderEmulatorConfig(config)) {
+      context.out(`${file} is up to date with src/topology.json.`);
+      return EXIT_CODES.ok;
+    }
+    context.err(`${file} is out of date: run npm run emulators:config`);
+    return EXIT_CODES.failed;
+  }
   writeFileSync(CONFIG_PATH, renderEmulatorConfig(config));
   const [namespace] = config.UserConfig.Namespaces;
   const subscriptions = namespace?.Topics.reduce((count, topic) => count + topic.Subscriptions.length, 0);
-  console.log(
-    `Wrote ${path.relative(process.cwd(), CONFIG_PATH)}: ${namespace?.Topics.length} topic(s), ${subscriptions} subscription(s) from src/topology.json.`,
+  context.out(
+    `Wrote ${file}: ${namespace?.Topics.length} topic(s), ${subscriptions} subscription(s) from src/topology.json.`,
   );
   for (const note of notes) {
-    console.log(`note: ${note}`);
+    context.out(`note: ${note}`);
   }
-  console.log('Restart the emulator to load it: docker compose restart servicebus');
+  context.out(
+    'Restart the emulator to load it: docker compose -f emulators/docker-compose.yml restart servicebus',
+  );
+  return EXIT_CODES.ok;
 }
 
 if (require.main === module) {
-  try {
-    main();
-  } catch (error) {
-    console.error(`emulators:config: ${(error as Error).message}`);
-    process.exit(1);
-  }
+  void runTool(
+    'emulators:config',
+    (argv, context) => Promise.resolve(main(argv, context)),
+    process.argv.slice(2),
+    processContext(),
+  ).then((code) => process.exit(code));
 }

@@ -88,11 +88,24 @@ cat >"$project_dir/bicep-restore.proj" <<PROJ
 </Project>
 PROJ
 
-say "restoring Azure.Bicep.CommandLine.$rid $BICEP_VERSION from NuGet into $packages_dir"
-if ! DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 DOTNET_SKIP_FIRST_TIME_EXPERIENCE=1 \
-  dotnet restore "$project_dir/bicep-restore.proj" --nologo >&2; then
+say "restoring Azure.Bicep.CommandLine.$rid $BICEP_VERSION from NuGet into $packages_dir" \
+  "(once: about a minute; later runs use this copy)"
+DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 DOTNET_SKIP_FIRST_TIME_EXPERIENCE=1 \
+  dotnet restore "$project_dir/bicep-restore.proj" --nologo >&2 &
+restore=$!
+started=$SECONDS
+next_note=10
+while kill -0 "$restore" 2>/dev/null; do
+  sleep 1
+  if [ $((SECONDS - started)) -ge "$next_note" ] && kill -0 "$restore" 2>/dev/null; then
+    say "still restoring ($((SECONDS - started)) s)"
+    next_note=$((next_note + 10))
+  fi
+done
+if ! wait "$restore"; then
   fallback_or_fail "'dotnet restore' of Azure.Bicep.CommandLine.$rid $BICEP_VERSION failed (see above)"
 fi
+say "restored in $((SECONDS - started)) s"
 if [ -f "$restored" ]; then
   chmod +x "$restored"
   if [ "$(version_of "$restored")" = "$BICEP_VERSION" ]; then found "$restored"; fi

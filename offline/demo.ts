@@ -1,5 +1,16 @@
-import { parseArgs } from 'node:util';
+import { statSync } from 'node:fs';
+import { dirname, extname } from 'node:path';
 
+import {
+  EXIT_CODES,
+  type ExitCode,
+  parseFlags,
+  processContext,
+  runTool,
+  type ToolContext,
+} from '../tools/cli';
+import { UsageError } from '../tools/errors';
+import { formatted, writeFormatted } from '../tools/formatted';
 import { demoDefaults, replayCommand } from './scenario/replay';
 import {
   type CosmosOutage,
@@ -34,29 +45,41 @@ const usage = `Usage: npm run demo -- [options]
                           every Cosmos DB request is throttled (429 beyond the SDK's retries); repeatable
   --concurrency <n>       host.json maxConcurrentCalls per function (default 16)
   --json                  print one JSON object on stdout (progress still goes to stderr)
+  --out <file>            write the report to this file instead of stdout, formatted as the repository's
+                          prettier config wants it (JSON with --json; a .md file gets the text report
+                          under the command that wrote it)
   -h, --help`;
 
 const rateOptions = demoDefaults.rates;
 
-async function main(): Promise<number> {
-  const { values } = parseArgs({
-    options: {
-      messages: { type: 'string', default: String(demoDefaults.messages) },
-      seed: { type: 'string' },
-      concurrency: { type: 'string', default: String(demoDefaults.concurrency) },
-      json: { type: 'boolean', default: false },
-      'cosmos-outage': { type: 'string', multiple: true, default: [] },
-      'cosmos-throttling': { type: 'string', multiple: true, default: [] },
-      help: { type: 'boolean', short: 'h', default: false },
-      ...Object.fromEntries(
-        Object.entries(rateOptions).map(([name, rate]) => [name, { type: 'string', default: String(rate) }]),
-      ),
+async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
+  const { values } = parseFlags(
+    argv,
+    {
+      options: {
+        messages: { type: 'string', default: String(demoDefaults.messages) },
+        seed: { type: 'string' },
+        concurrency: { type: 'string', default: String(demoDefaults.concurrency) },
+        json: { type: 'boolean', default: false },
+        out: { type: 'string' },
+        'cosmos-outage': { type: 'string', multiple: true, default: [] },
+        'cosmos-throttling': { type: 'string', multiple: true, default: [] },
+        help: { type: 'boolean', short: 'h', default: false },
+        ...Object.fromEntries(
+          Object.entries(rateOptions).map(([name, rate]) => [
+            name,
+            { type: 'string', default: String(rate) },
+          ]),
+        ),
+      },
     },
-  });
+    usage,
+  );
   if (values.help) {
-    console.log(usage);
-    return 0;
+    context.out(usage);
+    return EXIT_CODES.ok;
   }
+  const usageError = (message: string): UsageError => new UsageError(`${message}\n${usage}`);
   const number = (
     name: string,
     text: unknown,
@@ -64,7 +87,7 @@ async function main(): Promise<number> {
   ): number => {
     const value = Number(text);
     if (!Number.isFinite(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
-      throw new Error(
+      throw usageError(
         `--${name} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}; got '${String(text)}'.`,
       );
     }
@@ -73,7 +96,7 @@ async function main(): Promise<number> {
   const outage = (name: string, text: string, kind: CosmosOutage['kind']): CosmosOutage => {
     const [start, minutes, ...rest] = text.split(':');
     if (rest.length > 0 || minutes === undefined) {
-      throw new Error(`--${name} must be <start-minute>:<minutes>; got '${text.slice(0, 40)}'.`);
+      throw usageError(`--${name} must be <start-minute>:<minutes>; got '${text.slice(0, 40)}'.`);
     }
     return {
       // Whole model milliseconds: a replay command's minutes give back the run's exact times.
@@ -111,8 +134,11 @@ async function main(): Promise<number> {
     timeoutMs: 30 * 60_000,
     onProgress: progressPrinter(),
   };
+  const out = values.out;
+  if (out !== undefined && !statSync(dirname(out), { throwIfNoEntry: false })?.isDirectory())
+    throw usageError(`--out: the folder of '${out.slice(0, 200)}' does not exist.`);
 
-  console.error(
+  context.err(
     `Starting the offline stack (local Cosmos DB server, Service Bus and Functions host models), seed ${seed}…`,
   );
   const environment = await ScenarioEnvironment.start();
@@ -124,18 +150,38 @@ async function main(): Promise<number> {
   }
   process.stderr.write('\n');
   const target = outageTarget(report);
-  if (values.json) {
-    console.log(
-      JSON.stringify({
+  const text = values.json
+    ? JSON.stringify({
         options: { ...options, onProgress: undefined },
         replay: replayCommand(options),
         ...report,
         deliveryLog: undefined,
         outageTarget: target,
-      }),
-    );
-  } else console.log(render(report, options, target));
-  return report.ok && (target?.met ?? true) ? 0 : 1;
+      })
+    : render(report, options, target);
+  // JSON on stdout comes formatted too: `npm run --silent demo -- --json > report.json` leaves a file
+  // the format check accepts.
+  if (out === undefined) context.out(values.json ? (await formatted('report.json', text)).trimEnd() : text);
+  else {
+    const command = ['npm run demo --', ...argv].join(' ');
+    await writeFormatted(out, !values.json && extname(out) === '.md' ? markdownReport(text, command) : text);
+    context.err(`Wrote ${out}.`);
+  }
+  return report.ok && (target?.met ?? true) ? EXIT_CODES.ok : EXIT_CODES.failed;
+}
+
+/** The text report as a markdown page, under the command that wrote it (docs/sample-demo-report.md). */
+function markdownReport(text: string, command: string): string {
+  return [
+    '# Offline demo report',
+    '',
+    `Written by \`${command}\`. The same command gives the same report on any machine, except the "Speed" section, which measures the machine it ran on.`,
+    '',
+    '```text',
+    text,
+    '```',
+    '',
+  ].join('\n');
 }
 
 /**
@@ -186,6 +232,13 @@ function progressPrinter(): (progress: {
   };
 }
 
+/** The outcomes a reader cannot guess from their names (the rest are what the handler logged). */
+const OUTCOME_NOTES: Record<string, string> = {
+  'not-run':
+    'the host crashed before the handler ran (--crash-before); Service Bus delivers the message again',
+  unknown: 'no outcome logged: the invocation outlasted functionTimeout (--slow) and was abandoned',
+};
+
 function render(report: ScenarioReport, options: ScenarioOptions, target: OutageTarget | undefined): string {
   const { accounting: a, deliveries, throughput, latency } = report;
   const list = (counts: Record<string, number>): string =>
@@ -203,6 +256,9 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
     'Delivered',
     `  deliveries          ${deliveries.total}`,
     `  outcomes            ${list(deliveries.byOutcome)}`,
+    ...Object.entries(OUTCOME_NOTES)
+      .filter(([outcome]) => deliveries.byOutcome[outcome] !== undefined)
+      .map(([outcome, note]) => `                      ${outcome}: ${note}`),
     `  settlements         ${list(deliveries.bySettlement)}`,
     `  delivery log        sha256 ${deliveries.digest} (a replay of the seed gives the same)`,
     '',
@@ -210,9 +266,13 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
     `  payments applied    ${a.effects.payments} (+ ${a.effects.unappliedPayments} unapplied: unknown invoice or currency)`,
     `  stock reservations  ${a.effects.reservations} (+ ${a.effects.backorders} backorders)`,
     `  status projections  ${a.effects.statusVersions} invoices`,
-    `  dead-lettered       ${a.deadLettered.total}: ${a.deadLettered.poison} poison, ${a.deadLettered.exhausted} exhausted (${list(a.deadLettered.byReason) || 'none'})`,
+    `  dead-lettered       ${a.deadLettered.total} = ${a.deadLettered.poison} poison + ${a.deadLettered.exhausted} exhausted`,
+    `                      poison: refused by the handler on every delivery until Service Bus's max delivery count ran out`,
+    `                      exhausted: valid messages whose deliveries ran out under the injected faults`,
+    `  broker reasons      ${list(a.deadLettered.byReason) || 'none'} (the DeadLetterReason Service Bus sets, poison included;` +
+      ` the app's reason for a poison message is in its logs: docs/poison-on-first-delivery.md)`,
     '',
-    'Speed (one Node.js process hosts the app, the broker model and the Cosmos server)',
+    'Speed (this machine: one Node.js process hosts the app, the broker model and the Cosmos server)',
     `  elapsed             ${(throughput.elapsedMs / 1000).toFixed(1)} s`,
     `  throughput          ${throughput.eventsPerSecond} events/s, ${throughput.deliveriesPerSecond} deliveries/s`,
     `  handler latency     p50 ${latency.handlerMs.p50} ms, p95 ${latency.handlerMs.p95} ms, p99 ${latency.handlerMs.p99} ms`,
@@ -229,7 +289,7 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
     ),
     `  survives            outages up to ${(report.breaker.survivableOutageSeconds / 60).toFixed(1)} min with these settings without dead-lettering (README: Cosmos DB outages)`,
     ...(target === undefined
-      ? []
+      ? ['  target              not checked: this run has no --cosmos-outage or --cosmos-throttling']
       : [
           `  target              ${target.met ? 'MET' : 'MISSED'}: ${target.validDeadLettered} valid messages dead-lettered, invariants ${target.everyInvariantHolds ? 'hold' : 'FAIL'}, resumed within a minute: ${target.resumedWithinOneMinute ? 'yes' : 'NO'}`,
         ]),
@@ -242,10 +302,4 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
   return lines.join('\n');
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(`demo: ${(error as Error).message}`);
-    process.exit(2);
-  },
-);
+void runTool('demo', main, process.argv.slice(2), processContext()).then((code) => process.exit(code));

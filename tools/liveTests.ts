@@ -243,7 +243,7 @@ const FLAGS = {
 function seconds(text: string, flag: string): number {
   const value = Number(text);
   if (!Number.isFinite(value) || value < 0)
-    throw new UsageError(`${flag} must be a number of seconds; got '${text}'.`);
+    throw new UsageError(`${flag} must be a number of seconds; got '${text.slice(0, 40)}'.\n${USAGE}`);
   return value;
 }
 

@@ -10,6 +10,7 @@ import { zipSync } from 'fflate';
 import { azdZipEntries, listFiles, readAzureYaml } from './azd';
 import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import { UsageError } from './errors';
+import { writeFormatted } from './formatted';
 import type { LoadReport } from './loadPackage';
 
 const run = promisify(execFile);
@@ -317,10 +318,7 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   }
   if (record !== undefined) {
     const markdown = markdownReport(report, ['npm run package --', ...argv].join(' '));
-    // Formatted as the repository formats markdown, so a committed record never fails `npm test`.
-    const prettier = await import('prettier');
-    const options = (await prettier.resolveConfig(join(ROOT, 'README.md'))) ?? {};
-    writeFileSync(record, await prettier.format(markdown, { ...options, parser: 'markdown' }));
+    await writeFormatted(record, markdown);
   }
   if (values.json) {
     context.out(JSON.stringify(report, null, 2));

@@ -1,8 +1,6 @@
-import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { format, resolveConfig } from 'prettier';
-
+import { writeFormatted } from '../../tools/formatted';
 import type { Strategy } from './strategies';
 
 /** One strategy on one workload: the median trial by throughput, and the median CPU per message. */
@@ -103,7 +101,7 @@ export function renderMarkdown(results: Results, workloads: string[]): string {
   for (const workload of workloads) {
     const mine = results.rows.filter((row) => row.workload === workload);
     const baseline = mine.find((row) => row.key === 'a');
-    lines.push(`**${workload}**`, '');
+    lines.push(`**${workload}**`, '', ...throughputChart(workload, mine, results.settings.trials));
     lines.push(
       '| strategy | msg/s | msg/s × (a) | CPU µs/msg | CPU × (a) | requests/msg | per new msg | per duplicate | p50 ms | p99 ms | duplicate effects | redeliveries |',
     );
@@ -121,6 +119,23 @@ export function renderMarkdown(results: Results, workloads: string[]): string {
     lines.push('');
   }
   return lines.join('\n');
+}
+
+/** The strategies' throughput on one workload as a Mermaid bar chart (GitHub renders it). */
+function throughputChart(workload: string, rows: Row[], trials: number | undefined): string[] {
+  const top = Math.max(0, ...rows.map((row) => row.messagesPerSecond));
+  // A round axis end above the highest bar, so the bars compare at a glance.
+  const step = 10 ** Math.max(1, Math.floor(Math.log10(Math.max(1, top))));
+  return [
+    '```mermaid',
+    'xychart-beta',
+    `  title "${workload}: messages/s, median of ${trials} trials"`,
+    `  x-axis [${rows.map((row) => `"(${row.key})"`).join(', ')}]`,
+    `  y-axis "messages/s" 0 --> ${Math.ceil((top + 1) / step) * step}`,
+    `  bar [${rows.map((row) => row.messagesPerSecond).join(', ')}]`,
+    '```',
+    '',
+  ];
 }
 
 /** (a) and (d) before and after, each run's ratios from its own strategies. */
@@ -163,14 +178,8 @@ export async function writeResults(
   results: Results,
   workloads: string[],
 ): Promise<string> {
-  await formatted(join(directory, 'results.json'), JSON.stringify(results, null, 2));
-  return formatted(join(directory, 'results.md'), renderMarkdown(results, workloads));
-}
-
-async function formatted(path: string, text: string): Promise<string> {
-  const output = await format(text, { ...(await resolveConfig(path)), filepath: path });
-  await writeFile(path, output);
-  return output;
+  await writeFormatted(join(directory, 'results.json'), JSON.stringify(results, null, 2));
+  return writeFormatted(join(directory, 'results.md'), renderMarkdown(results, workloads));
 }
 
 export const round2 = (value: number): number => Math.round(value * 100) / 100;

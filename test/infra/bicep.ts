@@ -3,8 +3,9 @@
 // returns the resources a deployment would create, with every deploy-time expression evaluated.
 // Values known only once resources exist (principal ids, endpoints) stay as ARM expressions.
 
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -14,6 +15,7 @@ const run = promisify(execFile);
 export const repoRoot = path.resolve(__dirname, '..', '..');
 export const infraDir = path.join(repoRoot, 'infra');
 export const mainBicep = path.join(infraDir, 'main.bicep');
+const findBicepScript = path.join(infraDir, 'find-bicep.sh');
 
 /** Identities of the fake deployment scope the snapshots are evaluated in. */
 export const fakeScope = {
@@ -23,26 +25,69 @@ export const fakeScope = {
 
 export type BicepLocation = { found: true; path: string } | { found: false; reason: string };
 
-/** BICEP_PATH when set (CI exports it), otherwise whatever infra/find-bicep.sh finds or restores. */
+/**
+ * BICEP_PATH when set (CI exports it; the jest globalSetup test/support/bicepSetup.ts sets it once per
+ * run), BICEP_UNAVAILABLE when that setup found none, otherwise whatever infra/find-bicep.sh finds
+ * or restores.
+ */
 export function locateBicep(): BicepLocation {
   const configured = process.env['BICEP_PATH'];
   if (configured) {
     return { found: true, path: configured };
   }
-  const script = spawnSync('bash', [path.join(infraDir, 'find-bicep.sh')], {
-    cwd: repoRoot,
-    encoding: 'utf8',
-    timeout: 300_000,
-  });
-  const located = script.stdout.trim();
-  if (script.status === 0 && located) {
-    return { found: true, path: located };
+  const unavailable = process.env['BICEP_UNAVAILABLE'];
+  if (unavailable) {
+    return { found: false, reason: unavailable };
   }
-  const lastLine = script.stderr.trim().split('\n').pop();
-  return {
-    found: false,
-    reason: lastLine || script.error?.message || `find-bicep.sh exited with ${script.status}`,
-  };
+  const script = spawnSync('bash', [findBicepScript], { cwd: repoRoot, encoding: 'utf8', timeout: 300_000 });
+  return located(script.status, script.stdout, script.stderr, script.error);
+}
+
+/**
+ * infra/find-bicep.sh with its progress shown on stderr line by line as it comes (a first restore
+ * from NuGet takes about a minute), but for its closing line, the path or the reason it failed,
+ * which the caller reports.
+ */
+export async function locateBicepShowingProgress(): Promise<BicepLocation> {
+  const script = spawn('bash', [findBicepScript], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  script.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  script.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    const shown = stderr.length - (stderr.split('\n').pop() ?? '').length;
+    stderr += chunk;
+    const complete = stderr.slice(shown, stderr.lastIndexOf('\n') + 1);
+    process.stderr.write(complete.replace(/^find-bicep: (using|no Bicep CLI found).*\n/gm, ''));
+  });
+  const [status] = (await once(script, 'close')) as [number | null];
+  return located(status, stdout, stderr);
+}
+
+function located(status: number | null, stdout: string, stderr: string, error?: Error): BicepLocation {
+  const bicep = stdout.trim();
+  if (status === 0 && bicep) {
+    return { found: true, path: bicep };
+  }
+  const lastLine = stderr
+    .trim()
+    .split('\n')
+    .pop()
+    ?.replace(/^find-bicep: /, '');
+  return { found: false, reason: lastLine || error?.message || `find-bicep.sh exited with ${status}` };
+}
+
+/** The Bicep version the infra checks are pinned to (BICEP_VERSION of infra/find-bicep.sh). */
+export const pinnedBicepVersion = /BICEP_VERSION="\$\{BICEP_VERSION:-([0-9.]+)\}"/.exec(
+  readFileSync(findBicepScript, 'utf8'),
+)?.[1];
+
+/** The one line a run without a Bicep CLI prints: why, and what to install. */
+export function skippedInfraTests(reason: string): string {
+  return (
+    `test/infra SKIPPED (every Bicep build, lint and snapshot test): ${reason}. Install the .NET SDK ` +
+    '(`dotnet`: the first run then restores the pinned Bicep CLI from NuGet, about a minute, once), ' +
+    `or Bicep ${pinnedBicepVersion} (\`az bicep install --version v${pinnedBicepVersion}\`), or set BICEP_PATH.`
+  );
 }
 
 export interface CliResult {
@@ -414,7 +459,8 @@ export function describeWithBicep(cli: BicepLocation): jest.Describe {
   if (cli.found) {
     return describe;
   }
-  console.warn(`test/infra SKIPPED: no Bicep CLI (${cli.reason}); set BICEP_PATH or install dotnet.`);
+  // The run's globalSetup has said why, once, when it set BICEP_UNAVAILABLE.
+  if (!process.env['BICEP_UNAVAILABLE']) console.warn(skippedInfraTests(cli.reason));
   const { skip } = describe;
   return skip;
 }

@@ -8,9 +8,23 @@ const tsx = (args: string[]): ReturnType<typeof spawnSync> =>
   spawnSync(process.execPath, [require.resolve('tsx/cli'), ...args], { encoding: 'utf8', timeout: 180_000 });
 
 describe('npm run demo', () => {
-  it('runs the whole pipeline and prints one JSON report with the counts and a passing verdict', () => {
-    const run = tsx(['offline/demo.ts', '--messages', '150', '--seed', '3', '--json']);
-    const report = JSON.parse(String(run.stdout)) as {
+  it('runs the whole pipeline and prints one JSON report with the counts and a passing verdict, which the format check accepts as a file', () => {
+    // The command the docs give, redirect included: the file it leaves must not fail `npm test`.
+    const file = join(mkdtempSync(join(tmpdir(), 'demo-')), 'report.json');
+    const run = spawnSync(
+      'sh',
+      ['-c', `npm run --silent demo -- --messages 150 --seed 3 --json > '${file}'`],
+      {
+        encoding: 'utf8',
+        timeout: 180_000,
+      },
+    );
+    const prettier = spawnSync(
+      process.execPath,
+      [require.resolve('prettier/bin/prettier.cjs'), '--check', '--config', '.prettierrc.json', file],
+      { encoding: 'utf8' },
+    );
+    const report = JSON.parse(readFileSync(file, 'utf8')) as {
       ok: boolean;
       seed: number;
       accounting: { uniqueEvents: number; sends: number; droppedByBroker: number; absorbedByInbox: number };
@@ -34,6 +48,24 @@ describe('npm run demo', () => {
       'duplicates',
     ]);
     expect(report.latency.handlerMs.p50).toBeGreaterThan(0);
+    expect(prettier.status).toBe(0);
+  });
+
+  it('docs/sample-demo-report.md is what the command at its top writes (all but the Speed section, which measures the machine)', () => {
+    const sample = readFileSync(join('docs', 'sample-demo-report.md'), 'utf8');
+    const command = /^Written by `npm run demo -- (.*) --out docs\/sample-demo-report\.md`/m.exec(
+      sample,
+    )?.[1];
+    const file = join(mkdtempSync(join(tmpdir(), 'demo-')), 'sample-demo-report.md');
+    const run = tsx(['offline/demo.ts', ...(command ?? '').split(' '), '--out', file]);
+    const regenerated = readFileSync(file, 'utf8');
+    const withoutSpeed = (text: string): string =>
+      text.replace(/^Written by .*$/m, '').replace(/^Speed \(.*\)\n( {2}.*\n)+/m, '');
+
+    expect(command).toMatch(/^--seed \d+/);
+    expect(run.status).toBe(0);
+    expect(withoutSpeed(regenerated)).not.toContain('handler latency');
+    expect(withoutSpeed(regenerated)).toBe(withoutSpeed(sample));
   });
 
   it('--cosmos-outage: a 30-minute outage dead-letters no valid message, the JSON reports the target, and its replay command gives the same deliveries', () => {
@@ -133,6 +165,7 @@ describe('npm run bench', () => {
         duplicateEffects: number;
         requestsPerNewMessage: number;
         cpuMicrosPerMessage: number;
+        messagesPerSecond: number;
       }[];
       ratios: { workload: string; cpuPerMessage: number; throughput: number }[];
     };
@@ -161,6 +194,12 @@ describe('npm run bench', () => {
     expect(results.ratios).toHaveLength(3);
     expect(markdown).toMatch(/\| \(d\) inbox marker \+ patch in one batch \(this template\) +\|/);
     expect(markdown).toContain('CPU µs/msg');
+    expect(markdown).toContain(
+      `bar [${results.rows
+        .filter((r) => r.workload === results.rows[0]?.workload)
+        .map((r) => r.messagesPerSecond)
+        .join(', ')}]`,
+    );
     expect(compared.status).toBe(0);
     expect(comparison).toContain(`before is \`${results.command}\``);
     expect(comparison).toMatch(

@@ -1,0 +1,72 @@
+// The committed benchmark figures (offline/bench/results.*) must be what the bench's own writer makes
+// of its JSON, chart included, and reproducible with the command printed next to them: the settings
+// the JSON records are what that command gives, defaults included.
+
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { renderMarkdown, type Results } from '../../offline/bench/report';
+
+const bench = join('offline', 'bench');
+const committed = ['results', 'results.before'].map((name) => ({
+  name,
+  markdownPath: join(bench, `${name}.md`),
+  results: JSON.parse(readFileSync(join(bench, `${name}.json`), 'utf8')) as Results,
+}));
+
+describe.each(committed)('offline/bench/$name', ({ markdownPath, results }) => {
+  const workloads = [...new Set(results.rows.map((row) => row.workload))];
+
+  it('.md is what the bench writes for the .json, formatted', () => {
+    // prettier's CLI formats as tools/formatted.ts does (its API does not load inside jest).
+    const markdown = spawnSync(
+      process.execPath,
+      [require.resolve('prettier/bin/prettier.cjs'), '--stdin-filepath', markdownPath],
+      { input: renderMarkdown(results, workloads), encoding: 'utf8' },
+    ).stdout;
+
+    expect(readFileSync(markdownPath, 'utf8')).toBe(markdown);
+  });
+
+  it("charts each workload's throughput from the rows of the table", () => {
+    const charts = [
+      ...readFileSync(markdownPath, 'utf8').matchAll(
+        /title "(.*): messages\/s.*"\n.*\n.*\n {2}bar \[(.*)\]/g,
+      ),
+    ];
+
+    expect(charts.map((chart) => chart[1])).toEqual(workloads);
+    for (const [, workload, bars] of charts) {
+      expect(bars?.split(', ').map(Number)).toEqual(
+        results.rows.filter((row) => row.workload === workload).map((row) => row.messagesPerSecond),
+      );
+    }
+  });
+
+  it('records the settings its printed command gives, the defaults of npm run bench -- --help included', () => {
+    const help = String(
+      spawnSync(process.execPath, [require.resolve('tsx/cli'), join(bench, 'run.ts'), '--help'], {
+        encoding: 'utf8',
+      }).stdout,
+    );
+    const defaults: Record<string, string> = Object.fromEntries(
+      [...help.matchAll(/^ {2}--([\w-]+) <\w+> .*\(default (\d+)\)$/gm)].map((m) => [m[1] ?? '', m[2] ?? '']),
+    );
+    const given: Record<string, string> = Object.fromEntries(
+      [...results.command.matchAll(/--([\w-]+) (\S+)/g)].map((m) => [m[1] ?? '', m[2] ?? '']),
+    );
+    const setting = (flag: string): number => Number(given[flag] ?? defaults[flag]);
+
+    expect(results.command).toMatch(/^npm run bench( -- |$)/);
+    expect(Object.keys(defaults)).toEqual(['messages', 'concurrency', 'latency-ms', 'seed', 'trials']);
+    expect(results.settings).toEqual({
+      messages: setting('messages'),
+      concurrency: setting('concurrency'),
+      latencyMs: setting('latency-ms'),
+      seed: setting('seed'),
+      trials: setting('trials'),
+    });
+    expect(readFileSync(markdownPath, 'utf8')).toContain(`\`${results.command}\``);
+  });
+});

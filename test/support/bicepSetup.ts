@@ -1,0 +1,34 @@
+// jest globalSetup: finds the Bicep CLI once per run, before any test file starts, when the run
+// includes the infra tests. A first run with `dotnet` restores the pinned CLI from NuGet (about a
+// minute): find-bicep.sh's progress is shown as it comes. Without a CLI, one line says why the infra
+// tests are skipped and what to install. Test files read the outcome from the environment
+// (BICEP_PATH, or BICEP_UNAVAILABLE with the reason), which jest's workers inherit.
+
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+
+import { locateBicepShowingProgress, repoRoot, skippedInfraTests } from '../infra/bicep';
+
+/** The part of jest's global config this reads. */
+interface RunConfig {
+  rootDir: string;
+  testPathPatterns: { toExecutor(options: { rootDir: string }): { isMatch(absolutePath: string): boolean } };
+}
+
+export default async function findBicepOnce({ rootDir, testPathPatterns }: RunConfig): Promise<void> {
+  if (process.env['BICEP_PATH'] || process.env['BICEP_UNAVAILABLE']) return;
+  const infraTests = path.join(repoRoot, 'test', 'infra');
+  const selected = testPathPatterns.toExecutor({ rootDir });
+  const runsInfraTests = readdirSync(infraTests).some(
+    (file) => file.endsWith('.test.ts') && selected.isMatch(path.join(infraTests, file)),
+  );
+  if (!runsInfraTests) return;
+
+  const cli = await locateBicepShowingProgress();
+  if (cli.found) {
+    process.env['BICEP_PATH'] = cli.path;
+    return;
+  }
+  process.env['BICEP_UNAVAILABLE'] = cli.reason;
+  process.stderr.write(`\n${skippedInfraTests(cli.reason)}\n`);
+}

@@ -1,0 +1,77 @@
+// Every command of package.json, run as a user runs it: --help prints the usage and exits 0; a usage
+// error prints one line saying what is wrong, then the usage, exits 2, and does nothing first (no
+// output before the error, nothing started, nothing connected: Service Bus and Cosmos DB settings
+// point at a port nobody listens on).
+
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const scripts = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> })
+  .scripts;
+const missingDirectory = join(tmpdir(), 'no-such-directory', 'x');
+
+/** The TypeScript file a script runs: `tsx <file>`, or for bench the file its tsc build runs. */
+const entry = (script: string): string =>
+  /tsx (\S+\.ts)/.exec(scripts[script] ?? '')?.[1] ??
+  (/node \.cache\/bench\/(\S+)\.js/.exec(scripts[script] ?? '')?.[1] ?? '') + '.ts';
+
+const run = (script: string, args: string[]): ReturnType<typeof spawnSync> =>
+  spawnSync(process.execPath, [require.resolve('tsx/cli'), entry(script), ...args], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: {
+      ...process.env,
+      SERVICEBUS_NAMESPACE: '127.0.0.1:9',
+      SERVICEBUS_CONNECTION_STRING: '',
+      COSMOS_ENDPOINT: 'http://127.0.0.1:9/',
+    },
+  });
+
+const usageErrors: [script: string, args: string[], message: string][] = [
+  ['cosmos', ['--port', 'x'], "--port must be 0..65535; got 'x'"],
+  ['demo', ['--out', missingDirectory], `--out: the folder of '${missingDirectory}' does not exist`],
+  ['bench', ['--out', missingDirectory], `--out must be an existing directory; got '${missingDirectory}'`],
+  ['bench:purge', ['--recrod'], "Unknown option '--recrod'"],
+  ['send', ['payment', '--amount'], "Option '--amount <value>' argument missing"],
+  ['dead-letters', ['show', 'payments.applier'], 'show needs the MessageId or sequence number'],
+  ['test:live', ['--timeout-seconds', 'soon'], "--timeout-seconds must be a number of seconds; got 'soon'"],
+  ['package', ['--record', join(missingDirectory, 'record.md')], '--record: the folder'],
+  ['emulators:config', ['--check', 'now'], "Unexpected argument 'now'"],
+];
+
+describe('every command', () => {
+  it('has a usage error in this table', () => {
+    const commands = Object.keys(scripts).filter(
+      (script) =>
+        /^(tsx|node \.cache\/bench)/.test(scripts[script]?.split(' && ').pop() ?? '') && script !== 'build',
+    );
+
+    expect(usageErrors.map(([script]) => script).sort()).toEqual(commands.sort());
+  });
+
+  it.each(usageErrors)(
+    '%s %j: says what is wrong, prints the usage, exits 2, and does nothing first',
+    (script, args, message) => {
+      const result = run(script, args);
+      const [first, ...rest] = String(result.stderr).split('\n');
+
+      expect(result.status).toBe(2);
+      expect(result.stdout).toBe('');
+      expect(first).toBe(`${script}: ${first?.slice(script.length + 2)}`);
+      expect(first).toContain(message);
+      expect(rest[0]).toMatch(/^Usage/);
+      expect(rest.join('\n')).toContain(`npm run ${script}`);
+    },
+  );
+
+  it.each(usageErrors.map(([script]) => script))('%s --help: prints the usage and exits 0', (script) => {
+    const result = run(script, ['--help']);
+
+    expect(result.status).toBe(0);
+    expect(String(result.stdout)).toMatch(/^Usage/);
+    expect(String(result.stdout)).toContain(`npm run ${script}`);
+    expect(result.stderr).toBe('');
+  });
+});
