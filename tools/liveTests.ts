@@ -144,7 +144,7 @@ export async function endToEnd(
     const consumer =
       topology.topics
         .flatMap((topic) => topic.subscriptions)
-        .find((subscription) => subscription.subjects.includes(SUBJECTS.paymentReceived))?.consumer ?? '';
+        .find((subscription) => subscription.subjects.includes(SUBJECTS.paymentReceived))?.name ?? '';
     const amountMinor = toMinorUnits(amount);
     context.out(
       `waiting up to ${limits.timeoutMs / 1000} s for paidMinor=${amountMinor} and exactly one inbox marker ` +

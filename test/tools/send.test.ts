@@ -66,7 +66,7 @@ describe('send: events from flags', () => {
     await send(['order', '--order', 'O-7', '--product', 'SKU-1', '--quantity', '3'], captured(env).context);
     await send(['status', '--invoice', 'INV-1', '--status', 'Paid', '--version', '4'], captured(env).context);
 
-    const statuses = fixture.client.createReceiver(TOPIC, 'billing-invoice-status-projector');
+    const statuses = fixture.client.createReceiver(TOPIC, 'billing.invoice-status-projector');
     const [status] = await peekAll(statuses);
     await statuses.close();
 

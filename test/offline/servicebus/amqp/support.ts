@@ -15,8 +15,8 @@ import {
 import { type ScaledClock, scaledClock } from '../../../../offline/servicebus/clock';
 
 export const TOPIC = 'business-events';
-export const PAYMENTS = 'billing-payment-applier';
-export const ORDERS = 'inventory-stock-reserver';
+export const PAYMENTS = 'billing.payment-applier';
+export const ORDERS = 'inventory.stock-reserver';
 
 export interface PeerFixture {
   peer: LocalServiceBus;

@@ -1,0 +1,30 @@
+import { loadFunctionApp } from '../offline/functions/worker';
+import type * as App from '../src/app';
+import type { Consumer } from '../src/inbox';
+
+/**
+ * The app's consumers, found as the host finds its functions: functions/*.ts loaded through the
+ * worker path (offline/functions/worker.ts), each registering its consumer with consumerTrigger.
+ * There is no other list of consumers.
+ *
+ * Loading src/app.ts validates the app's settings. A tool that only reads the consumers'
+ * definitions (their names and schemas) and never runs them passes `definitionsOnly`: without
+ * COSMOS_ENDPOINT, the app is then loaded with a local placeholder that refuses connections.
+ */
+export async function loadConsumers(
+  options: { definitionsOnly?: boolean } = {},
+): Promise<ReadonlyMap<string, Consumer>> {
+  const placeholder = options.definitionsOnly === true && !process.env.COSMOS_ENDPOINT?.trim();
+  if (placeholder) Object.assign(process.env, PLACEHOLDER_SETTINGS);
+  try {
+    await loadFunctionApp();
+  } finally {
+    if (placeholder) for (const name of Object.keys(PLACEHOLDER_SETTINGS)) delete process.env[name];
+  }
+  // The module the function files loaded (a static import would validate the settings first).
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded after the app on purpose
+  const { registeredConsumers } = require('../src/app') as typeof App;
+  return registeredConsumers();
+}
+
+const PLACEHOLDER_SETTINGS = { COSMOS_ENDPOINT: 'http://127.0.0.1:9/', COSMOS_KEY: 'cGxhY2Vob2xkZXI=' };
