@@ -250,18 +250,24 @@ function clampDuration(
   return emulatorValue;
 }
 
-function main(): void {
-  const { config, notes } = emulatorConfig();
+/**
+ * Writes emulators/servicebus-config.json for `topology` (what `npm run emulators:config` does, and
+ * `npm run new:consumer` after it declares a subscription); returns what to tell the user.
+ */
+export function writeEmulatorConfig(topology: Topology = declaredTopology): string[] {
+  const { config, notes } = emulatorConfig(topology);
   writeFileSync(CONFIG_PATH, renderEmulatorConfig(config));
   const [namespace] = config.UserConfig.Namespaces;
   const subscriptions = namespace?.Topics.reduce((count, topic) => count + topic.Subscriptions.length, 0);
-  console.log(
+  return [
     `Wrote ${path.relative(process.cwd(), CONFIG_PATH)}: ${namespace?.Topics.length} topic(s), ${subscriptions} subscription(s) from src/topology.json.`,
-  );
-  for (const note of notes) {
-    console.log(`note: ${note}`);
-  }
-  console.log('Restart the emulator to load it: docker compose restart servicebus');
+    ...notes.map((note) => `note: ${note}`),
+    'Restart the emulator to load it: docker compose restart servicebus',
+  ];
+}
+
+function main(): void {
+  for (const line of writeEmulatorConfig()) console.log(line);
 }
 
 if (require.main === module) {
