@@ -14,12 +14,13 @@ import type { Consumer } from '../src/inbox';
 export async function loadConsumers(
   options: { definitionsOnly?: boolean } = {},
 ): Promise<ReadonlyMap<string, Consumer>> {
-  const placeholder = options.definitionsOnly === true && !process.env.COSMOS_ENDPOINT?.trim();
-  if (placeholder) Object.assign(process.env, PLACEHOLDER_SETTINGS);
+  const missing = options.definitionsOnly === true && !process.env.COSMOS_ENDPOINT?.trim();
+  const saved = { ...process.env };
+  if (missing) Object.assign(process.env, PLACEHOLDER_SETTINGS);
   try {
     await loadFunctionApp();
   } finally {
-    if (placeholder) for (const name of Object.keys(PLACEHOLDER_SETTINGS)) delete process.env[name];
+    if (missing) process.env = saved;
   }
   // The module the function files loaded (a static import would validate the settings first).
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded after the app on purpose
@@ -27,4 +28,7 @@ export async function loadConsumers(
   return registeredConsumers();
 }
 
-const PLACEHOLDER_SETTINGS = { COSMOS_ENDPOINT: 'http://127.0.0.1:9/', COSMOS_KEY: 'cGxhY2Vob2xkZXI=' };
+const PLACEHOLDER_SETTINGS = {
+  COSMOS_ENDPOINT: 'http://127.0.0.1:9/',
+  COSMOS_KEY: 'cGxhY2Vob2xkZXIta2V5LWZvci10ZXN0cw==',
+};

@@ -5,3 +5,4 @@ import { stockReserver } from './stockReserver';
 export * from './documents';
 export * from './messages';
 export { invoiceStatusProjector, paymentApplier, stockReserver };
+export * from './events';

@@ -108,6 +108,24 @@ describe('send: events from flags', () => {
   });
 });
 
+describe('send: any subject a consumer reads', () => {
+  it('--subject and --body: validated by the consumers of the subject, with the MessageId rule of the event', async () => {
+    const run = captured(env);
+
+    const code = await send(
+      ['--subject', 'OrderCreated', '--body', '{"orderId":"O-8","productId":"SKU-1","quantity":2}'],
+      run.context,
+    );
+    const refused = captured(env);
+    const unknown = await send(['--subject', 'Refund', '--body', '{}'], refused.context);
+
+    expect(code).toBe(0);
+    expect((await queued(ORDERS)).map((m) => m.messageId)).toEqual(['order-O-8']);
+    expect(unknown).toBe(2);
+    expect(refused.err.join('\n')).toMatch(/subject must be one a consumer reads/);
+  });
+});
+
 describe('send: events from a JSON Lines file', () => {
   it('sends every line, honouring a given messageId', async () => {
     const directory = await mkdtemp(join(tmpdir(), 'send-'));
