@@ -1,8 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { format, resolveConfig } from 'prettier';
-
 import { type Topology, validateTopology } from '../src/topology';
 
 /** The project the tools change: the checkout they are in. */
@@ -11,6 +9,8 @@ export const TOPOLOGY_PATH = path.join(PROJECT_ROOT, 'src', 'topology.json');
 
 /** `text` as Prettier writes the file at `file` (the project's .prettierrc.json), so `npm run format:check` passes. */
 export async function formatted(file: string, text: string): Promise<string> {
+  // Loaded on use: Prettier's CommonJS entry imports its ES module, which a jest test file cannot.
+  const { format, resolveConfig } = await import('prettier');
   return format(text, { ...(await resolveConfig(file)), filepath: file });
 }
 

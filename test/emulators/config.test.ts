@@ -144,7 +144,10 @@ describe('emulators/servicebus-config.json', () => {
   });
 
   it('keeps as much of Azure as the emulator allows: the window and the TTL at its maximum', () => {
-    const [topic] = topicsOf(committed);
+    const [topic] = topicsOf(
+      emulatorConfig({ topics: [{ name: 'orders', subscriptions: [{ name: 'audit', subjects: ['A'] }] }] })
+        .config,
+    );
 
     expect(topic?.Properties.DuplicateDetectionHistoryTimeWindow).toBe('PT5M');
     expect(topic?.Properties.DefaultMessageTimeToLive).toBe('PT1H');

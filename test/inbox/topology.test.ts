@@ -98,8 +98,17 @@ describe('the function app against src/topology.json', () => {
 
 describe('src/topology.json', () => {
   it('binds each consumer to its topic, its subscription (its own name) and subjects', () => {
-    expect(bindingOf('billing.payment-applier')).toEqual({
-      topic: 'business-events',
+    const declared: Topology = {
+      topics: [
+        {
+          name: 'events',
+          subscriptions: [{ name: 'billing.payment-applier', subjects: ['PaymentReceived'] }],
+        },
+      ],
+    };
+
+    expect(bindingOf('billing.payment-applier', declared)).toEqual({
+      topic: 'events',
       subscription: 'billing.payment-applier',
       subjects: ['PaymentReceived'],
     });
