@@ -28,6 +28,8 @@ export const SAMPLE = {
     'test/tools/send.test.ts',
     'test/tools/deadLetters.test.ts',
     'test/tools/deadLettersInbox.test.ts',
+    // The test of this removal.
+    'test/scaffold/removeSamples.test.ts',
   ],
   /** package.json scripts that run removed files. */
   scripts: ['demo', 'bench', 'bench:purge', 'test:live'],

@@ -3,11 +3,10 @@ import path from 'node:path';
 
 import {
   checkProject,
-  copyProject,
   declaredSubscriptions,
   deployedSubscriptions,
   jestIn,
-  type ProjectCopy,
+  useProjectCopy,
 } from './support';
 
 /**
@@ -20,47 +19,19 @@ import {
  * emulator config test), plus what the Bicep deploys. The other suites do not read the new files;
  * running them all again (about six minutes on two cores) would test nothing new.
  */
-let copy: ProjectCopy;
-beforeAll(() => {
-  copy = copyProject();
-});
-afterAll(() => copy?.remove());
+const copy = useProjectCopy();
 
 const files = (): string[] =>
-  readdirSync(copy.root, { recursive: true, encoding: 'utf8' })
+  readdirSync(copy().root, { recursive: true, encoding: 'utf8' })
     .filter((file) => !file.startsWith('node_modules') && !file.startsWith('.cache'))
     .sort();
 
 describe('npm run new:consumer in a copy of the project', () => {
-  it('refuses usage errors and collisions with its usage and exit code 2, writing nothing', () => {
-    const before = files();
-    const topology = copy.read('src/topology.json');
-
-    for (const args of [
-      [],
-      ['--name', 'shipping.parcel-counter', '--topic', 'shipping-events'],
-      ['--name', 'Shipping.Parcel', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
-      ['--name', 'billing.payment-applier', '--topic', 'business-events', '--subject', 'PaymentReceived'],
-      ['--name', 'billing-payment.applier', '--topic', 'business-events', '--subject', 'PaymentReceived'],
-      ['--name', 'shipping.parcel-counter', '--topic', 'bad/topic', '--subject', 'ParcelShipped'],
-      ['--name', 'shipping.parcel-counter', '--topic', 'shipping-events', '--subject', 'parcel shipped'],
-      ['--name', 'shipping.parcel-counter', '--topic', 't', '--subject', 'ParcelShipped', '--kind', 'saga'],
-      ['--name', 'shipping.parcel-counter', '--unknown'],
-    ]) {
-      const result = copy.tool('tools/newConsumer.ts', args);
-
-      expect({ args, status: result.status }).toEqual({ args, status: 2 });
-      expect(result.stderr).toContain('Usage:\n  npm run new:consumer -- --name <area.consumer>');
-    }
-    expect(files()).toEqual(before);
-    expect(copy.read('src/topology.json')).toBe(topology);
-  });
-
   it('scaffolds consumers that pass the checks, their tests and the topology test, and the Bicep deploys', async () => {
-    const inbox = copy.tool('tools/newConsumer.ts', [
+    const inbox = copy().tool('tools/newConsumer.ts', [
       ...['--name', 'shipping.parcel-counter', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
     ]);
-    const versioned = copy.tool('tools/newConsumer.ts', [
+    const versioned = copy().tool('tools/newConsumer.ts', [
       ...['--name', 'billing.credit-limit', '--topic', 'business-events', '--subject', 'CreditLimitSet'],
       ...['--kind', 'versioned'],
     ]);
@@ -69,26 +40,45 @@ describe('npm run new:consumer in a copy of the project', () => {
     expect(inbox.stdout).toContain('functions/shipping-parcel-counter.ts');
     expect(inbox.stdout).toContain('on the new topic shipping-events');
     expect(versioned.stdout).toContain('test/functions/billing-credit-limit.test.ts');
-    expect(copy.read('functions/shipping-parcel-counter.ts')).toContain(
+    expect(copy().read('functions/shipping-parcel-counter.ts')).toContain(
       'app.serviceBusTopic(...consumerTrigger(shippingParcelCounter));',
     );
-    expect(declaredSubscriptions(copy)).toEqual(
+    expect(declaredSubscriptions(copy())).toEqual(
       expect.arrayContaining([
         'business-events/billing.credit-limit',
         'shipping-events/shipping.parcel-counter',
       ]),
     );
-    const emulator = JSON.parse(copy.read('emulators/servicebus-config.json')) as {
+    const emulator = JSON.parse(copy().read('emulators/servicebus-config.json')) as {
       UserConfig: { Namespaces: { Topics: { Name: string; Subscriptions: { Name: string }[] }[] }[] };
     };
     expect(
       emulator.UserConfig.Namespaces[0]?.Topics.flatMap((t) =>
         t.Subscriptions.map((s) => `${t.Name}/${s.Name}`),
       ).sort(),
-    ).toEqual(declaredSubscriptions(copy));
+    ).toEqual(declaredSubscriptions(copy()));
 
-    expect(checkProject(copy)).toEqual([]);
-    const suites = jestIn(copy, [
+    // The send tool validates the new subject with the new consumer's schema, before connecting.
+    const invalid = copy().tool('tools/send.ts', [
+      '--subject',
+      'ParcelShipped',
+      '--body',
+      '{"id":"A","quantity":"x"}',
+    ]);
+    const valid = copy().tool('tools/send.ts', [
+      '--subject',
+      'ParcelShipped',
+      '--body',
+      '{"id":"A","quantity":1}',
+    ]);
+    expect([invalid.status, invalid.stderr]).toEqual([
+      2,
+      expect.stringMatching(/invalid event:\n {2}- quantity/),
+    ]);
+    expect([valid.status, valid.stderr]).toEqual([2, expect.stringMatching(/Set SERVICEBUS_NAMESPACE/)]);
+
+    expect(checkProject(copy())).toEqual([]);
+    const suites = jestIn(copy(), [
       'test/functions/shipping-parcel-counter.test.ts',
       'test/functions/billing-credit-limit.test.ts',
       'test/inbox/topology.test.ts',
@@ -97,9 +87,34 @@ describe('npm run new:consumer in a copy of the project', () => {
     expect(suites.ok ? 'passed' : suites.output).toBe('passed');
     expect(suites.output).toMatch(/Test Suites: 4 passed, 4 total/);
 
-    const deployed = await deployedSubscriptions(copy);
-    expect(deployed.subscriptions).toEqual(declaredSubscriptions(copy));
+    const deployed = await deployedSubscriptions(copy());
+    expect(deployed.subscriptions).toEqual(declaredSubscriptions(copy()));
     expect(deployed.filters['shipping-events/shipping.parcel-counter']).toEqual({ label: 'ParcelShipped' });
-    expect(path.basename(copy.root)).toMatch(/^template-copy-/);
+    expect(path.basename(copy().root)).toMatch(/^template-copy-/);
   }, 900_000);
+
+  // After the scaffold above, so that its consumer is there to collide with.
+  it('refuses usage errors and collisions with its usage and exit code 2, writing nothing', () => {
+    const before = files();
+    const topology = copy().read('src/topology.json');
+
+    for (const args of [
+      [],
+      ['--name', 'shipping.parcel-counter', '--topic', 'shipping-events'],
+      ['--name', 'Shipping.Parcel', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
+      ['--name', 'shipping.parcel-counter', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
+      ['--name', 'shipping-parcel.counter', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
+      ['--name', 'shipping.box-counter', '--topic', 'bad/topic', '--subject', 'ParcelShipped'],
+      ['--name', 'shipping.box-counter', '--topic', 'shipping-events', '--subject', 'parcel shipped'],
+      ['--name', 'shipping.box-counter', '--topic', 't', '--subject', 'ParcelShipped', '--kind', 'saga'],
+      ['--name', 'shipping.parcel-counter', '--unknown'],
+    ]) {
+      const result = copy().tool('tools/newConsumer.ts', args);
+
+      expect({ args, status: result.status }).toEqual({ args, status: 2 });
+      expect(result.stderr).toContain('Usage:\n  npm run new:consumer -- --name <area.consumer>');
+    }
+    expect(files()).toEqual(before);
+    expect(copy().read('src/topology.json')).toBe(topology);
+  });
 });

@@ -74,6 +74,19 @@ export function copyProject(): ProjectCopy {
   };
 }
 
+/** A copy of the project for the calling test file, made before its tests and removed after them. */
+export function useProjectCopy(): () => ProjectCopy {
+  let copy: ProjectCopy | undefined;
+  beforeAll(() => {
+    copy = copyProject();
+  });
+  afterAll(() => copy?.remove());
+  return () => {
+    if (!copy) throw new Error('the project copy is made in beforeAll');
+    return copy;
+  };
+}
+
 const bin = (name: string): string => path.join(repoRoot, 'node_modules', '.bin', name);
 
 /** `npm run check` of the copy: the type-check, ESLint and Prettier over the whole project. */
