@@ -14,13 +14,15 @@ import type { Consumer } from '../src/inbox';
 export async function loadConsumers(
   options: { definitionsOnly?: boolean } = {},
 ): Promise<ReadonlyMap<string, Consumer>> {
-  const missing = options.definitionsOnly === true && !process.env.COSMOS_ENDPOINT?.trim();
-  const saved = { ...process.env };
-  if (missing) Object.assign(process.env, PLACEHOLDER_SETTINGS);
+  const placeholders =
+    options.definitionsOnly === true && !process.env.COSMOS_ENDPOINT?.trim()
+      ? Object.entries(PLACEHOLDER_SETTINGS).filter(([name]) => process.env[name] === undefined)
+      : [];
+  for (const [name, value] of placeholders) process.env[name] = value;
   try {
     await loadFunctionApp();
   } finally {
-    if (missing) process.env = saved;
+    for (const [name] of placeholders) delete process.env[name];
   }
   // The module the function files loaded (a static import would validate the settings first).
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded after the app on purpose
