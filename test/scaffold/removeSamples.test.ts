@@ -14,10 +14,11 @@ import {
  * `npm run remove:samples` as a user runs it on a fresh clone, in a copy of this checkout; then
  * the copy's type-check, ESLint and Prettier over the whole project, the jest suites that remain
  * and do not exercise the Cosmos DB server's conformance (the library, the topology, the emulator
- * config, the workflow, the worker, the Service Bus models, the generic tools), what the Bicep
- * deploys, and a consumer of the user's own added with new:consumer. The Cosmos DB conformance and
- * infra suites do not read anything the removal changes but src/topology.json, whose deployment is
- * checked here with bicep snapshot; running them again (minutes on two cores) would test nothing new.
+ * config, the workflow, the worker, the Service Bus models, the generic tools, the roles test that
+ * reads the live test), what the Bicep deploys, and a consumer of the user's own added with
+ * new:consumer. The Cosmos DB conformance and the other infra suites do not read anything the
+ * removal changes but src/topology.json, whose deployment is checked here with bicep snapshot;
+ * running them again (minutes on two cores) would test nothing new.
  */
 const copy = useProjectCopy();
 
@@ -48,6 +49,7 @@ describe('npm run remove:samples in a copy of the project', () => {
       'test/offline/functions',
       'test/offline/servicebus',
       'test/tools',
+      'test/infra/roles.test.ts',
     ]);
     expect(suites.ok ? 'passed' : suites.output).toBe('passed');
     expect((await deployedSubscriptions(copy())).subscriptions).toEqual([]);
