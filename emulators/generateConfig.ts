@@ -258,6 +258,22 @@ function clampDuration(
   return emulatorValue;
 }
 
+/**
+ * Writes emulators/servicebus-config.json for `topology` (what `npm run emulators:config` does, and
+ * `npm run new:consumer` after it declares a subscription); returns what to tell the user.
+ */
+export function writeEmulatorConfig(topology: Topology = declaredTopology): string[] {
+  const { config, notes } = emulatorConfig(topology);
+  writeFileSync(CONFIG_PATH, renderEmulatorConfig(config));
+  const [namespace] = config.UserConfig.Namespaces;
+  const subscriptions = namespace?.Topics.reduce((count, topic) => count + topic.Subscriptions.length, 0);
+  return [
+    `Wrote ${path.relative(process.cwd(), CONFIG_PATH)}: ${namespace?.Topics.length} topic(s), ${subscriptions} subscription(s) from src/topology.json.`,
+    ...notes.map((note) => `note: ${note}`),
+    'Restart the emulator to load it: docker compose -f emulators/docker-compose.yml restart servicebus',
+  ];
+}
+
 const USAGE = `Usage: npm run emulators:config -- [options]
 
 Writes emulators/servicebus-config.json (the Service Bus emulator's Config.json) from src/topology.json.
@@ -280,29 +296,17 @@ function main(argv: string[], context: ToolContext): ExitCode {
     context.out(USAGE);
     return EXIT_CODES.ok;
   }
-  const { config, notes } = emulatorConfig();
-  const file = path.relative(process.cwd(), CONFIG_PATH);
   if (values.check) {
+    const file = path.relative(process.cwd(), CONFIG_PATH);
     const current = existsSync(CONFIG_PATH) ? readFileSync(CONFIG_PATH, 'utf8') : '';
-    if (current === renderEmulatorConfig(config)) {
+    if (current === renderEmulatorConfig(emulatorConfig().config)) {
       context.out(`${file} is up to date with src/topology.json.`);
       return EXIT_CODES.ok;
     }
     context.err(`${file} is out of date: run npm run emulators:config`);
     return EXIT_CODES.failed;
   }
-  writeFileSync(CONFIG_PATH, renderEmulatorConfig(config));
-  const [namespace] = config.UserConfig.Namespaces;
-  const subscriptions = namespace?.Topics.reduce((count, topic) => count + topic.Subscriptions.length, 0);
-  context.out(
-    `Wrote ${file}: ${namespace?.Topics.length} topic(s), ${subscriptions} subscription(s) from src/topology.json.`,
-  );
-  for (const note of notes) {
-    context.out(`note: ${note}`);
-  }
-  context.out(
-    'Restart the emulator to load it: docker compose -f emulators/docker-compose.yml restart servicebus',
-  );
+  for (const line of writeEmulatorConfig()) context.out(line);
   return EXIT_CODES.ok;
 }
 

@@ -2,6 +2,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import type { ServiceBusTopicFunctionOptions } from '@azure/functions';
+
 import type * as AzureMonitor from './azureMonitor';
 import {
   breakerLimits,
@@ -19,6 +21,7 @@ import {
   systemClock,
   type TimerHandler,
 } from './inbox/internal';
+import { functionNameOf } from './topology';
 
 /**
  * The composition root: what the function files share. Loading it validates every setting, so an
@@ -76,7 +79,40 @@ function checkHostJson(settings: ReturnType<typeof loadSettings>): void {
   if (problems.length > 0) throw new SettingsError(problems);
 }
 
-export const consume = (consumer: Consumer): ServiceBusHandler => serviceBusHandler(consumer, inboxRuntime);
+const consumers = new Map<string, Consumer>();
+
+/**
+ * The function name and trigger options `app.serviceBusTopic` takes for a consumer: its function
+ * reads the consumer's subscription (src/topology.json) with the `ServiceBusConnection` settings.
+ * A function file is its three imports and:
+ *
+ *   app.serviceBusTopic(...consumerTrigger(paymentApplier));
+ *
+ * The file is `functions/<function name>.ts`, the function name being the consumer's name with '-'
+ * for '.' (functionNameOf). The consumer is recorded, so tools and tests that load the app through
+ * the worker find every consumer with `registeredConsumers()`: there is no other list.
+ */
+export function consumerTrigger(
+  consumer: Consumer,
+): [functionName: string, options: ServiceBusTopicFunctionOptions] {
+  const handler: ServiceBusHandler = serviceBusHandler(consumer, inboxRuntime);
+  consumers.set(consumer.name, consumer);
+  return [
+    functionNameOf(consumer.name),
+    {
+      connection: 'ServiceBusConnection',
+      topicName: consumer.topic,
+      subscriptionName: consumer.subscription,
+      handler,
+    },
+  ];
+}
+
+/** The consumers the loaded function files registered with consumerTrigger, by name. */
+export function registeredConsumers(): ReadonlyMap<string, Consumer> {
+  return consumers;
+}
+
 export const purge: TimerHandler = purgeTimerHandler(inboxRuntime);
 
 type AzureMonitorModule = typeof AzureMonitor;

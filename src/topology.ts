@@ -3,12 +3,15 @@ import declaration from './topology.json';
 /**
  * The topics and subscriptions, declared once in topology.json and read by the function
  * registrations, the tests, the offline Service Bus model and the Bicep (loadJsonContent).
+ *
+ * One consumer, one name: `area.consumer-name` (for example `billing.payment-applier`) is the
+ * consumer's id (its marker namespace and telemetry dimension) and the name of the Service Bus
+ * subscription it reads. Azure Functions names cannot hold a dot, so its function is
+ * `functionNameOf(name)` (`billing-payment-applier`), registered by `functions/<function name>.ts`.
  */
 export interface SubscriptionDeclaration {
-  /** Service Bus subscription name. */
+  /** The consumer's name, which is also the Service Bus subscription's name. */
   name: string;
-  /** The consumer that reads it; also its marker namespace. */
-  consumer: string;
   /** Subjects (the message Label) the subscription's correlation filter lets through. */
   subjects: string[];
 }
@@ -28,45 +31,72 @@ export interface ConsumerBinding {
   subjects: readonly string[];
 }
 
-export const topology: Topology = validateTopology(declaration);
+/**
+ * A consumer's name: lowercase words joined by '-', at least two of them dotted (`area.consumer`),
+ * at most 50 characters (the Service Bus limit of a subscription name). It is also part of every
+ * inbox marker's id, and these characters are all valid in a Cosmos DB id.
+ */
+export const CONSUMER_NAME =
+  /^(?=.{3,50}$)[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:\.[a-z][a-z0-9]*(?:-[a-z0-9]+)*)+$/;
+
+/**
+ * Topic and subscription names as Service Bus (and its emulator) accept them: letters, digits, '.',
+ * '-' and '_', starting and ending with a letter or a digit, at most 50 characters (a topic may be
+ * longer in Azure; the template keeps both to the subscription limit).
+ */
+export const ENTITY_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,48}[A-Za-z0-9])?$/;
+
+/** A Subject (Label) the filters match: a letter, then letters, digits, '.', '-' or '_'; at most 100. */
+export const SUBJECT_NAME = /^[A-Za-z][A-Za-z0-9._-]{0,99}$/;
+
+/**
+ * The Azure Functions function name of a consumer (`billing.payment-applier` →
+ * `billing-payment-applier`): function names allow letters, digits, '_' and '-' only.
+ */
+export function functionNameOf(consumer: string): string {
+  return consumer.replaceAll('.', '-');
+}
 
 /** Where a consumer reads from; throws when topology.json does not declare it. */
 export function bindingOf(consumer: string, source: Topology = topology): ConsumerBinding {
   for (const topic of source.topics) {
-    const subscription = topic.subscriptions.find((s) => s.consumer === consumer);
+    const subscription = topic.subscriptions.find((s) => s.name === consumer);
     if (subscription)
       return { topic: topic.name, subscription: subscription.name, subjects: subscription.subjects };
   }
   throw new Error(
-    `Consumer '${consumer}' is not declared in src/topology.json; add a subscription for it there.`,
+    `Consumer '${consumer}' is not declared in src/topology.json; add a subscription named '${consumer}' there (npm run new:consumer does).`,
   );
 }
 
+/** Checks a declaration: names Service Bus accepts, each consumer (and so each function) once, subjects to filter on. */
 export function validateTopology(value: unknown): Topology {
   const problems: string[] = [];
   const topics = (value as Partial<Topology> | undefined)?.topics;
-  if (!Array.isArray(topics) || topics.length === 0)
-    throw new Error('src/topology.json must declare at least one topic.');
-  const consumers = new Set<string>();
-  const entityName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,49}$/;
+  if (!Array.isArray(topics)) throw new Error('src/topology.json must have a "topics" array.');
+  const functions = new Map<string, string>();
   for (const topic of topics) {
-    if (!entityName.test(topic.name))
+    if (!ENTITY_NAME.test(topic.name))
       problems.push(`topic name '${topic.name}' is not a valid Service Bus name`);
-    const names = new Set<string>();
     for (const subscription of topic.subscriptions ?? []) {
-      if (!entityName.test(subscription.name))
+      if (!ENTITY_NAME.test(subscription.name))
         problems.push(`subscription '${subscription.name}' is not a valid Service Bus name`);
-      if (names.has(subscription.name))
-        problems.push(`subscription '${subscription.name}' is declared twice on '${topic.name}'`);
-      if (consumers.has(subscription.consumer))
-        problems.push(`consumer '${subscription.consumer}' is declared twice`);
+      const functionName = functionNameOf(subscription.name);
+      const first = functions.get(functionName);
+      if (first !== undefined)
+        problems.push(
+          first === subscription.name
+            ? `consumer '${subscription.name}' is declared twice`
+            : `consumers '${first}' and '${subscription.name}' would both be the function '${functionName}'`,
+        );
+      functions.set(functionName, subscription.name);
       if (!Array.isArray(subscription.subjects) || subscription.subjects.length === 0) {
         problems.push(`subscription '${subscription.name}' needs at least one subject to filter on`);
       }
-      names.add(subscription.name);
-      consumers.add(subscription.consumer);
     }
   }
   if (problems.length > 0) throw new Error(`src/topology.json is invalid:\n  - ${problems.join('\n  - ')}`);
   return value as Topology;
 }
+
+export const topology: Topology = validateTopology(declaration);

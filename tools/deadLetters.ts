@@ -172,7 +172,7 @@ async function readInboxStates(
   inbox: Inbox,
   at: { nowMs: number; clockSkewMs: number },
 ): Promise<Map<string, InboxState>> {
-  const consumer = consumerOf(subscription);
+  const consumer = await consumerOf(subscription);
   const states = new Map<string, InboxState>();
   for (const message of deadLetters) {
     states.set(sequenceOf(message), await inboxStateOf(message, consumer, inbox, at));

@@ -1,53 +1,102 @@
-import type { z } from 'zod';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 
-import { InvoiceStatusChanged, OrderCreated, PaymentReceived, SUBJECTS } from '../src/sample/messages';
+import type { Consumer } from '../src/inbox/internal';
+import { loadConsumers } from './consumers';
 import { UsageError } from './errors';
 
 /**
- * The sample events the send tool publishes, validated with the consumers' own schemas, each with a
- * MessageId derived from the business event (not random): sending the same event twice yields the
- * same MessageId, which is what lets broker duplicate detection and the consumers' inbox drop the
- * second copy.
+ * The events the send tool publishes: any Subject a consumer of the app reads, its body validated
+ * with the schema of each consumer that reads it (found in the app as loaded through the worker
+ * path), with a MessageId derived from the event, never random: sending the same event twice yields
+ * the same MessageId, which is what lets broker duplicate detection and the consumers' inbox drop
+ * the second copy. The sample's events (src/sample/events.ts) add their own MessageId rule and the
+ * `payment`, `order` and `status` shortcuts.
  */
-export type BusinessEvent =
-  | { subject: typeof SUBJECTS.paymentReceived; body: PaymentReceived }
-  | { subject: typeof SUBJECTS.orderCreated; body: OrderCreated }
-  | { subject: typeof SUBJECTS.invoiceStatusChanged; body: InvoiceStatusChanged };
-export type SampleEvent = BusinessEvent & { messageId: string };
+export interface OutgoingEvent {
+  subject: string;
+  body: unknown;
+  messageId: string;
+}
 
-export const EVENT_KINDS = {
-  payment: SUBJECTS.paymentReceived,
-  order: SUBJECTS.orderCreated,
-  status: SUBJECTS.invoiceStatusChanged,
-} as const;
-export type EventKind = keyof typeof EVENT_KINDS;
+/** What the send tool knows of a subject: the schemas of its consumers, and a MessageId rule. */
+export interface SubjectRules {
+  /** Consumer name → its schema. */
+  schemas: Map<string, Consumer['schema']>;
+  /** The sample's rule; otherwise the MessageId is derived from the body's content. */
+  messageId?: (body: never) => string;
+}
+
+/** A shortcut of the send tool (`npm run send -- payment ...`): one kind of sample event. */
+export interface EventShortcut {
+  subject: string;
+  messageId: (body: never) => string;
+  flags: Record<string, { field: string; type: 'string' | 'number' }>;
+}
 
 /** Service Bus refuses longer MessageIds. */
 const MAX_MESSAGE_ID_LENGTH = 128;
 
-/** The MessageId of a business event: the same event always gets the same one. */
-export function messageIdFor(event: BusinessEvent): string {
-  switch (event.subject) {
-    case SUBJECTS.paymentReceived:
-      return `payment-${event.body.paymentId}`;
-    case SUBJECTS.orderCreated:
-      return `order-${event.body.orderId}`;
-    case SUBJECTS.invoiceStatusChanged:
-      // A status change is an event per version: version 3 and version 4 are different messages.
-      return `invoice-status-${event.body.invoiceId}-v${event.body.version}`;
+const SAMPLE_CATALOGUE = path.join(__dirname, '..', 'src', 'sample', 'events.ts');
+
+/**
+ * The sample's events, while the sample is in the project (`npm run remove:samples` deletes it,
+ * and the send tool then publishes any subject with --subject and --body).
+ */
+export function sampleShortcuts(): Record<string, EventShortcut> {
+  if (!existsSync(SAMPLE_CATALOGUE)) return {};
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- only while the sample exists
+  return (require(SAMPLE_CATALOGUE) as { SAMPLE_EVENTS: Record<string, EventShortcut> }).SAMPLE_EVENTS;
+}
+
+/** Every subject a consumer of the app reads, with its consumers' schemas and its MessageId rule. */
+export async function loadSubjectRules(): Promise<Map<string, SubjectRules>> {
+  const rules = new Map<string, SubjectRules>();
+  for (const consumer of (await loadConsumers({ definitionsOnly: true })).values()) {
+    for (const subject of consumer.subjects) {
+      const entry = rules.get(subject) ?? { schemas: new Map() };
+      entry.schemas.set(consumer.name, consumer.schema);
+      rules.set(subject, entry);
+    }
   }
+  for (const shortcut of Object.values(sampleShortcuts())) {
+    const entry = rules.get(shortcut.subject);
+    if (entry) entry.messageId = shortcut.messageId;
+  }
+  return rules;
 }
 
 /**
- * Validates one event: `subject` says which schema applies; `messageId` defaults to the event's own.
+ * The MessageId of an event without a rule of its own: the subject and a SHA-256 of the validated
+ * body, so the same event always gets the same one.
+ */
+export function contentMessageId(subject: string, body: unknown): string {
+  return `${subject.slice(0, 50)}-${createHash('sha256').update(JSON.stringify(body)).digest('hex').slice(0, 40)}`;
+}
+
+/**
+ * Validates one event: `subject` says which schemas apply; `messageId` defaults to the event's own.
  * `where` names the input in errors (a flag set, `events.jsonl:3`).
  */
 export function parseEvent(
   input: { subject: unknown; body: unknown; messageId?: unknown },
   where: string,
-): SampleEvent {
-  const event = validated(input.subject, input.body, where);
-  if (input.messageId === undefined) return { ...event, messageId: messageIdFor(event) };
+  rules: ReadonlyMap<string, SubjectRules>,
+): OutgoingEvent {
+  const subject = input.subject;
+  const rule = typeof subject === 'string' ? rules.get(subject) : undefined;
+  if (typeof subject !== 'string' || rule === undefined) {
+    const shown = JSON.stringify(typeof subject === 'string' ? subject.slice(0, 60) : subject) ?? 'nothing';
+    throw new UsageError(
+      `${where}: subject must be one a consumer reads (${[...rules.keys()].join(', ') || 'none'}); got ${shown.slice(0, 80)}.`,
+    );
+  }
+  const body = validated(rule, input.body, where);
+  if (input.messageId === undefined) {
+    const messageId = rule.messageId ? rule.messageId(body as never) : contentMessageId(subject, body);
+    return { subject, body, messageId };
+  }
   if (
     typeof input.messageId !== 'string' ||
     input.messageId.length === 0 ||
@@ -55,12 +104,16 @@ export function parseEvent(
   ) {
     throw new UsageError(`${where}: messageId must be a string of 1 to ${MAX_MESSAGE_ID_LENGTH} characters.`);
   }
-  return { ...event, messageId: input.messageId };
+  return { subject, body, messageId: input.messageId };
 }
 
 /** A JSON Lines file: one `{ "subject": ..., "body": {...}, "messageId"?: ... }` per line; blank lines are skipped. */
-export function parseEventLines(text: string, source: string): SampleEvent[] {
-  const events: SampleEvent[] = [];
+export function parseEventLines(
+  text: string,
+  source: string,
+  rules: ReadonlyMap<string, SubjectRules>,
+): OutgoingEvent[] {
+  const events: OutgoingEvent[] = [];
   const lines = text.split(/\r?\n/);
   lines.forEach((line, index) => {
     if (line.trim() === '') return;
@@ -79,33 +132,28 @@ export function parseEventLines(text: string, source: string): SampleEvent[] {
     const fields = parsed as Record<string, unknown>;
     const unknownKeys = Object.keys(fields).filter((key) => !['subject', 'body', 'messageId'].includes(key));
     if (unknownKeys.length > 0)
-      throw new UsageError(`${where}: unexpected field(s) ${unknownKeys.join(', ')}.`);
+      throw new UsageError(`${where}: unexpected field(s) ${unknownKeys.join(', ').slice(0, 200)}.`);
     events.push(
-      parseEvent({ subject: fields.subject, body: fields.body, messageId: fields.messageId }, where),
+      parseEvent({ subject: fields.subject, body: fields.body, messageId: fields.messageId }, where, rules),
     );
   });
   if (events.length === 0) throw new UsageError(`${source} has no events.`);
   return events;
 }
 
-function validated(subject: unknown, body: unknown, where: string): BusinessEvent {
-  switch (subject) {
-    case SUBJECTS.paymentReceived:
-      return { subject, body: check(PaymentReceived, body, where) };
-    case SUBJECTS.orderCreated:
-      return { subject, body: check(OrderCreated, body, where) };
-    case SUBJECTS.invoiceStatusChanged:
-      return { subject, body: check(InvoiceStatusChanged, body, where) };
-    default:
-      throw new UsageError(
-        `${where}: subject must be one of ${Object.values(SUBJECTS).join(', ')}; got ${JSON.stringify(subject)}.`,
+/** The body as every consumer of the subject reads it (the first one's parse is what is sent). */
+function validated(rule: SubjectRules, body: unknown, where: string): unknown {
+  let accepted: unknown;
+  for (const [consumer, schema] of rule.schemas) {
+    const result = schema.safeParse(body);
+    if (!result.success) {
+      const problems = result.error.issues.map(
+        (issue) => `${issue.path.map(String).join('.') || 'body'}: ${issue.message}`,
       );
+      const reader = rule.schemas.size > 1 ? ` for ${consumer}` : '';
+      throw new UsageError(`${where}: invalid event${reader}:\n  - ${problems.join('\n  - ')}`);
+    }
+    accepted ??= result.data;
   }
-}
-
-function check<T extends z.ZodType>(schema: T, body: unknown, where: string): z.infer<T> {
-  const result = schema.safeParse(body);
-  if (result.success) return result.data;
-  const problems = result.error.issues.map((issue) => `${issue.path.join('.') || 'body'}: ${issue.message}`);
-  throw new UsageError(`${where}: invalid event:\n  - ${problems.join('\n  - ')}`);
+  return accepted;
 }

@@ -13,8 +13,7 @@ import {
   SettingsError,
   toDelivery,
 } from '../src/inbox/internal';
-import { sampleConsumers } from '../src/sample';
-import { topology } from '../src/topology';
+import { loadConsumers } from './consumers';
 import { idText } from './deadLetterQueue';
 import { EnvironmentError } from './errors';
 
@@ -81,12 +80,9 @@ export function connectInbox(env: Readonly<Record<string, string | undefined>>):
   };
 }
 
-/** The consumer that reads a subscription: src/topology.json names it, src/sample defines it. */
-export function consumerOf(subscription: string): Consumer | undefined {
-  const name = topology.topics
-    .flatMap((topic) => topic.subscriptions)
-    .find((declared) => declared.name === subscription)?.consumer;
-  return sampleConsumers.find((consumer) => consumer.name === name);
+/** The consumer that reads a subscription (a consumer's name is its subscription's), as the app registers it. */
+export async function consumerOf(subscription: string): Promise<Consumer | undefined> {
+  return (await loadConsumers()).get(subscription);
 }
 
 /**
@@ -107,7 +103,7 @@ export async function inboxStateOf(
   inbox: Inbox,
   at: { nowMs: number; clockSkewMs: number },
 ): Promise<InboxState> {
-  if (!consumer) return { state: 'unknown', detail: 'no consumer in src/sample reads this subscription' };
+  if (!consumer) return { state: 'unknown', detail: 'no function in functions/ reads this subscription' };
   if (consumer.kind === 'versioned') {
     return { state: 'versioned', detail: 'no marker: it writes only over an older version' };
   }

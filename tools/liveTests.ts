@@ -9,11 +9,9 @@ import { createCosmosClient } from '../src/inbox/cosmos';
 import { MARKER_TYPE } from '../src/inbox/marker';
 import { loadSettings } from '../src/inbox/settings';
 import { type Invoice, invoicePartition, toMinorUnits } from '../src/sample/documents';
-import { SUBJECTS } from '../src/sample/messages';
-import { topology } from '../src/topology';
+import { SAMPLE_EVENTS } from '../src/sample/events';
 import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import { UsageError } from './errors';
-import { parseEvent } from './events';
 import { connectServiceBus, topicFor, toServiceBusMessage } from './serviceBus';
 
 /**
@@ -108,13 +106,9 @@ export async function endToEnd(
     const run = randomUUID().slice(0, 8);
     const invoiceId = `live-${run}`;
     const amount = 12.34;
-    const payment = parseEvent(
-      {
-        subject: SUBJECTS.paymentReceived,
-        body: { paymentId: `live-${run}`, invoiceId, amount, currency: 'EUR' },
-      },
-      'live payment',
-    );
+    const { subject, schema, messageId } = SAMPLE_EVENTS.payment;
+    const body = schema.parse({ paymentId: `live-${run}`, invoiceId, amount, currency: 'EUR' });
+    const payment = { subject, body, messageId: messageId(body) };
     const invoice: Invoice = {
       id: invoiceId,
       partitionKey: invoicePartition(invoiceId),
@@ -141,10 +135,7 @@ export async function endToEnd(
     }
     await sender.close();
 
-    const consumer =
-      topology.topics
-        .flatMap((topic) => topic.subscriptions)
-        .find((subscription) => subscription.subjects.includes(SUBJECTS.paymentReceived))?.consumer ?? '';
+    const { consumer } = SAMPLE_EVENTS.payment;
     const amountMinor = toMinorUnits(amount);
     context.out(
       `waiting up to ${limits.timeoutMs / 1000} s for paidMinor=${amountMinor} and exactly one inbox marker ` +

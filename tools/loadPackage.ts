@@ -17,7 +17,7 @@ import {
  *
  *   node loadPackage.js <package folder> [<plan.json>]
  *
- * plan.json: { "invocations": [{ "function": "paymentApplier", "delivery": { "body": "...", ... } }],
+ * plan.json: { "invocations": [{ "function": "billing-payment-applier", "delivery": { "body": "...", ... } }],
  *              "lingerMs": 0 }
  */
 export interface LoadReport {

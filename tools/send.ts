@@ -1,55 +1,41 @@
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
 
 import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import { UsageError } from './errors';
-import { EVENT_KINDS, type EventKind, parseEvent, parseEventLines, type SampleEvent } from './events';
+import {
+  loadSubjectRules,
+  type OutgoingEvent,
+  parseEvent,
+  parseEventLines,
+  sampleShortcuts,
+  type SubjectRules,
+} from './events';
 import { connectServiceBus, topicFor, toServiceBusMessage } from './serviceBus';
 
+const SHORTCUTS = sampleShortcuts();
+
 const USAGE = `Usage:
-  npm run send -- payment --invoice <id> --payment <id> --amount <12.50> --currency <EUR|USD|GBP>
-  npm run send -- order   --order <id> --product <id> --quantity <n>
-  npm run send -- status  --invoice <id> --status <Draft|Issued|Paid|Void> --version <n>
+  npm run send -- --subject <Subject> --body '<json>'   any subject a consumer reads (src/topology.json)
   npm run send -- --file <events.jsonl>      one {"subject": ..., "body": {...}, "messageId"?: ...} per line
+${Object.entries(SHORTCUTS)
+  .map(
+    ([kind, { flags }]) =>
+      `  npm run send -- ${kind.padEnd(7)} ${Object.keys(flags)
+        .map((flag) => `--${flag} <${flag}>`)
+        .join(' ')}`,
+  )
+  .join('\n')}
 Options:
   --repeat <n>        send every event n times with the same MessageId (default 1), to watch duplicates
-  --message-id <id>   override the MessageId of an event built from flags (default: from its business id)
+  --message-id <id>   override the MessageId of an event built from flags (default: derived from the event)
   --topic <name>      default: the topic in src/topology.json whose subscriptions filter on the subject
 Environment:
   SERVICEBUS_NAMESPACE=<name>.servicebus.windows.net   signs in with DefaultAzureCredential (az login)
   SERVICEBUS_CONNECTION_STRING=...;UseDevelopmentEmulator=true;   the emulator or the local peer only`;
 
-/** The flags each event kind takes, and the body field each fills. */
-const FIELDS: Record<EventKind, Record<string, { field: string; type: 'string' | 'number' }>> = {
-  payment: {
-    invoice: { field: 'invoiceId', type: 'string' },
-    payment: { field: 'paymentId', type: 'string' },
-    amount: { field: 'amount', type: 'number' },
-    currency: { field: 'currency', type: 'string' },
-  },
-  order: {
-    order: { field: 'orderId', type: 'string' },
-    product: { field: 'productId', type: 'string' },
-    quantity: { field: 'quantity', type: 'number' },
-  },
-  status: {
-    invoice: { field: 'invoiceId', type: 'string' },
-    status: { field: 'status', type: 'string' },
-    version: { field: 'version', type: 'number' },
-  },
-};
-
-const EVENT_FLAGS = [
-  'invoice',
-  'payment',
-  'amount',
-  'currency',
-  'order',
-  'product',
-  'quantity',
-  'status',
-  'version',
-];
+/** Every flag a shortcut takes. */
+const EVENT_FLAGS = [...new Set(Object.values(SHORTCUTS).flatMap(({ flags }) => Object.keys(flags)))];
 
 export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   const { values, positionals } = parseFlags(argv, FLAGS, USAGE);
@@ -58,7 +44,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     return EXIT_CODES.ok;
   }
   const repeat = positiveInteger(values.repeat ?? '1', '--repeat');
-  const events = await eventsFrom(values, positionals);
+  const events = eventsFrom(values, positionals, await loadSubjectRules());
 
   const { client, description } = connectServiceBus(context.env);
   try {
@@ -101,30 +87,64 @@ const FLAGS = {
     repeat: { type: 'string' },
     'message-id': { type: 'string' },
     topic: { type: 'string' },
+    subject: { type: 'string' },
+    body: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
     ...Object.fromEntries(EVENT_FLAGS.map((flag) => [flag, { type: 'string' as const }])),
   },
 } satisfies ParseArgsConfig;
 
-async function eventsFrom(values: Flags, positionals: string[]): Promise<SampleEvent[]> {
+function eventsFrom(
+  values: Flags,
+  positionals: string[],
+  rules: ReadonlyMap<string, SubjectRules>,
+): OutgoingEvent[] {
   const given = EVENT_FLAGS.filter((flag) => (values as Record<string, unknown>)[flag] !== undefined);
+  const messageId = values['message-id'];
   if (values.file !== undefined) {
-    if (positionals.length > 0 || given.length > 0 || values['message-id'] !== undefined) {
+    if (
+      positionals.length > 0 ||
+      given.length > 0 ||
+      messageId !== undefined ||
+      values.subject !== undefined
+    ) {
       throw new UsageError('--file takes its events from the file; drop the event kind and its flags.');
     }
     let text: string;
     try {
-      text = await readFile(values.file, 'utf8');
+      text = readFileSync(values.file, 'utf8');
     } catch (error) {
       throw new UsageError(`Cannot read ${values.file}: ${(error as Error).message}`, { cause: error });
     }
-    return parseEventLines(text, values.file);
+    return parseEventLines(text, values.file, rules);
+  }
+  const withId = messageId === undefined ? {} : { messageId };
+  if (values.subject !== undefined || values.body !== undefined) {
+    if (
+      values.subject === undefined ||
+      values.body === undefined ||
+      positionals.length > 0 ||
+      given.length > 0
+    ) {
+      throw new UsageError(`--subject and --body go together, without an event kind or its flags.\n${USAGE}`);
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(values.body);
+    } catch (error) {
+      throw new UsageError(`--body is not JSON (${(error as Error).message}).`, { cause: error });
+    }
+    return [parseEvent({ subject: values.subject, body, ...withId }, '--subject/--body', rules)];
   }
   const [kind, ...extra] = positionals;
-  if (kind === undefined || !(kind in EVENT_KINDS) || extra.length > 0) {
-    throw new UsageError(`Say what to send: payment, order, status, or --file <events.jsonl>.\n${USAGE}`);
+  const shortcut = kind === undefined ? undefined : SHORTCUTS[kind];
+  if (shortcut === undefined || extra.length > 0) {
+    const kinds = Object.keys(SHORTCUTS).join(', ');
+    throw new UsageError(
+      `Say what to send: --subject <Subject> --body <json>, --file <events.jsonl>${kinds ? `, or ${kinds}` : ''}.\n${USAGE}`,
+    );
   }
-  const fields = FIELDS[kind as EventKind];
+  const fields = shortcut.flags;
   const foreign = given.filter((flag) => !(flag in fields));
   if (foreign.length > 0) {
     throw new UsageError(`${kind} does not take ${foreign.map((flag) => `--${flag}`).join(', ')}.`);
@@ -138,13 +158,7 @@ async function eventsFrom(values: Flags, positionals: string[]): Promise<SampleE
     const text = String((values as Record<string, unknown>)[flag]);
     body[field] = type === 'number' ? numberFlag(text, `--${flag}`) : text;
   }
-  const messageId = values['message-id'];
-  return [
-    parseEvent(
-      { subject: EVENT_KINDS[kind as EventKind], body, ...(messageId === undefined ? {} : { messageId }) },
-      `${kind} flags`,
-    ),
-  ];
+  return [parseEvent({ subject: shortcut.subject, body, ...withId }, `${kind} flags`, rules)];
 }
 
 function numberFlag(text: string, flag: string): number {

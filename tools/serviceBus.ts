@@ -3,7 +3,7 @@ import { ServiceBusClient, type ServiceBusMessage } from '@azure/service-bus';
 
 import { topology } from '../src/topology';
 import { EnvironmentError, UsageError } from './errors';
-import type { SampleEvent } from './events';
+import type { OutgoingEvent } from './events';
 
 /**
  * How the tools reach Service Bus. A real namespace only through identity: SERVICEBUS_NAMESPACE and
@@ -101,8 +101,8 @@ export function routedSubjects(topic: string): ReadonlySet<string> {
   return new Set(declared?.subscriptions.flatMap((s) => s.subjects) ?? []);
 }
 
-/** A sample event as a Service Bus message: JSON body, Subject for the filters, a stable MessageId. */
-export function toServiceBusMessage(event: SampleEvent): ServiceBusMessage {
+/** An event as a Service Bus message: JSON body, Subject for the filters, a stable MessageId. */
+export function toServiceBusMessage(event: OutgoingEvent): ServiceBusMessage {
   return {
     body: event.body,
     messageId: event.messageId,

@@ -2,7 +2,7 @@ import type { Container } from '@azure/cosmos';
 
 import { type Marker, MARKER_TYPE } from '../../src/inbox/internal';
 import type { Backorder, Invoice, InvoiceStatus, Product, UnappliedPayment } from '../../src/sample';
-import { invoiceStatusProjector, paymentApplier, stockReserver } from '../../src/sample';
+import { invoiceStatusProjector, SAMPLE_EVENTS } from '../../src/sample';
 import type { Broker, BrokerMessage } from '../servicebus/broker';
 import type { DeliveryRecord } from '../servicebus/host';
 import type { Workload, WorkloadEvent } from './workload';
@@ -44,12 +44,8 @@ export interface Verification {
   accounting: Accounting;
 }
 
-const consumerOf: Record<WorkloadEvent['kind'], string | undefined> = {
-  payment: paymentApplier.name,
-  order: stockReserver.name,
-  status: invoiceStatusProjector.name,
-  poison: undefined,
-};
+const consumerOf = (kind: WorkloadEvent['kind']): string | undefined =>
+  kind === 'poison' ? undefined : SAMPLE_EVENTS[kind].consumer;
 
 export async function verify(
   workload: Workload,
@@ -77,18 +73,18 @@ export async function verify(
     if (markerKeys.has(key)) markerProblems.push(`two markers for ${key}`);
     markerKeys.set(key, marker);
     const event = eventsById.get(marker.messageId);
-    if (!event || consumerOf[event.kind] !== marker.consumer)
+    if (!event || consumerOf(event.kind) !== marker.consumer)
       markerProblems.push(`a marker for ${key}, which is not a valid message of that consumer`);
   }
   for (const event of workload.events) {
-    const consumer = consumerOf[event.kind];
+    const consumer = consumerOf(event.kind);
     if (consumer === undefined || consumer === invoiceStatusProjector.name) continue; // poison; versioned: no marker
     if (completedIds.has(event.messageId) && !markerKeys.has(`${consumer}|${event.messageId}`)) {
       markerProblems.push(`no marker for ${consumer}|${event.messageId}, although the message completed`);
     }
   }
   const applied = (event: WorkloadEvent): Marker | undefined =>
-    markerKeys.get(`${consumerOf[event.kind]}|${event.messageId}`);
+    markerKeys.get(`${consumerOf(event.kind)}|${event.messageId}`);
 
   // ── effects: exactly once ─────────────────────────────────────────────────────────────────────
   const effectProblems: string[] = [];

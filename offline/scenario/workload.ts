@@ -5,7 +5,8 @@ import {
   invoicePartition,
   type Product,
   productPartition,
-  SUBJECTS,
+  SAMPLE_EVENTS,
+  type SampleEventKind,
 } from '../../src/sample';
 import { integer, pick, seededRandom } from '../random';
 
@@ -26,7 +27,7 @@ export interface WorkloadOptions {
   poison?: number;
 }
 
-export type EventKind = 'payment' | 'order' | 'status' | 'poison';
+export type EventKind = SampleEventKind | 'poison';
 
 export interface WorkloadEvent {
   kind: EventKind;
@@ -94,38 +95,21 @@ export function generateWorkload(options: WorkloadOptions): Workload {
         amountMinor: integer(random, 100, 250_000),
         currency,
       };
-      events.push({
-        kind: 'payment',
-        messageId: `payment-${payment.paymentId}`,
-        subject: SUBJECTS.paymentReceived,
-        body: JSON.stringify({ ...payment, amountMinor: undefined, amount: payment.amountMinor / 100 }),
-        payment,
-      });
+      const body = { ...payment, amountMinor: undefined, amount: payment.amountMinor / 100 };
+      events.push({ ...sampleEvent('payment', body), payment });
     } else if (roll < 0.9) {
       const order = {
         orderId: `ORD-${n}`,
         productId: pick(random, products).id,
         quantity: integer(random, 1, 6),
       };
-      events.push({
-        kind: 'order',
-        messageId: `order-${order.orderId}`,
-        subject: SUBJECTS.orderCreated,
-        body: JSON.stringify(order),
-        order,
-      });
+      events.push({ ...sampleEvent('order', order), order });
     } else {
       const invoiceId = pick(random, invoices).id;
       const version = (versions.get(invoiceId) ?? 0) + 1;
       versions.set(invoiceId, version);
       const status = { invoiceId, status: pick(random, INVOICE_STATUSES), version };
-      events.push({
-        kind: 'status',
-        messageId: `invoice-status-${invoiceId}-v${version}`,
-        subject: SUBJECTS.invoiceStatusChanged,
-        body: JSON.stringify(status),
-        status,
-      });
+      events.push({ ...sampleEvent('status', status), status });
     }
   }
   // Status events of one invoice arrive out of order now and then: swap some neighbours.
@@ -144,6 +128,18 @@ export function generateWorkload(options: WorkloadOptions): Workload {
   return { seed: options.seed, invoices, products, events, sends };
 }
 
+/** A valid event of the sample catalogue: its Subject, its MessageId, its body as JSON text. */
+function sampleEvent<K extends SampleEventKind>(
+  kind: K,
+  body: Parameters<(typeof SAMPLE_EVENTS)[K]['messageId']>[0],
+): Pick<WorkloadEvent, 'kind' | 'messageId' | 'subject' | 'body'> {
+  const { subject, messageId } = SAMPLE_EVENTS[kind] as unknown as {
+    subject: string;
+    messageId: (event: typeof body) => string;
+  };
+  return { kind, messageId: messageId(body), subject, body: JSON.stringify(body) };
+}
+
 function poisonEvent(random: () => number, n: number): WorkloadEvent {
   const messageId = `poison-${n}`;
   switch (integer(random, 0, 2)) {
@@ -151,21 +147,21 @@ function poisonEvent(random: () => number, n: number): WorkloadEvent {
       return {
         kind: 'poison',
         messageId,
-        subject: SUBJECTS.paymentReceived,
+        subject: SAMPLE_EVENTS.payment.subject,
         body: `{"paymentId": "PAY-${n}", "amount": 1`,
       };
     case 1:
       return {
         kind: 'poison',
         messageId,
-        subject: SUBJECTS.paymentReceived,
+        subject: SAMPLE_EVENTS.payment.subject,
         body: JSON.stringify({ paymentId: `PAY-${n}`, invoiceId: 'INV-0', amount: -5, currency: 'EUR' }),
       };
     default:
       return {
         kind: 'poison',
         messageId,
-        subject: SUBJECTS.orderCreated,
+        subject: SAMPLE_EVENTS.order.subject,
         body: JSON.stringify({ orderId: `ORD-${n}`, quantity: 'three' }),
       };
   }

@@ -43,7 +43,7 @@ export interface VersionedConsumerDeclaration<M> extends ConsumerDeclaration<M> 
 
 /**
  * What defineInboxConsumer returns: the declaration, with where it reads from (topic, subscription,
- * subjects from src/topology.json). A function file registers it with `consume` (src/app.ts).
+ * subjects from src/topology.json). A function file registers it with `consumerTrigger` (src/app.ts).
  */
 export type InboxConsumer<M> = InboxConsumerDeclaration<M> & ConsumerBinding & { kind: 'inbox' };
 /** What defineVersionedConsumer returns: the declaration, with where it reads from (src/topology.json). */

@@ -2,6 +2,7 @@
 // anchor resolves, every npm command the docs show exists (with the flags its tool reads), every path
 // the README names exists, every TypeScript block compiles, and every quoted excerpt is in its file.
 
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
@@ -93,7 +94,7 @@ describe('the docs', () => {
             .split(/\s(?:#|>|\||&&)/)[0]!
             .matchAll(/(?:^|\s)--([a-z][\w-]*)/g),
         ].map((m) => m[1]!);
-        const source = sourceOf(script);
+        const source = `${sourceOf(script)}\n${helpOf(script)}`;
         return flags
           .filter((flag) => !new RegExp(`--${flag}\\b|'${flag}'|\\b${flag}:`).test(source))
           .map((flag) => `${where} --${flag} (not read by ${packageJson.scripts[script]})`);
@@ -159,6 +160,26 @@ describe('the docs', () => {
 });
 
 /** The files a script runs (a .js file compiled into .cache/bench is its .ts source) and what they import. */
+const helpTexts = new Map<string, string>();
+
+/**
+ * What `npm run <script> -- --help` prints, for a script that runs a TypeScript tool with tsx (the
+ * flags a tool builds from data, like the send tool's sample shortcuts, are only there).
+ */
+function helpOf(script: string): string {
+  const entry = /^tsx ([\w./-]+\.ts)$/.exec(packageJson.scripts[script] ?? '')?.[1];
+  if (entry === undefined) return '';
+  if (!helpTexts.has(script)) {
+    const run = spawnSync(process.execPath, [require.resolve('tsx/cli'), entry, '--help'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    helpTexts.set(script, `${run.stdout}${run.stderr}`);
+  }
+  return helpTexts.get(script)!;
+}
+
 function sourceOf(script: string): string {
   const entries = [...packageJson.scripts[script]!.matchAll(/[\w./-]+\.(?:ts|js)\b/g)]
     .map((m) => m[0].replace(/^\.cache\/bench\//, '').replace(/\.js$/, '.ts'))

@@ -144,7 +144,10 @@ describe('emulators/servicebus-config.json', () => {
   });
 
   it('keeps as much of Azure as the emulator allows: the window and the TTL at its maximum', () => {
-    const [topic] = topicsOf(committed);
+    const [topic] = topicsOf(
+      emulatorConfig({ topics: [{ name: 'orders', subscriptions: [{ name: 'audit', subjects: ['A'] }] }] })
+        .config,
+    );
 
     expect(topic?.Properties.DuplicateDetectionHistoryTimeWindow).toBe('PT5M');
     expect(topic?.Properties.DefaultMessageTimeToLive).toBe('PT1H');
@@ -167,14 +170,11 @@ describe('emulatorConfig()', () => {
   });
 
   it('clamps a delivery count and a lock duration the emulator refuses, and says so', () => {
-    const { config, notes } = emulatorConfig(
-      orders([{ name: 'audit', consumer: 'audit', subjects: ['A'] }]),
-      {
-        ...AZURE_ENTITY_SETTINGS,
-        lockDuration: 'PT10S',
-        maxDeliveryCount: 50,
-      },
-    );
+    const { config, notes } = emulatorConfig(orders([{ name: 'audit', subjects: ['A'] }]), {
+      ...AZURE_ENTITY_SETTINGS,
+      lockDuration: 'PT10S',
+      maxDeliveryCount: 50,
+    });
     const subscription = topicsOf(config)[0]?.Subscriptions[0];
 
     expect(subscription?.Properties).toMatchObject({ LockDuration: 'PT1M', MaxDeliveryCount: 10 });
@@ -188,7 +188,7 @@ describe('emulatorConfig()', () => {
 
   it('filters several subjects with the SQL expression the Bicep deploys, quotes escaped', () => {
     const { config } = emulatorConfig(
-      orders([{ name: 'audit', consumer: 'audit', subjects: ['OrderCreated', "Order's Note"] }]),
+      orders([{ name: 'audit', subjects: ['OrderCreated', "Order's Note"] }]),
     );
 
     expect(topicsOf(config)[0]?.Subscriptions[0]?.Rules.map((rule) => rule.Properties)).toEqual([
@@ -199,14 +199,13 @@ describe('emulatorConfig()', () => {
   it('refuses declarations the emulator cannot hold, naming each problem', () => {
     const tooMany = Array.from({ length: 51 }, (_, i) => ({
       name: `s${i}`,
-      consumer: `c${i}`,
       subjects: ['A'],
     }));
 
     expect(() => emulatorConfig(orders(tooMany))).toThrow(
       "topic 'orders' has 51 subscriptions; the emulator allows 50",
     );
-    expect(() => emulatorConfig(orders([{ name: 'audit-', consumer: 'audit', subjects: ['A'] }]))).toThrow(
+    expect(() => emulatorConfig(orders([{ name: 'audit-', subjects: ['A'] }]))).toThrow(
       "subscription 'orders/audit-': the emulator's names start and end with a letter or digit",
     );
   });

@@ -44,8 +44,13 @@ describe('transient failures: abandon, then the redelivery applies the effect on
     stack.server.faults.inject({ kind: 'dropResponseAfterCommit', on: 'batch', times: 1 });
     const logs: LogLine[] = [];
 
-    const first = await deliver('paymentApplier', message, { messageId: 'drop-1' });
-    const second = await deliver('paymentApplier', message, { messageId: 'drop-1', deliveryCount: 2 }, logs);
+    const first = await deliver('billing-payment-applier', message, { messageId: 'drop-1' });
+    const second = await deliver(
+      'billing-payment-applier',
+      message,
+      { messageId: 'drop-1', deliveryCount: 2 },
+      logs,
+    );
 
     expect(first.settled).toBe('abandoned');
     expect(first.error).toBeInstanceOf(TransientStoreError);
@@ -67,9 +72,12 @@ describe('transient failures: abandon, then the redelivery applies the effect on
     stack.server.faults.inject(fault);
     const logs: LogLine[] = [];
 
-    const first = await deliver('paymentApplier', message, { messageId: `t-${status}` }, logs);
+    const first = await deliver('billing-payment-applier', message, { messageId: `t-${status}` }, logs);
     const paidAfterFirst = await paid(id);
-    const second = await deliver('paymentApplier', message, { messageId: `t-${status}`, deliveryCount: 2 });
+    const second = await deliver('billing-payment-applier', message, {
+      messageId: `t-${status}`,
+      deliveryCount: 2,
+    });
 
     expect(first.settled).toBe('abandoned');
     expect((first.error as TransientStoreError).statusCode).toBe(status);
@@ -95,12 +103,17 @@ describe('a different body reusing a MessageId is reported, however its first de
       const messageId = `reused-${fault.kind}`;
       const original = { paymentId: 'P-orig', invoiceId: id, amount: 10, currency: 'EUR' };
       const reuse = { paymentId: 'P-reuse', invoiceId: id, amount: 99, currency: 'EUR' };
-      await deliver('paymentApplier', original, { messageId });
+      await deliver('billing-payment-applier', original, { messageId });
       stack.server.faults.inject(fault);
       const logs: LogLine[] = [];
 
-      const first = await deliver('paymentApplier', reuse, { messageId });
-      const redelivery = await deliver('paymentApplier', reuse, { messageId, deliveryCount: 2 }, logs);
+      const first = await deliver('billing-payment-applier', reuse, { messageId });
+      const redelivery = await deliver(
+        'billing-payment-applier',
+        reuse,
+        { messageId, deliveryCount: 2 },
+        logs,
+      );
 
       expect([first.settled, redelivery.settled]).toEqual(['abandoned', 'completed']);
       const line = logs.find((l) => l.text.includes('"outcome"'));
@@ -159,7 +172,7 @@ describe('poison messages: nothing written, the reason logged, dead-lettered aft
   ])('%s → abandoned with PoisonMessageError(%s)', async (_name, body, options, reason) => {
     const logs: LogLine[] = [];
 
-    const result = await deliver('paymentApplier', body, options, logs);
+    const result = await deliver('billing-payment-applier', body, options, logs);
 
     expect(result.settled).toBe('abandoned');
     expect(result.error).toBeInstanceOf(PoisonMessageError);
@@ -181,7 +194,12 @@ describe('poison messages: nothing written, the reason logged, dead-lettered aft
   ])('%s: no card number or email in any log line or the exception', async (_name, body) => {
     const logs: LogLine[] = [];
 
-    const result = await deliver('paymentApplier', body, { messageId: 'pii-1', deliveryCount: 10 }, logs);
+    const result = await deliver(
+      'billing-payment-applier',
+      body,
+      { messageId: 'pii-1', deliveryCount: 10 },
+      logs,
+    );
 
     const echoed = [...logs.map((l) => l.text), result.error?.message ?? '', String(result.error?.stack)];
     expect(result.error).toBeInstanceOf(PoisonMessageError);
@@ -197,8 +215,18 @@ describe('poison messages: nothing written, the reason logged, dead-lettered aft
     const early: LogLine[] = [];
     const last: LogLine[] = [];
 
-    await deliver('paymentApplier', 'not json', { messageId: 'poison-last', deliveryCount: 9 }, early);
-    await deliver('paymentApplier', 'not json', { messageId: 'poison-last', deliveryCount: 10 }, last);
+    await deliver(
+      'billing-payment-applier',
+      'not json',
+      { messageId: 'poison-last', deliveryCount: 9 },
+      early,
+    );
+    await deliver(
+      'billing-payment-applier',
+      'not json',
+      { messageId: 'poison-last', deliveryCount: 10 },
+      last,
+    );
 
     expect(early.some((l) => l.text.includes('dead-letter queue'))).toBe(false);
     expect(

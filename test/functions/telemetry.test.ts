@@ -48,14 +48,14 @@ const messages = (outcome: string, consumer = payments.consumer): Promise<number
 
 describe('telemetry', () => {
   it('counts each outcome under its consumer', async () => {
-    await deliver('paymentApplier', pay('T1'), { messageId: 't-1' });
-    await deliver('paymentApplier', pay('T1'), { messageId: 't-1', deliveryCount: 2 });
-    await deliver('paymentApplier', pay('T1', 5), { messageId: 't-1' });
-    await deliver('paymentApplier', 'not json', { messageId: 't-poison' });
+    await deliver('billing-payment-applier', pay('T1'), { messageId: 't-1' });
+    await deliver('billing-payment-applier', pay('T1'), { messageId: 't-1', deliveryCount: 2 });
+    await deliver('billing-payment-applier', pay('T1', 5), { messageId: 't-1' });
+    await deliver('billing-payment-applier', 'not json', { messageId: 't-poison' });
     stack.server.faults.inject({ kind: 'unavailable', on: 'batch', times: 1 });
-    await deliver('paymentApplier', pay('T2'), { messageId: 't-2' });
+    await deliver('billing-payment-applier', pay('T2'), { messageId: 't-2' });
     await deliver(
-      'stockReserver',
+      'inventory-stock-reserver',
       { orderId: 'O-T1', productId: 'SKU-T', quantity: 5 },
       { messageId: 't-order' },
     );
@@ -83,7 +83,7 @@ describe('telemetry', () => {
     const chargesBefore = await sink.value(METRIC_NAMES.requestCharge, { ...payments, outcome: 'processed' });
     const durationsBefore = await sink.value(METRIC_NAMES.duration, { ...payments, outcome: 'processed' });
 
-    await deliver('paymentApplier', pay('T3'), { messageId: 't-3' });
+    await deliver('billing-payment-applier', pay('T3'), { messageId: 't-3' });
 
     expect(await sink.value(METRIC_NAMES.requestCharge, { ...payments, outcome: 'processed' })).toBe(
       chargesBefore + 1,

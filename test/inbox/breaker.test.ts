@@ -13,7 +13,7 @@ import {
   survivableOutageSeconds,
   TransientStoreError,
 } from '../../src/inbox/internal';
-import { paymentApplier } from '../../src/sample';
+import { testConsumer } from './support';
 
 /** Virtual time: timers fire only when the test advances it, in due order. */
 class ManualClock implements BreakerClock {
@@ -235,20 +235,21 @@ describe('a poison message is never held', () => {
         return instance.hold();
       },
     };
-    const valid = { paymentId: 'P-1', invoiceId: 'INV-1', amount: 10, currency: 'EUR' };
+    const consumer = testConsumer(() => undefined);
+    const valid = { accountId: 'A-1', amount: 10 };
     const poison = [
       { body: '{not json', messageId: 'm1' },
       { body: { ...valid, amount: 'ten' }, messageId: 'm2' },
       { body: valid, messageId: undefined },
     ];
     for (const { body, messageId } of poison) {
-      await expect(processDelivery(paymentApplier, delivery(body, messageId), deps)).rejects.toBeInstanceOf(
+      await expect(processDelivery(consumer, delivery(body, messageId), deps)).rejects.toBeInstanceOf(
         PoisonMessageError,
       );
     }
     expect(holds).toBe(0);
 
-    const held = track(processDelivery(paymentApplier, delivery(valid, 'm3'), deps));
+    const held = track(processDelivery(consumer, delivery(valid, 'm3'), deps));
     await clock.advance(limits.holdMs);
     expect(holds).toBe(1);
     expect(held.error()).toBeInstanceOf(CircuitOpenError);

@@ -200,7 +200,7 @@ describe('start-up', () => {
       jest.isolateModules(() => {
         try {
           // eslint-disable-next-line @typescript-eslint/no-require-imports -- loads the module fresh, as the host would
-          require('../../functions/paymentApplier');
+          require('../../functions/purgeExpiredMarkers');
         } catch (caught) {
           error = caught;
         }

@@ -3,7 +3,7 @@
 // to the deployment container: a package written there runs as the app, with all the app's data
 // access. The live tests get exactly what tools/liveTests.ts does, read from its source.
 
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import type { PredictedResource, Snapshot } from './bicep';
@@ -47,8 +47,11 @@ const liveTestCalls = [
   { call: /\.createSender\(/, serviceBus: role.serviceBusDataSender },
   { call: /\.createReceiver\(/, serviceBus: role.serviceBusDataReceiver },
 ] as const;
-const liveTestsSource = readFileSync(path.join(repoRoot, 'tools', 'liveTests.ts'), 'utf8');
+// npm run remove:samples removes the sample's live test: its roles are then checked against the next.
+const liveTestsFile = path.join(repoRoot, 'tools', 'liveTests.ts');
+const liveTestsSource = existsSync(liveTestsFile) ? readFileSync(liveTestsFile, 'utf8') : '';
 const liveTestsUse = liveTestCalls.filter(({ call }) => call.test(liveTestsSource));
+const describeLiveTests = liveTestsSource === '' ? describe.skip : describe;
 
 const bicep = locateBicep();
 
@@ -126,7 +129,7 @@ describeWithBicep(bicep)('roles of the developer and of the live tests', () => {
     });
   });
 
-  describe('the CI live tests (AZURE_TEST_PRINCIPAL_ID)', () => {
+  describeLiveTests('the CI live tests (AZURE_TEST_PRINCIPAL_ID)', () => {
     it('are found making only calls whose permissions this test knows', () => {
       const dataCalls =
         liveTestsSource.match(/\.(items|item\([^)]*\))\s*\.\w+|\.create(Sender|Receiver)\(/g) ?? [];

@@ -24,7 +24,7 @@ import {
   type Product,
   productPartition,
 } from '../../src/sample';
-import { bindingOf, topology } from '../../src/topology';
+import { functionNameOf, topology } from '../../src/topology';
 import { azdRemoteBuild, azdZipEntries, listFiles, readAzureYaml } from '../../tools/azd';
 import type { LoadReport } from '../../tools/loadPackage';
 import {
@@ -259,9 +259,9 @@ describeWithBicep(cli)('the extracted package, booted through the worker with th
       plan,
       JSON.stringify({
         invocations: [
-          ...twice('paymentApplier', 'PaymentReceived', 'pay-pkg-1', payment),
-          ...twice('stockReserver', 'OrderCreated', 'ord-pkg-1', order),
-          ...twice('invoiceStatusProjector', 'InvoiceStatusChanged', 'status-pkg-1', status),
+          ...twice('billing-payment-applier', 'PaymentReceived', 'pay-pkg-1', payment),
+          ...twice('inventory-stock-reserver', 'OrderCreated', 'ord-pkg-1', order),
+          ...twice('billing-invoice-status-projector', 'InvoiceStatusChanged', 'status-pkg-1', status),
         ],
       }),
     );
@@ -309,11 +309,9 @@ describeWithBicep(cli)('the extracted package, booted through the worker with th
         .map(({ trigger }) => `${String(trigger?.topicName)}/${String(trigger?.subscriptionName)}`)
         .sort(),
     ).toEqual(declared.sort());
-    for (const { trigger } of triggers) {
+    for (const { name, trigger } of triggers) {
       expect(trigger).toMatchObject({ direction: 'in', connection: 'ServiceBusConnection' });
-    }
-    for (const consumer of topology.topics.flatMap((topic) => topic.subscriptions.map((s) => s.consumer))) {
-      expect(declared).toContain(`${bindingOf(consumer).topic}/${bindingOf(consumer).subscription}`);
+      expect(name).toBe(functionNameOf(String(trigger?.subscriptionName)));
     }
   });
 
@@ -364,12 +362,12 @@ describeWithBicep(cli)('the extracted package, booted through the worker with th
 
   it('processes each consumer’s message once, then completes the redelivery as a duplicate', async () => {
     expect(boot.invocations).toEqual([
-      { function: 'paymentApplier', outcome: 'processed' },
-      { function: 'paymentApplier', outcome: 'duplicate' },
-      { function: 'stockReserver', outcome: 'processed' },
-      { function: 'stockReserver', outcome: 'duplicate' },
-      { function: 'invoiceStatusProjector', outcome: 'processed' },
-      { function: 'invoiceStatusProjector', outcome: 'duplicate' },
+      { function: 'billing-payment-applier', outcome: 'processed' },
+      { function: 'billing-payment-applier', outcome: 'duplicate' },
+      { function: 'inventory-stock-reserver', outcome: 'processed' },
+      { function: 'inventory-stock-reserver', outcome: 'duplicate' },
+      { function: 'billing-invoice-status-projector', outcome: 'processed' },
+      { function: 'billing-invoice-status-projector', outcome: 'duplicate' },
     ]);
     const read = async <T extends object>(id: string, partitionKey: string): Promise<T | undefined> =>
       (await stack.container.item(id, partitionKey).read<T>()).resource;
@@ -427,7 +425,10 @@ describe('the extracted package, with Application Insights', () => {
       plan,
       JSON.stringify({
         invocations: [
-          { function: 'paymentApplier', delivery: { body: JSON.stringify(body), messageId: 'pay-ai-1' } },
+          {
+            function: 'billing-payment-applier',
+            delivery: { body: JSON.stringify(body), messageId: 'pay-ai-1' },
+          },
         ],
         lingerMs: 4_000,
       }),
@@ -463,7 +464,7 @@ describe('the extracted package, with Application Insights', () => {
       .flatMap(({ body }) => JSON.parse(body) as { data?: { baseData?: { metrics?: { name: string }[] } } }[])
       .flatMap((item) => item.data?.baseData?.metrics?.map((metric) => metric.name) ?? []);
 
-    expect(boot.invocations).toEqual([{ function: 'paymentApplier', outcome: 'alternative' }]);
+    expect(boot.invocations).toEqual([{ function: 'billing-payment-applier', outcome: 'alternative' }]);
     expect(metrics).toContain(METRIC_NAMES.messages);
     expect(metrics).toContain(METRIC_NAMES.duration);
   });

@@ -61,7 +61,7 @@ const body = (name: string, amount = 10): string =>
 
 /** The app applies a payment: the real handler, through the worker, writes its marker. */
 async function apply(id: string, text: string): Promise<void> {
-  const result = await app.invokeServiceBus('paymentApplier', {
+  const result = await app.invokeServiceBus('billing-payment-applier', {
     body: text,
     messageId: id,
     subject: 'PaymentReceived',

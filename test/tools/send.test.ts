@@ -66,7 +66,7 @@ describe('send: events from flags', () => {
     await send(['order', '--order', 'O-7', '--product', 'SKU-1', '--quantity', '3'], captured(env).context);
     await send(['status', '--invoice', 'INV-1', '--status', 'Paid', '--version', '4'], captured(env).context);
 
-    const statuses = fixture.client.createReceiver(TOPIC, 'billing-invoice-status-projector');
+    const statuses = fixture.client.createReceiver(TOPIC, 'billing.invoice-status-projector');
     const [status] = await peekAll(statuses);
     await statuses.close();
 
@@ -105,6 +105,24 @@ describe('send: events from flags', () => {
     expect(fixture.peer.broker.topic(TOPIC).stats).toMatchObject({ sent: 3, droppedAsDuplicate: 2 });
     expect(run.out.filter((line) => line.startsWith('sent '))).toHaveLength(3);
     expect(run.out.join('\n')).toMatch(/duplicate detection window/);
+  });
+});
+
+describe('send: any subject a consumer reads', () => {
+  it('--subject and --body: validated by the consumers of the subject, with the MessageId rule of the event', async () => {
+    const run = captured(env);
+
+    const code = await send(
+      ['--subject', 'OrderCreated', '--body', '{"orderId":"O-8","productId":"SKU-1","quantity":2}'],
+      run.context,
+    );
+    const refused = captured(env);
+    const unknown = await send(['--subject', 'Refund', '--body', '{}'], refused.context);
+
+    expect(code).toBe(0);
+    expect((await queued(ORDERS)).map((m) => m.messageId)).toEqual(['order-O-8']);
+    expect(unknown).toBe(2);
+    expect(refused.err.join('\n')).toMatch(/subject must be one a consumer reads/);
   });
 });
 

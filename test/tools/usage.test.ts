@@ -39,6 +39,12 @@ const usageErrors: [script: string, args: string[], message: string][] = [
   ['test:live', ['--timeout-seconds', 'soon'], "--timeout-seconds must be a number of seconds; got 'soon'"],
   ['package', ['--record', join(missingDirectory, 'record.md')], '--record: the folder'],
   ['emulators:config', ['--check', 'now'], "Unexpected argument 'now'"],
+  [
+    'new:consumer',
+    ['--name', 'Bad Name', '--topic', 'orders', '--subject', 'OrderShipped'],
+    'is not a consumer name',
+  ],
+  ['remove:samples', ['--dyr-run'], "Unknown option '--dyr-run'"],
 ];
 
 describe('every command', () => {

@@ -29,9 +29,9 @@ const topology: Topology = {
     {
       name: 'events',
       subscriptions: [
-        { name: 'payments', consumer: 'p', subjects: ['PaymentReceived'] },
-        { name: 'orders', consumer: 'o', subjects: ['OrderCreated'] },
-        { name: 'audit', consumer: 'a', subjects: ['PaymentReceived', 'OrderCreated'] },
+        { name: 'payments', subjects: ['PaymentReceived'] },
+        { name: 'orders', subjects: ['OrderCreated'] },
+        { name: 'audit', subjects: ['PaymentReceived', 'OrderCreated'] },
       ],
     },
   ],

@@ -6,7 +6,7 @@ import type { Topology } from '../../../src/topology';
 import { onDelivery, PROBE_FUNCTION, received } from '../../support/probeFunction';
 
 const topology: Topology = {
-  topics: [{ name: 'events', subscriptions: [{ name: 'sub', consumer: 'c', subjects: ['S'] }] }],
+  topics: [{ name: 'events', subscriptions: [{ name: 'sub', subjects: ['S'] }] }],
 };
 
 interface Seen {

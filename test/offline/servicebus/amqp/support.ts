@@ -13,10 +13,29 @@ import {
   start,
 } from '../../../../offline/servicebus/amqp';
 import { type ScaledClock, scaledClock } from '../../../../offline/servicebus/clock';
+import type { Topology } from '../../../../src/topology';
 
 export const TOPIC = 'business-events';
-export const PAYMENTS = 'billing-payment-applier';
-export const ORDERS = 'inventory-stock-reserver';
+export const PAYMENTS = 'billing.payment-applier';
+export const ORDERS = 'inventory.stock-reserver';
+
+/**
+ * The topics the peer serves in these tests: the sample's, written here so that the peer's own
+ * tests do not change with src/topology.json (npm run new:consumer, npm run remove:samples). The
+ * tools' tests that use it send the sample's events, and go with the sample.
+ */
+export const PEER_TOPOLOGY: Topology = {
+  topics: [
+    {
+      name: TOPIC,
+      subscriptions: [
+        { name: PAYMENTS, subjects: ['PaymentReceived'] },
+        { name: ORDERS, subjects: ['OrderCreated'] },
+        { name: 'billing.invoice-status-projector', subjects: ['InvoiceStatusChanged'] },
+      ],
+    },
+  ],
+};
 
 export interface PeerFixture {
   peer: LocalServiceBus;
@@ -29,7 +48,7 @@ export interface PeerFixture {
 /** The local peer on a free port, and the real @azure/service-bus client connected to it. */
 export async function startPeer(options: LocalServiceBusOptions = {}): Promise<PeerFixture> {
   const clock = scaledClock(1);
-  const peer = await start({ port: 0, clock, ...options });
+  const peer = await start({ port: 0, clock, topology: PEER_TOPOLOGY, ...options });
   const client = new ServiceBusClient(peer.connectionString, { retryOptions: { maxRetries: 0 } });
   return {
     peer,

@@ -42,7 +42,7 @@ describe('inventory.stock-reserver', () => {
     const id = await stockProduct(10);
 
     const result = await deliver(
-      'stockReserver',
+      'inventory-stock-reserver',
       { orderId: 'ORD-1', productId: id, quantity: 4 },
       { messageId: 'order-1' },
     );
@@ -55,8 +55,8 @@ describe('inventory.stock-reserver', () => {
     const id = await stockProduct(2);
     const order = { orderId: 'ORD-2', productId: id, quantity: 5 };
 
-    await deliver('stockReserver', order, { messageId: 'order-2' });
-    await deliver('stockReserver', order, { messageId: 'order-2', deliveryCount: 2 });
+    await deliver('inventory-stock-reserver', order, { messageId: 'order-2' });
+    await deliver('inventory-stock-reserver', order, { messageId: 'order-2', deliveryCount: 2 });
 
     expect(await product(id)).toMatchObject({ stock: 2, reserved: 0 });
     expect(await backorders(id)).toEqual([
@@ -75,7 +75,10 @@ describe('inventory.stock-reserver', () => {
     // Every order twice, all at once: redeliveries race their own first delivery.
     await Promise.all(
       [...orders, ...orders].map((order, i) =>
-        deliver('stockReserver', order, { messageId: `msg-${order.orderId}`, deliveryCount: i < 8 ? 1 : 2 }),
+        deliver('inventory-stock-reserver', order, {
+          messageId: `msg-${order.orderId}`,
+          deliveryCount: i < 8 ? 1 : 2,
+        }),
       ),
     );
     const stocked = await product(id);
@@ -89,7 +92,7 @@ describe('inventory.stock-reserver', () => {
 
   it('backorders an order for a product that does not exist', async () => {
     await deliver(
-      'stockReserver',
+      'inventory-stock-reserver',
       { orderId: 'ORD-3', productId: 'SKU-unknown', quantity: 1 },
       { messageId: 'order-3' },
     );

@@ -52,7 +52,9 @@ describe('billing.payment-applier', () => {
   it('applies a payment: paid rises by the amount, the marker is written, the message completes', async () => {
     const id = await openInvoice(10_000);
 
-    const result = await deliver('paymentApplier', payment(id, 'PAY-1', 25.5), { messageId: 'msg-pay-1' });
+    const result = await deliver('billing-payment-applier', payment(id, 'PAY-1', 25.5), {
+      messageId: 'msg-pay-1',
+    });
 
     expect(result.settled).toBe('completed');
     expect(await invoice(id)).toMatchObject({ paidMinor: 2550, status: 'Open' });
@@ -63,9 +65,9 @@ describe('billing.payment-applier', () => {
     const id = await openInvoice(10_000);
     const logs: LogLine[] = [];
 
-    await deliver('paymentApplier', payment(id, 'PAY-2', 10), { messageId: 'msg-pay-2' });
+    await deliver('billing-payment-applier', payment(id, 'PAY-2', 10), { messageId: 'msg-pay-2' });
     const second = await deliver(
-      'paymentApplier',
+      'billing-payment-applier',
       payment(id, 'PAY-2', 10),
       { messageId: 'msg-pay-2', deliveryCount: 2 },
       logs,
@@ -82,9 +84,9 @@ describe('billing.payment-applier', () => {
   it('marks the invoice Paid exactly when the payments reach the total', async () => {
     const id = await openInvoice(10_000);
 
-    await deliver('paymentApplier', payment(id, 'PAY-3a', 60), { messageId: 'msg-3a' });
+    await deliver('billing-payment-applier', payment(id, 'PAY-3a', 60), { messageId: 'msg-3a' });
     const afterFirst = await invoice(id);
-    await deliver('paymentApplier', payment(id, 'PAY-3b', 40), { messageId: 'msg-3b' });
+    await deliver('billing-payment-applier', payment(id, 'PAY-3b', 40), { messageId: 'msg-3b' });
     const afterSecond = await invoice(id);
 
     expect(afterFirst).toMatchObject({ paidMinor: 6000, status: 'Open' });
@@ -97,7 +99,7 @@ describe('billing.payment-applier', () => {
 
     const results = await Promise.all(
       amounts.map((amount, i) =>
-        deliver('paymentApplier', payment(id, `PAY-50-${i}`, Math.round(amount * 100) / 100), {
+        deliver('billing-payment-applier', payment(id, `PAY-50-${i}`, Math.round(amount * 100) / 100), {
           messageId: `msg-50-${i}`,
         }),
       ),
@@ -117,7 +119,10 @@ describe('billing.payment-applier', () => {
 
     const results = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
-        deliver('paymentApplier', payment(id, 'PAY-20', 7), { messageId: 'msg-20', deliveryCount: i + 1 }),
+        deliver('billing-payment-applier', payment(id, 'PAY-20', 7), {
+          messageId: 'msg-20',
+          deliveryCount: i + 1,
+        }),
       ),
     );
 
@@ -144,11 +149,18 @@ describe('billing.payment-applier', () => {
       const id = await openInvoice(10_000);
       const logs: LogLine[] = [];
 
-      const first = await deliver('paymentApplier', payment(id, 'PAY-A', 10), { messageId: firstId });
-      const second = await deliver('paymentApplier', payment(id, 'PAY-B', 20), { messageId: secondId }, logs);
+      const first = await deliver('billing-payment-applier', payment(id, 'PAY-A', 10), {
+        messageId: firstId,
+      });
+      const second = await deliver(
+        'billing-payment-applier',
+        payment(id, 'PAY-B', 20),
+        { messageId: secondId },
+        logs,
+      );
       const secondOutcome = loggedOutcome(logs);
       const again = await deliver(
-        'paymentApplier',
+        'billing-payment-applier',
         payment(id, 'PAY-A', 10),
         { messageId: firstId, deliveryCount: 2 },
         logs,
@@ -166,8 +178,13 @@ describe('billing.payment-applier', () => {
     const id = await openInvoice(10_000);
     const logs: LogLine[] = [];
 
-    await deliver('paymentApplier', payment(id, 'PAY-Q1', 10), { messageId: '"q7"' });
-    const second = await deliver('paymentApplier', payment(id, 'PAY-Q2', 20), { messageId: 'q7' }, logs);
+    await deliver('billing-payment-applier', payment(id, 'PAY-Q1', 10), { messageId: '"q7"' });
+    const second = await deliver(
+      'billing-payment-applier',
+      payment(id, 'PAY-Q2', 20),
+      { messageId: 'q7' },
+      logs,
+    );
 
     expect(second.settled).toBe('completed');
     expect(loggedOutcome(logs)).toBe('payload_mismatch');
@@ -177,8 +194,8 @@ describe('billing.payment-applier', () => {
   it('records an unapplied payment, once, when the invoice does not exist', async () => {
     const message = payment('INV-missing', 'PAY-4', 12);
 
-    await deliver('paymentApplier', message, { messageId: 'msg-pay-4' });
-    await deliver('paymentApplier', message, { messageId: 'msg-pay-4', deliveryCount: 2 });
+    await deliver('billing-payment-applier', message, { messageId: 'msg-pay-4' });
+    await deliver('billing-payment-applier', message, { messageId: 'msg-pay-4', deliveryCount: 2 });
     const { resources } = await stack.container.items
       .query<UnappliedPayment>('SELECT * FROM c WHERE c.type = "unapplied-payment"', {
         partitionKey: invoicePartition('INV-missing'),
@@ -192,7 +209,7 @@ describe('billing.payment-applier', () => {
   it('records an unapplied payment for a payment in another currency, and leaves the invoice alone', async () => {
     const id = await openInvoice(5_000, 'USD');
 
-    await deliver('paymentApplier', payment(id, 'PAY-5', 12, 'EUR'), { messageId: 'msg-pay-5' });
+    await deliver('billing-payment-applier', payment(id, 'PAY-5', 12, 'EUR'), { messageId: 'msg-pay-5' });
 
     expect((await invoice(id))?.paidMinor).toBe(0);
     expect(

@@ -40,7 +40,7 @@ describe('billing.invoice-status-projector (natural idempotency)', () => {
     for (const [i, event] of events.entries()) {
       const logs: LogLine[] = [];
       await deliver(
-        'invoiceStatusProjector',
+        'billing-invoice-status-projector',
         { invoiceId: 'INV-S1', ...event },
         { messageId: `status-${i}` },
         logs,
@@ -60,7 +60,7 @@ describe('billing.invoice-status-projector (natural idempotency)', () => {
     const settle = async (version: number): Promise<number> => {
       for (let deliveryCount = 1; ; deliveryCount++) {
         const result = await deliver(
-          'invoiceStatusProjector',
+          'billing-invoice-status-projector',
           { invoiceId: 'INV-S2', status: 'Issued', version },
           { messageId: `race-${version}`, deliveryCount },
         );

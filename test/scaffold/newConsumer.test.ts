@@ -1,0 +1,120 @@
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+
+import {
+  checkProject,
+  declaredSubscriptions,
+  deployedSubscriptions,
+  jestIn,
+  useProjectCopy,
+} from './support';
+
+/**
+ * `npm run new:consumer` as a user runs it on a fresh clone: in a copy of this checkout, one inbox
+ * and one versioned consumer (on a new topic and on an existing one), then the copy's own checks.
+ *
+ * Of the suite, only what the scaffold touches runs in the copy: the type-check, ESLint and Prettier
+ * over the whole project (any file could break them), and the jest suites that read what it writes
+ * (the new consumers' tests, the topology test that compares functions/ with src/topology.json, the
+ * emulator config test), plus what the Bicep deploys. The other suites do not read the new files;
+ * running them all again (about six minutes on two cores) would test nothing new.
+ */
+const copy = useProjectCopy();
+
+const files = (): string[] =>
+  readdirSync(copy().root, { recursive: true, encoding: 'utf8' })
+    .filter((file) => !file.startsWith('node_modules') && !file.startsWith('.cache'))
+    .sort();
+
+describe('npm run new:consumer in a copy of the project', () => {
+  it('scaffolds consumers that pass the checks, their tests and the topology test, and the Bicep deploys', async () => {
+    const inbox = copy().tool('tools/newConsumer.ts', [
+      ...['--name', 'shipping.parcel-counter', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
+    ]);
+    const versioned = copy().tool('tools/newConsumer.ts', [
+      ...['--name', 'billing.credit-limit', '--topic', 'business-events', '--subject', 'CreditLimitSet'],
+      ...['--kind', 'versioned'],
+    ]);
+
+    expect([inbox.status, inbox.stderr, versioned.status, versioned.stderr]).toEqual([0, '', 0, '']);
+    expect(inbox.stdout).toContain('functions/shipping-parcel-counter.ts');
+    expect(inbox.stdout).toContain('on the new topic shipping-events');
+    expect(versioned.stdout).toContain('test/functions/billing-credit-limit.test.ts');
+    expect(copy().read('functions/shipping-parcel-counter.ts')).toContain(
+      'app.serviceBusTopic(...consumerTrigger(shippingParcelCounter));',
+    );
+    expect(declaredSubscriptions(copy())).toEqual(
+      expect.arrayContaining([
+        'business-events/billing.credit-limit',
+        'shipping-events/shipping.parcel-counter',
+      ]),
+    );
+    const emulator = JSON.parse(copy().read('emulators/servicebus-config.json')) as {
+      UserConfig: { Namespaces: { Topics: { Name: string; Subscriptions: { Name: string }[] }[] }[] };
+    };
+    expect(
+      emulator.UserConfig.Namespaces[0]?.Topics.flatMap((t) =>
+        t.Subscriptions.map((s) => `${t.Name}/${s.Name}`),
+      ).sort(),
+    ).toEqual(declaredSubscriptions(copy()));
+
+    // The send tool validates the new subject with the new consumer's schema, before connecting.
+    const invalid = copy().tool('tools/send.ts', [
+      '--subject',
+      'ParcelShipped',
+      '--body',
+      '{"id":"A","quantity":"x"}',
+    ]);
+    const valid = copy().tool('tools/send.ts', [
+      '--subject',
+      'ParcelShipped',
+      '--body',
+      '{"id":"A","quantity":1}',
+    ]);
+    expect([invalid.status, invalid.stderr]).toEqual([
+      2,
+      expect.stringMatching(/invalid event:\n {2}- quantity/),
+    ]);
+    expect([valid.status, valid.stderr]).toEqual([2, expect.stringMatching(/Set SERVICEBUS_NAMESPACE/)]);
+
+    expect(checkProject(copy())).toEqual([]);
+    const suites = jestIn(copy(), [
+      'test/functions/shipping-parcel-counter.test.ts',
+      'test/functions/billing-credit-limit.test.ts',
+      'test/inbox/topology.test.ts',
+      'test/emulators/config.test.ts',
+    ]);
+    expect(suites.ok ? 'passed' : suites.output).toBe('passed');
+    expect(suites.output).toMatch(/Test Suites: 4 passed, 4 total/);
+
+    const deployed = await deployedSubscriptions(copy());
+    expect(deployed.subscriptions).toEqual(declaredSubscriptions(copy()));
+    expect(deployed.filters['shipping-events/shipping.parcel-counter']).toEqual({ label: 'ParcelShipped' });
+    expect(path.basename(copy().root)).toMatch(/^template-copy-/);
+  }, 900_000);
+
+  // After the scaffold above, so that its consumer is there to collide with.
+  it('refuses usage errors and collisions with its usage and exit code 2, writing nothing', () => {
+    const before = files();
+    const topology = copy().read('src/topology.json');
+
+    for (const args of [
+      [],
+      ['--name', 'shipping.parcel-counter', '--topic', 'shipping-events'],
+      ['--name', 'Shipping.Parcel', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
+      ['--name', 'shipping.parcel-counter', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
+      ['--name', 'shipping-parcel.counter', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
+      ['--name', 'shipping.box-counter', '--topic', 'bad/topic', '--subject', 'ParcelShipped'],
+      ['--name', 'shipping.box-counter', '--topic', 'shipping-events', '--subject', 'parcel shipped'],
+      ['--name', 'shipping.box-counter', '--topic', 't', '--subject', 'ParcelShipped', '--kind', 'saga'],
+      ['--name', 'shipping.parcel-counter', '--unknown'],
+    ]) {
+      const result = copy().tool('tools/newConsumer.ts', args);
+
+      expect({ args, status: result.status }).toEqual({ args, status: 2 });
+      expect(result.stderr).toContain('Usage:\n  npm run new:consumer -- --name <area.consumer>');
+    }
+    expect(files()).toEqual(before);
+    expect(copy().read('src/topology.json')).toBe(topology);
+  });
+});

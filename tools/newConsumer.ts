@@ -1,0 +1,407 @@
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { ParseArgsConfig } from 'node:util';
+
+import { writeEmulatorConfig } from '../emulators/generateConfig';
+import { CONSUMER_NAME, ENTITY_NAME, functionNameOf, type Topology, topology } from '../src/topology';
+import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
+import { UsageError } from './errors';
+import { formatted, PROJECT_ROOT, relative, writeTopology } from './project';
+
+const USAGE = `Usage:
+  npm run new:consumer -- --name <area.consumer> --topic <topic> --subject <Subject> [--kind inbox|versioned]
+Writes a working consumer of <Subject> messages on <topic>, and everything that registers, deploys and tests it:
+  src/consumers/<function>.ts          its message schema (zod) and handler
+  functions/<function>.ts              its function: app.serviceBusTopic(...consumerTrigger(consumer))
+  src/topology.json                    its subscription, named <area.consumer> (and the topic, if new)
+  emulators/servicebus-config.json     regenerated, as npm run emulators:config does
+  test/functions/<function>.test.ts    delivered through the worker path against the local Cosmos DB server
+where <function> is the name with '-' for '.': billing.refund-issuer → billing-refund-issuer.
+Options:
+  --name <area.consumer>   lowercase words joined by '-', dotted: the consumer, its subscription (3-50 characters)
+  --topic <topic>          an existing topic of src/topology.json, or a new one (letters, digits, '.', '-', '_')
+  --subject <Subject>      the event's name, the Subject its subscription filters on: PascalCase, e.g. RefundIssued
+  --kind inbox             (default) an effect applied exactly once: an inbox marker commits with it
+  --kind versioned         the message carries absolute state and a version: written only over an older one`;
+
+const FLAGS = {
+  allowPositionals: false,
+  strict: true,
+  options: {
+    name: { type: 'string' },
+    topic: { type: 'string' },
+    subject: { type: 'string' },
+    kind: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+} satisfies ParseArgsConfig;
+
+/** The event's name: also the schema's identifier in the generated module, so PascalCase letters and digits. */
+const SUBJECT = /^[A-Z][A-Za-z0-9]{0,99}$/;
+const KINDS = ['inbox', 'versioned'] as const;
+type Kind = (typeof KINDS)[number];
+
+export interface ConsumerRequest {
+  name: string;
+  topic: string;
+  subject: string;
+  kind: Kind;
+}
+
+/** Where each file of a consumer goes. */
+export function consumerFiles(name: string): { source: string; functionFile: string; test: string } {
+  const functionName = functionNameOf(name);
+  return {
+    source: path.join(PROJECT_ROOT, 'src', 'consumers', `${functionName}.ts`),
+    functionFile: path.join(PROJECT_ROOT, 'functions', `${functionName}.ts`),
+    test: path.join(PROJECT_ROOT, 'test', 'functions', `${functionName}.test.ts`),
+  };
+}
+
+export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
+  const { values } = parseFlags(argv, FLAGS, USAGE);
+  if (values.help) {
+    context.out(USAGE);
+    return EXIT_CODES.ok;
+  }
+  const request = checkedRequest(values, topology);
+  const files = consumerFiles(request.name);
+  const identifier = camelCase(functionNameOf(request.name));
+  const sources = {
+    [files.source]:
+      request.kind === 'inbox' ? inboxSource(request, identifier) : versionedSource(request, identifier),
+    [files.functionFile]: functionSource(request, identifier),
+    [files.test]: request.kind === 'inbox' ? inboxTest(request) : versionedTest(request),
+  };
+  const texts = await Promise.all(
+    Object.entries(sources).map(async ([file, text]) => [file, await formatted(file, text)]),
+  );
+
+  const declared = withSubscription(topology, request);
+  await writeTopology(declared);
+  for (const [file, text] of texts) {
+    mkdirSync(path.dirname(file as string), { recursive: true });
+    writeFileSync(file as string, text as string);
+  }
+  const emulatorLines = writeEmulatorConfig(declared);
+  const newTopic = !topology.topics.some((topic) => topic.name === request.topic);
+
+  context.out(
+    `Added the ${request.kind} consumer ${request.name} of ${request.subject} on ${request.topic}:`,
+  );
+  context.out(
+    `  ${relative(files.source)}   its schema and handler: replace the sample fields and effect with yours`,
+  );
+  context.out(`  ${relative(files.functionFile)}   its function, ${functionNameOf(request.name)}`);
+  context.out(
+    `  src/topology.json   the subscription ${request.name}${newTopic ? `, on the new topic ${request.topic}` : ''}`,
+  );
+  for (const line of emulatorLines) context.out(`  ${line}`);
+  context.out(
+    `  ${relative(files.test)}   processed once, a redelivery is a duplicate, a bad body is poison`,
+  );
+  context.out('Next:');
+  context.out(`  npx jest ${relative(files.test)} test/inbox/topology.test.ts   then npm test`);
+  context.out(
+    `  npm run send -- --subject ${request.subject} --body '${JSON.stringify(exampleBody(request))}'   (against the emulator or Azure)`,
+  );
+  context.out('  azd deploy (or azd up): the Bicep reads src/topology.json and creates the subscription');
+  return EXIT_CODES.ok;
+}
+
+/** The request, or a usage error naming every problem; nothing is written before this passes. */
+export function checkedRequest(
+  values: { name?: string; topic?: string; subject?: string; kind?: string },
+  declared: Topology,
+): ConsumerRequest {
+  const { name, topic, subject } = values;
+  const kind = values.kind ?? 'inbox';
+  if (name === undefined || topic === undefined || subject === undefined) {
+    const missing = (['name', 'topic', 'subject'] as const).filter((flag) => values[flag] === undefined);
+    throw new UsageError(`Missing ${missing.map((flag) => `--${flag}`).join(', ')}.\n${USAGE}`);
+  }
+  const problems: string[] = [];
+  if (!CONSUMER_NAME.test(name)) {
+    problems.push(
+      `--name ${bounded(name)} is not a consumer name: lowercase words joined by '-', with at least one '.' (area.consumer), 3 to 50 characters`,
+    );
+  }
+  if (!ENTITY_NAME.test(topic)) {
+    problems.push(
+      `--topic ${bounded(topic)} is not a Service Bus topic name: letters, digits, '.', '-' or '_', starting and ending with a letter or digit, at most 50 characters`,
+    );
+  }
+  if (!SUBJECT.test(subject)) {
+    problems.push(
+      `--subject ${bounded(subject)} is not an event name: PascalCase letters and digits, e.g. RefundIssued`,
+    );
+  }
+  if (!(KINDS as readonly string[]).includes(kind)) {
+    problems.push(`--kind ${bounded(kind)}: inbox or versioned`);
+  }
+  if (problems.length === 0) problems.push(...collisions(name, declared));
+  if (problems.length > 0) throw new UsageError(`${problems.join('\n')}\n${USAGE}`);
+  return { name, topic, subject, kind: kind as Kind };
+}
+
+/** Names already taken: a consumer (its subscription), its function name, or one of its files. */
+function collisions(name: string, declared: Topology): string[] {
+  const problems: string[] = [];
+  const functionName = functionNameOf(name);
+  for (const topic of declared.topics) {
+    for (const subscription of topic.subscriptions) {
+      if (subscription.name === name) {
+        problems.push(`--name ${name}: src/topology.json already declares it, on the topic ${topic.name}`);
+      } else if (functionNameOf(subscription.name) === functionName) {
+        problems.push(`--name ${name}: its function, ${functionName}, is already ${subscription.name}'s`);
+      }
+    }
+  }
+  for (const file of Object.values(consumerFiles(name))) {
+    if (existsSync(file)) problems.push(`--name ${name}: ${relative(file)} already exists`);
+  }
+  return problems;
+}
+
+function withSubscription(declared: Topology, request: ConsumerRequest): Topology {
+  const subscription = { name: request.name, subjects: [request.subject] };
+  const exists = declared.topics.some((topic) => topic.name === request.topic);
+  return {
+    topics: exists
+      ? declared.topics.map((topic) =>
+          topic.name === request.topic
+            ? { ...topic, subscriptions: [...topic.subscriptions, subscription] }
+            : topic,
+        )
+      : [...declared.topics, { name: request.topic, subscriptions: [subscription] }],
+  };
+}
+
+/** Echoed values stay short. */
+const bounded = (text: string): string => JSON.stringify(text.length > 60 ? `${text.slice(0, 60)}…` : text);
+
+const camelCase = (functionName: string): string =>
+  functionName.replace(/-([a-z0-9])/g, (_, letter: string) => letter.toUpperCase());
+
+function exampleBody(request: ConsumerRequest): Record<string, unknown> {
+  return request.kind === 'inbox' ? { id: 'A-1', quantity: 2 } : { id: 'A-1', state: 'Ready', version: 1 };
+}
+
+const BUSINESS_ID = `/** Business ids become document ids and partition keys: characters Cosmos DB allows, at most 100. */
+const businessId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/, 'must be 1-100 letters, digits, ".", "_", ":" or "-"');`;
+
+function inboxSource({ name, subject }: ConsumerRequest, identifier: string): string {
+  return `import { z } from 'zod';
+
+import { defineInboxConsumer } from '../inbox';
+
+${BUSINESS_ID}
+
+/** The ${subject} event. Generated by npm run new:consumer: replace these fields with your event's. */
+export const ${subject} = z.object({
+  /** What the event is about: the id of the document it changes. */
+  id: businessId,
+  quantity: z.number().int().positive().max(1_000_000),
+});
+export type ${subject} = z.infer<typeof ${subject}>;
+
+/** The document ${name} keeps per id: how many events it applied, and their total quantity. */
+export interface ${subject}Total {
+  id: string;
+  partitionKey: string;
+  type: '${name}';
+  events: number;
+  quantity: number;
+  [property: string]: unknown;
+}
+
+/** Everything about one id lives in one logical partition, with the markers of its messages. */
+export const ${identifier}Partition = (id: string): string => \`${name}:\${id}\`;
+
+/**
+ * ${subject} → the id's total counts one more event and adds the quantity, exactly once per
+ * message: the inbox marker commits in the same transactional batch. The first attempt increments;
+ * when the total does not exist yet (404), the handler runs again and creates it.
+ */
+export const ${identifier} = defineInboxConsumer({
+  name: '${name}',
+  schema: ${subject},
+  partitionKey: (event) => ${identifier}Partition(event.id),
+
+  handle(event, tx) {
+    if (tx.failed('add', 404)) {
+      const total: ${subject}Total = {
+        id: event.id,
+        partitionKey: tx.partitionKey,
+        type: '${name}',
+        events: 1,
+        quantity: event.quantity,
+      };
+      tx.create(total, { name: 'create' });
+      return;
+    }
+    tx.patch(
+      event.id,
+      [
+        { op: 'incr', path: '/events', value: 1 },
+        { op: 'incr', path: '/quantity', value: event.quantity },
+      ],
+      { name: 'add' },
+    );
+  },
+});
+`;
+}
+
+function versionedSource({ name, subject }: ConsumerRequest, identifier: string): string {
+  return `import { z } from 'zod';
+
+import { defineVersionedConsumer } from '../inbox';
+
+${BUSINESS_ID}
+
+/** The ${subject} event. Generated by npm run new:consumer: replace these fields with your event's. */
+export const ${subject} = z.object({
+  /** What the event is about: the id of the document it sets. */
+  id: businessId,
+  state: z.string().min(1).max(100),
+  /** Increases with every change at the source. */
+  version: z.number().int().nonnegative(),
+});
+export type ${subject} = z.infer<typeof ${subject}>;
+
+/** Everything about one id lives in one logical partition. */
+export const ${identifier}Partition = (id: string): string => \`${name}:\${id}\`;
+
+/**
+ * ${subject} → the id's document holds the state of the newest version. The event carries the
+ * whole state and a version, so it is written only over an older version: repeats and late
+ * arrivals are no-ops, and no inbox marker is needed.
+ */
+export const ${identifier} = defineVersionedConsumer({
+  name: '${name}',
+  schema: ${subject},
+  project: (event) => ({
+    id: event.id,
+    partitionKey: ${identifier}Partition(event.id),
+    type: '${name}',
+    state: event.state,
+    version: event.version,
+  }),
+});
+`;
+}
+
+function functionSource({ name }: ConsumerRequest, identifier: string): string {
+  return `import { app } from '@azure/functions';
+
+import { consumerTrigger } from '../src/app';
+import { ${identifier} } from '../src/consumers/${functionNameOf(name)}';
+
+app.serviceBusTopic(...consumerTrigger(${identifier}));
+`;
+}
+
+const TEST_PREAMBLE = `import '../support/appSettings';
+
+import { loggedOutcome } from '../../offline/functions/worker';
+import { PoisonMessageError } from '../../src/inbox';
+import { deliver, type LogLine } from '../support/deliveries';
+import { type LocalStack, startLocalStack } from '../support/localStack';
+
+let stack: LocalStack;
+beforeAll(async () => {
+  stack = await startLocalStack();
+});
+afterAll(async () => {
+  await stack.stop();
+});`;
+
+function inboxTest({ name, subject }: ConsumerRequest): string {
+  const functionName = functionNameOf(name);
+  const identifier = camelCase(functionName);
+  return `${TEST_PREAMBLE.replace(
+    'import { PoisonMessageError',
+    `import { type ${subject}Total, ${identifier}Partition } from '../../src/consumers/${functionName}';\nimport { PoisonMessageError`,
+  )}
+
+const total = async (id: string): Promise<${subject}Total | undefined> =>
+  (await stack.container.item(id, ${identifier}Partition(id)).read<${subject}Total>()).resource;
+
+describe('${name}', () => {
+  it('applies a ${subject} once, and a second one on top', async () => {
+    const first = await deliver('${functionName}', { id: 'A-1', quantity: 2 }, { messageId: 'a-1' });
+    await deliver('${functionName}', { id: 'A-1', quantity: 5 }, { messageId: 'a-2' });
+
+    expect(first.settled).toBe('completed');
+    expect(await total('A-1')).toMatchObject({ events: 2, quantity: 7 });
+  });
+
+  it('absorbs a redelivery of the same message as a duplicate', async () => {
+    const logs: LogLine[] = [];
+    await deliver('${functionName}', { id: 'A-2', quantity: 3 }, { messageId: 'a-3' });
+    const again = await deliver('${functionName}', { id: 'A-2', quantity: 3 }, { messageId: 'a-3', deliveryCount: 2 }, logs);
+
+    expect(again.settled).toBe('completed');
+    expect(loggedOutcome(logs)).toBe('duplicate');
+    expect(await total('A-2')).toMatchObject({ events: 1, quantity: 3 });
+  });
+
+  it('gives back a body that fails the schema as poison, writing nothing', async () => {
+    const result = await deliver('${functionName}', { id: 'A-3', quantity: 'three' }, { messageId: 'a-4' });
+
+    expect(result.error).toBeInstanceOf(PoisonMessageError);
+    expect((result.error as PoisonMessageError).reason).toBe('schema-violation');
+    expect(await total('A-3')).toBeUndefined();
+  });
+});
+`;
+}
+
+function versionedTest({ name }: ConsumerRequest): string {
+  const functionName = functionNameOf(name);
+  const identifier = camelCase(functionName);
+  return `${TEST_PREAMBLE.replace(
+    'import { PoisonMessageError',
+    `import { ${identifier}Partition } from '../../src/consumers/${functionName}';\nimport { PoisonMessageError`,
+  )}
+
+const stored = async (id: string): Promise<Record<string, unknown> | undefined> =>
+  (await stack.container.item(id, ${identifier}Partition(id)).read<Record<string, unknown>>()).resource;
+
+describe('${name}', () => {
+  it('keeps the state of the newest version, whatever the order of arrival', async () => {
+    const first = await deliver('${functionName}', { id: 'A-1', state: 'Ready', version: 2 }, { messageId: 'a-1-v2' });
+    await deliver('${functionName}', { id: 'A-1', state: 'Draft', version: 1 }, { messageId: 'a-1-v1' });
+
+    expect(first.settled).toBe('completed');
+    expect(await stored('A-1')).toMatchObject({ state: 'Ready', version: 2 });
+  });
+
+  it('absorbs a redelivery of the same message as a duplicate', async () => {
+    const logs: LogLine[] = [];
+    await deliver('${functionName}', { id: 'A-2', state: 'Ready', version: 1 }, { messageId: 'a-2-v1' });
+    const again = await deliver('${functionName}', { id: 'A-2', state: 'Ready', version: 1 }, { messageId: 'a-2-v1', deliveryCount: 2 }, logs);
+
+    expect(again.settled).toBe('completed');
+    expect(loggedOutcome(logs)).toBe('duplicate');
+  });
+
+  it('gives back a body that fails the schema as poison, writing nothing', async () => {
+    const result = await deliver('${functionName}', { id: 'A-3', version: -1 }, { messageId: 'a-3' });
+
+    expect(result.error).toBeInstanceOf(PoisonMessageError);
+    expect((result.error as PoisonMessageError).reason).toBe('schema-violation');
+    expect(await stored('A-3')).toBeUndefined();
+  });
+});
+`;
+}
+
+if (require.main === module) {
+  void runTool('new:consumer', main, process.argv.slice(2), processContext()).then((code) => {
+    process.exitCode = code;
+  });
+}

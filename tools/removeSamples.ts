@@ -1,0 +1,98 @@
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { ParseArgsConfig } from 'node:util';
+
+import { parseDocument } from 'yaml';
+
+import { writeEmulatorConfig } from '../emulators/generateConfig';
+import { functionNameOf, type Topology, topology } from '../src/topology';
+import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
+import { formatted, PROJECT_ROOT, writeTopology } from './project';
+import { SAMPLE } from './samples';
+
+const USAGE = `Usage:
+  npm run remove:samples [-- --dry-run]
+Removes the sample business (invoices, payments, stock) from the project, keeping the library
+(src/inbox), the local Cosmos DB server, the Service Bus and host models, the infra and the generic
+tools. What it removes is listed in tools/samples.ts and in tools/README.md.
+Options:
+  --dry-run   list what would be removed, and remove nothing`;
+
+const FLAGS = {
+  allowPositionals: false,
+  strict: true,
+  options: { 'dry-run': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+} satisfies ParseArgsConfig;
+
+/** Every path of the sample that is still in the project, relative to it. */
+export function samplePaths(): string[] {
+  const consumerFiles = SAMPLE.consumers.flatMap((name) => [
+    `functions/${functionNameOf(name)}.ts`,
+    `test/functions/${functionNameOf(name)}.test.ts`,
+  ]);
+  return [...consumerFiles, ...SAMPLE.files].filter((file) => existsSync(path.join(PROJECT_ROOT, file)));
+}
+
+/** The declaration without the sample's subscriptions, and without a topic that has none left. */
+export function withoutSamples(declared: Topology): Topology {
+  const sample = new Set(SAMPLE.consumers);
+  return {
+    topics: declared.topics
+      .map((topic) => ({ ...topic, subscriptions: topic.subscriptions.filter((s) => !sample.has(s.name)) }))
+      .filter((topic) => topic.subscriptions.length > 0),
+  };
+}
+
+export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
+  const { values } = parseFlags(argv, FLAGS, USAGE);
+  if (values.help) {
+    context.out(USAGE);
+    return EXIT_CODES.ok;
+  }
+  const paths = samplePaths();
+  const declared = withoutSamples(topology);
+  const subscriptions = SAMPLE.consumers.filter((name) =>
+    topology.topics.some((topic) => topic.subscriptions.some((s) => s.name === name)),
+  );
+  const packageFile = path.join(PROJECT_ROOT, 'package.json');
+  const manifest = JSON.parse(readFileSync(packageFile, 'utf8')) as { scripts: Record<string, string> };
+  const scripts = SAMPLE.scripts.filter((name) => name in manifest.scripts);
+  const workflowFile = path.join(PROJECT_ROOT, SAMPLE.ciJob.file);
+  const workflow = existsSync(workflowFile) ? parseDocument(readFileSync(workflowFile, 'utf8')) : undefined;
+  const ciJob = workflow?.hasIn(['jobs', SAMPLE.ciJob.job]) === true;
+  if (paths.length === 0 && subscriptions.length === 0 && scripts.length === 0 && !ciJob) {
+    context.out('The sample is not in this project: nothing to remove.');
+    return EXIT_CODES.ok;
+  }
+  const verb = values['dry-run'] ? 'Would remove' : 'Removed';
+  context.out(`${verb}:`);
+  for (const file of paths) context.out(`  ${file}`);
+  for (const name of subscriptions) context.out(`  the subscription ${name} from src/topology.json`);
+  for (const name of scripts) context.out(`  the script ${name} from package.json`);
+  if (ciJob) context.out(`  the job ${SAMPLE.ciJob.job} from ${SAMPLE.ciJob.file}`);
+  if (values['dry-run']) return EXIT_CODES.ok;
+
+  for (const file of paths) rmSync(path.join(PROJECT_ROOT, file), { recursive: true, force: true });
+  await writeTopology(declared);
+  for (const name of scripts) delete manifest.scripts[name];
+  writeFileSync(packageFile, await formatted(packageFile, JSON.stringify(manifest, null, 2)));
+  if (workflow && ciJob) {
+    workflow.deleteIn(['jobs', SAMPLE.ciJob.job]);
+    writeFileSync(workflowFile, await formatted(workflowFile, workflow.toString()));
+  }
+  for (const line of writeEmulatorConfig(declared)) context.out(line);
+
+  context.out('Next:');
+  context.out('  npm run new:consumer -- --name <area.consumer> --topic <topic> --subject <Subject>');
+  context.out('  npm test');
+  context.out(
+    `  a live test of your own against Azure: npm run test:live and its CI job (see git history for the sample's)`,
+  );
+  return EXIT_CODES.ok;
+}
+
+if (require.main === module) {
+  void runTool('remove:samples', main, process.argv.slice(2), processContext()).then((code) => {
+    process.exitCode = code;
+  });
+}
