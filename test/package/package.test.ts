@@ -44,7 +44,7 @@ import {
   only,
   type Snapshot,
 } from '../infra/bicep';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';
 
 const run = promisify(execFile);
 const work = mkdtempSync(join(tmpdir(), 'package-'));
@@ -216,7 +216,7 @@ describeWithBicep(cli)('the extracted package, booted through the worker with th
 
   let boot: LoadReport;
   let settings: Record<string, string>;
-  let stack: LocalStack;
+  const stack = useLocalStack();
 
   const payment = { invoiceId: 'INV-PKG-1', paymentId: 'PAY-PKG-1', amount: 12.5, currency: 'EUR' };
   const order = { orderId: 'ORD-PKG-1', productId: 'SKU-PKG-1', quantity: 2 };
@@ -235,7 +235,6 @@ describeWithBicep(cli)('the extracted package, booted through the worker with th
 
   beforeAll(async () => {
     settings = appSettings(evaluated('defaults'));
-    stack = await startLocalStack();
     const invoice: Invoice = {
       id: payment.invoiceId,
       partitionKey: invoicePartition(payment.invoiceId),
@@ -281,8 +280,6 @@ describeWithBicep(cli)('the extracted package, booted through the worker with th
     if (!first) throw new Error('the package did not boot');
     boot = first;
   }, 300_000);
-
-  afterAll(async () => stack?.stop());
 
   it('needs nothing from outside the package: only optional probes for development-only packages were refused', () => {
     // The driver refuses every module outside the extracted folder, as on a host where nothing else is
@@ -396,7 +393,7 @@ describe('the extracted package, with Application Insights', () => {
   // certificate for 127.0.0.1 that the child process trusts (NODE_EXTRA_CA_CERTS).
   const received: { path: string; body: string }[] = [];
   let ingestion: Server;
-  let stack: LocalStack;
+  const stack = useLocalStack();
   let boot: LoadReport;
 
   beforeAll(async () => {
@@ -420,7 +417,6 @@ describe('the extracted package, with Application Insights', () => {
     });
     await new Promise<void>((resolve) => ingestion.listen(0, '127.0.0.1', resolve));
     const endpoint = `https://127.0.0.1:${(ingestion.address() as AddressInfo).port}/`;
-    stack = await startLocalStack();
     const plan = join(work, 'telemetry-plan.json');
     const body = { invoiceId: 'INV-AI-1', paymentId: 'PAY-AI-1', amount: 1, currency: 'EUR' };
     writeFileSync(
@@ -453,7 +449,6 @@ describe('the extracted package, with Application Insights', () => {
   }, 120_000);
 
   afterAll(async () => {
-    await stack?.stop();
     await new Promise((resolve) => ingestion?.close(resolve));
   });
 

@@ -1,5 +1,3 @@
-import '../support/appSettings';
-
 import type { ServiceBusReceiver } from '@azure/service-bus';
 
 import { type FunctionApp, loadFunctionApp, loggedOutcome } from '../../offline/functions/worker';
@@ -11,7 +9,7 @@ import {
   startPeer,
   TOPIC,
 } from '../offline/servicebus/amqp/support';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';
 import { captured, deadLetters } from './support';
 
 /**
@@ -23,7 +21,7 @@ import { captured, deadLetters } from './support';
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
 
-let stack: LocalStack;
+const stack = useLocalStack();
 let app: FunctionApp;
 let fixture: PeerFixture;
 let receivers: ServiceBusReceiver[];
@@ -32,11 +30,7 @@ let env: Record<string, string>;
 let run = 0;
 
 beforeAll(async () => {
-  stack = await startLocalStack();
   app = await loadFunctionApp();
-});
-afterAll(async () => {
-  await stack.stop();
 });
 beforeEach(async () => {
   run++;
