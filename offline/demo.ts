@@ -1,5 +1,13 @@
-import { parseArgs } from 'node:util';
-
+import {
+  EXIT_CODES,
+  type ExitCode,
+  numberFlag,
+  parseFlags,
+  processContext,
+  runTool,
+  type ToolContext,
+  usageError,
+} from '../tools/cli';
 import { demoDefaults, replayCommand } from './scenario/replay';
 import {
   type CosmosOutage,
@@ -13,7 +21,7 @@ import {
  * model of Service Bus and of the Functions host driving the real registered handlers, a workload
  * with producer resends, poison and faults; then a report and the invariant verdict.
  */
-const usage = `Usage: npm run demo -- [options]
+const USAGE = `Usage: npm run demo -- [options]
 
   --messages <n>          distinct business events to publish (default 3000)
   --seed <n>              seed for the workload and the faults (default: random, printed)
@@ -38,42 +46,38 @@ const usage = `Usage: npm run demo -- [options]
 
 const rateOptions = demoDefaults.rates;
 
-async function main(): Promise<number> {
-  const { values } = parseArgs({
-    options: {
-      messages: { type: 'string', default: String(demoDefaults.messages) },
-      seed: { type: 'string' },
-      concurrency: { type: 'string', default: String(demoDefaults.concurrency) },
-      json: { type: 'boolean', default: false },
-      'cosmos-outage': { type: 'string', multiple: true, default: [] },
-      'cosmos-throttling': { type: 'string', multiple: true, default: [] },
-      help: { type: 'boolean', short: 'h', default: false },
-      ...Object.fromEntries(
-        Object.entries(rateOptions).map(([name, rate]) => [name, { type: 'string', default: String(rate) }]),
-      ),
+async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
+  const { values } = parseFlags(
+    argv,
+    {
+      options: {
+        messages: { type: 'string', default: String(demoDefaults.messages) },
+        seed: { type: 'string' },
+        concurrency: { type: 'string', default: String(demoDefaults.concurrency) },
+        json: { type: 'boolean', default: false },
+        'cosmos-outage': { type: 'string', multiple: true, default: [] },
+        'cosmos-throttling': { type: 'string', multiple: true, default: [] },
+        help: { type: 'boolean', short: 'h', default: false },
+        ...Object.fromEntries(
+          Object.entries(rateOptions).map(([name, rate]) => [
+            name,
+            { type: 'string', default: String(rate) },
+          ]),
+        ),
+      },
     },
-  });
+    USAGE,
+  );
   if (values.help) {
-    console.log(usage);
-    return 0;
+    context.out(USAGE);
+    return EXIT_CODES.ok;
   }
-  const number = (
-    name: string,
-    text: unknown,
-    { min = 0, max = Number.MAX_SAFE_INTEGER, integer = false } = {},
-  ): number => {
-    const value = Number(text);
-    if (!Number.isFinite(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
-      throw new Error(
-        `--${name} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}; got '${String(text)}'.`,
-      );
-    }
-    return value;
-  };
+  const number = (name: string, text: unknown, range: Parameters<typeof numberFlag>[3] = {}): number =>
+    numberFlag(name, text, USAGE, range);
   const outage = (name: string, text: string, kind: CosmosOutage['kind']): CosmosOutage => {
     const [start, minutes, ...rest] = text.split(':');
     if (rest.length > 0 || minutes === undefined) {
-      throw new Error(`--${name} must be <start-minute>:<minutes>; got '${text.slice(0, 40)}'.`);
+      throw usageError(`--${name} must be <start-minute>:<minutes>; got '${text.slice(0, 40)}'.`, USAGE);
     }
     return {
       // Whole model milliseconds: a replay command's minutes give back the run's exact times.
@@ -135,7 +139,7 @@ async function main(): Promise<number> {
       }),
     );
   } else console.log(render(report, options, target));
-  return report.ok && (target?.met ?? true) ? 0 : 1;
+  return report.ok && (target?.met ?? true) ? EXIT_CODES.ok : EXIT_CODES.failed;
 }
 
 /**
@@ -242,10 +246,4 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
   return lines.join('\n');
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(`demo: ${(error as Error).message}`);
-    process.exit(2);
-  },
-);
+void runTool('demo', main, process.argv.slice(2), processContext()).then((code) => process.exit(code));

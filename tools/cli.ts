@@ -56,6 +56,27 @@ export function parseFlags<T extends ParseArgsConfig>(
     // `args` does not change the shape of the result, which TypeScript cannot see through the spread.
     return parseArgs({ ...config, args: argv }) as ReturnType<typeof parseArgs<T>>;
   } catch (error) {
-    throw new UsageError(`${(error as Error).message}\n${usage}`, { cause: error });
+    throw usageError((error as Error).message, usage, { cause: error });
   }
+}
+
+/** A usage error (exit code 2): the message, then the tool's usage. */
+export function usageError(message: string, usage: string, options?: ErrorOptions): UsageError {
+  return new UsageError(`${message}\n${usage}`, options);
+}
+
+/** A flag's value as a number in [min, max] (whole when `integer`), or a usage error naming the flag. */
+export function numberFlag(
+  name: string,
+  text: unknown,
+  usage: string,
+  { min = 0, max = Number.MAX_SAFE_INTEGER, integer = false } = {},
+): number {
+  const value = Number(text);
+  if (!Number.isFinite(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
+    const shown = String(text).slice(0, 40);
+    const kind = integer ? 'an integer' : 'a number';
+    throw usageError(`--${name} must be ${kind} from ${min} to ${max}; got '${shown}'.`, usage);
+  }
+  return value;
 }

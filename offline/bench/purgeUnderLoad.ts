@@ -1,6 +1,5 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
 
@@ -11,6 +10,14 @@ import {
   type PurgeReport,
 } from '../../src/inbox';
 import { paymentApplier } from '../../src/sample';
+import {
+  EXIT_CODES,
+  type ExitCode,
+  parseFlags,
+  processContext,
+  runTool,
+  type ToolContext,
+} from '../../tools/cli';
 import { ensureAppContainer } from '../appContainer';
 import { type ClientUsage, start } from '../cosmos';
 import { openInvoice, paymentDelivery } from './strategies';
@@ -190,11 +197,27 @@ const DEFAULTS: PurgeUnderLoadOptions = {
   purgeMaxDurationMs: 60_000,
 };
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { record: { type: 'boolean', default: false } } });
+const USAGE = `Usage: npm run bench:purge -- [--record]
+
+  --record    also write the figures to offline/bench/purge.md
+  -h, --help`;
+
+const FLAGS = {
+  options: {
+    record: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+} as const;
+
+async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
+  const { values } = parseFlags(argv, FLAGS, USAGE);
+  if (values.help) {
+    context.out(USAGE);
+    return EXIT_CODES.ok;
+  }
   const phases = await measurePurgeUnderLoad(DEFAULTS);
   const figures = table(phases);
-  console.log(figures);
+  context.out(figures);
   if (values.record) {
     const command = `npm run bench:purge -- --record`;
     const text = [
@@ -214,13 +237,13 @@ async function main(): Promise<void> {
     // Formatted as the repository's prettier config wants it, so that committing it keeps the check green.
     const { format, resolveConfig } = await import('prettier');
     await writeFile(path, await format(text, { ...(await resolveConfig(path)), filepath: path }));
-    console.log(`Wrote ${path}.`);
+    context.out(`Wrote ${path}.`);
   }
+  return EXIT_CODES.ok;
 }
 
 if (require.main === module) {
-  main().catch((error: unknown) => {
-    console.error(error);
-    process.exit(1);
-  });
+  void runTool('bench:purge', main, process.argv.slice(2), processContext()).then((code) =>
+    process.exit(code),
+  );
 }
