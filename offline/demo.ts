@@ -1,11 +1,9 @@
 import {
   EXIT_CODES,
   type ExitCode,
+  type FlagValues,
   numberFlag,
-  parseFlags,
-  processContext,
-  runTool,
-  type ToolContext,
+  runWithFlags,
   usageError,
 } from '../tools/cli';
 import { demoDefaults, replayCommand } from './scenario/replay';
@@ -46,32 +44,22 @@ const USAGE = `Usage: npm run demo -- [options]
 
 const rateOptions = demoDefaults.rates;
 
-async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values } = parseFlags(
-    argv,
-    {
-      options: {
-        messages: { type: 'string', default: String(demoDefaults.messages) },
-        seed: { type: 'string' },
-        concurrency: { type: 'string', default: String(demoDefaults.concurrency) },
-        json: { type: 'boolean', default: false },
-        'cosmos-outage': { type: 'string', multiple: true, default: [] },
-        'cosmos-throttling': { type: 'string', multiple: true, default: [] },
-        help: { type: 'boolean', short: 'h', default: false },
-        ...Object.fromEntries(
-          Object.entries(rateOptions).map(([name, rate]) => [
-            name,
-            { type: 'string', default: String(rate) },
-          ]),
-        ),
-      },
-    },
-    USAGE,
-  );
-  if (values.help) {
-    context.out(USAGE);
-    return EXIT_CODES.ok;
-  }
+const FLAGS = {
+  options: {
+    messages: { type: 'string', default: String(demoDefaults.messages) },
+    seed: { type: 'string' },
+    concurrency: { type: 'string', default: String(demoDefaults.concurrency) },
+    json: { type: 'boolean', default: false },
+    'cosmos-outage': { type: 'string', multiple: true, default: [] as string[] },
+    'cosmos-throttling': { type: 'string', multiple: true, default: [] as string[] },
+    help: { type: 'boolean', short: 'h', default: false },
+    ...(Object.fromEntries(
+      Object.entries(rateOptions).map(([name, rate]) => [name, { type: 'string', default: String(rate) }]),
+    ) as Record<keyof typeof rateOptions, { type: 'string'; default: string }>),
+  },
+} as const;
+
+async function main(values: FlagValues<typeof FLAGS>): Promise<ExitCode> {
   const number = (name: string, text: unknown, range: Parameters<typeof numberFlag>[3] = {}): number =>
     numberFlag(name, text, USAGE, range);
   const outage = (name: string, text: string, kind: CosmosOutage['kind']): CosmosOutage => {
@@ -246,4 +234,4 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
   return lines.join('\n');
 }
 
-void runTool('demo', main, process.argv.slice(2), processContext()).then((code) => process.exit(code));
+void runWithFlags('demo', FLAGS, USAGE, main).then((code) => process.exit(code));

@@ -11,6 +11,9 @@ export interface ToolContext {
   now: () => number;
 }
 
+/** The values of a tool's flags as parseArgs returns them for `config`. */
+export type FlagValues<T extends ParseArgsConfig> = ReturnType<typeof parseArgs<T>>['values'];
+
 export const EXIT_CODES = { ok: 0, failed: 1, usage: 2 } as const;
 export type ExitCode = (typeof EXIT_CODES)[keyof typeof EXIT_CODES];
 
@@ -44,6 +47,29 @@ export async function runTool(
     if (context.env.DEBUG) context.err(detail.stack ?? '');
     return EXIT_CODES.failed;
   }
+}
+
+/**
+ * runTool for a tool whose flags are `config` (with a `help` flag): the flags are parsed before
+ * anything else, --help prints `usage` (exit 0), and `main` gets the parsed values.
+ */
+export function runWithFlags<T extends ParseArgsConfig>(
+  name: string,
+  config: T,
+  usage: string,
+  main: (flags: FlagValues<T>, context: ToolContext) => Promise<ExitCode>,
+  argv: string[] = process.argv.slice(2),
+  context: ToolContext = processContext(),
+): Promise<ExitCode> {
+  const parsed = async (args: string[], tool: ToolContext): Promise<ExitCode> => {
+    const { values } = parseFlags(args, config, usage);
+    if ((values as { help?: unknown }).help) {
+      tool.out(usage);
+      return EXIT_CODES.ok;
+    }
+    return main(values, tool);
+  };
+  return runTool(name, parsed, argv, context);
 }
 
 /** parseArgs over `argv`, a bad or unknown flag becoming a usage error followed by the tool's usage. */

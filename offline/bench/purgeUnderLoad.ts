@@ -10,14 +10,7 @@ import {
   type PurgeReport,
 } from '../../src/inbox';
 import { paymentApplier } from '../../src/sample';
-import {
-  EXIT_CODES,
-  type ExitCode,
-  parseFlags,
-  processContext,
-  runTool,
-  type ToolContext,
-} from '../../tools/cli';
+import { EXIT_CODES, type ExitCode, type FlagValues, runWithFlags, type ToolContext } from '../../tools/cli';
 import { ensureAppContainer } from '../appContainer';
 import { type ClientUsage, start } from '../cosmos';
 import { openInvoice, paymentDelivery } from './strategies';
@@ -209,12 +202,7 @@ const FLAGS = {
   },
 } as const;
 
-async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values } = parseFlags(argv, FLAGS, USAGE);
-  if (values.help) {
-    context.out(USAGE);
-    return EXIT_CODES.ok;
-  }
+async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Promise<ExitCode> {
   const phases = await measurePurgeUnderLoad(DEFAULTS);
   const figures = table(phases);
   context.out(figures);
@@ -243,7 +231,5 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
 }
 
 if (require.main === module) {
-  void runTool('bench:purge', main, process.argv.slice(2), processContext()).then((code) =>
-    process.exit(code),
-  );
+  void runWithFlags('bench:purge', FLAGS, USAGE, main).then((code) => process.exit(code));
 }

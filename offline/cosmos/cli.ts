@@ -1,16 +1,15 @@
 import { CosmosClient } from '@azure/cosmos';
 
 import {
-  EXIT_CODES,
   type ExitCode,
+  type FlagValues,
   numberFlag,
-  parseFlags,
-  processContext,
-  runTool,
+  runWithFlags,
   type ToolContext,
   usageError,
 } from '../../tools/cli';
 import { ensureAppContainer } from '../appContainer';
+import { exitOnFailure, serveUntilInterrupted } from '../serve';
 import { DEFAULT_KEY, start } from './server';
 
 const USAGE = `Usage: npm run cosmos -- [--port 8081] [--host 127.0.0.1] [--key <base64>] [--latency-ms 0]
@@ -36,12 +35,7 @@ const FLAGS = {
   },
 } as const;
 
-async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values } = parseFlags(argv, FLAGS, USAGE);
-  if (values.help) {
-    context.out(USAGE);
-    return EXIT_CODES.ok;
-  }
+async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Promise<ExitCode> {
   const port = numberFlag('port', values.port, USAGE, { max: 65535, integer: true });
   const latencyMs = numberFlag('latency-ms', values['latency-ms'], USAGE);
   const throughput = values.throughput === undefined ? undefined : Number(values.throughput);
@@ -71,16 +65,7 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   );
   context.out(`  COSMOS_ENDPOINT=${server.endpoint}`);
   context.out(`  COSMOS_KEY=${server.key}`);
-  context.out(`Press Ctrl+C to stop.`);
-  const stop = (): void => {
-    void server.stop().then(() => process.exit(0));
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
-  return EXIT_CODES.ok;
+  return serveUntilInterrupted(server, context);
 }
 
-// The server keeps the process running after main returns; only a failure ends it.
-void runTool('local cosmos', main, process.argv.slice(2), processContext()).then((code) => {
-  if (code !== EXIT_CODES.ok) process.exit(code);
-});
+void runWithFlags('local cosmos', FLAGS, USAGE, main).then(exitOnFailure);

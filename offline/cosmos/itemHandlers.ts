@@ -55,6 +55,7 @@ export function item(request: ResourceRequest, route: Extract<Route, { type: 'it
   const container = containerOf(request, route);
   const partitionKey = requiredPartitionKey(container, headers);
   const { id } = route;
+  const conditional = { partitionKey, id, ...ifMatch(headers) };
   switch (request.method) {
     case 'GET': {
       const ifNoneMatch = single(headers['if-none-match']);
@@ -68,20 +69,16 @@ export function item(request: ResourceRequest, route: Extract<Route, { type: 'it
     case 'PUT':
       return itemOperation(request, container, {
         kind: 'replace',
-        partitionKey,
-        id,
+        ...conditional,
         body: asObject(body(request)),
-        ...ifMatch(headers),
       });
     case 'DELETE':
-      return itemOperation(request, container, { kind: 'delete', partitionKey, id, ...ifMatch(headers) });
+      return itemOperation(request, container, { kind: 'delete', ...conditional });
     case 'PATCH':
       return itemOperation(request, container, {
         kind: 'patch',
-        partitionKey,
-        id,
+        ...conditional,
         patch: parsePatchRequest(body(request)),
-        ...ifMatch(headers),
       });
     default:
       return notAllowed(request);

@@ -202,26 +202,23 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
   };
 }
 
-/** The handler of the route's resource. */
+/** The handler of each kind of resource. */
+const handlers: {
+  [T in Route['type']]: (request: ResourceRequest, route: Extract<Route, { type: T }>) => Reply;
+} = {
+  account,
+  databases,
+  database,
+  containers,
+  container,
+  pkranges: partitionKeyRanges,
+  items,
+  item,
+};
+
 function dispatch(route: Route, request: ResourceRequest): Reply {
-  switch (route.type) {
-    case 'account':
-      return account(request);
-    case 'databases':
-      return databases(request);
-    case 'database':
-      return database(request, route);
-    case 'containers':
-      return containers(request, route);
-    case 'container':
-      return container(request, route);
-    case 'pkranges':
-      return partitionKeyRanges(request, route);
-    case 'items':
-      return items(request, route);
-    case 'item':
-      return item(request, route);
-  }
+  // The handler of route.type takes that route; TypeScript does not narrow a lookup by its key.
+  return (handlers[route.type] as (request: ResourceRequest, route: Route) => Reply)(request, route);
 }
 
 /** Physically removes expired items (Cosmos DB's TTL background deletion); returns how many. */

@@ -1,14 +1,13 @@
 import { parseDurationSeconds } from '../../../src/inbox/duration';
 import {
-  EXIT_CODES,
   type ExitCode,
+  type FlagValues,
   numberFlag,
-  parseFlags,
-  processContext,
-  runTool,
+  runWithFlags,
   type ToolContext,
   usageError,
 } from '../../../tools/cli';
+import { exitOnFailure, serveUntilInterrupted } from '../../serve';
 import { start } from './server';
 
 const USAGE = `Usage: npx tsx offline/servicebus/amqp/cli.ts [--port 5672] [--host 127.0.0.1]
@@ -31,12 +30,7 @@ const FLAGS = {
   },
 } as const;
 
-async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values } = parseFlags(argv, FLAGS, USAGE);
-  if (values.help) {
-    context.out(USAGE);
-    return EXIT_CODES.ok;
-  }
+async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Promise<ExitCode> {
   const port = numberFlag('port', values.port, USAGE, { max: 65535, integer: true });
   const maxDeliveryCount = numberFlag('max-delivery-count', values['max-delivery-count'], USAGE, {
     min: 1,
@@ -61,16 +55,7 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   );
   context.out(`  ${subscriptions.join('\n  ')}`);
   context.out(`  SERVICEBUS_CONNECTION_STRING="${peer.connectionString}"`);
-  context.out('Press Ctrl+C to stop.');
-  const stop = (): void => {
-    void peer.stop().then(() => process.exit(0));
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
-  return EXIT_CODES.ok;
+  return serveUntilInterrupted(peer, context);
 }
 
-// The peer keeps the process running after main returns; only a failure ends it.
-void runTool('local service bus', main, process.argv.slice(2), processContext()).then((code) => {
-  if (code !== EXIT_CODES.ok) process.exit(code);
-});
+void runWithFlags('local service bus', FLAGS, USAGE, main).then(exitOnFailure);
