@@ -1,20 +1,29 @@
-import { EXIT_CODES, type ExitCode, type ToolContext } from '../tools/cli';
+import type { ParseArgsConfig } from 'node:util';
+
+import { EXIT_CODES, type FlagValues, runWithFlags, type ToolContext } from '../tools/cli';
 
 /**
- * For the local servers' command lines: the server keeps the process running until Ctrl+C (or
- * SIGTERM) stops it, then the process exits 0.
+ * Runs a local server's command line: the flags through tools/cli.ts (usage errors exit 2 before
+ * `start` runs), then the server `start` returns keeps the process running until Ctrl+C (or
+ * SIGTERM) stops it, and the process exits 0.
  */
-export function serveUntilInterrupted(server: { stop(): Promise<void> }, context: ToolContext): ExitCode {
-  context.out('Press Ctrl+C to stop.');
-  const stop = (): void => {
-    void server.stop().then(() => process.exit(0));
+export function runServer<T extends ParseArgsConfig>(
+  name: string,
+  config: T,
+  usage: string,
+  start: (flags: FlagValues<T>, context: ToolContext) => Promise<{ stop(): Promise<void> }>,
+): void {
+  const serve = async (flags: FlagValues<T>, context: ToolContext): Promise<typeof EXIT_CODES.ok> => {
+    const server = await start(flags, context);
+    context.out('Press Ctrl+C to stop.');
+    const stop = (): void => {
+      void server.stop().then(() => process.exit(0));
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    return EXIT_CODES.ok;
   };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
-  return EXIT_CODES.ok;
-}
-
-/** A server's command line ends the process only when it failed; a running server keeps it alive. */
-export function exitOnFailure(code: ExitCode): void {
-  if (code !== EXIT_CODES.ok) process.exit(code);
+  void runWithFlags(name, config, usage, serve).then((code) => {
+    if (code !== EXIT_CODES.ok) process.exit(code);
+  });
 }

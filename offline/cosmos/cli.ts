@@ -1,15 +1,8 @@
 import { CosmosClient } from '@azure/cosmos';
 
-import {
-  type ExitCode,
-  type FlagValues,
-  numberFlag,
-  runWithFlags,
-  type ToolContext,
-  usageError,
-} from '../../tools/cli';
+import { type FlagValues, numberFlag, type ToolContext, usageError } from '../../tools/cli';
 import { ensureAppContainer } from '../appContainer';
-import { exitOnFailure, serveUntilInterrupted } from '../serve';
+import { runServer } from '../serve';
 import { DEFAULT_KEY, start } from './server';
 
 const USAGE = `Usage: npm run cosmos -- [--port 8081] [--host 127.0.0.1] [--key <base64>] [--latency-ms 0]
@@ -35,7 +28,10 @@ const FLAGS = {
   },
 } as const;
 
-async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Promise<ExitCode> {
+async function main(
+  values: FlagValues<typeof FLAGS>,
+  context: ToolContext,
+): Promise<{ stop(): Promise<void> }> {
   const port = numberFlag('port', values.port, USAGE, { max: 65535, integer: true });
   const latencyMs = numberFlag('latency-ms', values['latency-ms'], USAGE);
   const throughput = values.throughput === undefined ? undefined : Number(values.throughput);
@@ -65,7 +61,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
   );
   context.out(`  COSMOS_ENDPOINT=${server.endpoint}`);
   context.out(`  COSMOS_KEY=${server.key}`);
-  return serveUntilInterrupted(server, context);
+  return server;
 }
 
-void runWithFlags('local cosmos', FLAGS, USAGE, main).then(exitOnFailure);
+runServer('local cosmos', FLAGS, USAGE, main);

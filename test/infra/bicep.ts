@@ -424,23 +424,24 @@ export type AzdParameters = (environment?: Record<string, string>) => Record<str
 
 /**
  * The frame of a test/infra file: a describe, skipped with one line saying why when no Bicep CLI is
- * found, in which main.bicep is built and each variant evaluated before the tests (evaluateVariants).
- * `variants` gets the parameters azd would pass; `tests` gets the evaluation and the CLI.
+ * found, in which main.bicep is built and evaluated before the tests (evaluateVariants) with the
+ * parameters azd passes from main.parameters.json (`defaults`) and with each of `variants`.
+ * `variants` gets those parameters (with other azd environment values if asked); `tests` gets the
+ * evaluation and the CLI.
  */
-export function describeInfra<V extends string>(
+export function describeInfra<V extends string = never>(
   name: string,
   variants: (azd: AzdParameters, template: ArmTemplate) => Record<V, Variant>,
-  tests: (evaluation: Evaluation<V> & { cli: BicepLocation }) => void,
+  tests: (evaluation: Evaluation<V | 'defaults'> & { cli: BicepLocation; defaults: () => Snapshot }) => void,
 ): void {
   const cli = locateBicep();
   describeWithBicep(cli)(name, () => {
-    const evaluation = evaluateVariants(cli, (template) =>
-      variants(
-        (environment = {}) => azdParameters(template, { ...azdEnvironment, ...environment }),
-        template,
-      ),
-    );
-    tests({ ...evaluation, cli });
+    const evaluation = evaluateVariants<V | 'defaults'>(cli, (template) => {
+      const azd: AzdParameters = (environment = {}) =>
+        azdParameters(template, { ...azdEnvironment, ...environment });
+      return { defaults: { parameters: azd() }, ...variants(azd, template) };
+    });
+    tests({ ...evaluation, cli, defaults: () => evaluation.evaluated('defaults') });
   });
 }
 

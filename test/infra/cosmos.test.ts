@@ -7,16 +7,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import {
-  appPrincipal,
-  at,
-  describeInfra,
-  only,
-  premiumProvisionedVariant,
-  repoRoot,
-  role,
-  type Snapshot,
-} from './bicep';
+import { appPrincipal, at, describeInfra, only, premiumProvisionedVariant, repoRoot, role } from './bicep';
 
 /** The purge query as src/inbox/purge.ts writes it (string literals joined with +). */
 function purgeQuery(): string {
@@ -44,12 +35,9 @@ function filters(query: string): Filter[] {
 describeInfra(
   'Cosmos DB',
   (azd) => ({
-    defaults: { parameters: azd() },
     provisioned: premiumProvisionedVariant(azd),
   }),
-  ({ evaluated }) => {
-    const defaults = (): Snapshot => evaluated('defaults');
-
+  ({ defaults, evaluated }) => {
     describe('with the defaults of main.parameters.json', () => {
       it('is a serverless account with keys off and Session consistency', () => {
         const account = only(defaults(), 'Microsoft.DocumentDB/databaseAccounts');

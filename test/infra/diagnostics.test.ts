@@ -8,9 +8,8 @@ import { at, describeInfra, moduleOutput, only, resources } from './bicep';
 
 describeInfra(
   'logs',
-  (azd) => ({ defaults: { parameters: azd() } }),
-  ({ compiled, evaluated }) => {
-    const defaults = () => evaluated('defaults');
+  () => ({}),
+  ({ compiled, defaults }) => {
     const settingOf = (target: PredictedResource): PredictedResource | undefined =>
       resources(defaults(), 'Microsoft.Insights/diagnosticSettings').find(
         (setting) =>

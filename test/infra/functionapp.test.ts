@@ -21,15 +21,13 @@ import {
 describeInfra(
   'the function app',
   (azd) => ({
-    defaults: { parameters: azd() },
     premiumProvisioned: premiumProvisionedVariant(azd),
     purgeBudgetSet: { parameters: azd({ PURGE_MAX_RU_PER_SECOND: '250' }) },
     lowestMaximum: { parameters: { ...azd(), functionMaximumInstanceCount: 40 } },
     belowLowestMaximum: { parameters: { ...azd(), functionMaximumInstanceCount: 39 } },
     belowLowestMaximumFromAzd: { parameters: azd({ FUNCTION_MAXIMUM_INSTANCE_COUNT: '39' }) },
   }),
-  ({ compiled, evaluated, refusal }) => {
-    const defaults = (): Snapshot => evaluated('defaults');
+  ({ compiled, defaults, evaluated, refusal }) => {
     const premiumProvisioned = (): Snapshot => evaluated('premiumProvisioned');
     const purgeBudgetSet = (): Snapshot => evaluated('purgeBudgetSet');
     const maximumInstanceCount = (variant: 'defaults' | 'lowestMaximum'): unknown =>
@@ -60,11 +58,8 @@ describeInfra(
     });
 
     it('allows no basic-authentication publishing on its SCM (Kudu) and FTP endpoints', () => {
-      const site = only(evaluated('defaults'), 'Microsoft.Web/sites');
-      const policies = resources(
-        evaluated('defaults'),
-        'Microsoft.Web/sites/basicPublishingCredentialsPolicies',
-      );
+      const site = only(defaults(), 'Microsoft.Web/sites');
+      const policies = resources(defaults(), 'Microsoft.Web/sites/basicPublishingCredentialsPolicies');
 
       expect(policies.map((policy) => [policy.name, policy.properties]).sort()).toEqual([
         [`${site.name}/ftp`, { allow: false }],

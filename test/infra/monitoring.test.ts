@@ -16,7 +16,6 @@ import {
   infraDir,
   moduleOutput,
   only,
-  type PredictedResource,
   premiumProvisionedVariant,
   resources,
   role,
@@ -25,22 +24,27 @@ import {
   type Snapshot,
 } from './bicep';
 
-/** The scheduled query rule whose name ends with `suffix`. */
-function queryRule(from: Snapshot, suffix: string): PredictedResource | undefined {
-  return resources(from, 'Microsoft.Insights/scheduledQueryRules').find((rule) =>
-    String(rule.name).endsWith(suffix),
+/**
+ * The scheduled query rule whose name ends with `suffix`, with its one criterion and its query, and
+ * whether it reads the app's Application Insights component.
+ */
+function queryAlert(from: Snapshot, suffix: string) {
+  const rule = resources(from, 'Microsoft.Insights/scheduledQueryRules').find((candidate) =>
+    String(candidate.name).endsWith(suffix),
   );
+  const criterion = at(rule, 'properties.criteria.allOf.0') as Record<string, unknown>;
+  const readsApplicationInsights = moduleOutput('monitoring', 'applicationInsightsId').test(
+    String(at(rule, 'properties.scopes.0')),
+  );
+  return { rule, criterion, query: String(criterion['query']), readsApplicationInsights };
 }
 
 describeInfra(
   'monitoring',
   (azd) => ({
-    defaults: { parameters: azd() },
     notifying: premiumProvisionedVariant(azd),
   }),
-  ({ evaluated }) => {
-    const defaults = (): Snapshot => evaluated('defaults');
-
+  ({ defaults, evaluated }) => {
     describe('with the defaults of main.parameters.json', () => {
       describe('Application Insights', () => {
         it('refuses local (instrumentation key) auth and lets the app publish with its identity', () => {
@@ -91,13 +95,12 @@ describeInfra(
         });
 
         it("alerts when a consumer's duplicate share of inbox.messages exceeds the threshold", () => {
-          const rule = queryRule(defaults(), '-duplicate-share');
-          const criterion = at(rule, 'properties.criteria.allOf.0') as Record<string, unknown>;
-          const query = String(criterion['query']);
-
-          expect(String(at(rule, 'properties.scopes.0'))).toMatch(
-            moduleOutput('monitoring', 'applicationInsightsId'),
+          const { rule, criterion, query, readsApplicationInsights } = queryAlert(
+            defaults(),
+            '-duplicate-share',
           );
+
+          expect(readsApplicationInsights).toBe(true);
           expect(query).toMatch(/^customMetrics\n\| where name == 'inbox\.messages'/);
           expect(query).toContain('tostring(customDimensions.outcome)');
           expect(query).toContain('tostring(customDimensions.consumer)');
@@ -113,13 +116,12 @@ describeInfra(
         });
 
         it('alerts when an instance keeps its Cosmos DB circuit breaker open for 15 minutes (inbox.breaker_open)', () => {
-          const rule = queryRule(defaults(), '-breaker-open');
-          const criterion = at(rule, 'properties.criteria.allOf.0') as Record<string, unknown>;
-          const query = String(criterion['query']);
-
-          expect(String(at(rule, 'properties.scopes.0'))).toMatch(
-            moduleOutput('monitoring', 'applicationInsightsId'),
+          const { rule, criterion, query, readsApplicationInsights } = queryAlert(
+            defaults(),
+            '-breaker-open',
           );
+
+          expect(readsApplicationInsights).toBe(true);
           // The app's own metric name, not a copy of it.
           expect(query).toContain(`where name == '${METRIC_NAMES.breakerOpen}'`);
           expect(query).toContain('min(valueMin)');

@@ -16,7 +16,6 @@ const publicServices = [
 describeInfra(
   'public network access',
   (azd) => ({
-    defaults: { parameters: azd() },
     disabledPremium: { parameters: azd({ PUBLIC_NETWORK_ACCESS: 'Disabled', SERVICEBUS_SKU: 'Premium' }) },
     disabledStandard: { parameters: azd({ PUBLIC_NETWORK_ACCESS: 'Disabled' }) },
   }),

@@ -3,12 +3,11 @@
 // one at or below it, saying why.
 
 import { loadSettings, parseDurationSeconds, retentionBoundSeconds } from '../../src/inbox';
-import { appSettings, azdEnvironment, azdParameters, describeInfra, only, type Snapshot } from './bicep';
+import { appSettings, azdEnvironment, azdParameters, describeInfra, only } from './bicep';
 
 describeInfra(
   'inbox retention bound',
   (azd) => ({
-    defaults: { parameters: azd() },
     tooShortFromAzdEnvironment: { parameters: azd({ INBOX_RETENTION: 'P7D' }) },
     equalToBound: { parameters: { ...azd(), inboxRetention: 'P21DT10M' } },
     justAboveBound: { parameters: { ...azd(), inboxRetention: 'P21DT11M' } },
@@ -16,8 +15,7 @@ describeInfra(
     lockLongerThanServiceBusAllows: { parameters: { ...azd(), serviceBusLockDuration: 'PT6M' } },
     monthsInMessageTtl: { parameters: { ...azd(), serviceBusMessageTtl: 'P1M' } },
   }),
-  ({ compiled, evaluated, refusal }) => {
-    const defaults = (): Snapshot => evaluated('defaults');
+  ({ compiled, defaults, evaluated, refusal }) => {
     // The app's own arithmetic (src/inbox/settings.ts): the Bicep and the app must agree on the bound.
     const durationSeconds = (duration: string): number => parseDurationSeconds(duration, 'duration');
     const bound = (

@@ -52,13 +52,11 @@ const liveTestsUse = liveTestCalls.filter(({ call }) => call.test(liveTestsSourc
 describeInfra(
   'roles of the developer and of the live tests',
   (azd) => ({
-    defaults: { parameters: azd() },
     withPrincipals: {
       parameters: azd({ AZURE_PRINCIPAL_ID: developerId, AZURE_TEST_PRINCIPAL_ID: testPrincipalId }),
     },
   }),
-  ({ compiled, evaluated }) => {
-    const defaults = (): Snapshot => evaluated('defaults');
+  ({ compiled, defaults, evaluated }) => {
     const withPrincipals = (): Snapshot => evaluated('withPrincipals');
     const assignedTo = (principal: string): PredictedResource[] =>
       roleAssignments(withPrincipals()).filter(
@@ -196,17 +194,15 @@ describeInfra(
 
     it('grants nothing but the app its roles when neither principal is set', () => {
       const principals = [
-        ...roleAssignments(evaluated('defaults')),
-        ...resources(evaluated('defaults'), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments'),
+        ...roleAssignments(defaults()),
+        ...resources(defaults(), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments'),
       ].map((assignment) => String(at(assignment, 'properties.principalId')));
 
       expect(principals.length).toBeGreaterThan(0);
       for (const principal of principals) {
         expect(principal).toMatch(moduleOutput('identity', 'principalId'));
       }
-      expect(
-        resources(evaluated('defaults'), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions'),
-      ).toEqual([]);
+      expect(resources(defaults(), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions')).toEqual([]);
     });
 
     describe('the app', () => {

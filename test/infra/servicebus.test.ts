@@ -72,7 +72,6 @@ describeInfra(
       resourceGroup: 'rg-declarations',
     };
     return {
-      defaults: { parameters: azd() },
       premiumProvisioned: premiumProvisionedVariant(azd),
       severalSubjects: {
         parameters: serviceBusModuleParameters(severalSubjectsTopics),
@@ -81,8 +80,7 @@ describeInfra(
       noSubject: { parameters: serviceBusModuleParameters(noSubjectTopics), options: serviceBusModule },
     };
   },
-  ({ evaluated, refusal }) => {
-    const defaults = (): Snapshot => evaluated('defaults');
+  ({ defaults, evaluated, refusal }) => {
     const premiumProvisioned = (): Snapshot => evaluated('premiumProvisioned');
 
     describe('with the defaults of main.parameters.json', () => {

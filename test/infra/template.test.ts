@@ -4,16 +4,14 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { describeInfra, environmentName, only, repoRoot, type Snapshot } from './bicep';
+import { describeInfra, environmentName, only, repoRoot } from './bicep';
 
 describeInfra(
   'parameters, outputs and tags',
   (azd) => ({
-    defaults: { parameters: azd() },
     basicSku: { parameters: { ...azd(), serviceBusSku: 'Basic' } },
   }),
-  ({ compiled, evaluated, refusal }) => {
-    const defaults = (): Snapshot => evaluated('defaults');
+  ({ compiled, defaults, refusal }) => {
     it('offers Standard and Premium Service Bus, never Basic', () => {
       expect(compiled().template.parameters['serviceBusSku']?.allowedValues).toEqual(['Standard', 'Premium']);
     });

@@ -186,8 +186,8 @@ describe('npm run package', () => {
 
 describeInfra(
   'the extracted package, booted through the worker with the Bicep app settings',
-  (azd) => ({ defaults: { parameters: azd() } }),
-  ({ compiled, evaluated }) => {
+  () => ({}),
+  ({ compiled, defaults }) => {
     const templateDefault = (parameter: string): string =>
       String(
         (compiled().template.parameters as Record<string, { defaultValue?: unknown }>)[parameter]
@@ -214,7 +214,7 @@ describeInfra(
       }));
 
     beforeAll(async () => {
-      settings = appSettings(evaluated('defaults'));
+      settings = appSettings(defaults());
       const invoice: Invoice = {
         id: payment.invoiceId,
         partitionKey: invoicePartition(payment.invoiceId),

@@ -1,13 +1,6 @@
 import { parseDurationSeconds } from '../../../src/inbox/duration';
-import {
-  type ExitCode,
-  type FlagValues,
-  numberFlag,
-  runWithFlags,
-  type ToolContext,
-  usageError,
-} from '../../../tools/cli';
-import { exitOnFailure, serveUntilInterrupted } from '../../serve';
+import { type FlagValues, numberFlag, type ToolContext, usageError } from '../../../tools/cli';
+import { runServer } from '../../serve';
 import { start } from './server';
 
 const USAGE = `Usage: npx tsx offline/servicebus/amqp/cli.ts [--port 5672] [--host 127.0.0.1]
@@ -30,7 +23,10 @@ const FLAGS = {
   },
 } as const;
 
-async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Promise<ExitCode> {
+async function main(
+  values: FlagValues<typeof FLAGS>,
+  context: ToolContext,
+): Promise<{ stop(): Promise<void> }> {
   const port = numberFlag('port', values.port, USAGE, { max: 65535, integer: true });
   const maxDeliveryCount = numberFlag('max-delivery-count', values['max-delivery-count'], USAGE, {
     min: 1,
@@ -55,7 +51,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
   );
   context.out(`  ${subscriptions.join('\n  ')}`);
   context.out(`  SERVICEBUS_CONNECTION_STRING="${peer.connectionString}"`);
-  return serveUntilInterrupted(peer, context);
+  return peer;
 }
 
-void runWithFlags('local service bus', FLAGS, USAGE, main).then(exitOnFailure);
+runServer('local service bus', FLAGS, USAGE, main);
