@@ -7,43 +7,18 @@ import {
 } from '@azure/service-bus';
 import Long from 'long';
 
-import {
-  ORDERS,
-  PAYMENTS,
-  peekAll,
-  type PeerFixture,
-  rawExchange,
-  receive,
-  startPeer,
-  TOPIC,
-} from './support';
+import { ORDERS, PAYMENTS, peekAll, rawExchange, receive, TOPIC, usePeer } from './support';
 
 /**
  * The local AMQP peer, exercised only through the real @azure/service-bus client (and raw sockets
  * for what no client sends): what a producer, a consumer and an operator see.
  */
-let fixture: PeerFixture;
+const fixture = usePeer({ maxDeliveryCount: 3 });
 let sender: ServiceBusSender;
-const open: ServiceBusReceiver[] = [];
-
-beforeEach(async () => {
-  fixture = await startPeer({ maxDeliveryCount: 3 });
+beforeEach(() => {
   sender = fixture.client.createSender(TOPIC);
 });
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((receiver) => receiver.close()));
-  await fixture.stop();
-});
-
-function receiverFor(subscription: string, deadLetter = false): ServiceBusReceiver {
-  const receiver = fixture.client.createReceiver(TOPIC, subscription, {
-    ...(deadLetter ? { subQueueType: 'deadLetter' as const } : {}),
-    // Tests settle what they receive; automatic renewal would only add background traffic.
-    maxAutoLockRenewalDurationInMs: 0,
-  });
-  open.push(receiver);
-  return receiver;
-}
+const receiverFor = fixture.receiver;
 
 /** The payment every receiving test starts from, on its way to the payments subscription. */
 const sendPayment = (): Promise<void> =>
@@ -234,10 +209,7 @@ describe('receiving in peek-lock', () => {
     expect(handled).toEqual(['order-1', 'order-2']);
   });
   it('answers a receive or a peek on a subscription it does not have with MessagingEntityNotFound', async () => {
-    const receiver = fixture.client.createReceiver(TOPIC, 'no-such-subscription', {
-      maxAutoLockRenewalDurationInMs: 0,
-    });
-    open.push(receiver);
+    const receiver = receiverFor('no-such-subscription');
 
     const [received, peeked] = await Promise.all([
       receiver.receiveMessages(1, { maxWaitTimeInMs: 1_000 }).catch((caught: unknown) => caught),
