@@ -2,7 +2,7 @@ import { CosmosClient } from '@azure/cosmos';
 
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../../tools/cli';
 import { ensureAppContainer } from '../appContainer';
-import { runServer } from '../serve';
+import { type LocalServer, runServer } from '../serve';
 import { DEFAULT_KEY, start } from './server';
 
 const USAGE = `Usage: npm run cosmos -- [--port 8081] [--host 127.0.0.1] [--key <base64>] [--latency-ms 0]
@@ -28,10 +28,10 @@ const FLAGS = {
   },
 } as const;
 
-async function main(
+async function startLocalCosmos(
   values: FlagValues<typeof FLAGS>,
   context: ToolContext,
-): Promise<{ stop(): Promise<void> }> {
+): Promise<LocalServer> {
   const port = numberFlag('port', values.port, USAGE, { max: 65535, integer: true });
   const latencyMs = numberFlag('latency-ms', values['latency-ms'], USAGE);
   const throughput = values.throughput === undefined ? undefined : Number(values.throughput);
@@ -64,4 +64,4 @@ async function main(
   return server;
 }
 
-runServer('local cosmos', FLAGS, USAGE, main);
+runServer('local cosmos', FLAGS, USAGE, startLocalCosmos);

@@ -1,6 +1,6 @@
 import { parseDurationSeconds } from '../../../src/inbox/duration';
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../../../tools/cli';
-import { runServer } from '../../serve';
+import { type LocalServer, runServer } from '../../serve';
 import { start } from './server';
 
 const USAGE = `Usage: npx tsx offline/servicebus/amqp/cli.ts [--port 5672] [--host 127.0.0.1]
@@ -23,10 +23,10 @@ const FLAGS = {
   },
 } as const;
 
-async function main(
+async function startLocalServiceBus(
   values: FlagValues<typeof FLAGS>,
   context: ToolContext,
-): Promise<{ stop(): Promise<void> }> {
+): Promise<LocalServer> {
   const port = numberFlag('port', values.port, USAGE, { max: 65535, integer: true });
   const maxDeliveryCount = numberFlag('max-delivery-count', values['max-delivery-count'], USAGE, {
     min: 1,
@@ -54,4 +54,4 @@ async function main(
   return peer;
 }
 
-runServer('local service bus', FLAGS, USAGE, main);
+runServer('local service bus', FLAGS, USAGE, startLocalServiceBus);
