@@ -4,12 +4,12 @@ import { dirname, extname } from 'node:path';
 import {
   EXIT_CODES,
   type ExitCode,
-  parseFlags,
-  processContext,
-  runTool,
+  type FlagValues,
+  numberFlag,
+  runWithFlags,
   type ToolContext,
+  usageError,
 } from '../tools/cli';
-import { UsageError } from '../tools/errors';
 import { formatted, writeFormatted } from '../tools/formatted';
 import { demoDefaults, replayCommand } from './scenario/replay';
 import {
@@ -52,51 +52,29 @@ const usage = `Usage: npm run demo -- [options]
 
 const rateOptions = demoDefaults.rates;
 
-async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values } = parseFlags(
-    argv,
-    {
-      options: {
-        messages: { type: 'string', default: String(demoDefaults.messages) },
-        seed: { type: 'string' },
-        concurrency: { type: 'string', default: String(demoDefaults.concurrency) },
-        json: { type: 'boolean', default: false },
-        out: { type: 'string' },
-        'cosmos-outage': { type: 'string', multiple: true, default: [] },
-        'cosmos-throttling': { type: 'string', multiple: true, default: [] },
-        help: { type: 'boolean', short: 'h', default: false },
-        ...Object.fromEntries(
-          Object.entries(rateOptions).map(([name, rate]) => [
-            name,
-            { type: 'string', default: String(rate) },
-          ]),
-        ),
-      },
-    },
-    usage,
-  );
-  if (values.help) {
-    context.out(usage);
-    return EXIT_CODES.ok;
-  }
-  const usageError = (message: string): UsageError => new UsageError(`${message}\n${usage}`);
-  const number = (
-    name: string,
-    text: unknown,
-    { min = 0, max = Number.MAX_SAFE_INTEGER, integer = false } = {},
-  ): number => {
-    const value = Number(text);
-    if (!Number.isFinite(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
-      throw usageError(
-        `--${name} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}; got '${String(text)}'.`,
-      );
-    }
-    return value;
-  };
+const FLAGS = {
+  options: {
+    messages: { type: 'string', default: String(demoDefaults.messages) },
+    seed: { type: 'string' },
+    concurrency: { type: 'string', default: String(demoDefaults.concurrency) },
+    json: { type: 'boolean', default: false },
+    out: { type: 'string' },
+    'cosmos-outage': { type: 'string', multiple: true, default: [] as string[] },
+    'cosmos-throttling': { type: 'string', multiple: true, default: [] as string[] },
+    help: { type: 'boolean', short: 'h', default: false },
+    ...(Object.fromEntries(
+      Object.entries(rateOptions).map(([name, rate]) => [name, { type: 'string', default: String(rate) }]),
+    ) as Record<keyof typeof rateOptions, { type: 'string'; default: string }>),
+  },
+} as const;
+
+async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Promise<ExitCode> {
+  const number = (name: string, text: unknown, range: Parameters<typeof numberFlag>[3] = {}): number =>
+    numberFlag(name, text, usage, range);
   const outage = (name: string, text: string, kind: CosmosOutage['kind']): CosmosOutage => {
     const [start, minutes, ...rest] = text.split(':');
     if (rest.length > 0 || minutes === undefined) {
-      throw usageError(`--${name} must be <start-minute>:<minutes>; got '${text.slice(0, 40)}'.`);
+      throw usageError(`--${name} must be <start-minute>:<minutes>; got '${text.slice(0, 40)}'.`, usage);
     }
     return {
       // Whole model milliseconds: a replay command's minutes give back the run's exact times.
@@ -136,7 +114,7 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   };
   const out = values.out;
   if (out !== undefined && !statSync(dirname(out), { throwIfNoEntry: false })?.isDirectory())
-    throw usageError(`--out: the folder of '${out.slice(0, 200)}' does not exist.`);
+    throw usageError(`--out: the folder of '${out.slice(0, 200)}' does not exist.`, usage);
 
   context.err(
     `Starting the offline stack (local Cosmos DB server, Service Bus and Functions host models), seed ${seed}…`,
@@ -163,7 +141,7 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   // the format check accepts.
   if (out === undefined) context.out(values.json ? (await formatted('report.json', text)).trimEnd() : text);
   else {
-    const command = ['npm run demo --', ...argv].join(' ');
+    const command = ['npm run demo --', ...process.argv.slice(2)].join(' ');
     await writeFormatted(out, !values.json && extname(out) === '.md' ? markdownReport(text, command) : text);
     context.err(`Wrote ${out}.`);
   }
@@ -302,4 +280,4 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
   return lines.join('\n');
 }
 
-void runTool('demo', main, process.argv.slice(2), processContext()).then((code) => process.exit(code));
+void runWithFlags('demo', FLAGS, usage, main).then((code) => process.exit(code));

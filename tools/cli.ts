@@ -11,6 +11,9 @@ export interface ToolContext {
   now: () => number;
 }
 
+/** The values of a tool's flags as parseArgs returns them for `config`. */
+export type FlagValues<T extends ParseArgsConfig> = ReturnType<typeof parseArgs<T>>['values'];
+
 export const EXIT_CODES = { ok: 0, failed: 1, usage: 2 } as const;
 export type ExitCode = (typeof EXIT_CODES)[keyof typeof EXIT_CODES];
 
@@ -46,6 +49,29 @@ export async function runTool(
   }
 }
 
+/**
+ * runTool for a tool whose flags are `config` (with a `help` flag): the flags are parsed before
+ * anything else, --help prints `usage` (exit 0), and `main` gets the parsed values.
+ */
+export function runWithFlags<T extends ParseArgsConfig>(
+  name: string,
+  config: T,
+  usage: string,
+  main: (flags: FlagValues<T>, context: ToolContext) => Promise<ExitCode>,
+  argv: string[] = process.argv.slice(2),
+  context: ToolContext = processContext(),
+): Promise<ExitCode> {
+  const parsed = async (args: string[], tool: ToolContext): Promise<ExitCode> => {
+    const { values } = parseFlags(args, config, usage);
+    if ((values as { help?: unknown }).help) {
+      tool.out(usage);
+      return EXIT_CODES.ok;
+    }
+    return main(values, tool);
+  };
+  return runTool(name, parsed, argv, context);
+}
+
 /** parseArgs over `argv`, a bad or unknown flag becoming a usage error followed by the tool's usage. */
 export function parseFlags<T extends ParseArgsConfig>(
   argv: string[],
@@ -56,6 +82,27 @@ export function parseFlags<T extends ParseArgsConfig>(
     // `args` does not change the shape of the result, which TypeScript cannot see through the spread.
     return parseArgs({ ...config, args: argv }) as ReturnType<typeof parseArgs<T>>;
   } catch (error) {
-    throw new UsageError(`${(error as Error).message}\n${usage}`, { cause: error });
+    throw usageError((error as Error).message, usage, { cause: error });
   }
+}
+
+/** A usage error (exit code 2): the message, then the tool's usage. */
+export function usageError(message: string, usage: string, options?: ErrorOptions): UsageError {
+  return new UsageError(`${message}\n${usage}`, options);
+}
+
+/** A flag's value as a number in [min, max] (whole when `integer`), or a usage error naming the flag. */
+export function numberFlag(
+  name: string,
+  text: unknown,
+  usage: string,
+  { min = 0, max = Number.MAX_SAFE_INTEGER, integer = false } = {},
+): number {
+  const value = Number(text);
+  if (!Number.isFinite(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
+    const shown = String(text).slice(0, 40);
+    const kind = integer ? 'an integer' : 'a number';
+    throw usageError(`--${name} must be ${kind} from ${min} to ${max}; got '${shown}'.`, usage);
+  }
+  return value;
 }

@@ -304,20 +304,12 @@ app.serviceBusTopic(...consumerTrigger(${identifier}));
 `;
 }
 
-const TEST_PREAMBLE = `import '../support/appSettings';
-
-import { loggedOutcome } from '../../offline/functions/worker';
+const TEST_PREAMBLE = `import { loggedOutcome } from '../../offline/functions/worker';
 import { PoisonMessageError } from '../../src/inbox';
 import { deliver, type LogLine } from '../support/deliveries';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';
 
-let stack: LocalStack;
-beforeAll(async () => {
-  stack = await startLocalStack();
-});
-afterAll(async () => {
-  await stack.stop();
-});`;
+const stack = useLocalStack();`;
 
 function inboxTest({ name, subject }: ConsumerRequest): string {
   const functionName = functionNameOf(name);

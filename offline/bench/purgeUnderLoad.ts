@@ -9,14 +9,7 @@ import {
   runPurge,
 } from '../../src/inbox/internal';
 import { paymentApplier } from '../../src/sample';
-import {
-  EXIT_CODES,
-  type ExitCode,
-  parseFlags,
-  processContext,
-  runTool,
-  type ToolContext,
-} from '../../tools/cli';
+import { EXIT_CODES, type ExitCode, type FlagValues, runWithFlags, type ToolContext } from '../../tools/cli';
 import { writeFormatted } from '../../tools/formatted';
 import { ensureAppContainer } from '../appContainer';
 import { type ClientUsage, start } from '../cosmos';
@@ -205,21 +198,14 @@ budgeted purge running; prints the figures.
   --record    also write them to offline/bench/purge.md
   -h, --help`;
 
-async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values } = parseFlags(
-    argv,
-    {
-      options: {
-        record: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    },
-    USAGE,
-  );
-  if (values.help) {
-    context.out(USAGE);
-    return EXIT_CODES.ok;
-  }
+const FLAGS = {
+  options: {
+    record: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+} as const;
+
+async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Promise<ExitCode> {
   const phases = await measurePurgeUnderLoad(DEFAULTS);
   const figures = table(phases);
   context.out(figures);
@@ -246,7 +232,5 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
 }
 
 if (require.main === module) {
-  void runTool('bench:purge', main, process.argv.slice(2), processContext()).then((code) =>
-    process.exit(code),
-  );
+  void runWithFlags('bench:purge', FLAGS, USAGE, main).then((code) => process.exit(code));
 }

@@ -1,16 +1,8 @@
-import '../support/appSettings';
-
 import { invoicePartition, type InvoiceStatus, invoiceStatusId } from '../../src/sample';
 import { deliver, type LogLine } from '../support/deliveries';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';
 
-let stack: LocalStack;
-beforeAll(async () => {
-  stack = await startLocalStack();
-});
-afterAll(async () => {
-  await stack.stop();
-});
+const stack = useLocalStack();
 
 const projection = async (invoiceId: string): Promise<InvoiceStatus | undefined> =>
   (await stack.container.item(invoiceStatusId(invoiceId), invoicePartition(invoiceId)).read<InvoiceStatus>())

@@ -1,18 +1,9 @@
-import '../support/appSettings';
-
 import { loggedOutcome } from '../../offline/functions/worker';
 import { type Invoice, invoicePartition, type UnappliedPayment } from '../../src/sample';
 import { deliver, type LogLine } from '../support/deliveries';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';
 
-let stack: LocalStack;
-beforeAll(async () => {
-  stack = await startLocalStack();
-});
-afterEach(() => stack.server.faults.clear());
-afterAll(async () => {
-  await stack.stop();
-});
+const stack = useLocalStack();
 
 let invoices = 0;
 async function openInvoice(totalMinor: number, currency = 'EUR'): Promise<string> {

@@ -1,19 +1,10 @@
-import '../support/appSettings';
-
 import { PoisonMessageError, TransientStoreError } from '../../src/inbox';
 import { type Invoice, invoicePartition } from '../../src/sample';
 import { deliver, type LogLine } from '../support/deliveries';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';
 
 /** How the payment applier behaves when Cosmos DB or the message goes wrong, seen as the host sees it. */
-let stack: LocalStack;
-beforeAll(async () => {
-  stack = await startLocalStack();
-});
-afterEach(() => stack.server.faults.clear());
-afterAll(async () => {
-  await stack.stop();
-});
+const stack = useLocalStack();
 
 let invoices = 0;
 async function openInvoice(): Promise<string> {

@@ -1,16 +1,8 @@
-import '../support/appSettings';
-
 import { type Backorder, type Product, productPartition } from '../../src/sample';
 import { deliver } from '../support/deliveries';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';
 
-let stack: LocalStack;
-beforeAll(async () => {
-  stack = await startLocalStack();
-});
-afterAll(async () => {
-  await stack.stop();
-});
+const stack = useLocalStack();
 
 let products = 0;
 async function stockProduct(stock: number): Promise<string> {

@@ -1,18 +1,15 @@
-import '../support/appSettings';
-
 import { InboxTelemetry, METRIC_NAMES, processDelivery } from '../../src/inbox/internal';
 import { type Invoice, invoicePartition, type Product, productPartition } from '../../src/sample';
 import { delivery, dependencies, testConsumer } from '../inbox/support';
 import { deliver, runTimer } from '../support/deliveries';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
 
 /** The metrics the app emits, read through an in-memory OpenTelemetry reader. */
-let stack: LocalStack;
+const stack = useLocalStack();
 let sink: MetricsSink;
 beforeAll(async () => {
   sink = MetricsSink.register(); // before the first delivery builds the app's instruments
-  stack = await startLocalStack();
   await stack.container.items.create<Invoice>({
     id: 'INV-T',
     partitionKey: invoicePartition('INV-T'),
@@ -30,10 +27,8 @@ beforeAll(async () => {
     reserved: 0,
   });
 });
-afterEach(() => stack.server.faults.clear());
 afterAll(async () => {
   await sink.stop();
-  await stack.stop();
 });
 
 const payments = { consumer: 'billing.payment-applier' };

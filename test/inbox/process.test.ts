@@ -8,17 +8,10 @@ import {
   TransientStoreError,
 } from '../../src/inbox/internal';
 import { MAX_BODY_DEPTH } from '../../src/inbox/process';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';
 import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from './support';
 
-let stack: LocalStack;
-beforeAll(async () => {
-  stack = await startLocalStack();
-});
-afterEach(() => stack.server.faults.clear());
-afterAll(async () => {
-  await stack.stop();
-});
+const stack = useLocalStack();
 
 let accounts = 0;
 const nextAccount = (): string => `acct-${++accounts}`;

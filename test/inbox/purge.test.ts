@@ -3,23 +3,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CosmosClient } from '@azure/cosmos';
 
 import { MARKER_TYPE, processDelivery, runPurge } from '../../src/inbox/internal';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';
 import { delivery, dependencies, testConsumer } from './support';
 
-let stack: LocalStack;
-beforeAll(async () => {
-  stack = await startLocalStack();
-});
+const stack = useLocalStack();
 afterEach(async () => {
-  stack.server.faults.clear();
   // Each test starts from an empty inbox.
   const { resources } = await stack.container.items
     .query<{ id: string; partitionKey: string }>('SELECT c.id, c.partitionKey FROM c')
     .fetchAll();
   for (const doc of resources) await stack.container.item(doc.id, doc.partitionKey).delete();
-});
-afterAll(async () => {
-  await stack.stop();
 });
 
 const DAY_MS = 86_400_000;

@@ -1,5 +1,3 @@
-import '../support/appSettings';
-
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 

@@ -1,5 +1,3 @@
-import '../support/appSettings';
-
 import { loadFunctionApp, type ServiceBusFunction } from '../../offline/functions/worker';
 import { registeredConsumers } from '../../src/app';
 import { bindingOf, functionNameOf, type Topology, topology, validateTopology } from '../../src/topology';

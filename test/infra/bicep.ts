@@ -464,3 +464,76 @@ export function describeWithBicep(cli: BicepLocation): jest.Describe {
   const { skip } = describe;
   return skip;
 }
+
+/** Parameters as azd passes them from main.parameters.json, with these azd environment values set. */
+export type AzdParameters = (environment?: Record<string, string>) => Record<string, unknown>;
+
+/**
+ * The frame of a test/infra file: a describe, skipped with one line saying why when no Bicep CLI is
+ * found, in which main.bicep is built and evaluated before the tests (evaluateVariants) with the
+ * parameters azd passes from main.parameters.json (`defaults`) and with each of `variants`.
+ * `variants` gets those parameters (with other azd environment values if asked); `tests` gets the
+ * evaluation and the CLI.
+ */
+export function describeInfra<V extends string = never>(
+  name: string,
+  variants: (azd: AzdParameters, template: ArmTemplate) => Record<V, Variant>,
+  tests: (evaluation: Evaluation<V | 'defaults'> & { cli: BicepLocation; defaults: () => Snapshot }) => void,
+): void {
+  const cli = locateBicep();
+  describeWithBicep(cli)(name, () => {
+    const evaluation = evaluateVariants<V | 'defaults'>(cli, (template) => {
+      const azd: AzdParameters = (environment = {}) =>
+        azdParameters(template, { ...azdEnvironment, ...environment });
+      return { defaults: { parameters: azd() }, ...variants(azd, template) };
+    });
+    tests({ ...evaluation, cli, defaults: () => evaluation.evaluated('defaults') });
+  });
+}
+
+/** The function app's settings, by name. */
+export function appSettings(from: Snapshot): Record<string, string> {
+  const settings = at(only(from, 'Microsoft.Web/sites'), 'properties.siteConfig.appSettings') as {
+    name: string;
+    value: string;
+  }[];
+  return Object.fromEntries(settings.map(({ name, value }) => [name, value]));
+}
+
+/** The app's principal id, as the expression that produces it at deployment. */
+export const appPrincipal = moduleOutput('identity', 'principalId');
+
+/** The role assignments of the app's identity. */
+export function appRoleAssignments(from: Snapshot): PredictedResource[] {
+  return roleAssignments(from).filter((assignment) =>
+    appPrincipal.test(String(at(assignment, 'properties.principalId'))),
+  );
+}
+
+export interface Topology {
+  topics: { name: string; subscriptions: { name: string; consumer: string; subjects: string[] }[] }[];
+}
+
+/** src/topology.json as the Bicep reads it. */
+export const topology = JSON.parse(
+  readFileSync(path.join(repoRoot, 'src', 'topology.json'), 'utf8'),
+) as Topology;
+export const declaredSubscriptions = topology.topics.flatMap((topic) =>
+  topic.subscriptions.map((subscription) => ({ topic: topic.name, ...subscription })),
+);
+
+/** An action group that exists outside the deployment, as an operator would pass it. */
+export const existingActionGroup = `/subscriptions/${fakeScope.subscriptionId}/resourceGroups/ops/providers/Microsoft.Insights/actionGroups/on-call`;
+
+/** Premium Service Bus, provisioned Cosmos DB, Data Owner for scaling and notifications set. */
+export const premiumProvisionedVariant = (azd: AzdParameters): Variant => ({
+  parameters: {
+    ...azd(),
+    serviceBusSku: 'Premium',
+    cosmosCapacityMode: 'Provisioned',
+    cosmosAutoscaleMaxThroughput: 4000,
+    serviceBusDataOwnerForScaling: true,
+    alertEmail: 'ops@example.com',
+    actionGroupId: existingActionGroup,
+  },
+});

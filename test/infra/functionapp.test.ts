@@ -1,70 +1,246 @@
-// The function app's own limits and credentials: Flex Consumption's scale-out bound (40 to 1000,
-// refused outside it when the template is evaluated, before anything is created), and no basic
-// (user name and password) publishing credentials on its SCM and FTP endpoints.
+// The function app and its storage: Flex Consumption's scale-out bound (40 to 1000, refused outside
+// it when the template is evaluated, before anything is created), no basic (user name and password)
+// publishing credentials on its SCM and FTP endpoints, its runtime, package and identity-based
+// settings, and a storage account that takes no shared key.
 
 import {
+  appRoleAssignments,
+  appSettings,
   at,
-  azdEnvironment,
-  azdParameters,
-  describeWithBicep,
-  evaluateVariants,
-  locateBicep,
+  describeInfra,
+  moduleOutput,
   only,
+  premiumProvisionedVariant,
   resources,
+  role,
+  roleAssignmentScope,
+  roleDefinitionId,
+  type Snapshot,
 } from './bicep';
 
-const bicep = locateBicep();
+describeInfra(
+  'the function app',
+  (azd) => ({
+    premiumProvisioned: premiumProvisionedVariant(azd),
+    purgeBudgetSet: { parameters: azd({ PURGE_MAX_RU_PER_SECOND: '250' }) },
+    lowestMaximum: { parameters: { ...azd(), functionMaximumInstanceCount: 40 } },
+    belowLowestMaximum: { parameters: { ...azd(), functionMaximumInstanceCount: 39 } },
+    belowLowestMaximumFromAzd: { parameters: azd({ FUNCTION_MAXIMUM_INSTANCE_COUNT: '39' }) },
+  }),
+  ({ compiled, defaults, evaluated, refusal }) => {
+    const premiumProvisioned = (): Snapshot => evaluated('premiumProvisioned');
+    const purgeBudgetSet = (): Snapshot => evaluated('purgeBudgetSet');
+    const maximumInstanceCount = (variant: 'defaults' | 'lowestMaximum'): unknown =>
+      at(
+        only(evaluated(variant), 'Microsoft.Web/sites'),
+        'properties.functionAppConfig.scaleAndConcurrency.maximumInstanceCount',
+      );
 
-describeWithBicep(bicep)('the function app', () => {
-  const { compiled, evaluated, refusal } = evaluateVariants(bicep, (template) => {
-    const base = azdParameters(template, azdEnvironment);
-    return {
-      defaults: { parameters: base },
-      lowestMaximum: { parameters: { ...base, functionMaximumInstanceCount: 40 } },
-      belowLowestMaximum: { parameters: { ...base, functionMaximumInstanceCount: 39 } },
-      belowLowestMaximumFromAzd: {
-        parameters: azdParameters(template, { ...azdEnvironment, FUNCTION_MAXIMUM_INSTANCE_COUNT: '39' }),
-      },
-    };
-  });
-  const maximumInstanceCount = (variant: 'defaults' | 'lowestMaximum'): unknown =>
-    at(
-      only(evaluated(variant), 'Microsoft.Web/sites'),
-      'properties.functionAppConfig.scaleAndConcurrency.maximumInstanceCount',
-    );
-
-  describe('maximum instance count', () => {
-    it('accepts 40 to 1000 and defaults to 100', () => {
-      expect(compiled().template.parameters['functionMaximumInstanceCount']).toMatchObject({
-        type: 'int',
-        defaultValue: 100,
-        minValue: 40,
-        maxValue: 1000,
+    describe('maximum instance count', () => {
+      it('accepts 40 to 1000 and defaults to 100', () => {
+        expect(compiled().template.parameters['functionMaximumInstanceCount']).toMatchObject({
+          type: 'int',
+          defaultValue: 100,
+          minValue: 40,
+          maxValue: 1000,
+        });
+        expect(maximumInstanceCount('defaults')).toBe(100);
+        expect(maximumInstanceCount('lowestMaximum')).toBe(40);
       });
-      expect(maximumInstanceCount('defaults')).toBe(100);
-      expect(maximumInstanceCount('lowestMaximum')).toBe(40);
+
+      it('refuses 39, given as a parameter or as FUNCTION_MAXIMUM_INSTANCE_COUNT in the azd environment', () => {
+        for (const variant of ['belowLowestMaximum', 'belowLowestMaximumFromAzd'] as const) {
+          expect(refusal(variant)).toContain(
+            'is too small to assign to a target for which the minimum allowable value is 40',
+          );
+        }
+      });
     });
 
-    it('refuses 39, given as a parameter or as FUNCTION_MAXIMUM_INSTANCE_COUNT in the azd environment', () => {
-      for (const variant of ['belowLowestMaximum', 'belowLowestMaximumFromAzd'] as const) {
-        expect(refusal(variant)).toContain(
-          'is too small to assign to a target for which the minimum allowable value is 40',
-        );
-      }
+    it('allows no basic-authentication publishing on its SCM (Kudu) and FTP endpoints', () => {
+      const site = only(defaults(), 'Microsoft.Web/sites');
+      const policies = resources(defaults(), 'Microsoft.Web/sites/basicPublishingCredentialsPolicies');
+
+      expect(policies.map((policy) => [policy.name, policy.properties]).sort()).toEqual([
+        [`${site.name}/ftp`, { allow: false }],
+        [`${site.name}/scm`, { allow: false }],
+      ]);
+      expect(at(site, 'properties.siteConfig.ftpsState')).toBe('Disabled');
     });
-  });
 
-  it('allows no basic-authentication publishing on its SCM (Kudu) and FTP endpoints', () => {
-    const site = only(evaluated('defaults'), 'Microsoft.Web/sites');
-    const policies = resources(
-      evaluated('defaults'),
-      'Microsoft.Web/sites/basicPublishingCredentialsPolicies',
-    );
+    describe('with the defaults of main.parameters.json', () => {
+      describe('storage', () => {
+        it('allows no shared key, no public blob access and nothing below TLS 1.2', () => {
+          const account = only(defaults(), 'Microsoft.Storage/storageAccounts');
 
-    expect(policies.map((policy) => [policy.name, policy.properties]).sort()).toEqual([
-      [`${site.name}/ftp`, { allow: false }],
-      [`${site.name}/scm`, { allow: false }],
-    ]);
-    expect(at(site, 'properties.siteConfig.ftpsState')).toBe('Disabled');
-  });
-});
+          expect(account.properties).toMatchObject({
+            allowSharedKeyAccess: false,
+            allowBlobPublicAccess: false,
+            minimumTlsVersion: 'TLS1_2',
+            supportsHttpsTrafficOnly: true,
+          });
+        });
+
+        it('lets the app own blobs and write host diagnostic events, on this account only', () => {
+          const accountId = only(defaults(), 'Microsoft.Storage/storageAccounts').id;
+          const onStorage = appRoleAssignments(defaults()).filter((assignment) =>
+            roleAssignmentScope(assignment).startsWith(accountId),
+          );
+
+          expect(
+            onStorage.map((assignment) => [
+              roleAssignmentScope(assignment),
+              at(assignment, 'properties.roleDefinitionId'),
+            ]),
+          ).toEqual(
+            expect.arrayContaining([
+              [accountId, roleDefinitionId(role.storageBlobDataOwner)],
+              [accountId, roleDefinitionId(role.storageTableDataContributor)],
+            ]),
+          );
+          expect(onStorage).toHaveLength(2);
+        });
+      });
+
+      describe('function app', () => {
+        it('runs on a Flex Consumption plan (FC1)', () => {
+          const plan = only(defaults(), 'Microsoft.Web/serverfarms');
+          const site = only(defaults(), 'Microsoft.Web/sites');
+
+          expect(plan.sku).toEqual({ name: 'FC1', tier: 'FlexConsumption' });
+          expect(at(plan, 'properties.reserved')).toBe(true);
+          expect(at(site, 'properties.serverFarmId')).toBe(plan.id);
+          expect(site.kind).toBe('functionapp,linux');
+        });
+
+        it('runs Node 22 with the parameterised memory and scale-out, as its user-assigned identity', () => {
+          const site = only(defaults(), 'Microsoft.Web/sites');
+          const identityId = moduleOutput('identity', 'id');
+
+          expect(at(site, 'properties.functionAppConfig.runtime')).toEqual({ name: 'node', version: '22' });
+          expect(at(site, 'properties.functionAppConfig.scaleAndConcurrency')).toEqual({
+            instanceMemoryMB: 2048,
+            maximumInstanceCount: 100,
+          });
+          expect(at(site, 'identity.type')).toBe('UserAssigned');
+          expect(Object.keys(at(site, 'identity.userAssignedIdentities') as object)).toEqual([
+            expect.stringMatching(/outputs\.id\.value\)\]$/),
+          ]);
+          expect(
+            String(
+              at(
+                site,
+                'properties.functionAppConfig.deployment.storage.authentication.userAssignedIdentityResourceId',
+              ),
+            ),
+          ).toMatch(identityId);
+        });
+
+        it('fetches its package from the deployment blob container with that identity', () => {
+          const site = only(defaults(), 'Microsoft.Web/sites');
+          const containers = resources(
+            defaults(),
+            'Microsoft.Storage/storageAccounts/blobServices/containers',
+          );
+
+          expect(at(site, 'properties.functionAppConfig.deployment.storage')).toMatchObject({
+            type: 'blobContainer',
+            authentication: { type: 'UserAssignedIdentity' },
+          });
+          expect(String(at(site, 'properties.functionAppConfig.deployment.storage.value'))).toMatch(
+            moduleOutput('storage', 'deploymentContainerUrl'),
+          );
+          expect(containers.map((container) => at(container, 'properties.publicAccess'))).toEqual(['None']);
+        });
+
+        it('has exactly the identity-based settings of the contract', () => {
+          const settings = appSettings(defaults());
+          const clientId = moduleOutput('identity', 'clientId');
+
+          expect(Object.keys(settings).sort()).toEqual(
+            [
+              'APPLICATIONINSIGHTS_AUTHENTICATION_STRING',
+              'APPLICATIONINSIGHTS_CONNECTION_STRING',
+              'AZURE_CLIENT_ID',
+              'AzureWebJobsStorage__blobServiceUri',
+              'AzureWebJobsStorage__clientId',
+              'AzureWebJobsStorage__credential',
+              'AzureWebJobsStorage__tableServiceUri',
+              'COSMOS_CONTAINER',
+              'COSMOS_DATABASE',
+              'COSMOS_ENDPOINT',
+              'INBOX_RESUBMIT_MARGIN',
+              'INBOX_RETENTION',
+              'PURGE_MAX_RU_PER_SECOND',
+              'SERVICEBUS_LOCK_DURATION',
+              'SERVICEBUS_MAX_DELIVERY_COUNT',
+              'SERVICEBUS_MESSAGE_TTL',
+              'ServiceBusConnection__clientId',
+              'ServiceBusConnection__credential',
+              'ServiceBusConnection__fullyQualifiedNamespace',
+            ].sort(),
+          );
+          expect(settings).toMatchObject({
+            ServiceBusConnection__credential: 'managedidentity',
+            AzureWebJobsStorage__credential: 'managedidentity',
+            INBOX_RESUBMIT_MARGIN: 'P7D',
+            INBOX_RETENTION: 'P30D',
+            PURGE_MAX_RU_PER_SECOND: '500',
+            SERVICEBUS_LOCK_DURATION: 'PT1M',
+            SERVICEBUS_MAX_DELIVERY_COUNT: '10',
+            SERVICEBUS_MESSAGE_TTL: 'P14D',
+          });
+          for (const name of [
+            'ServiceBusConnection__clientId',
+            'AzureWebJobsStorage__clientId',
+            'AZURE_CLIENT_ID',
+          ]) {
+            expect(settings[name]).toMatch(clientId);
+          }
+          expect(settings['APPLICATIONINSIGHTS_AUTHENTICATION_STRING']).toMatch(
+            /^\[string\(format\('ClientId=\{0\};Authorization=AAD', reference\(.*'identity-\{0\}'.*\)\.outputs\.clientId\.value\)\)\]$/,
+          );
+          expect(settings['ServiceBusConnection__fullyQualifiedNamespace']).toMatch(
+            moduleOutput('serviceBus', 'fullyQualifiedNamespace'),
+          );
+          expect(settings['AzureWebJobsStorage__blobServiceUri']).toMatch(
+            moduleOutput('storage', 'blobEndpoint'),
+          );
+          expect(settings['AzureWebJobsStorage__tableServiceUri']).toMatch(
+            moduleOutput('storage', 'tableEndpoint'),
+          );
+          expect(settings['COSMOS_ENDPOINT']).toMatch(moduleOutput('cosmos', 'endpoint'));
+          expect(settings['COSMOS_DATABASE']).toMatch(moduleOutput('cosmos', 'databaseName'));
+          expect(settings['COSMOS_CONTAINER']).toMatch(moduleOutput('cosmos', 'containerName'));
+          expect(settings['APPLICATIONINSIGHTS_CONNECTION_STRING']).toMatch(
+            moduleOutput('monitoring', 'connectionString'),
+          );
+        });
+
+        it('gives the purge a tenth of what the container serves: 500 RU/s serverless, autoscale max / 10 provisioned, or the value set', () => {
+          expect(appSettings(defaults())['PURGE_MAX_RU_PER_SECOND']).toBe('500');
+          expect(appSettings(premiumProvisioned())['PURGE_MAX_RU_PER_SECOND']).toBe('400');
+          expect(appSettings(purgeBudgetSet())['PURGE_MAX_RU_PER_SECOND']).toBe('250');
+        });
+
+        it('derives the Service Bus FQDN from the namespace endpoint, not from a hard-coded suffix', () => {
+          const serviceBusModule = at(compiled().template, 'resources.serviceBus.properties.template');
+
+          expect(at(serviceBusModule, 'resources.namespace.type')).toBe('Microsoft.ServiceBus/namespaces');
+          expect(at(serviceBusModule, 'outputs.fullyQualifiedNamespace.value')).toBe(
+            "[split(split(reference('namespace').serviceBusEndpoint, '/')[2], ':')[0]]",
+          );
+          expect(compiled().text).not.toContain('servicebus.windows.net');
+        });
+
+        it('has no setting whose value looks like a key, a SAS or a secret connection string', () => {
+          for (const [name, value] of Object.entries(appSettings(defaults()))) {
+            expect(`${name}=${value}`).not.toMatch(
+              /AccountKey=|SharedAccessKey|SharedAccessSignature|[?&]sig=|Password=|listKeys/i,
+            );
+          }
+        });
+      });
+    });
+  },
+);

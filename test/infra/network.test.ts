@@ -4,15 +4,7 @@
 // endpoint). Disabled is passed to all four, and refused with a Standard namespace, which has no
 // private endpoints.
 
-import {
-  at,
-  azdEnvironment,
-  azdParameters,
-  describeWithBicep,
-  evaluateVariants,
-  locateBicep,
-  only,
-} from './bicep';
+import { at, describeInfra, only } from './bicep';
 
 const publicServices = [
   'Microsoft.ServiceBus/namespaces',
@@ -21,54 +13,46 @@ const publicServices = [
   'Microsoft.Web/sites',
 ];
 
-const bicep = locateBicep();
+describeInfra(
+  'public network access',
+  (azd) => ({
+    disabledPremium: { parameters: azd({ PUBLIC_NETWORK_ACCESS: 'Disabled', SERVICEBUS_SKU: 'Premium' }) },
+    disabledStandard: { parameters: azd({ PUBLIC_NETWORK_ACCESS: 'Disabled' }) },
+  }),
+  ({ compiled, evaluated, refusal }) => {
+    const access = (variant: 'defaults' | 'disabledPremium'): Record<string, unknown> =>
+      Object.fromEntries(
+        publicServices.map((type) => [
+          type,
+          at(only(evaluated(variant), type), 'properties.publicNetworkAccess'),
+        ]),
+      );
 
-describeWithBicep(bicep)('public network access', () => {
-  const { compiled, evaluated, refusal } = evaluateVariants(bicep, (template) => ({
-    defaults: { parameters: azdParameters(template, azdEnvironment) },
-    disabledPremium: {
-      parameters: azdParameters(template, {
-        ...azdEnvironment,
-        PUBLIC_NETWORK_ACCESS: 'Disabled',
-        SERVICEBUS_SKU: 'Premium',
-      }),
-    },
-    disabledStandard: {
-      parameters: azdParameters(template, { ...azdEnvironment, PUBLIC_NETWORK_ACCESS: 'Disabled' }),
-    },
-  }));
-  const access = (variant: 'defaults' | 'disabledPremium'): Record<string, unknown> =>
-    Object.fromEntries(
-      publicServices.map((type) => [
-        type,
-        at(only(evaluated(variant), type), 'properties.publicNetworkAccess'),
-      ]),
-    );
+    it('is one parameter, Enabled or Disabled, Enabled by default', () => {
+      const parameter = compiled().template.parameters['publicNetworkAccess'];
 
-  it('is one parameter, Enabled or Disabled, Enabled by default', () => {
-    const parameter = compiled().template.parameters['publicNetworkAccess'];
-
-    expect(parameter).toMatchObject({
-      type: 'string',
-      defaultValue: 'Enabled',
-      allowedValues: ['Enabled', 'Disabled'],
+      expect(parameter).toMatchObject({
+        type: 'string',
+        defaultValue: 'Enabled',
+        allowedValues: ['Enabled', 'Disabled'],
+      });
+      expect(String(at(parameter, 'metadata.description'))).toContain('virtual network integration');
     });
-    expect(String(at(parameter, 'metadata.description'))).toContain('virtual network integration');
-  });
 
-  it('is Enabled on Service Bus, Cosmos DB, storage and the function app with the azd defaults', () => {
-    expect(access('defaults')).toEqual(Object.fromEntries(publicServices.map((type) => [type, 'Enabled'])));
-  });
+    it('is Enabled on Service Bus, Cosmos DB, storage and the function app with the azd defaults', () => {
+      expect(access('defaults')).toEqual(Object.fromEntries(publicServices.map((type) => [type, 'Enabled'])));
+    });
 
-  it('is Disabled on all four when PUBLIC_NETWORK_ACCESS=Disabled, with a Premium namespace', () => {
-    expect(access('disabledPremium')).toEqual(
-      Object.fromEntries(publicServices.map((type) => [type, 'Disabled'])),
-    );
-  });
+    it('is Disabled on all four when PUBLIC_NETWORK_ACCESS=Disabled, with a Premium namespace', () => {
+      expect(access('disabledPremium')).toEqual(
+        Object.fromEntries(publicServices.map((type) => [type, 'Disabled'])),
+      );
+    });
 
-  it('refuses Disabled with a Standard namespace, saying why', () => {
-    expect(refusal('disabledStandard')).toContain(
-      'publicNetworkAccess (PUBLIC_NETWORK_ACCESS) Disabled needs serviceBusSku (SERVICEBUS_SKU) Premium: a Standard namespace has no private endpoints',
-    );
-  });
-});
+    it('refuses Disabled with a Standard namespace, saying why', () => {
+      expect(refusal('disabledStandard')).toContain(
+        'publicNetworkAccess (PUBLIC_NETWORK_ACCESS) Disabled needs serviceBusSku (SERVICEBUS_SKU) Premium: a Standard namespace has no private endpoints',
+      );
+    });
+  },
+);

@@ -12,7 +12,7 @@ import path from 'node:path';
 
 import { parse } from 'yaml';
 
-import { at, describeWithBicep, evaluateVariants, locateBicep, repoRoot } from './bicep';
+import { at, describeInfra, repoRoot } from './bicep';
 
 const scriptPath = 'infra/scripts/wait-for-deployment-storage.sh';
 const script = path.join(repoRoot, scriptPath);
@@ -207,22 +207,22 @@ describe('azure.yaml hooks', () => {
   });
 });
 
-const bicep = locateBicep();
+describeInfra(
+  'what the hook reads from the azd environment',
+  () => ({}),
+  ({ compiled }) => {
+    it('is output by infra/main.bicep, the container name taken from the container itself', () => {
+      const read = [...readFileSync(script, 'utf8').matchAll(/\$\{([A-Z_]+):-\}/g)].map((match) => match[1]);
+      const storage = at(compiled().template, 'resources.storage.properties.template');
 
-describeWithBicep(bicep)('what the hook reads from the azd environment', () => {
-  const { compiled } = evaluateVariants(bicep, () => ({}));
-
-  it('is output by infra/main.bicep, the container name taken from the container itself', () => {
-    const read = [...readFileSync(script, 'utf8').matchAll(/\$\{([A-Z_]+):-\}/g)].map((match) => match[1]);
-    const storage = at(compiled().template, 'resources.storage.properties.template');
-
-    expect(read).toEqual(['STORAGE_ACCOUNT_NAME', 'DEPLOYMENT_CONTAINER_NAME']);
-    expect(Object.keys(compiled().template.outputs)).toEqual(expect.arrayContaining(read));
-    expect(compiled().template.outputs['DEPLOYMENT_CONTAINER_NAME']?.value).toBe(
-      "[reference('storage').outputs.deploymentContainerName.value]",
-    );
-    expect(at(storage, 'outputs.deploymentContainerName.value')).toBe(
-      "[parameters('deploymentContainerName')]",
-    );
-  });
-});
+      expect(read).toEqual(['STORAGE_ACCOUNT_NAME', 'DEPLOYMENT_CONTAINER_NAME']);
+      expect(Object.keys(compiled().template.outputs)).toEqual(expect.arrayContaining(read));
+      expect(compiled().template.outputs['DEPLOYMENT_CONTAINER_NAME']?.value).toBe(
+        "[reference('storage').outputs.deploymentContainerName.value]",
+      );
+      expect(at(storage, 'outputs.deploymentContainerName.value')).toBe(
+        "[parameters('deploymentContainerName')]",
+      );
+    });
+  },
+);

@@ -1,5 +1,6 @@
-// Who besides the app gets access, and to what: the developer (principalId: the principal azd
-// provisions as) and the service principal of the CI live tests (testPrincipalId). Neither may write
+// Who gets access, and to what: the app only the roles granted next to each resource (see
+// servicebus, cosmos, functionapp and monitoring tests), the developer (principalId: the principal
+// azd provisions as) and the service principal of the CI live tests (testPrincipalId). Neither may write
 // to the deployment container: a package written there runs as the app, with all the app's data
 // access. The live tests get exactly what tools/liveTests.ts does, read from its source.
 
@@ -8,15 +9,13 @@ import path from 'node:path';
 
 import type { PredictedResource, Snapshot } from './bicep';
 import {
+  appRoleAssignments,
   armGuid,
   at,
-  azdEnvironment,
-  azdParameters,
-  describeWithBicep,
+  declaredSubscriptions,
+  describeInfra,
   developerId,
-  evaluateVariants,
   grants,
-  locateBicep,
   moduleOutput,
   only,
   repoRoot,
@@ -53,163 +52,177 @@ const liveTestsSource = existsSync(liveTestsFile) ? readFileSync(liveTestsFile, 
 const liveTestsUse = liveTestCalls.filter(({ call }) => call.test(liveTestsSource));
 const describeLiveTests = liveTestsSource === '' ? describe.skip : describe;
 
-const bicep = locateBicep();
-
-describeWithBicep(bicep)('roles of the developer and of the live tests', () => {
-  const { compiled, evaluated } = evaluateVariants(bicep, (template) => ({
-    defaults: { parameters: azdParameters(template, azdEnvironment) },
+describeInfra(
+  'roles of the developer and of the live tests',
+  (azd) => ({
     withPrincipals: {
-      parameters: azdParameters(template, {
-        ...azdEnvironment,
-        AZURE_PRINCIPAL_ID: developerId,
-        AZURE_TEST_PRINCIPAL_ID: testPrincipalId,
-      }),
+      parameters: azd({ AZURE_PRINCIPAL_ID: developerId, AZURE_TEST_PRINCIPAL_ID: testPrincipalId }),
     },
-  }));
-  const withPrincipals = (): Snapshot => evaluated('withPrincipals');
-  const assignedTo = (principal: string): PredictedResource[] =>
-    roleAssignments(withPrincipals()).filter(
-      (assignment) => at(assignment, 'properties.principalId') === principal,
-    );
-  const cosmosAssignmentOf = (principal: string): PredictedResource | undefined =>
-    resources(withPrincipals(), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments').find(
-      (assignment) => at(assignment, 'properties.principalId') === principal,
-    );
-  const topicIds = (): string[] =>
-    resources(withPrincipals(), 'Microsoft.ServiceBus/namespaces/topics').map((topic) => topic.id);
-  const deploymentContainer = (): PredictedResource =>
-    only(withPrincipals(), 'Microsoft.Storage/storageAccounts/blobServices/containers');
-
-  describe('the developer (AZURE_PRINCIPAL_ID)', () => {
-    it('sends to and receives from each topic, publishes telemetry and reads the deployment container: nothing else at Azure RBAC level', () => {
-      const component = only(withPrincipals(), 'Microsoft.Insights/components');
-
-      expect(grants(assignedTo(developerId)).sort()).toEqual(
-        [
-          ...topicIds().flatMap((topic) => [
-            [topic, roleDefinitionId(role.serviceBusDataSender)],
-            [topic, roleDefinitionId(role.serviceBusDataReceiver)],
-          ]),
-          [component.id, roleDefinitionId(role.monitoringMetricsPublisher)],
-          [deploymentContainer().id, roleDefinitionId(role.storageBlobDataReader)],
-        ].sort(),
+  }),
+  ({ compiled, defaults, evaluated }) => {
+    const withPrincipals = (): Snapshot => evaluated('withPrincipals');
+    const assignedTo = (principal: string): PredictedResource[] =>
+      roleAssignments(withPrincipals()).filter(
+        (assignment) => at(assignment, 'properties.principalId') === principal,
       );
-    });
+    const cosmosAssignmentOf = (principal: string): PredictedResource | undefined =>
+      resources(withPrincipals(), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments').find(
+        (assignment) => at(assignment, 'properties.principalId') === principal,
+      );
+    const topicIds = (): string[] =>
+      resources(withPrincipals(), 'Microsoft.ServiceBus/namespaces/topics').map((topic) => topic.id);
+    const deploymentContainer = (): PredictedResource =>
+      only(withPrincipals(), 'Microsoft.Storage/storageAccounts/blobServices/containers');
 
-    it('gets that read role only after the app has its blob role, so that the postprovision hook waits on the later one', () => {
-      const storage = at(compiled().template, 'resources.storage.properties.template');
-      const owner = at(storage, 'resources.appOwnsBlobs.properties.roleDefinitionId');
+    describe('the developer (AZURE_PRINCIPAL_ID)', () => {
+      it('sends to and receives from each topic, publishes telemetry and reads the deployment container: nothing else at Azure RBAC level', () => {
+        const component = only(withPrincipals(), 'Microsoft.Insights/components');
 
-      expect(at(storage, 'resources.developerReadsPackages.dependsOn')).toContain('appOwnsBlobs');
-      expect(owner).toBe("[variables('blobDataOwner')]");
-      expect(at(storage, 'variables.blobDataOwner')).toContain('.storageBlobDataOwner)]');
-    });
-
-    it('is a Cosmos DB Built-in Data Contributor on the database, to run the functions locally against Azure', () => {
-      const account = only(withPrincipals(), 'Microsoft.DocumentDB/databaseAccounts');
-      const scope = `${account.id}/dbs/app`;
-      const definition = `${account.id}/sqlRoleDefinitions/${role.cosmosBuiltInDataContributor}`;
-      const assignment = cosmosAssignmentOf(developerId);
-
-      expect(assignment?.properties).toEqual({
-        roleDefinitionId: definition,
-        principalId: developerId,
-        scope,
+        expect(grants(assignedTo(developerId)).sort()).toEqual(
+          [
+            ...topicIds().flatMap((topic) => [
+              [topic, roleDefinitionId(role.serviceBusDataSender)],
+              [topic, roleDefinitionId(role.serviceBusDataReceiver)],
+            ]),
+            [component.id, roleDefinitionId(role.monitoringMetricsPublisher)],
+            [deploymentContainer().id, roleDefinitionId(role.storageBlobDataReader)],
+          ].sort(),
+        );
       });
-      expect(assignment?.name).toBe(`${account.name}/${armGuid(scope, developerId, definition)}`);
-    });
 
-    it('records their principal type and names each assignment guid(scope, principal, role)', () => {
-      for (const assignment of assignedTo(developerId)) {
-        const definition = String(at(assignment, 'properties.roleDefinitionId'));
+      it('gets that read role only after the app has its blob role, so that the postprovision hook waits on the later one', () => {
+        const storage = at(compiled().template, 'resources.storage.properties.template');
+        const owner = at(storage, 'resources.appOwnsBlobs.properties.roleDefinitionId');
 
-        expect(at(assignment, 'properties.principalType')).toBe('User');
-        expect(assignment.name).toBe(armGuid(roleAssignmentScope(assignment), developerId, definition));
-      }
-    });
-  });
+        expect(at(storage, 'resources.developerReadsPackages.dependsOn')).toContain('appOwnsBlobs');
+        expect(owner).toBe("[variables('blobDataOwner')]");
+        expect(at(storage, 'variables.blobDataOwner')).toContain('.storageBlobDataOwner)]');
+      });
 
-  describeLiveTests('the CI live tests (AZURE_TEST_PRINCIPAL_ID)', () => {
-    it('are found making only calls whose permissions this test knows', () => {
-      const dataCalls =
-        liveTestsSource.match(/\.(items|item\([^)]*\))\s*\.\w+|\.create(Sender|Receiver)\(/g) ?? [];
+      it('is a Cosmos DB Built-in Data Contributor on the database, to run the functions locally against Azure', () => {
+        const account = only(withPrincipals(), 'Microsoft.DocumentDB/databaseAccounts');
+        const scope = `${account.id}/dbs/app`;
+        const definition = `${account.id}/sqlRoleDefinitions/${role.cosmosBuiltInDataContributor}`;
+        const assignment = cosmosAssignmentOf(developerId);
 
-      expect(dataCalls.length).toBeGreaterThan(0);
-      for (const dataCall of dataCalls) {
-        expect({ dataCall, known: liveTestCalls.some(({ call }) => call.test(dataCall)) }).toEqual({
-          dataCall,
-          known: true,
+        expect(assignment?.properties).toEqual({
+          roleDefinitionId: definition,
+          principalId: developerId,
+          scope,
         });
-      }
-    });
+        expect(assignment?.name).toBe(`${account.name}/${armGuid(scope, developerId, definition)}`);
+      });
 
-    it('send to each topic (the narrowest scope of a send), as a service principal: nothing else at Azure RBAC level', () => {
-      const serviceBusRoles = liveTestsUse.flatMap((use) => ('serviceBus' in use ? [use.serviceBus] : []));
+      it('records their principal type and names each assignment guid(scope, principal, role)', () => {
+        for (const assignment of assignedTo(developerId)) {
+          const definition = String(at(assignment, 'properties.roleDefinitionId'));
 
-      expect(serviceBusRoles).toEqual([role.serviceBusDataSender]);
-      expect(grants(assignedTo(testPrincipalId)).sort()).toEqual(
-        topicIds()
-          .flatMap((topic) =>
-            serviceBusRoles.map((serviceBusRole) => [topic, roleDefinitionId(serviceBusRole)]),
-          )
-          .sort(),
-      );
-      for (const assignment of assignedTo(testPrincipalId)) {
-        const definition = String(at(assignment, 'properties.roleDefinitionId'));
-
-        expect(at(assignment, 'properties.principalType')).toBe('ServicePrincipal');
-        expect(assignment.name).toBe(armGuid(roleAssignmentScope(assignment), testPrincipalId, definition));
-      }
-    });
-
-    it('hold a custom Cosmos DB role of exactly the data actions tools/liveTests.ts needs, on the container only', () => {
-      const account = only(withPrincipals(), 'Microsoft.DocumentDB/databaseAccounts');
-      const definition = only(withPrincipals(), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions');
-      const containerScope = `${account.id}/dbs/app/colls/state`;
-      const needed = liveTestsUse.flatMap((use) => ('cosmos' in use ? [use.cosmos] : []));
-
-      expect(needed).toEqual([
-        itemAction('items/create'),
-        itemAction('items/read'),
-        itemAction('executeQuery'),
-      ]);
-      expect(definition.properties).toMatchObject({ type: 'CustomRole', assignableScopes: [containerScope] });
-      expect(at(definition, 'properties.permissions')).toEqual([
-        { dataActions: [cosmosAction('readMetadata'), ...needed] },
-      ]);
-      expect(cosmosAssignmentOf(testPrincipalId)?.properties).toEqual({
-        roleDefinitionId: definition.id,
-        principalId: testPrincipalId,
-        scope: containerScope,
+          expect(at(assignment, 'properties.principalType')).toBe('User');
+          expect(assignment.name).toBe(armGuid(roleAssignmentScope(assignment), developerId, definition));
+        }
       });
     });
-  });
 
-  it('lets nobody but the app write to the deployment container, at its scope or any scope above it', () => {
-    const writers = roleAssignments(withPrincipals()).filter(
-      (assignment) =>
-        blobWriters.includes(String(at(assignment, 'properties.roleDefinitionId'))) &&
-        deploymentContainer().id.startsWith(roleAssignmentScope(assignment)),
-    );
+    describeLiveTests('the CI live tests (AZURE_TEST_PRINCIPAL_ID)', () => {
+      it('are found making only calls whose permissions this test knows', () => {
+        const dataCalls =
+          liveTestsSource.match(/\.(items|item\([^)]*\))\s*\.\w+|\.create(Sender|Receiver)\(/g) ?? [];
 
-    expect(writers.length).toBeGreaterThan(0);
-    for (const writer of writers) {
-      expect(String(at(writer, 'properties.principalId'))).toMatch(moduleOutput('identity', 'principalId'));
-    }
-  });
+        expect(dataCalls.length).toBeGreaterThan(0);
+        for (const dataCall of dataCalls) {
+          expect({ dataCall, known: liveTestCalls.some(({ call }) => call.test(dataCall)) }).toEqual({
+            dataCall,
+            known: true,
+          });
+        }
+      });
 
-  it('grants nothing but the app its roles when neither principal is set', () => {
-    const principals = [
-      ...roleAssignments(evaluated('defaults')),
-      ...resources(evaluated('defaults'), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments'),
-    ].map((assignment) => String(at(assignment, 'properties.principalId')));
+      it('send to each topic (the narrowest scope of a send), as a service principal: nothing else at Azure RBAC level', () => {
+        const serviceBusRoles = liveTestsUse.flatMap((use) => ('serviceBus' in use ? [use.serviceBus] : []));
 
-    expect(principals.length).toBeGreaterThan(0);
-    for (const principal of principals) {
-      expect(principal).toMatch(moduleOutput('identity', 'principalId'));
-    }
-    expect(
-      resources(evaluated('defaults'), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions'),
-    ).toEqual([]);
-  });
-});
+        expect(serviceBusRoles).toEqual([role.serviceBusDataSender]);
+        expect(grants(assignedTo(testPrincipalId)).sort()).toEqual(
+          topicIds()
+            .flatMap((topic) =>
+              serviceBusRoles.map((serviceBusRole) => [topic, roleDefinitionId(serviceBusRole)]),
+            )
+            .sort(),
+        );
+        for (const assignment of assignedTo(testPrincipalId)) {
+          const definition = String(at(assignment, 'properties.roleDefinitionId'));
+
+          expect(at(assignment, 'properties.principalType')).toBe('ServicePrincipal');
+          expect(assignment.name).toBe(armGuid(roleAssignmentScope(assignment), testPrincipalId, definition));
+        }
+      });
+
+      it('hold a custom Cosmos DB role of exactly the data actions tools/liveTests.ts needs, on the container only', () => {
+        const account = only(withPrincipals(), 'Microsoft.DocumentDB/databaseAccounts');
+        const definition = only(withPrincipals(), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions');
+        const containerScope = `${account.id}/dbs/app/colls/state`;
+        const needed = liveTestsUse.flatMap((use) => ('cosmos' in use ? [use.cosmos] : []));
+
+        expect(needed).toEqual([
+          itemAction('items/create'),
+          itemAction('items/read'),
+          itemAction('executeQuery'),
+        ]);
+        expect(definition.properties).toMatchObject({
+          type: 'CustomRole',
+          assignableScopes: [containerScope],
+        });
+        expect(at(definition, 'properties.permissions')).toEqual([
+          { dataActions: [cosmosAction('readMetadata'), ...needed] },
+        ]);
+        expect(cosmosAssignmentOf(testPrincipalId)?.properties).toEqual({
+          roleDefinitionId: definition.id,
+          principalId: testPrincipalId,
+          scope: containerScope,
+        });
+      });
+    });
+
+    it('lets nobody but the app write to the deployment container, at its scope or any scope above it', () => {
+      const writers = roleAssignments(withPrincipals()).filter(
+        (assignment) =>
+          blobWriters.includes(String(at(assignment, 'properties.roleDefinitionId'))) &&
+          deploymentContainer().id.startsWith(roleAssignmentScope(assignment)),
+      );
+
+      expect(writers.length).toBeGreaterThan(0);
+      for (const writer of writers) {
+        expect(String(at(writer, 'properties.principalId'))).toMatch(moduleOutput('identity', 'principalId'));
+      }
+    });
+
+    it('grants nothing but the app its roles when neither principal is set', () => {
+      const principals = [
+        ...roleAssignments(defaults()),
+        ...resources(defaults(), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments'),
+      ].map((assignment) => String(at(assignment, 'properties.principalId')));
+
+      expect(principals.length).toBeGreaterThan(0);
+      for (const principal of principals) {
+        expect(principal).toMatch(moduleOutput('identity', 'principalId'));
+      }
+      expect(resources(defaults(), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions')).toEqual([]);
+    });
+
+    describe('the app', () => {
+      it('grants the app only the roles above, each named guid(scope, principal, role)', () => {
+        const assignments = appRoleAssignments(defaults());
+
+        expect(assignments).toHaveLength(roleAssignments(defaults()).length);
+        expect(assignments).toHaveLength(declaredSubscriptions.length + 3);
+        for (const assignment of assignments) {
+          const principal = String(at(assignment, 'properties.principalId'));
+          const definition = String(at(assignment, 'properties.roleDefinitionId'));
+
+          expect(assignment.name).toBe(
+            `[guid('${roleAssignmentScope(assignment)}', ${principal.slice(1, -1)}, '${definition}')]`,
+          );
+        }
+      });
+    });
+  },
+);

@@ -1,7 +1,7 @@
 // infra/workbook.json, the operations workbook azd deploys (modules/workbook.bicep): its queries must
 // read the metrics, dimensions and outcomes the app emits (src/inbox/telemetry.ts), aggregate them as
 // the exporter sends them, reference only parameters it declares, and be the queries of
-// infra/monitoring.md. Its deployment is checked in main.test.ts with the rest of the template.
+// infra/monitoring.md. Its deployment is checked in monitoring.test.ts.
 
 import { readFileSync } from 'node:fs';
 import path from 'node:path';

@@ -34,17 +34,8 @@ import {
   type PackageReport,
   ROOT,
 } from '../../tools/package';
-import {
-  at,
-  azdEnvironment,
-  azdParameters,
-  describeWithBicep,
-  evaluateVariants,
-  locateBicep,
-  only,
-  type Snapshot,
-} from '../infra/bicep';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { appSettings, describeInfra } from '../infra/bicep';
+import { useLocalStack } from '../support/localStack';
 
 const run = promisify(execFile);
 const work = mkdtempSync(join(tmpdir(), 'package-'));
@@ -193,197 +184,186 @@ describe('npm run package', () => {
   });
 });
 
-const cli = locateBicep();
+describeInfra(
+  'the extracted package, booted through the worker with the Bicep app settings',
+  () => ({}),
+  ({ compiled, defaults }) => {
+    const templateDefault = (parameter: string): string =>
+      String(
+        (compiled().template.parameters as Record<string, { defaultValue?: unknown }>)[parameter]
+          ?.defaultValue,
+      );
 
-describeWithBicep(cli)('the extracted package, booted through the worker with the Bicep app settings', () => {
-  const { compiled, evaluated } = evaluateVariants(cli, (template) => ({
-    defaults: { parameters: azdParameters(template, azdEnvironment) },
-  }));
-  const appSettings = (from: Snapshot): Record<string, string> =>
-    Object.fromEntries(
-      (
-        at(only(from, 'Microsoft.Web/sites'), 'properties.siteConfig.appSettings') as {
-          name: string;
-          value: string;
-        }[]
-      ).map(({ name, value }) => [name, value]),
-    );
+    let boot: LoadReport;
+    let settings: Record<string, string>;
+    const stack = useLocalStack();
 
-  const templateDefault = (parameter: string): string =>
-    String(
-      (compiled().template.parameters as Record<string, { defaultValue?: unknown }>)[parameter]?.defaultValue,
-    );
+    const payment = { invoiceId: 'INV-PKG-1', paymentId: 'PAY-PKG-1', amount: 12.5, currency: 'EUR' };
+    const order = { orderId: 'ORD-PKG-1', productId: 'SKU-PKG-1', quantity: 2 };
+    const status = { invoiceId: 'INV-PKG-2', status: 'Issued', version: 3 };
+    const twice = (fn: string, subject: string, messageId: string, body: object) =>
+      [1, 2].map((deliveryCount) => ({
+        function: fn,
+        delivery: {
+          body: JSON.stringify(body),
+          messageId,
+          subject,
+          deliveryCount,
+          contentType: 'application/json',
+        },
+      }));
 
-  let boot: LoadReport;
-  let settings: Record<string, string>;
-  let stack: LocalStack;
+    beforeAll(async () => {
+      settings = appSettings(defaults());
+      const invoice: Invoice = {
+        id: payment.invoiceId,
+        partitionKey: invoicePartition(payment.invoiceId),
+        type: 'invoice',
+        currency: 'EUR',
+        totalMinor: 10_000,
+        paidMinor: 0,
+        status: 'Open',
+      };
+      const product: Product = {
+        id: order.productId,
+        partitionKey: productPartition(order.productId),
+        type: 'product',
+        stock: 10,
+        reserved: 0,
+      };
+      await stack.container.items.create(invoice);
+      await stack.container.items.create(product);
+      const plan = join(work, 'plan.json');
+      writeFileSync(
+        plan,
+        JSON.stringify({
+          invocations: [
+            ...twice('billing-payment-applier', 'PaymentReceived', 'pay-pkg-1', payment),
+            ...twice('inventory-stock-reserver', 'OrderCreated', 'ord-pkg-1', order),
+            ...twice('billing-invoice-status-projector', 'InvoiceStatusChanged', 'status-pkg-1', status),
+          ],
+        }),
+      );
+      // Only what the Bicep sets, and PATH so that node runs: nothing from this machine leaks in.
+      // Values Resource Manager resolves only at deployment (ARM expressions in the snapshot) are left
+      // out; the local server stands in for the account, with the database and container names the
+      // template gives it.
+      const env = {
+        PATH: process.env.PATH,
+        ...Object.fromEntries(Object.entries(settings).filter(([, value]) => !value.startsWith('['))),
+        COSMOS_ENDPOINT: stack.server.endpoint,
+        COSMOS_KEY: stack.server.key,
+        COSMOS_DATABASE: templateDefault('cosmosDatabaseName'),
+        COSMOS_CONTAINER: templateDefault('cosmosContainerName'),
+      };
+      const [first] = await bootPackage(extracted, { plan, env });
+      if (!first) throw new Error('the package did not boot');
+      boot = first;
+    }, 300_000);
 
-  const payment = { invoiceId: 'INV-PKG-1', paymentId: 'PAY-PKG-1', amount: 12.5, currency: 'EUR' };
-  const order = { orderId: 'ORD-PKG-1', productId: 'SKU-PKG-1', quantity: 2 };
-  const status = { invoiceId: 'INV-PKG-2', status: 'Issued', version: 3 };
-  const twice = (fn: string, subject: string, messageId: string, body: object) =>
-    [1, 2].map((deliveryCount) => ({
-      function: fn,
-      delivery: {
-        body: JSON.stringify(body),
-        messageId,
-        subject,
-        deliveryCount,
-        contentType: 'application/json',
-      },
-    }));
-
-  beforeAll(async () => {
-    settings = appSettings(evaluated('defaults'));
-    stack = await startLocalStack();
-    const invoice: Invoice = {
-      id: payment.invoiceId,
-      partitionKey: invoicePartition(payment.invoiceId),
-      type: 'invoice',
-      currency: 'EUR',
-      totalMinor: 10_000,
-      paidMinor: 0,
-      status: 'Open',
-    };
-    const product: Product = {
-      id: order.productId,
-      partitionKey: productPartition(order.productId),
-      type: 'product',
-      stock: 10,
-      reserved: 0,
-    };
-    await stack.container.items.create(invoice);
-    await stack.container.items.create(product);
-    const plan = join(work, 'plan.json');
-    writeFileSync(
-      plan,
-      JSON.stringify({
-        invocations: [
-          ...twice('billing-payment-applier', 'PaymentReceived', 'pay-pkg-1', payment),
-          ...twice('inventory-stock-reserver', 'OrderCreated', 'ord-pkg-1', order),
-          ...twice('billing-invoice-status-projector', 'InvoiceStatusChanged', 'status-pkg-1', status),
-        ],
-      }),
-    );
-    // Only what the Bicep sets, and PATH so that node runs: nothing from this machine leaks in.
-    // Values Resource Manager resolves only at deployment (ARM expressions in the snapshot) are left
-    // out; the local server stands in for the account, with the database and container names the
-    // template gives it.
-    const env = {
-      PATH: process.env.PATH,
-      ...Object.fromEntries(Object.entries(settings).filter(([, value]) => !value.startsWith('['))),
-      COSMOS_ENDPOINT: stack.server.endpoint,
-      COSMOS_KEY: stack.server.key,
-      COSMOS_DATABASE: templateDefault('cosmosDatabaseName'),
-      COSMOS_CONTAINER: templateDefault('cosmosContainerName'),
-    };
-    const [first] = await bootPackage(extracted, { plan, env });
-    if (!first) throw new Error('the package did not boot');
-    boot = first;
-  }, 300_000);
-
-  afterAll(async () => stack?.stop());
-
-  it('needs nothing from outside the package: only optional probes for development-only packages were refused', () => {
-    // The driver refuses every module outside the extracted folder, as on a host where nothing else is
-    // on the app's module path; the invocations below ran under that rule.
-    const developmentOnly = developmentOnlyPackages();
-    expect(boot.refusedModules.filter((name) => !developmentOnly.includes(name))).toEqual([]);
-  });
-
-  it('registers through @azure/functions-core: no "test mode" warning', () => {
-    expect(boot.warnings.filter((line) => /test mode/i.test(line))).toEqual([]);
-    expect(boot.functions.length).toBeGreaterThan(0);
-  });
-
-  it('registers one Service Bus trigger per subscription of src/topology.json, and nothing else undeclared', () => {
-    const triggers = boot.functions
-      .map(({ name, bindings }) => ({ name, trigger: Object.values(bindings).find(isTrigger) }))
-      .filter(({ trigger }) => trigger?.type === 'serviceBusTrigger');
-    const declared = topology.topics.flatMap((topic) =>
-      topic.subscriptions.map((subscription) => `${topic.name}/${subscription.name}`),
-    );
-
-    expect(
-      triggers
-        .map(({ trigger }) => `${String(trigger?.topicName)}/${String(trigger?.subscriptionName)}`)
-        .sort(),
-    ).toEqual(declared.sort());
-    for (const { name, trigger } of triggers) {
-      expect(trigger).toMatchObject({ direction: 'in', connection: 'ServiceBusConnection' });
-      expect(name).toBe(functionNameOf(String(trigger?.subscriptionName)));
-    }
-  });
-
-  it('registers the purge timer on a six-field schedule that does not run on every scale-out', () => {
-    const timers = boot.functions
-      .map(({ name, bindings }) => ({ name, trigger: Object.values(bindings).find(isTrigger) }))
-      .filter(({ trigger }) => trigger?.type === 'timerTrigger');
-
-    expect(timers.map(({ name }) => name)).toEqual(['purgeExpiredMarkers']);
-    expect(String(timers[0]?.trigger?.schedule).split(' ')).toHaveLength(6);
-    expect(timers[0]?.trigger?.runOnStartup).not.toBe(true);
-  });
-
-  it("gives each trigger's connection its identity settings in the Bicep", () => {
-    const connections = new Set(
-      boot.functions.flatMap(({ bindings }) =>
-        Object.values(bindings)
-          .filter(isTrigger)
-          .map((binding) => binding.connection)
-          .filter((connection): connection is string => typeof connection === 'string'),
-      ),
-    );
-
-    expect(connections.size).toBeGreaterThan(0);
-    for (const connection of connections) {
-      expect(settings[`${connection}__fullyQualifiedNamespace`]).toBeTruthy();
-      expect(settings[`${connection}__credential`]).toBe('managedidentity');
-      expect(settings[`${connection}__clientId`]).toBeTruthy();
-    }
-  });
-
-  it('reads no setting of its own that the Bicep leaves unset, unless src/inbox/README.md documents its default', () => {
-    const readme = readFileSync(join(ROOT, 'src', 'inbox', 'README.md'), 'utf8');
-    const table = readme.slice(readme.indexOf('## Settings'), readme.indexOf('## Telemetry'));
-    const documentedOptional = new Set(
-      table
-        .split('\n')
-        .filter((line) => line.startsWith('| `') && !line.includes('(required'))
-        .flatMap((line) => [...(line.split('|')[1] ?? '').matchAll(/`([A-Za-z_]+)`/g)].map((m) => m[1]!)),
-    );
-    const own = boot.settingsRead.filter((name) =>
-      /^(COSMOS|INBOX|SERVICEBUS|PURGE|HOST|BREAKER|APPLICATIONINSIGHTS)_|^AZURE_CLIENT_ID$/.test(name),
-    );
-
-    expect(own).toContain('COSMOS_ENDPOINT');
-    expect(own.filter((name) => !(name in settings) && !documentedOptional.has(name))).toEqual([]);
-  });
-
-  it('processes each consumer’s message once, then completes the redelivery as a duplicate', async () => {
-    expect(boot.invocations).toEqual([
-      { function: 'billing-payment-applier', outcome: 'processed' },
-      { function: 'billing-payment-applier', outcome: 'duplicate' },
-      { function: 'inventory-stock-reserver', outcome: 'processed' },
-      { function: 'inventory-stock-reserver', outcome: 'duplicate' },
-      { function: 'billing-invoice-status-projector', outcome: 'processed' },
-      { function: 'billing-invoice-status-projector', outcome: 'duplicate' },
-    ]);
-    const read = async <T extends object>(id: string, partitionKey: string): Promise<T | undefined> =>
-      (await stack.container.item(id, partitionKey).read<T>()).resource;
-    expect(await read<Invoice>(payment.invoiceId, invoicePartition(payment.invoiceId))).toMatchObject({
-      paidMinor: 1250,
+    it('needs nothing from outside the package: only optional probes for development-only packages were refused', () => {
+      // The driver refuses every module outside the extracted folder, as on a host where nothing else is
+      // on the app's module path; the invocations below ran under that rule.
+      const developmentOnly = developmentOnlyPackages();
+      expect(boot.refusedModules.filter((name) => !developmentOnly.includes(name))).toEqual([]);
     });
-    expect(await read<Product>(order.productId, productPartition(order.productId))).toMatchObject({
-      stock: 8,
-      reserved: 2,
+
+    it('registers through @azure/functions-core: no "test mode" warning', () => {
+      expect(boot.warnings.filter((line) => /test mode/i.test(line))).toEqual([]);
+      expect(boot.functions.length).toBeGreaterThan(0);
     });
-    expect(await read(invoiceStatusId(status.invoiceId), invoicePartition(status.invoiceId))).toMatchObject({
-      status: 'Issued',
-      version: 3,
+
+    it('registers one Service Bus trigger per subscription of src/topology.json, and nothing else undeclared', () => {
+      const triggers = boot.functions
+        .map(({ name, bindings }) => ({ name, trigger: Object.values(bindings).find(isTrigger) }))
+        .filter(({ trigger }) => trigger?.type === 'serviceBusTrigger');
+      const declared = topology.topics.flatMap((topic) =>
+        topic.subscriptions.map((subscription) => `${topic.name}/${subscription.name}`),
+      );
+
+      expect(
+        triggers
+          .map(({ trigger }) => `${String(trigger?.topicName)}/${String(trigger?.subscriptionName)}`)
+          .sort(),
+      ).toEqual(declared.sort());
+      for (const { name, trigger } of triggers) {
+        expect(trigger).toMatchObject({ direction: 'in', connection: 'ServiceBusConnection' });
+        expect(name).toBe(functionNameOf(String(trigger?.subscriptionName)));
+      }
     });
-  });
-});
+
+    it('registers the purge timer on a six-field schedule that does not run on every scale-out', () => {
+      const timers = boot.functions
+        .map(({ name, bindings }) => ({ name, trigger: Object.values(bindings).find(isTrigger) }))
+        .filter(({ trigger }) => trigger?.type === 'timerTrigger');
+
+      expect(timers.map(({ name }) => name)).toEqual(['purgeExpiredMarkers']);
+      expect(String(timers[0]?.trigger?.schedule).split(' ')).toHaveLength(6);
+      expect(timers[0]?.trigger?.runOnStartup).not.toBe(true);
+    });
+
+    it("gives each trigger's connection its identity settings in the Bicep", () => {
+      const connections = new Set(
+        boot.functions.flatMap(({ bindings }) =>
+          Object.values(bindings)
+            .filter(isTrigger)
+            .map((binding) => binding.connection)
+            .filter((connection): connection is string => typeof connection === 'string'),
+        ),
+      );
+
+      expect(connections.size).toBeGreaterThan(0);
+      for (const connection of connections) {
+        expect(settings[`${connection}__fullyQualifiedNamespace`]).toBeTruthy();
+        expect(settings[`${connection}__credential`]).toBe('managedidentity');
+        expect(settings[`${connection}__clientId`]).toBeTruthy();
+      }
+    });
+
+    it('reads no setting of its own that the Bicep leaves unset, unless src/inbox/README.md documents its default', () => {
+      const readme = readFileSync(join(ROOT, 'src', 'inbox', 'README.md'), 'utf8');
+      const table = readme.slice(readme.indexOf('## Settings'), readme.indexOf('## Telemetry'));
+      const documentedOptional = new Set(
+        table
+          .split('\n')
+          .filter((line) => line.startsWith('| `') && !line.includes('(required'))
+          .flatMap((line) => [...(line.split('|')[1] ?? '').matchAll(/`([A-Za-z_]+)`/g)].map((m) => m[1]!)),
+      );
+      const own = boot.settingsRead.filter((name) =>
+        /^(COSMOS|INBOX|SERVICEBUS|PURGE|HOST|BREAKER|APPLICATIONINSIGHTS)_|^AZURE_CLIENT_ID$/.test(name),
+      );
+
+      expect(own).toContain('COSMOS_ENDPOINT');
+      expect(own.filter((name) => !(name in settings) && !documentedOptional.has(name))).toEqual([]);
+    });
+
+    it('processes each consumer’s message once, then completes the redelivery as a duplicate', async () => {
+      expect(boot.invocations).toEqual([
+        { function: 'billing-payment-applier', outcome: 'processed' },
+        { function: 'billing-payment-applier', outcome: 'duplicate' },
+        { function: 'inventory-stock-reserver', outcome: 'processed' },
+        { function: 'inventory-stock-reserver', outcome: 'duplicate' },
+        { function: 'billing-invoice-status-projector', outcome: 'processed' },
+        { function: 'billing-invoice-status-projector', outcome: 'duplicate' },
+      ]);
+      const read = async <T extends object>(id: string, partitionKey: string): Promise<T | undefined> =>
+        (await stack.container.item(id, partitionKey).read<T>()).resource;
+      expect(await read<Invoice>(payment.invoiceId, invoicePartition(payment.invoiceId))).toMatchObject({
+        paidMinor: 1250,
+      });
+      expect(await read<Product>(order.productId, productPartition(order.productId))).toMatchObject({
+        stock: 8,
+        reserved: 2,
+      });
+      expect(await read(invoiceStatusId(status.invoiceId), invoicePartition(status.invoiceId))).toMatchObject(
+        {
+          status: 'Issued',
+          version: 3,
+        },
+      );
+    });
+  },
+);
 
 function isTrigger(binding: unknown): binding is Record<string, unknown> & { type: string } {
   return /Trigger$/.test(String((binding as { type?: unknown }).type));
@@ -394,7 +374,7 @@ describe('the extracted package, with Application Insights', () => {
   // certificate for 127.0.0.1 that the child process trusts (NODE_EXTRA_CA_CERTS).
   const received: { path: string; body: string }[] = [];
   let ingestion: Server;
-  let stack: LocalStack;
+  const stack = useLocalStack();
   let boot: LoadReport;
 
   beforeAll(async () => {
@@ -418,7 +398,6 @@ describe('the extracted package, with Application Insights', () => {
     });
     await new Promise<void>((resolve) => ingestion.listen(0, '127.0.0.1', resolve));
     const endpoint = `https://127.0.0.1:${(ingestion.address() as AddressInfo).port}/`;
-    stack = await startLocalStack();
     const plan = join(work, 'telemetry-plan.json');
     const body = { invoiceId: 'INV-AI-1', paymentId: 'PAY-AI-1', amount: 1, currency: 'EUR' };
     writeFileSync(
@@ -454,7 +433,6 @@ describe('the extracted package, with Application Insights', () => {
   }, 120_000);
 
   afterAll(async () => {
-    await stack?.stop();
     await new Promise((resolve) => ingestion?.close(resolve));
   });
 

@@ -1,13 +1,6 @@
 import type { ServiceBusReceiver } from '@azure/service-bus';
 
-import {
-  PAYMENTS,
-  peekAll,
-  type PeerFixture,
-  receive,
-  startPeer,
-  TOPIC,
-} from '../offline/servicebus/amqp/support';
+import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../offline/servicebus/amqp/support';
 import { captured, deadLetters } from './support';
 
 /**
@@ -22,29 +15,15 @@ const payment = (id: string): object => ({ paymentId: id, invoiceId: 'INV-1', am
 const UNREACHABLE =
   'Endpoint=sb://127.0.0.1:9;SharedAccessKeyName=k;SharedAccessKey=k;UseDevelopmentEmulator=true;';
 
-let fixture: PeerFixture;
-let receivers: ServiceBusReceiver[];
+const fixture = usePeer({ maxDeliveryCount: 3 });
 let env: Record<string, string>;
 
 beforeEach(async () => {
-  fixture = await startPeer({ maxDeliveryCount: 3 });
-  receivers = [];
   env = { SERVICEBUS_CONNECTION_STRING: fixture.peer.connectionString };
   await seedDeadLetters();
 });
-afterEach(async () => {
-  await Promise.all(receivers.map((receiver) => receiver.close()));
-  await fixture.stop();
-});
 
-function receiverFor(deadLetter: boolean): ServiceBusReceiver {
-  const receiver = fixture.client.createReceiver(TOPIC, PAYMENTS, {
-    ...(deadLetter ? { subQueueType: 'deadLetter' as const } : {}),
-    maxAutoLockRenewalDurationInMs: 0,
-  });
-  receivers.push(receiver);
-  return receiver;
-}
+const receiverFor = (deadLetter: boolean): ServiceBusReceiver => fixture.receiver(PAYMENTS, deadLetter);
 
 /**
  * Two dead letters, the two ways messages get there: PAY-1 dead-lettered by its consumer (poison),

@@ -1,17 +1,8 @@
-import '../support/appSettings';
-
 import type { ServiceBusReceiver } from '@azure/service-bus';
 
 import { type FunctionApp, loadFunctionApp, loggedOutcome } from '../../offline/functions/worker';
-import {
-  PAYMENTS,
-  peekAll,
-  type PeerFixture,
-  receive,
-  startPeer,
-  TOPIC,
-} from '../offline/servicebus/amqp/support';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../offline/servicebus/amqp/support';
+import { useLocalStack } from '../support/localStack';
 import { captured, deadLetters } from './support';
 
 /**
@@ -23,25 +14,18 @@ import { captured, deadLetters } from './support';
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
 
-let stack: LocalStack;
+const stack = useLocalStack();
 let app: FunctionApp;
-let fixture: PeerFixture;
-let receivers: ServiceBusReceiver[];
+const fixture = usePeer();
 let env: Record<string, string>;
 /** Each test uses its own payment ids, so the markers of one test (same container) do not meet another's. */
 let run = 0;
 
 beforeAll(async () => {
-  stack = await startLocalStack();
   app = await loadFunctionApp();
 });
-afterAll(async () => {
-  await stack.stop();
-});
-beforeEach(async () => {
+beforeEach(() => {
   run++;
-  fixture = await startPeer();
-  receivers = [];
   env = {
     SERVICEBUS_CONNECTION_STRING: fixture.peer.connectionString,
     COSMOS_ENDPOINT: stack.server.endpoint,
@@ -49,10 +33,6 @@ beforeEach(async () => {
     COSMOS_DATABASE: 'app',
     COSMOS_CONTAINER: 'state',
   };
-});
-afterEach(async () => {
-  await Promise.all(receivers.map((receiver) => receiver.close()));
-  await fixture.stop();
 });
 
 const messageId = (name: string): string => `payment-${name}-${run}`;
@@ -92,14 +72,8 @@ async function deadLetter(...messages: { id: string; text: string }[]): Promise<
   }
 }
 
-function receiverFor(deadLetterQueue: boolean): ServiceBusReceiver {
-  const receiver = fixture.client.createReceiver(TOPIC, PAYMENTS, {
-    ...(deadLetterQueue ? { subQueueType: 'deadLetter' as const } : {}),
-    maxAutoLockRenewalDurationInMs: 0,
-  });
-  receivers.push(receiver);
-  return receiver;
-}
+const receiverFor = (deadLetterQueue: boolean): ServiceBusReceiver =>
+  fixture.receiver(PAYMENTS, deadLetterQueue);
 
 async function ids(deadLetterQueue: boolean): Promise<unknown[]> {
   return (await peekAll(receiverFor(deadLetterQueue))).map((message) => message.messageId);

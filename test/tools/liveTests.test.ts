@@ -1,5 +1,3 @@
-import '../support/appSettings';
-
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 
@@ -7,7 +5,7 @@ import { loadFunctionApp } from '../../offline/functions/worker';
 import { type LocalServiceBus, start } from '../../offline/servicebus/amqp';
 import { FunctionsHost } from '../../offline/servicebus/host';
 import { endToEnd } from '../../tools/liveTests';
-import { type LocalStack, startLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';
 import { captured } from './support';
 
 const ROOT = join(__dirname, '..', '..');
@@ -40,18 +38,16 @@ describe('npm run test:live without Azure', () => {
 });
 
 describe('the end-to-end check, run offline', () => {
-  let stack: LocalStack;
+  useLocalStack();
   let peer: LocalServiceBus;
   let host: FunctionsHost | undefined;
 
   beforeEach(async () => {
-    stack = await startLocalStack();
     peer = await start({ port: 0 });
   });
   afterEach(async () => {
     await host?.stop();
     await peer.stop();
-    await stack.stop();
   });
 
   const liveEnv = (): Record<string, string | undefined> => ({

@@ -4,26 +4,15 @@ import { join } from 'node:path';
 
 import { runTool, type ToolContext } from '../../tools/cli';
 import { main } from '../../tools/send';
-import {
-  ORDERS,
-  PAYMENTS,
-  peekAll,
-  type PeerFixture,
-  startPeer,
-  TOPIC,
-} from '../offline/servicebus/amqp/support';
+import { ORDERS, PAYMENTS, peekAll, TOPIC, usePeer } from '../offline/servicebus/amqp/support';
 import { captured } from './support';
 
 const send = (argv: string[], context: ToolContext): Promise<number> => runTool('send', main, argv, context);
 
-let fixture: PeerFixture;
+const fixture = usePeer();
 let env: Record<string, string>;
-beforeEach(async () => {
-  fixture = await startPeer();
+beforeEach(() => {
   env = { SERVICEBUS_CONNECTION_STRING: fixture.peer.connectionString };
-});
-afterEach(async () => {
-  await fixture.stop();
 });
 
 async function queued(

@@ -1,5 +1,3 @@
-import '../../support/appSettings';
-
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 

@@ -1,14 +1,8 @@
 import { randomUUID } from 'node:crypto';
 
-import { openTarget, statusOf, type Target } from './target';
+import { statusOf, useTarget } from './target';
 
-let target: Target;
-beforeAll(async () => {
-  target = await openTarget();
-});
-afterAll(async () => {
-  await target.stop();
-});
+const target = useTarget();
 
 describe('account', () => {
   it('describes itself with read and write locations the client can use', async () => {

@@ -1,14 +1,8 @@
 import { CosmosClient } from '@azure/cosmos';
 
-import { openTarget, rawRequest, statusOf, type Target } from './target';
+import { rawRequest, statusOf, useTarget } from './target';
 
-let target: Target;
-beforeAll(async () => {
-  target = await openTarget();
-});
-afterAll(async () => {
-  await target.stop();
-});
+const target = useTarget();
 
 describe('master-key auth', () => {
   it('accepts requests signed with the key', async () => {

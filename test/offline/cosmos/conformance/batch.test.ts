@@ -1,15 +1,11 @@
 import { type Container, type OperationInput } from '@azure/cosmos';
 
-import { batchErrorStatus, openTarget, rawRequest, type Target } from './target';
+import { batchErrorStatus, rawRequest, useTarget } from './target';
 
-let target: Target;
+const target = useTarget();
 let container: Container;
 beforeAll(async () => {
-  target = await openTarget();
   container = await target.container();
-});
-afterAll(async () => {
-  await target.stop();
 });
 
 const exists = async (id: string, pk: string): Promise<boolean> =>

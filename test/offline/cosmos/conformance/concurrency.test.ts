@@ -1,15 +1,11 @@
 import { type Container } from '@azure/cosmos';
 
-import { openTarget, statusOf, type Target } from './target';
+import { statusOf, useTarget } from './target';
 
-let target: Target;
+const target = useTarget();
 let container: Container;
 beforeAll(async () => {
-  target = await openTarget();
   container = await target.container();
-});
-afterAll(async () => {
-  await target.stop();
 });
 
 describe('concurrency on one partition key', () => {

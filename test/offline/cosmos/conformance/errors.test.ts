@@ -1,17 +1,13 @@
 import { connect } from 'node:net';
 
-import { openTarget, rawRequest, statusOf, type Target } from './target';
+import { rawRequest, statusOf, type Target, useTarget } from './target';
 
-let target: Target;
+const target = useTarget();
 let docsPath: string;
 let container: Awaited<ReturnType<Target['container']>>;
 beforeAll(async () => {
-  target = await openTarget();
   container = await target.container();
   docsPath = `/dbs/${container.database.id}/colls/${container.id}/docs`;
-});
-afterAll(async () => {
-  await target.stop();
 });
 
 /** After every bad request, the server must still serve a good one. */

@@ -1,23 +1,18 @@
 import { type Container } from '@azure/cosmos';
 
-import { batchErrorStatus, openTarget, statusOf, type Target } from './target';
+import { batchErrorStatus, local, statusOf, type Target, useTarget } from './target';
 
 /**
  * Fault injection is a feature of the local server only: against a real account these cases are
  * skipped (there is nothing to inject with).
  */
-let target: Target;
+const target = useTarget();
 let container: Container;
 beforeAll(async () => {
-  target = await openTarget();
   container = await target.container();
 });
-afterEach(() => target.server?.faults.clear());
-afterAll(async () => {
-  await target.stop();
-});
 
-const localOnly = process.env.COSMOS_ENDPOINT && process.env.COSMOS_KEY ? describe.skip : describe;
+const localOnly = local ? describe : describe.skip;
 
 localOnly('fault injection (local server)', () => {
   const faults = (): NonNullable<Target['server']>['faults'] => target.server!.faults;

@@ -1,15 +1,11 @@
 import { type Container } from '@azure/cosmos';
 
-import { openTarget, rawRequest, statusOf, type Target } from './target';
+import { rawRequest, statusOf, useTarget } from './target';
 
-let target: Target;
+const target = useTarget();
 let container: Container;
 beforeAll(async () => {
-  target = await openTarget();
   container = await target.container();
-});
-afterAll(async () => {
-  await target.stop();
 });
 
 interface Invoice {

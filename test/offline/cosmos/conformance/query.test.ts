@@ -1,8 +1,8 @@
 import { type Container } from '@azure/cosmos';
 
-import { openTarget, statusOf, type Target } from './target';
+import { statusOf, useTarget } from './target';
 
-let target: Target;
+const target = useTarget();
 let container: Container;
 
 interface Row {
@@ -20,12 +20,8 @@ const rows: Row[] = Array.from({ length: 30 }, (_, i) => ({
 }));
 
 beforeAll(async () => {
-  target = await openTarget();
   container = await target.container();
   for (const row of rows) await container.items.create(row);
-});
-afterAll(async () => {
-  await target.stop();
 });
 
 const ids = (docs: { id: string }[]): string[] => docs.map((doc) => doc.id).sort();

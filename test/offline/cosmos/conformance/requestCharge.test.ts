@@ -1,12 +1,6 @@
-import { openTarget, type Target } from './target';
+import { useTarget } from './target';
 
-let target: Target;
-beforeAll(async () => {
-  target = await openTarget();
-});
-afterAll(async () => {
-  await target.stop();
-});
+const target = useTarget();
 
 describe('request charge', () => {
   it('is reported on every kind of response', async () => {

@@ -3,10 +3,11 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { type Container, CosmosClient, type Database, type PartitionKeyDefinition } from '@azure/cosmos';
 
 import { type LocalCosmos, start } from '../../../../offline/cosmos';
+import { namedCosmosAccount } from '../../../support/setup';
 
 /**
  * Where the conformance suite runs: the local server by default, or a real account / the emulator
- * when COSMOS_ENDPOINT and COSMOS_KEY are set. Everything is checked through @azure/cosmos (and, for
+ * when the shell sets COSMOS_ENDPOINT and COSMOS_KEY (test/support/setup.ts reads them). Everything is checked through @azure/cosmos (and, for
  * what the SDK refuses to send, through signed raw HTTP), never through the server's internals.
  */
 export interface Target {
@@ -24,14 +25,32 @@ export interface Target {
   stop(): Promise<void>;
 }
 
-export async function openTarget(): Promise<Target> {
-  const remoteEndpoint = process.env.COSMOS_ENDPOINT;
-  const remoteKey = process.env.COSMOS_KEY;
+/**
+ * The target for the test file that calls this: opened before its tests, its databases deleted and
+ * its server stopped after them. The handle's fields are set once the tests run.
+ */
+export function useTarget(): Target {
+  const target = {} as Target;
+  let opened: Target | undefined;
+  beforeAll(async () => {
+    opened = await openTarget();
+    Object.assign(target, opened);
+  });
+  afterEach(() => opened?.server?.faults.clear());
+  afterAll(async () => {
+    await opened?.stop();
+  });
+  return target;
+}
+
+/** Whether the suite runs against the local server; decided before any test runs. */
+export const local = namedCosmosAccount === undefined;
+
+async function openTarget(): Promise<Target> {
   let offsetMs = 0;
-  const server =
-    remoteEndpoint && remoteKey ? undefined : await start({ now: () => Date.now() + offsetMs, seed: 1 });
-  const endpoint = server?.endpoint ?? remoteEndpoint ?? '';
-  const key = server?.key ?? remoteKey ?? '';
+  const server = local ? await start({ now: () => Date.now() + offsetMs, seed: 1 }) : undefined;
+  const endpoint = server?.endpoint ?? namedCosmosAccount?.endpoint ?? '';
+  const key = server?.key ?? namedCosmosAccount?.key ?? '';
   const client = new CosmosClient({ endpoint, key });
   const databases: Database[] = [];
   let shared: Database | undefined;

@@ -1,12 +1,6 @@
-import { openTarget, statusOf, type Target } from './target';
+import { statusOf, type Target, useTarget } from './target';
 
-let target: Target;
-beforeAll(async () => {
-  target = await openTarget();
-});
-afterAll(async () => {
-  await target.stop();
-});
+const target = useTarget();
 
 const visible = async (container: Awaited<ReturnType<Target['container']>>, id: string): Promise<boolean> =>
   (await container.item(id, 'p').read()).statusCode === 200;

@@ -1,57 +1,54 @@
 import { AmqpAnnotatedMessage } from '@azure/core-amqp';
-import { isServiceBusError, type ServiceBusReceiver, type ServiceBusSender } from '@azure/service-bus';
+import {
+  isServiceBusError,
+  type ServiceBusReceivedMessage,
+  type ServiceBusReceiver,
+  type ServiceBusSender,
+} from '@azure/service-bus';
 import Long from 'long';
 
-import {
-  ORDERS,
-  PAYMENTS,
-  peekAll,
-  type PeerFixture,
-  rawExchange,
-  receive,
-  startPeer,
-  TOPIC,
-} from './support';
+import { ORDERS, PAYMENTS, peekAll, rawExchange, receive, TOPIC, usePeer } from './support';
 
 /**
  * The local AMQP peer, exercised only through the real @azure/service-bus client (and raw sockets
  * for what no client sends): what a producer, a consumer and an operator see.
  */
-let fixture: PeerFixture;
+const fixture = usePeer({ maxDeliveryCount: 3 });
 let sender: ServiceBusSender;
-const open: ServiceBusReceiver[] = [];
-
-beforeEach(async () => {
-  fixture = await startPeer({ maxDeliveryCount: 3 });
+beforeEach(() => {
   sender = fixture.client.createSender(TOPIC);
 });
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((receiver) => receiver.close()));
-  await fixture.stop();
-});
+const receiverFor = fixture.receiver;
 
-function receiverFor(subscription: string, deadLetter = false): ServiceBusReceiver {
-  const receiver = fixture.client.createReceiver(TOPIC, subscription, {
-    ...(deadLetter ? { subQueueType: 'deadLetter' as const } : {}),
-    // Tests settle what they receive; automatic renewal would only add background traffic.
-    maxAutoLockRenewalDurationInMs: 0,
-  });
-  open.push(receiver);
-  return receiver;
+/** The payment every receiving test starts from, on its way to the payments subscription. */
+const sendPayment = (): Promise<void> =>
+  sender.sendMessages({ body: payment, messageId: 'payment-PAY-1', subject: 'PaymentReceived' });
+
+/** Sends the payment and receives it in peek-lock from the payments subscription. */
+async function receivePayment(): Promise<{
+  receiver: ServiceBusReceiver;
+  message: ServiceBusReceivedMessage;
+}> {
+  await sendPayment();
+  const receiver = receiverFor(PAYMENTS);
+  const [message] = await receive(receiver, 1);
+  if (!message) throw new Error('the payment was not received');
+  return { receiver, message };
 }
 
 const payment = { paymentId: 'PAY-1', invoiceId: 'INV-1', amount: 12.5, currency: 'EUR' };
 
 describe('publishing to the topic', () => {
   it('copies a message to the subscriptions whose Subject filter matches, with every field the consumer reads', async () => {
-    await sender.sendMessages({
+    const sent = {
       body: payment,
       messageId: 'payment-PAY-1',
       subject: 'PaymentReceived',
       correlationId: 'order-flow-7',
       contentType: 'application/json',
       applicationProperties: { tenant: 'contoso', attempt: 2, replay: false },
-    });
+    };
+    await sender.sendMessages(sent);
 
     const [payments, orders] = await Promise.all([
       peekAll(receiverFor(PAYMENTS)),
@@ -60,15 +57,7 @@ describe('publishing to the topic', () => {
 
     expect(orders).toHaveLength(0);
     expect(payments).toHaveLength(1);
-    expect(payments[0]).toMatchObject({
-      body: payment,
-      messageId: 'payment-PAY-1',
-      subject: 'PaymentReceived',
-      correlationId: 'order-flow-7',
-      contentType: 'application/json',
-      applicationProperties: { tenant: 'contoso', attempt: 2, replay: false },
-      deliveryCount: 0,
-    });
+    expect(payments[0]).toMatchObject({ ...sent, deliveryCount: 0 });
     expect(payments[0]?.sequenceNumber?.toNumber()).toBeGreaterThan(0);
     expect(payments[0]?.enqueuedTimeUtc).toBeInstanceOf(Date);
   });
@@ -141,11 +130,8 @@ describe('publishing to the topic', () => {
 
 describe('receiving in peek-lock', () => {
   it('locks a message with a lock token and lock expiry, and completing removes it', async () => {
-    await sender.sendMessages({ body: payment, messageId: 'payment-PAY-1', subject: 'PaymentReceived' });
-    const receiver = receiverFor(PAYMENTS);
-
-    const [message] = await receive(receiver, 1);
-    await receiver.completeMessage(message!);
+    const { receiver, message } = await receivePayment();
+    await receiver.completeMessage(message);
 
     expect(message?.lockToken).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
     expect(message?.lockedUntilUtc?.getTime()).toBeGreaterThan(
@@ -159,7 +145,7 @@ describe('receiving in peek-lock', () => {
   });
 
   it('redelivers an abandoned message with its delivery count raised', async () => {
-    await sender.sendMessages({ body: payment, messageId: 'payment-PAY-1', subject: 'PaymentReceived' });
+    await sendPayment();
     const receiver = receiverFor(PAYMENTS);
 
     const [first] = await receive(receiver, 1);
@@ -172,15 +158,13 @@ describe('receiving in peek-lock', () => {
   });
 
   it('renews a lock, and refuses to settle once the lock has run out (MessageLockLost)', async () => {
-    await sender.sendMessages({ body: payment, messageId: 'payment-PAY-1', subject: 'PaymentReceived' });
-    const receiver = receiverFor(PAYMENTS);
-    const [message] = await receive(receiver, 1);
-    const lockedUntilMs = message!.lockedUntilUtc!.getTime();
+    const { receiver, message } = await receivePayment();
+    const lockedUntilMs = message.lockedUntilUtc!.getTime();
 
     fixture.clock.advance(30_000);
-    const renewedUntil = await receiver.renewMessageLock(message!);
+    const renewedUntil = await receiver.renewMessageLock(message);
     fixture.clock.advance(60_001);
-    const error = await receiver.completeMessage(message!).catch((caught: unknown) => caught);
+    const error = await receiver.completeMessage(message).catch((caught: unknown) => caught);
 
     expect(renewedUntil.getTime()).toBeGreaterThanOrEqual(lockedUntilMs + 30_000);
     expect(isServiceBusError(error) && error.code).toBe('MessageLockLost');
@@ -188,7 +172,7 @@ describe('receiving in peek-lock', () => {
   });
 
   it('settles through $management when the receiving link is gone', async () => {
-    await sender.sendMessages({ body: payment, messageId: 'payment-PAY-1', subject: 'PaymentReceived' });
+    await sendPayment();
     const first = receiverFor(PAYMENTS);
     const [message] = await receive(first, 1);
     await first.close();
@@ -225,10 +209,7 @@ describe('receiving in peek-lock', () => {
     expect(handled).toEqual(['order-1', 'order-2']);
   });
   it('answers a receive or a peek on a subscription it does not have with MessagingEntityNotFound', async () => {
-    const receiver = fixture.client.createReceiver(TOPIC, 'no-such-subscription', {
-      maxAutoLockRenewalDurationInMs: 0,
-    });
-    open.push(receiver);
+    const receiver = receiverFor('no-such-subscription');
 
     const [received, peeked] = await Promise.all([
       receiver.receiveMessages(1, { maxWaitTimeInMs: 1_000 }).catch((caught: unknown) => caught),
@@ -242,11 +223,9 @@ describe('receiving in peek-lock', () => {
 
 describe('the dead-letter queue', () => {
   it('receives a message a consumer dead-lettered, with its reason and description', async () => {
-    await sender.sendMessages({ body: payment, messageId: 'payment-PAY-1', subject: 'PaymentReceived' });
-    const receiver = receiverFor(PAYMENTS);
-    const [message] = await receive(receiver, 1);
+    const { receiver, message } = await receivePayment();
 
-    await receiver.deadLetterMessage(message!, {
+    await receiver.deadLetterMessage(message, {
       deadLetterReason: 'SchemaViolation',
       deadLetterErrorDescription: 'amount must be positive',
     });
@@ -268,7 +247,7 @@ describe('the dead-letter queue', () => {
   });
 
   it('takes a message abandoned maxDeliveryCount times, as MaxDeliveryCountExceeded', async () => {
-    await sender.sendMessages({ body: payment, messageId: 'payment-PAY-1', subject: 'PaymentReceived' });
+    await sendPayment();
     const receiver = receiverFor(PAYMENTS);
 
     for (let delivery = 1; delivery <= 3; delivery++) {

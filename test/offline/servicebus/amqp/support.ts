@@ -61,6 +61,40 @@ export async function startPeer(options: LocalServiceBusOptions = {}): Promise<P
   };
 }
 
+export interface PeerHandle extends PeerFixture {
+  /**
+   * A peek-lock receiver on a subscription of the topic (or on its dead-letter queue), closed after
+   * the test. Tests settle what they receive, so the lock is not renewed automatically.
+   */
+  receiver: (subscription: string, deadLetter?: boolean) => ServiceBusReceiver;
+}
+
+/**
+ * A fresh peer for each test of the file (or describe block) that calls this, stopped after the
+ * test with the receivers it opened. The handle's fields are set once a test runs.
+ */
+export function usePeer(options: LocalServiceBusOptions = {}): PeerHandle {
+  const receivers: ServiceBusReceiver[] = [];
+  const handle = {
+    receiver: (subscription: string, deadLetter = false): ServiceBusReceiver => {
+      const receiver = handle.client.createReceiver(TOPIC, subscription, {
+        ...(deadLetter ? { subQueueType: 'deadLetter' as const } : {}),
+        maxAutoLockRenewalDurationInMs: 0,
+      });
+      receivers.push(receiver);
+      return receiver;
+    },
+  } as PeerHandle;
+  beforeEach(async () => {
+    Object.assign(handle, await startPeer(options));
+  });
+  afterEach(async () => {
+    await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
+    await handle.stop();
+  });
+  return handle;
+}
+
 /** Receives exactly `count` messages (the SDK returns as soon as it has them). */
 export async function receive(
   receiver: ServiceBusReceiver,

@@ -1,0 +1,156 @@
+import type { AccountState, ContainerState } from './account';
+import { asObject } from './documents';
+import { CosmosError } from './errors';
+import { parseJson, type Reply, type RequestHeaders } from './http';
+import { METADATA_CHARGE } from './requestCharge';
+import type { Route } from './routes';
+
+/** One authorised request that got past faults and throttling, as a handler sees it. */
+export interface ResourceRequest {
+  method: string;
+  headers: RequestHeaders;
+  raw: Buffer;
+  nowMs: number;
+  account: AccountState;
+  /** `host:port` the server listens on, for the account's self links when the request has no Host. */
+  listening: string;
+  /** Records a committed write (the session token counts them). */
+  committed(): void;
+}
+
+export const body = (request: ResourceRequest): unknown => parseJson(request.raw);
+
+export function notAllowed(request: ResourceRequest): never {
+  throw new CosmosError(405, `${request.method} is not supported on this resource.`);
+}
+
+export function containerOf(
+  request: ResourceRequest,
+  route: { database: string; container: string },
+): ContainerState {
+  return request.account.database(route.database).container(route.container);
+}
+
+// The account, its databases and containers, and the partition key ranges: metadata requests.
+
+export function account(request: ResourceRequest): Reply {
+  if (request.method !== 'GET') return notAllowed(request);
+  return { status: 200, body: accountResource(request.headers.host ?? request.listening), requestCharge: 0 };
+}
+
+export function databases(request: ResourceRequest): Reply {
+  const { account, method } = request;
+  if (method === 'GET')
+    return feed(
+      'Databases',
+      '',
+      [...account.databases.values()].map((d) => d.resource),
+    );
+  if (method === 'POST') return created(account.createDatabase(body(request), request.nowMs).resource);
+  return notAllowed(request);
+}
+
+export function database(request: ResourceRequest, route: Extract<Route, { type: 'database' }>): Reply {
+  const { account, method } = request;
+  if (method === 'GET') return metadata(account.database(route.database).resource);
+  if (method === 'DELETE') {
+    account.database(route.database);
+    account.databases.delete(route.database);
+    return { status: 204, requestCharge: METADATA_CHARGE };
+  }
+  return notAllowed(request);
+}
+
+export function containers(request: ResourceRequest, route: Extract<Route, { type: 'containers' }>): Reply {
+  const database = request.account.database(route.database);
+  if (request.method === 'GET') {
+    return feed(
+      'DocumentCollections',
+      database.rid,
+      [...database.containers.values()].map((c) => c.resource),
+    );
+  }
+  if (request.method === 'POST')
+    return created(database.createContainer(body(request), request.nowMs).resource);
+  return notAllowed(request);
+}
+
+export function container(request: ResourceRequest, route: Extract<Route, { type: 'container' }>): Reply {
+  const database = request.account.database(route.database);
+  const container = database.container(route.container);
+  if (request.method === 'GET') return metadata(container.resource);
+  if (request.method === 'PUT') {
+    container.replace(asObject(body(request)), request.nowMs);
+    return metadata(container.resource);
+  }
+  if (request.method === 'DELETE') {
+    database.containers.delete(route.container);
+    return { status: 204, requestCharge: METADATA_CHARGE };
+  }
+  return notAllowed(request);
+}
+
+/** One range covering every partition key: the local server does not split containers. */
+export function partitionKeyRanges(
+  request: ResourceRequest,
+  route: Extract<Route, { type: 'pkranges' }>,
+): Reply {
+  const container = containerOf(request, route);
+  if (request.method !== 'GET') return notAllowed(request);
+  return feed('PartitionKeyRanges', container.rid, [
+    {
+      id: '0',
+      _rid: `${container.rid}AgAAAAAAAA==`,
+      _self: `${container.selfLink}pkranges/0/`,
+      _etag: '"00000000-0000-0000-0000-000000000000"',
+      _ts: Math.floor(request.nowMs / 1000),
+      minInclusive: '',
+      maxExclusive: 'FF',
+      ridPrefix: 0,
+      throughputFraction: 1,
+      status: 'online',
+      parents: [],
+    },
+  ]);
+}
+
+function accountResource(host: string): Record<string, unknown> {
+  const self = `http://${host}/`;
+  const location = { name: 'local', databaseAccountEndpoint: self };
+  return {
+    id: 'local-cosmos',
+    _rid: 'local-cosmos',
+    _self: '',
+    media: '//media/',
+    addresses: '//addresses/',
+    _dbs: '//dbs/',
+    writableLocations: [location],
+    readableLocations: [location],
+    enableMultipleWriteLocations: false,
+    userReplicationPolicy: { asyncReplication: false, minReplicaSetSize: 1, maxReplicasetSize: 4 },
+    userConsistencyPolicy: { defaultConsistencyLevel: 'Session' },
+    systemReplicationPolicy: { minReplicaSetSize: 1, maxReplicasetSize: 4 },
+    readPolicy: { primaryReadCoefficient: 1, secondaryReadCoefficient: 1 },
+    queryEngineConfiguration:
+      '{"maxSqlQueryInputLength":262144,"maxJoinsPerSqlQuery":5,"maxLogicalAndPerSqlQuery":500,"maxLogicalOrPerSqlQuery":500,"maxUdfRefPerSqlQuery":10,"maxInExpressionItemsCount":16000,"queryMaxInMemorySortDocumentCount":500,"maxQueryRequestTimeoutFraction":0.9,"sqlAllowNonFiniteNumbers":false,"sqlAllowAggregateFunctions":true,"sqlAllowSubQuery":true,"sqlAllowScalarSubQuery":true,"allowNewKeywords":true,"sqlAllowLike":true,"sqlAllowGroupByClause":false,"maxSpatialQueryCells":12,"spatialMaxGeometryPointCount":256,"sqlDisableQueryILOptimization":false,"sqlDisableFilterPlanOptimization":false}',
+  };
+}
+
+function feed(name: string, rid: string, resources: unknown[]): Reply {
+  return {
+    status: 200,
+    body: { _rid: rid, [name]: resources, _count: resources.length },
+    requestCharge: METADATA_CHARGE,
+  };
+}
+
+const metadata = (resource: unknown): Reply => ({
+  status: 200,
+  body: resource,
+  requestCharge: METADATA_CHARGE,
+});
+const created = (resource: unknown): Reply => ({
+  status: 201,
+  body: resource,
+  requestCharge: METADATA_CHARGE,
+});

@@ -1,0 +1,74 @@
+import { badRequest, CosmosError } from './errors';
+import type { FaultTarget } from './faults';
+import { flag, type RequestHeaders } from './http';
+
+/** The resource a request path names. */
+export type Route =
+  | { type: 'account' }
+  | { type: 'databases' }
+  | { type: 'database'; database: string }
+  | { type: 'containers'; database: string }
+  | { type: 'container'; database: string; container: string }
+  | { type: 'pkranges'; database: string; container: string }
+  | { type: 'items'; database: string; container: string }
+  | { type: 'item'; database: string; container: string; id: string };
+
+export function parseRoute(url: string): Route {
+  const path = url.split('?')[0] ?? '';
+  const segments = path
+    .split('/')
+    .filter((segment) => segment !== '')
+    .map((segment) => {
+      try {
+        return decodeURIComponent(segment);
+      } catch {
+        throw badRequest(`The request path segment '${segment}' is not valid percent-encoding.`);
+      }
+    });
+  const [dbs, database, colls, container, docs, id, ...rest] = segments;
+  const unknown = (): never => {
+    throw new CosmosError(404, `Unknown resource path '${path}'.`);
+  };
+  if (segments.length === 0) return { type: 'account' };
+  if (dbs !== 'dbs' || rest.length > 0) return unknown();
+  if (database === undefined) return { type: 'databases' };
+  if (colls === undefined) return { type: 'database', database };
+  if (colls !== 'colls') return unknown();
+  if (container === undefined) return { type: 'containers', database };
+  if (docs === undefined) return { type: 'container', database, container };
+  if (docs === 'pkranges' && id === undefined) return { type: 'pkranges', database, container };
+  if (docs !== 'docs') return unknown();
+  return id === undefined
+    ? { type: 'items', database, container }
+    : { type: 'item', database, container, id };
+}
+
+/** The resource type and link the client signed: a feed (`.../docs`) is signed by its parent's link. */
+export function signedResource(
+  verb: string,
+  url: string,
+): { verb: string; resourceType: string; resourceLink: string } {
+  const segments = (url.split('?')[0] ?? '')
+    .split('/')
+    .filter((segment) => segment !== '')
+    .map((segment) => decodeURIComponent(segment));
+  if (segments.length === 0) return { verb, resourceType: '', resourceLink: '' };
+  const isFeed = segments.length % 2 === 1;
+  return isFeed
+    ? { verb, resourceType: segments.at(-1) as string, resourceLink: segments.slice(0, -1).join('/') }
+    : { verb, resourceType: segments.at(-2) as string, resourceLink: segments.join('/') };
+}
+
+/** Which kind of request a fault rule or the request counts see. */
+export function faultTarget(route: Route, method: string, headers: RequestHeaders): FaultTarget {
+  if (route.type === 'item') return method === 'GET' ? 'read' : 'write';
+  if (route.type !== 'items') return 'metadata';
+  if (
+    method === 'GET' ||
+    flag(headers['x-ms-documentdb-isquery']) ||
+    flag(headers['x-ms-cosmos-is-query-plan-request'])
+  ) {
+    return 'query';
+  }
+  return flag(headers['x-ms-cosmos-is-batch-request']) ? 'batch' : 'write';
+}

@@ -1,0 +1,194 @@
+// Monitoring as deployed: Application Insights with Entra ID only, the alerts (dead letters, failed
+// executions, duplicate share, an open circuit breaker) and whom they notify, and the workbook.
+
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+
+import { METRIC_NAMES } from '../../src/inbox/internal';
+import {
+  appRoleAssignments,
+  armGuid,
+  at,
+  deploymentLocation as location,
+  describeInfra,
+  environmentName,
+  existingActionGroup,
+  infraDir,
+  moduleOutput,
+  only,
+  premiumProvisionedVariant,
+  resources,
+  role,
+  roleAssignmentScope,
+  roleDefinitionId,
+  type Snapshot,
+} from './bicep';
+
+/**
+ * The scheduled query rule whose name ends with `suffix`, with its one criterion and its query, and
+ * whether it reads the app's Application Insights component.
+ */
+function queryAlert(from: Snapshot, suffix: string) {
+  const rule = resources(from, 'Microsoft.Insights/scheduledQueryRules').find((candidate) =>
+    String(candidate.name).endsWith(suffix),
+  );
+  const criterion = at(rule, 'properties.criteria.allOf.0') as Record<string, unknown>;
+  const readsApplicationInsights = moduleOutput('monitoring', 'applicationInsightsId').test(
+    String(at(rule, 'properties.scopes.0')),
+  );
+  return { rule, criterion, query: String(criterion['query']), readsApplicationInsights };
+}
+
+describeInfra(
+  'monitoring',
+  (azd) => ({
+    notifying: premiumProvisionedVariant(azd),
+  }),
+  ({ defaults, evaluated }) => {
+    describe('with the defaults of main.parameters.json', () => {
+      describe('Application Insights', () => {
+        it('refuses local (instrumentation key) auth and lets the app publish with its identity', () => {
+          const component = only(defaults(), 'Microsoft.Insights/components');
+          const publishers = appRoleAssignments(defaults()).filter(
+            (assignment) => roleAssignmentScope(assignment) === component.id,
+          );
+
+          expect(component.properties).toMatchObject({ DisableLocalAuth: true });
+          expect(publishers.map((assignment) => at(assignment, 'properties.roleDefinitionId'))).toEqual([
+            roleDefinitionId(role.monitoringMetricsPublisher),
+          ]);
+        });
+      });
+
+      describe('alerts', () => {
+        it('alerts on any dead-lettered message, per entity of the namespace', () => {
+          const alert = resources(defaults(), 'Microsoft.Insights/metricAlerts').find((candidate) =>
+            moduleOutput('serviceBus', 'id').test(String(at(candidate, 'properties.scopes.0'))),
+          );
+
+          expect(at(alert, 'properties.criteria.allOf')).toEqual([
+            expect.objectContaining({
+              metricNamespace: 'Microsoft.ServiceBus/namespaces',
+              metricName: 'DeadletteredMessages',
+              dimensions: [{ name: 'EntityName', operator: 'Include', values: ['*'] }],
+              operator: 'GreaterThan',
+              threshold: 0,
+            }),
+          ]);
+        });
+
+        it('alerts on failed function executions from Application Insights', () => {
+          const alert = resources(defaults(), 'Microsoft.Insights/metricAlerts').find((candidate) =>
+            moduleOutput('monitoring', 'applicationInsightsId').test(
+              String(at(candidate, 'properties.scopes.0')),
+            ),
+          );
+
+          expect(at(alert, 'properties.criteria.allOf')).toEqual([
+            expect.objectContaining({
+              metricNamespace: 'microsoft.insights/components',
+              metricName: 'requests/failed',
+              operator: 'GreaterThan',
+              threshold: 5,
+            }),
+          ]);
+        });
+
+        it("alerts when a consumer's duplicate share of inbox.messages exceeds the threshold", () => {
+          const { rule, criterion, query, readsApplicationInsights } = queryAlert(
+            defaults(),
+            '-duplicate-share',
+          );
+
+          expect(readsApplicationInsights).toBe(true);
+          expect(query).toMatch(/^customMetrics\n\| where name == 'inbox\.messages'/);
+          expect(query).toContain('tostring(customDimensions.outcome)');
+          expect(query).toContain('tostring(customDimensions.consumer)');
+          expect(query).toContain("outcome in ('duplicate', 'payload_mismatch')");
+          expect(query).toContain('deliveries >= 20');
+          expect(criterion).toMatchObject({
+            metricMeasureColumn: 'duplicateSharePercent',
+            operator: 'GreaterThan',
+            threshold: 5,
+            dimensions: [{ name: 'consumer', operator: 'Include', values: ['*'] }],
+          });
+          expect(at(rule, 'properties.windowSize')).toBe('PT1H');
+        });
+
+        it('alerts when an instance keeps its Cosmos DB circuit breaker open for 15 minutes (inbox.breaker_open)', () => {
+          const { rule, criterion, query, readsApplicationInsights } = queryAlert(
+            defaults(),
+            '-breaker-open',
+          );
+
+          expect(readsApplicationInsights).toBe(true);
+          // The app's own metric name, not a copy of it.
+          expect(query).toContain(`where name == '${METRIC_NAMES.breakerOpen}'`);
+          expect(query).toContain('min(valueMin)');
+          expect(criterion).toMatchObject({
+            metricMeasureColumn: 'minimumOpen',
+            operator: 'GreaterThanOrEqual',
+            threshold: 1,
+            dimensions: [{ name: 'instance', operator: 'Include', values: ['*'] }],
+          });
+          expect(at(rule, 'properties.windowSize')).toBe('PT15M');
+          expect(at(rule, 'properties.actions')).toEqual({ actionGroups: [] });
+        });
+
+        it('notifies nobody until an action group or an e-mail is given', () => {
+          expect(resources(defaults(), 'Microsoft.Insights/actionGroups')).toEqual([]);
+          for (const alert of resources(defaults(), 'Microsoft.Insights/metricAlerts')) {
+            expect(at(alert, 'properties.actions')).toEqual([]);
+          }
+        });
+      });
+
+      describe('workbook', () => {
+        it('deploys infra/workbook.json as a shared workbook opened on the Application Insights component', () => {
+          const workbook = only(defaults(), 'Microsoft.Insights/workbooks');
+
+          expect(workbook.kind).toBe('shared');
+          expect(workbook.location).toBe(location);
+          expect(workbook.tags?.['azd-env-name']).toBe(environmentName);
+          expect(String(at(workbook, 'properties.sourceId'))).toMatch(
+            moduleOutput('monitoring', 'applicationInsightsId'),
+          );
+          expect(at(workbook, 'properties.category')).toBe('workbook');
+          expect(at(workbook, 'properties.serializedData')).toBe(
+            readFileSync(path.join(infraDir, 'workbook.json'), 'utf8'),
+          );
+        });
+
+        it('is named by a GUID of its resource group, so that a redeployment updates the same workbook', () => {
+          const workbook = only(defaults(), 'Microsoft.Insights/workbooks');
+          const resourceGroup = only(defaults(), 'Microsoft.Resources/resourceGroups');
+
+          expect(workbook.name).toBe(armGuid(resourceGroup.id, 'inbox-workbook'));
+          expect(workbook.id).toBe(
+            `${resourceGroup.id}/providers/Microsoft.Insights/workbooks/${workbook.name}`,
+          );
+        });
+      });
+    });
+
+    describe('with an action group and an e-mail address', () => {
+      it('sends every alert to the given action group and to one created for the e-mail address', () => {
+        const notifying = evaluated('notifying');
+        const group = only(notifying, 'Microsoft.Insights/actionGroups');
+        const expected = [existingActionGroup, group.id];
+
+        expect(at(group, 'properties.emailReceivers.0.emailAddress')).toBe('ops@example.com');
+        for (const alert of resources(notifying, 'Microsoft.Insights/metricAlerts')) {
+          expect(at(alert, 'properties.actions')).toEqual(
+            expected.map((actionGroupId) => ({ actionGroupId })),
+          );
+        }
+        const rules = resources(notifying, 'Microsoft.Insights/scheduledQueryRules');
+        expect(rules).toHaveLength(2);
+        for (const rule of rules) {
+          expect(at(rule, 'properties.actions')).toEqual({ actionGroups: expected });
+        }
+      });
+    });
+  },
+);

@@ -1,0 +1,256 @@
+// Service Bus as deployed: a namespace with local auth off, every declared topic and subscription
+// with its filter and the app's receiver role scoped to it, Premium when asked; and
+// modules/servicebus.bicep evaluated on its own with other declarations than src/topology.json.
+
+import path from 'node:path';
+
+import {
+  appRoleAssignments,
+  armGuid,
+  at,
+  declaredSubscriptions,
+  deploymentLocation as location,
+  describeInfra,
+  developerId,
+  fakeScope,
+  infraDir,
+  only,
+  premiumProvisionedVariant,
+  resources,
+  role,
+  roleAssignments,
+  roleAssignmentScope,
+  roleDefinitionId,
+  type Snapshot,
+  type Topology,
+  topology,
+} from './bicep';
+
+/** Parameters of modules/servicebus.bicep, evaluated on its own with other declarations than src/. */
+const serviceBusModuleParameters = (topics: Topology['topics']): Record<string, unknown> => ({
+  namespaceName: 'sb-declarations',
+  location,
+  tags: {},
+  sku: 'Standard',
+  topics,
+  lockDuration: 'PT1M',
+  maxDeliveryCount: 10,
+  messageTimeToLive: 'P14D',
+  duplicateDetectionWindow: 'PT1H',
+  appPrincipalId: developerId,
+  appCanReadRuntimeProperties: false,
+  developer: { id: '', type: 'User' },
+  testPrincipalId: '',
+  publicNetworkAccess: 'Enabled',
+  workspaceId: `/subscriptions/${fakeScope.subscriptionId}/resourceGroups/rg-declarations/providers/Microsoft.OperationalInsights/workspaces/log-declarations`,
+});
+const severalSubjectsTopics: Topology['topics'] = [
+  {
+    name: 'orders',
+    subscriptions: [
+      {
+        name: 'audit',
+        consumer: 'audit.recorder',
+        subjects: ['OrderCreated', "Order's Note", 'OrderShipped'],
+      },
+    ],
+  },
+  {
+    name: 'payments',
+    subscriptions: [{ name: 'ledger', consumer: 'ledger', subjects: ['PaymentReceived'] }],
+  },
+];
+const noSubjectTopics: Topology['topics'] = [
+  { name: 'orders', subscriptions: [{ name: 'nothing', consumer: 'nobody', subjects: [] }] },
+];
+
+describeInfra(
+  'Service Bus',
+  (azd) => {
+    const serviceBusModule = {
+      templateFile: path.join(infraDir, 'modules', 'servicebus.bicep'),
+      resourceGroup: 'rg-declarations',
+    };
+    return {
+      premiumProvisioned: premiumProvisionedVariant(azd),
+      severalSubjects: {
+        parameters: serviceBusModuleParameters(severalSubjectsTopics),
+        options: serviceBusModule,
+      },
+      noSubject: { parameters: serviceBusModuleParameters(noSubjectTopics), options: serviceBusModule },
+    };
+  },
+  ({ defaults, evaluated, refusal }) => {
+    const premiumProvisioned = (): Snapshot => evaluated('premiumProvisioned');
+
+    describe('with the defaults of main.parameters.json', () => {
+      it('is a Standard namespace with local (SAS) auth off and TLS 1.2', () => {
+        const namespace = only(defaults(), 'Microsoft.ServiceBus/namespaces');
+
+        expect(namespace.sku).toMatchObject({ name: 'Standard', tier: 'Standard' });
+        expect(namespace.properties).toMatchObject({ disableLocalAuth: true, minimumTlsVersion: '1.2' });
+      });
+
+      it('creates every declared topic with duplicate detection on and a PT1H window', () => {
+        const topics = resources(defaults(), 'Microsoft.ServiceBus/namespaces/topics');
+
+        expect(topics.map((topic) => topic.name.split('/')[1]).sort()).toEqual(
+          topology.topics.map((topic) => topic.name).sort(),
+        );
+        for (const topic of topics) {
+          expect(topic.properties).toMatchObject({
+            requiresDuplicateDetection: true,
+            duplicateDetectionHistoryTimeWindow: 'PT1H',
+          });
+        }
+      });
+
+      it('creates exactly the declared subscriptions, with lock, delivery count, TTL and dead-lettering', () => {
+        const subscriptions = resources(defaults(), 'Microsoft.ServiceBus/namespaces/topics/subscriptions');
+
+        expect(
+          subscriptions.map((subscription) => subscription.name.split('/').slice(1).join('/')).sort(),
+        ).toEqual(declaredSubscriptions.map((declared) => `${declared.topic}/${declared.name}`).sort());
+        for (const subscription of subscriptions) {
+          expect(subscription.properties).toMatchObject({
+            lockDuration: 'PT1M',
+            maxDeliveryCount: 10,
+            defaultMessageTimeToLive: 'P14D',
+            deadLetteringOnMessageExpiration: true,
+          });
+        }
+      });
+
+      it('replaces the catch-all $Default rule of each subscription with a filter on its subjects', () => {
+        const rules = resources(defaults(), 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules');
+
+        expect(rules).toHaveLength(declaredSubscriptions.length);
+        for (const declared of declaredSubscriptions) {
+          const rule = rules.find((candidate) =>
+            candidate.name.endsWith(`/${declared.topic}/${declared.name}/$Default`),
+          );
+          const filter =
+            declared.subjects.length === 1
+              ? { filterType: 'CorrelationFilter', correlationFilter: { label: declared.subjects[0] } }
+              : {
+                  filterType: 'SqlFilter',
+                  sqlFilter: {
+                    sqlExpression: `sys.Label IN (${declared.subjects.map((s) => `'${s}'`).join(', ')})`,
+                  },
+                };
+
+          expect({ subscription: declared.name, properties: rule?.properties }).toEqual({
+            subscription: declared.name,
+            properties: filter,
+          });
+        }
+      });
+
+      it('lets the app receive from each subscription, scoped to that subscription only', () => {
+        const receivers = appRoleAssignments(defaults()).filter(
+          (assignment) =>
+            at(assignment, 'properties.roleDefinitionId') === roleDefinitionId(role.serviceBusDataReceiver),
+        );
+
+        expect(receivers.map(roleAssignmentScope).sort()).toEqual(
+          resources(defaults(), 'Microsoft.ServiceBus/namespaces/topics/subscriptions')
+            .map((subscription) => subscription.id)
+            .sort(),
+        );
+        for (const receiver of receivers) {
+          expect(at(receiver, 'properties.principalType')).toBe('ServicePrincipal');
+        }
+      });
+
+      it('grants nothing at namespace or topic scope, and no Data Owner unless asked', () => {
+        const namespaceId = only(defaults(), 'Microsoft.ServiceBus/namespaces').id;
+        const serviceBusScopes = roleAssignments(defaults())
+          .map(roleAssignmentScope)
+          .filter((scope) => scope.startsWith(namespaceId));
+
+        expect(
+          serviceBusScopes.filter((scope) => !scope.includes('/subscriptions/', namespaceId.length)),
+        ).toEqual([]);
+        expect(
+          roleAssignments(defaults()).filter(
+            (assignment) =>
+              at(assignment, 'properties.roleDefinitionId') === roleDefinitionId(role.serviceBusDataOwner),
+          ),
+        ).toEqual([]);
+      });
+    });
+
+    describe('with Premium and Data Owner for scaling', () => {
+      it('creates a Premium namespace of one messaging unit', () => {
+        expect(only(premiumProvisioned(), 'Microsoft.ServiceBus/namespaces').sku).toEqual({
+          name: 'Premium',
+          tier: 'Premium',
+          capacity: 1,
+        });
+      });
+
+      it('adds Data Owner for the app on each subscription, still not on the namespace', () => {
+        const owners = appRoleAssignments(premiumProvisioned()).filter(
+          (assignment) =>
+            at(assignment, 'properties.roleDefinitionId') === roleDefinitionId(role.serviceBusDataOwner),
+        );
+
+        expect(owners.map(roleAssignmentScope).sort()).toEqual(
+          resources(premiumProvisioned(), 'Microsoft.ServiceBus/namespaces/topics/subscriptions')
+            .map((subscription) => subscription.id)
+            .sort(),
+        );
+      });
+    });
+
+    describe('modules/servicebus.bicep with other declarations', () => {
+      it('keeps one $Default rule per subscription, a SQL filter when there are several subjects', () => {
+        const rules = resources(
+          evaluated('severalSubjects'),
+          'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules',
+        );
+
+        expect(rules.map((rule) => [rule.name, rule.properties])).toEqual([
+          [
+            'sb-declarations/orders/audit/$Default',
+            {
+              filterType: 'SqlFilter',
+              sqlFilter: { sqlExpression: "sys.Label IN ('OrderCreated', 'Order''s Note', 'OrderShipped')" },
+            },
+          ],
+          [
+            'sb-declarations/payments/ledger/$Default',
+            { filterType: 'CorrelationFilter', correlationFilter: { label: 'PaymentReceived' } },
+          ],
+        ]);
+      });
+
+      it('puts each subscription under its own topic, and scopes its receiver role to it', () => {
+        const subscriptions = resources(
+          evaluated('severalSubjects'),
+          'Microsoft.ServiceBus/namespaces/topics/subscriptions',
+        );
+        const receivers = roleAssignments(evaluated('severalSubjects'));
+
+        expect(subscriptions.map((subscription) => subscription.name)).toEqual([
+          'sb-declarations/orders/audit',
+          'sb-declarations/payments/ledger',
+        ]);
+        expect(receivers.map(roleAssignmentScope)).toEqual(
+          subscriptions.map((subscription) => subscription.id),
+        );
+        expect(receivers.map((receiver) => receiver.name)).toEqual(
+          subscriptions.map((subscription) =>
+            armGuid(subscription.id, developerId, roleDefinitionId(role.serviceBusDataReceiver)),
+          ),
+        );
+      });
+
+      it('refuses a subscription that declares no subject', () => {
+        expect(refusal('noSubject')).toContain(
+          'src/topology.json: subscription orders/nothing declares no subjects.',
+        );
+      });
+    });
+  },
+);

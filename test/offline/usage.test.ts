@@ -1,0 +1,67 @@
+import { spawnSync } from 'node:child_process';
+
+/**
+ * The command-line tools of offline/ read their flags through tools/cli.ts: a usage error prints
+ * the usage and exits 2 before anything starts, and --help prints the usage and exits 0.
+ */
+const tools = [
+  { script: 'offline/cosmos/cli.ts', usage: 'Usage: npm run cosmos', started: 'listening' },
+  {
+    script: 'offline/servicebus/amqp/cli.ts',
+    usage: 'Usage: npx tsx offline/servicebus/amqp/cli.ts',
+    started: 'listening',
+  },
+  { script: 'offline/demo.ts', usage: 'Usage: npm run demo', started: 'Starting the offline stack' },
+  { script: 'offline/bench/purgeUnderLoad.ts', usage: 'Usage: npm run bench:purge', started: '|' },
+];
+
+const tsx = (args: string[]): { status: number | null; stdout: string; stderr: string } =>
+  spawnSync(process.execPath, [require.resolve('tsx/cli'), ...args], { encoding: 'utf8', timeout: 60_000 });
+
+describe.each(tools)('$script', ({ script, usage, started }) => {
+  it('refuses an unknown flag with its usage and exit code 2, starting nothing', () => {
+    const run = tsx([script, '--no-such-flag']);
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain("Unknown option '--no-such-flag'");
+    expect(run.stderr).toContain(usage);
+    expect(run.stdout + run.stderr).not.toContain(started);
+  });
+
+  it('prints its usage for --help and exits 0', () => {
+    const run = tsx([script, '--help']);
+
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain(usage);
+    expect(run.stdout + run.stderr).not.toContain(started);
+  });
+});
+
+describe('bad values', () => {
+  it.each([
+    ['offline/cosmos/cli.ts', ['--port', '70000'], "--port must be an integer from 0 to 65535; got '70000'."],
+    [
+      'offline/cosmos/cli.ts',
+      ['--throughput', '0'],
+      "--throughput must be a whole number of RU/s above 0; got '0'.",
+    ],
+    [
+      'offline/servicebus/amqp/cli.ts',
+      ['--max-delivery-count', '0'],
+      '--max-delivery-count must be an integer from 1',
+    ],
+    [
+      'offline/servicebus/amqp/cli.ts',
+      ['--lock-duration', 'soon'],
+      "--lock-duration='soon' is not an ISO-8601 duration",
+    ],
+    ['offline/demo.ts', ['--seed'], "Option '--seed <value>' argument missing"],
+  ])('%s %j: exit code 2 with the usage, before it starts', (script, args, message) => {
+    const run = tsx([script, ...args]);
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain(message);
+    expect(run.stderr).toContain('Usage:');
+    expect(run.stdout).not.toContain('listening');
+  });
+});
