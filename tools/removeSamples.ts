@@ -8,13 +8,15 @@ import { writeEmulatorConfig } from '../emulators/generateConfig';
 import { functionNameOf, type Topology, topology } from '../src/topology';
 import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import { formatted, PROJECT_ROOT, writeTopology } from './project';
+import { markdownFiles, withoutSamplePassages } from './sampleDocs';
 import { SAMPLE } from './samples';
 
 const USAGE = `Usage:
   npm run remove:samples [-- --dry-run]
 Removes the sample business (invoices, payments, stock) from the project, keeping the library
 (src/inbox), the local Cosmos DB server, the Service Bus and host models, the infra and the generic
-tools. What it removes is listed in tools/samples.ts and in tools/README.md.
+tools. What it removes is listed in tools/samples.ts and in tools/README.md; the docs lose the
+passages marked <!-- sample --> ... <!-- /sample -->.
 Options:
   --dry-run   list what would be removed, and remove nothing`;
 
@@ -43,6 +45,16 @@ export function withoutSamples(declared: Topology): Topology {
   };
 }
 
+/** Each markdown file that stays, its text and its text without the sample passages. */
+function sampleDocs(removed: readonly string[]) {
+  return markdownFiles()
+    .filter((file) => !removed.some((gone) => file === gone || file.startsWith(`${gone}/`)))
+    .map((file) => {
+      const original = readFileSync(path.join(PROJECT_ROOT, file), 'utf8');
+      return { file, original, ...withoutSamplePassages(original) };
+    });
+}
+
 export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   const { values } = parseFlags(argv, FLAGS, USAGE);
   if (values.help) {
@@ -60,7 +72,21 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   const workflowFile = path.join(PROJECT_ROOT, SAMPLE.ciJob.file);
   const workflow = existsSync(workflowFile) ? parseDocument(readFileSync(workflowFile, 'utf8')) : undefined;
   const ciJob = workflow?.hasIn(['jobs', SAMPLE.ciJob.job]) === true;
-  if (paths.length === 0 && subscriptions.length === 0 && scripts.length === 0 && !ciJob) {
+  const docs = sampleDocs(paths);
+  const malformed = docs.flatMap(({ file, problems }) => problems.map((problem) => `${file}: ${problem}`));
+  if (malformed.length > 0) {
+    context.err('The sample markers of the docs are malformed; nothing was removed:');
+    for (const problem of malformed) context.err(`  ${problem}`);
+    return EXIT_CODES.failed;
+  }
+  const passages = docs.filter((doc) => doc.text !== doc.original);
+  if (
+    paths.length === 0 &&
+    subscriptions.length === 0 &&
+    scripts.length === 0 &&
+    !ciJob &&
+    passages.length === 0
+  ) {
     context.out('The sample is not in this project: nothing to remove.');
     return EXIT_CODES.ok;
   }
@@ -70,6 +96,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   for (const name of subscriptions) context.out(`  the subscription ${name} from src/topology.json`);
   for (const name of scripts) context.out(`  the script ${name} from package.json`);
   if (ciJob) context.out(`  the job ${SAMPLE.ciJob.job} from ${SAMPLE.ciJob.file}`);
+  for (const { file } of passages) context.out(`  the sample passages of ${file}`);
   if (values['dry-run']) return EXIT_CODES.ok;
 
   for (const file of paths) rmSync(path.join(PROJECT_ROOT, file), { recursive: true, force: true });
@@ -79,6 +106,10 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   if (workflow && ciJob) {
     workflow.deleteIn(['jobs', SAMPLE.ciJob.job]);
     writeFileSync(workflowFile, await formatted(workflowFile, workflow.toString()));
+  }
+  for (const { file, text } of passages) {
+    const absolute = path.join(PROJECT_ROOT, file);
+    writeFileSync(absolute, await formatted(absolute, text));
   }
   for (const line of writeEmulatorConfig(declared)) context.out(line);
 

@@ -64,4 +64,4 @@ async function startLocalCosmos(
   return server;
 }
 
-runServer('local cosmos', FLAGS, USAGE, startLocalCosmos);
+runServer('cosmos', FLAGS, USAGE, startLocalCosmos);

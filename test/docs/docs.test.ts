@@ -1,6 +1,7 @@
 // Docs are code: the README's scripts table is package.json's scripts, every relative link and
 // anchor resolves, every npm command the docs show exists (with the flags its tool reads), every path
-// the README names exists, every TypeScript block compiles, and every quoted excerpt is in its file.
+// the README names exists, every TypeScript block compiles, every quoted excerpt is in its file, and
+// the sample-only passages are marked so that npm run remove:samples can cut them.
 
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import ts from 'typescript';
 import { parse } from 'yaml';
 
+import { withoutSamplePassages } from '../../tools/sampleDocs';
 import {
   anchors,
   inlineCode,
@@ -143,8 +145,22 @@ describe('the docs', () => {
       })
       .map(({ doc, block }) => `${doc.path}:${block.line}: not in ${block.excerptOf}`);
 
-    expect(quoted.length).toBeGreaterThan(0);
+    // Every excerpt marker was read as one (none is lost to a block that does not follow it).
+    const markers = docs.flatMap((doc) =>
+      doc.prose.filter(({ text }) => /^<!-- excerpt: /.test(text.trim())),
+    );
+    expect(quoted).toHaveLength(markers.length);
     expect(stale).toEqual([]);
+  });
+
+  it('marks its sample-only passages with balanced, unnested markers (npm run remove:samples cuts them)', () => {
+    const problems = docs.flatMap((doc) =>
+      withoutSamplePassages(readFileSync(join(ROOT, doc.path), 'utf8')).problems.map(
+        (problem) => `${doc.path}: ${problem}`,
+      ),
+    );
+
+    expect(problems).toEqual([]);
   });
 
   it('compiles every ts code block (`ts fragment` blocks and excerpts excepted)', () => {

@@ -1,22 +1,13 @@
 // What the docs test reads in the project's markdown: the files, their headings as GitHub anchors,
 // their links, code blocks and inline code.
 
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 export const ROOT = join(__dirname, '..', '..');
 
-const SKIPPED_FOLDERS = new Set(['node_modules', '.cache', 'dist', '.git', 'coverage', '.scratch']);
-
 /** Every markdown file of the repository, as a path relative to ROOT. */
-export function markdownFiles(folder = ROOT): string[] {
-  return readdirSync(folder, { withFileTypes: true }).flatMap((entry) => {
-    if (SKIPPED_FOLDERS.has(entry.name) || entry.isSymbolicLink()) return [];
-    const path = join(folder, entry.name);
-    if (entry.isDirectory()) return markdownFiles(path);
-    return entry.name.endsWith('.md') ? [relative(ROOT, path)] : [];
-  });
-}
+export { markdownFiles } from '../../tools/sampleDocs';
 
 export interface CodeBlock {
   /** The fence's info string: `ts`, `ts fragment`, `bash`... */

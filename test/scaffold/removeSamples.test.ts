@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
+import { markdownFiles, withoutSamplePassages } from '../../tools/sampleDocs';
 import { SAMPLE } from '../../tools/samples';
 import {
   checkProject,
@@ -12,10 +13,10 @@ import {
 
 /**
  * `npm run remove:samples` as a user runs it on a fresh clone, in a copy of this checkout; then
- * the copy's type-check, ESLint and Prettier over the whole project, the jest suites that remain
- * and do not exercise the Cosmos DB server's conformance (the library, the topology, the emulator
- * config, the workflow, the worker, the Service Bus models, the generic tools, the roles test that
- * reads the live test), what the Bicep deploys, and a consumer of the user's own added with
+ * the copy's type-check, ESLint and Prettier over the whole project, its docs without their sample
+ * passages, the jest suites that remain and do not exercise the Cosmos DB server's conformance (the
+ * library, the topology, the emulator config, the workflow, the worker, the Service Bus models, the
+ * generic tools, the roles test that reads the live test, the docs test), what the Bicep deploys, and a consumer of the user's own added with
  * new:consumer. The Cosmos DB conformance and the other infra suites do not read anything the
  * removal changes but src/topology.json, whose deployment is checked here with bicep snapshot;
  * running them again (minutes on two cores) would test nothing new.
@@ -42,8 +43,17 @@ describe('npm run remove:samples in a copy of the project', () => {
     expect(copy().read('.github/workflows/ci.yml')).not.toContain('live-tests');
     expect(copy().tool('tools/removeSamples.ts', []).stdout).toContain('nothing to remove');
 
+    const markedDocs = markdownFiles(copy().root).filter((file) => {
+      const text = copy().read(file);
+      const { text: stripped, problems } = withoutSamplePassages(text);
+      return stripped !== text || problems.length > 0;
+    });
+    expect(markedDocs).toEqual([]);
+    expect(copy().read('README.md')).not.toContain('npm run demo');
+
     expect(checkProject(copy())).toEqual([]);
     const suites = jestIn(copy(), [
+      'test/docs',
       'test/inbox',
       'test/emulators',
       'test/offline/functions',
