@@ -32,7 +32,7 @@ const run = (script: string, args: string[]): ReturnType<typeof spawnSync> =>
 /** One usage error per command; a command `npm run remove:samples` removed has no script left to run. */
 const usageErrors = (
   [
-    ['cosmos', ['--port', 'x'], "--port must be 0..65535; got 'x'"],
+    ['cosmos', ['--port', 'x'], "--port must be an integer from 0 to 65535; got 'x'"],
     ['demo', ['--out', missingDirectory], `--out: the folder of '${missingDirectory}' does not exist`],
     ['bench', ['--out', missingDirectory], `--out must be an existing directory; got '${missingDirectory}'`],
     ['bench:purge', ['--recrod'], "Unknown option '--recrod'"],
