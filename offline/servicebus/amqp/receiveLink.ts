@@ -6,8 +6,8 @@ import { deliveryTagOf, lockTokenOfDeliveryTag } from './lockTokens';
 import { DEAD_LETTER_PROPERTIES, encodeMessage } from './messageCodec';
 
 /**
- * A receiver's link, seen from the peer (an AMQP sender): it locks a message for every unit of
- * credit the client grants, and applies the client's outcome when the client settles:
+ * A receiver's link, seen from the peer (an AMQP sender): it locks a message only as it hands it
+ * out, one for every unit of credit the client grants, and applies the client's outcome when the client settles:
  *   accepted                        → complete
  *   released, modified              → abandon (delivery count already counted by the lock)
  *   modified undeliverable-here     → defer: not implemented, answered with an error
@@ -27,15 +27,27 @@ export function serveReceiveLink(sender: Sender, entity: Entity): { stop: () => 
     );
   };
 
-  // Locks only while there is credit: a message locked for a link that cannot take it would count a
-  // delivery that never happened.
+  // Locks only within the credit the receiver granted: a message locked for a link that cannot take
+  // it would stay invisible to other receivers for a whole lock. rhea lowers its `credit` only when
+  // it writes a transfer, so the credit left is the receiver's limit (rhea's delivery count + credit,
+  // which a flow sets) minus the deliveries this link handed out, written or not.
+  let handedOut = 0;
+  const creditLeft = (): number => {
+    const link = sender as unknown as { credit: number; delivery_count: number };
+    // A drain advances rhea's delivery count over the credit nobody used.
+    handedOut = Math.max(handedOut, link.delivery_count);
+    return link.credit + link.delivery_count - handedOut;
+  };
+  const canLock = (): boolean => sender.is_open() && sender.sendable() && creditLeft() > 0;
+
   const fill = (): void => {
-    while (sender.is_open() && sender.sendable()) {
+    while (canLock()) {
       const locked = entity.receive();
       if (!locked) break;
       offer(locked);
+      handedOut++;
     }
-    if (sender.is_open() && sender.sendable() && !waiting) {
+    if (canLock() && !waiting) {
       const controller = new AbortController();
       waiting = controller;
       void entity.changed(controller.signal).then(() => {

@@ -221,6 +221,76 @@ describe('receiving in peek-lock', () => {
   });
 });
 
+describe('competing receivers and a backlog', () => {
+  /** `count` orders, sent as one batch. */
+  const sendOrders = (count: number): Promise<void> =>
+    sender.sendMessages(
+      Array.from({ length: count }, (_, i) => ({
+        body: { orderId: `O-${i + 1}` },
+        messageId: `order-O-${i + 1}`,
+        subject: 'OrderCreated',
+      })),
+    );
+  const ids = (messages: ServiceBusReceivedMessage[]): string[] =>
+    messages.map((message) => String(message.messageId)).sort();
+
+  it('locks only what a receiver asked for: a second receiver gets the others', async () => {
+    await sendOrders(20);
+    const first = receiverFor(ORDERS);
+    const second = receiverFor(ORDERS);
+
+    const firstBatch = await first.receiveMessages(5, { maxWaitTimeInMs: 2_000 });
+    const secondBatch = await receive(second, 15, 2_000);
+
+    expect(firstBatch).toHaveLength(5);
+    expect(secondBatch).toHaveLength(15);
+    expect(new Set([...ids(firstBatch), ...ids(secondBatch)]).size).toBe(20);
+    expect(fixture.peer.broker.subscription(TOPIC, ORDERS).entity.lockedCount).toBe(20);
+  });
+
+  it('leaves what a receiver did not take receivable at once when it closes', async () => {
+    await sendOrders(5);
+    const first = receiverFor(ORDERS);
+    const [taken] = await first.receiveMessages(1, { maxWaitTimeInMs: 2_000 });
+    await first.close();
+
+    const rest = await receive(receiverFor(ORDERS), 4, 2_000);
+
+    expect(ids(rest)).not.toContain(taken?.messageId);
+    expect(rest).toHaveLength(4);
+  });
+
+  it('hands a backlog longer than one lock to a slow handler without a lock running out', async () => {
+    await sendOrders(8);
+    const receiver = receiverFor(ORDERS);
+    const handled: string[] = [];
+    await new Promise<void>((resolve, reject) => {
+      receiver.subscribe(
+        {
+          processMessage: async (message) => {
+            // Each message takes a third of the one-minute lock, on the peer's clock.
+            fixture.clock.advance(20_000);
+            await receiver.completeMessage(message);
+            handled.push(String(message.messageId));
+            if (handled.length === 8) resolve();
+          },
+          // A lock that ran out (MessageLockLost) fails the test here.
+          processError: async (args) => {
+            reject(args.error);
+            return Promise.resolve();
+          },
+        },
+        { autoCompleteMessages: false, maxConcurrentCalls: 1 },
+      );
+    });
+    await receiver.close();
+
+    expect(handled.sort()).toEqual(Array.from({ length: 8 }, (_, i) => `order-O-${i + 1}`).sort());
+    expect(fixture.peer.broker.subscription(TOPIC, ORDERS).entity.completed).toHaveLength(8);
+    expect(await peekAll(receiverFor(ORDERS, true))).toHaveLength(0);
+  });
+});
+
 describe('the dead-letter queue', () => {
   it('receives a message a consumer dead-lettered, with its reason and description', async () => {
     const { receiver, message } = await receivePayment();
