@@ -16,10 +16,12 @@ export interface OutgoingMessage {
   body: string | Buffer;
   correlationId?: string;
   contentType?: string;
-  applicationProperties?: Record<string, string | number | boolean>;
+  applicationProperties?: ApplicationProperties;
   /** Per-message TTL in ms; default: the subscription's. */
   timeToLiveMs?: number;
 }
+
+export type ApplicationProperties = Record<string, string | number | boolean>;
 
 export interface BrokerMessage extends OutgoingMessage {
   sequenceNumber: number;
@@ -147,10 +149,15 @@ export class Entity {
     return message;
   }
 
-  /** Gives the message back; after its last allowed delivery it is dead-lettered. */
-  abandon(lockToken: string, description?: string): void {
+  /**
+   * Gives the message back, with `propertiesToModify` merged into its application properties (as
+   * Service Bus does); after its last allowed delivery it is dead-lettered.
+   */
+  abandon(lockToken: string, description?: string, propertiesToModify?: ApplicationProperties): void {
     const message = this.heldMessage(lockToken);
     this.release(message.sequenceNumber);
+    if (propertiesToModify !== undefined)
+      message.applicationProperties = { ...message.applicationProperties, ...propertiesToModify };
     this.afterRelease(message, description);
     this.wake();
   }

@@ -1,7 +1,7 @@
 import type { Entity } from '../broker';
 import { CONDITIONS, PeerError } from './errors';
 import { lockTokenOfUuid } from './lockTokens';
-import { encodeMessage } from './messageCodec';
+import { decodeApplicationProperties, encodeMessage } from './messageCodec';
 import type { ManagementRequest, ManagementResponse } from './requestResponse';
 
 /**
@@ -59,13 +59,15 @@ function peek(entity: Entity, body: Record<string, unknown>): ManagementResponse
 
 function updateDisposition(entity: Entity, body: Record<string, unknown>): ManagementResponse {
   const status = body['disposition-status'];
+  const modify = body['properties-to-modify'];
+  const propertiesToModify = modify === undefined ? undefined : decodeApplicationProperties(modify);
   for (const token of lockTokens(body)) {
     switch (status) {
       case 'completed':
         entity.complete(token);
         break;
       case 'abandoned':
-        entity.abandon(token);
+        entity.abandon(token, undefined, propertiesToModify);
         break;
       case 'suspended':
         entity.deadLetter(token, text(body['deadletter-reason']), text(body['deadletter-description']));

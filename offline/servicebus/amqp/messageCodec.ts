@@ -1,6 +1,6 @@
 import { message as amqpMessage, types } from 'rhea';
 
-import type { BrokerMessage, OutgoingMessage } from '../broker';
+import type { ApplicationProperties, BrokerMessage, OutgoingMessage } from '../broker';
 import { CONDITIONS, PeerError } from './errors';
 
 /**
@@ -62,7 +62,7 @@ export function toOutgoingMessage(fields: Fields): OutgoingMessage {
     ...(typeof fields.content_type === 'string' ? { contentType: fields.content_type } : {}),
     ...(fields.application_properties === undefined
       ? {}
-      : { applicationProperties: applicationProperties(fields.application_properties) }),
+      : { applicationProperties: decodeApplicationProperties(fields.application_properties) }),
     ...(typeof fields.ttl === 'number' && fields.ttl > 0 ? { timeToLiveMs: fields.ttl } : {}),
     body: bodyOf(fields.body),
   };
@@ -144,10 +144,11 @@ function identifier(value: unknown, field: string): string | undefined {
   throw new PeerError(CONDITIONS.invalidField, `The ${field} has a type the local peer does not model.`);
 }
 
-function applicationProperties(value: unknown): Record<string, PropertyValue> {
+/** Application properties, or the properties an abandon modifies, as the model keeps them. */
+export function decodeApplicationProperties(value: unknown): ApplicationProperties {
   if (typeof value !== 'object' || value === null)
     throw new PeerError(CONDITIONS.decodeError, 'application-properties must be a map.');
-  const result: Record<string, PropertyValue> = {};
+  const result: ApplicationProperties = {};
   for (const [key, property] of Object.entries(value as Fields)) {
     if (typeof property !== 'string' && typeof property !== 'number' && typeof property !== 'boolean') {
       throw new PeerError(

@@ -3,13 +3,16 @@ import { type EventContext, message as amqpMessage, type Sender } from 'rhea';
 import type { Entity, LockedMessage } from '../broker';
 import { asPeerError, CONDITIONS, PeerError } from './errors';
 import { deliveryTagOf, lockTokenOfDeliveryTag } from './lockTokens';
-import { DEAD_LETTER_PROPERTIES, encodeMessage } from './messageCodec';
+import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } from './messageCodec';
 
 /**
  * A receiver's link, seen from the peer (an AMQP sender): it locks a message only as it hands it
- * out, one for every unit of credit the client grants, and applies the client's outcome when the client settles:
+ * out, one for every unit of credit the client grants, and applies the client's outcome when the
+ * client settles:
  *   accepted                        → complete
- *   released, modified              → abandon (delivery count already counted by the lock)
+ *   released, modified              → abandon (delivery count already counted by the lock); the
+ *                                     modified outcome's message-annotations are the properties to
+ *                                     modify
  *   modified undeliverable-here     → defer: not implemented, answered with an error
  *   rejected com.microsoft:dead-letter (info DeadLetterReason, DeadLetterErrorDescription) → dead-letter
  * The client receives in peek-lock (rcv-settle-mode second), so it waits for the peer to settle the
@@ -84,7 +87,13 @@ export function serveReceiveLink(sender: Sender, entity: Entity): { stop: () => 
           CONDITIONS.notImplemented,
           'Deferring messages is not implemented by the local peer.',
         );
-      entity.abandon(lockToken);
+      // abandonMessage(message, propertiesToModify) sends them as the outcome's message-annotations.
+      const modify = state.message_annotations;
+      entity.abandon(
+        lockToken,
+        undefined,
+        modify === undefined ? undefined : decodeApplicationProperties(modify),
+      );
     }),
   );
   sender.on('rejected', (context: EventContext) =>

@@ -22,8 +22,10 @@ import { serveRequestLink, STATUS_KEYS } from './requestResponse';
  *     detection by MessageId and the Subject correlation filters are the broker model's
  *   - peek-lock receiving from a subscription and from its $DeadLetterQueue: credit, drain, a message
  *     locked only as it is handed out within the receiver's credit (competing receivers share a
- *     backlog; what a receiver did not take stays receivable), the lock token as delivery tag, settlement by accepted (complete), released/modified (abandon) and
- *     rejected com.microsoft:dead-letter (with DeadLetterReason/DeadLetterErrorDescription)
+ *     backlog; what a receiver did not take stays receivable), the lock token as delivery tag,
+ *     settlement by accepted (complete), released/modified (abandon, with the properties to modify
+ *     merged into the application properties) and rejected com.microsoft:dead-letter (with
+ *     DeadLetterReason/DeadLetterErrorDescription)
  *   - $management: com.microsoft:peek-message, com.microsoft:renew-lock, com.microsoft:update-disposition
  *   - errors as AMQP errors: unknown node → amqp:not-found on the link, lock lost →
  *     com.microsoft:message-lock-lost, unreadable frame → close with amqp:decode-error, bytes that

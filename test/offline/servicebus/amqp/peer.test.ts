@@ -157,6 +157,25 @@ describe('receiving in peek-lock', () => {
     expect([first?.deliveryCount, second?.deliveryCount]).toEqual([0, 1]);
   });
 
+  it('applies the properties an abandon modifies to the application properties, on the link and through $management', async () => {
+    await sender.sendMessages({
+      body: payment,
+      messageId: 'payment-PAY-1',
+      subject: 'PaymentReceived',
+      applicationProperties: { tenant: 'contoso', attempt: 0 },
+    });
+    const first = receiverFor(PAYMENTS);
+    const [onLink] = await receive(first, 1);
+    await first.abandonMessage(onLink!, { attempt: 1, lastError: 'timeout' });
+    const [again] = await receive(first, 1);
+    await first.close();
+    await receiverFor(PAYMENTS).abandonMessage(again!, { attempt: 2 });
+    const [peeked] = await peekAll(receiverFor(PAYMENTS));
+
+    expect(again?.applicationProperties).toEqual({ tenant: 'contoso', attempt: 1, lastError: 'timeout' });
+    expect(peeked?.applicationProperties).toEqual({ tenant: 'contoso', attempt: 2, lastError: 'timeout' });
+  });
+
   it('renews a lock, and refuses to settle once the lock has run out (MessageLockLost)', async () => {
     const { receiver, message } = await receivePayment();
     const lockedUntilMs = message.lockedUntilUtc!.getTime();
