@@ -21,7 +21,8 @@ export interface OutgoingMessage {
   timeToLiveMs?: number;
 }
 
-export type ApplicationProperties = Record<string, string | number | boolean>;
+/** What Service Bus accepts as an application property value (a Date travels as an AMQP timestamp). */
+export type ApplicationProperties = Record<string, string | number | boolean | Date>;
 
 export interface BrokerMessage extends OutgoingMessage {
   sequenceNumber: number;

@@ -28,7 +28,6 @@ export const DEAD_LETTER_PROPERTIES = {
 } as const;
 
 type Fields = Record<string, unknown>;
-type PropertyValue = string | number | boolean;
 
 /** The messages in one transfer: one, or the contents of a batch. */
 export function decodeTransfer(payload: Buffer, format: number): OutgoingMessage[] {
@@ -77,7 +76,7 @@ export interface DeliveryState {
 export function encodeMessage(message: BrokerMessage, state: DeliveryState = {}): Buffer {
   const locked = state.lockedUntil !== undefined;
   const deadLetter = message.deadLetter;
-  const properties: Record<string, PropertyValue> = {
+  const properties: ApplicationProperties = {
     ...message.applicationProperties,
     ...(deadLetter?.reason ? { [DEAD_LETTER_PROPERTIES.reason]: deadLetter.reason } : {}),
     ...(deadLetter?.description ? { [DEAD_LETTER_PROPERTIES.description]: deadLetter.description } : {}),
@@ -150,10 +149,15 @@ export function decodeApplicationProperties(value: unknown): ApplicationProperti
     throw new PeerError(CONDITIONS.decodeError, 'application-properties must be a map.');
   const result: ApplicationProperties = {};
   for (const [key, property] of Object.entries(value as Fields)) {
-    if (typeof property !== 'string' && typeof property !== 'number' && typeof property !== 'boolean') {
+    if (
+      typeof property !== 'string' &&
+      typeof property !== 'number' &&
+      typeof property !== 'boolean' &&
+      !(property instanceof Date)
+    ) {
       throw new PeerError(
         CONDITIONS.notImplemented,
-        `Application property '${key}' is not a string, number or boolean; the local peer models only those.`,
+        `Application property '${key}' is not a string, number, boolean or timestamp; the local peer models only those.`,
       );
     }
     result[key] = property;

@@ -19,7 +19,8 @@ import { serveRequestLink, STATUS_KEYS } from './requestResponse';
  * Implements, as far as @azure/service-bus 7.9 uses it:
  *   - SASL ANONYMOUS or no SASL; $cbs put-token, any token accepted (202)
  *   - sending to a topic: single messages and batches (message-format 0x80013700); duplicate
- *     detection by MessageId and the Subject correlation filters are the broker model's
+ *     detection by MessageId and the Subject correlation filters are the broker model's;
+ *     application properties of string, number, boolean or timestamp (Date)
  *   - peek-lock receiving from a subscription and from its $DeadLetterQueue: credit, drain, a message
  *     locked only as it is handed out within the receiver's credit (competing receivers share a
  *     backlog; what a receiver did not take stays receivable), the lock token as delivery tag,

@@ -62,6 +62,25 @@ describe('publishing to the topic', () => {
     expect(payments[0]?.enqueuedTimeUtc).toBeInstanceOf(Date);
   });
 
+  it('keeps a Date application property (an AMQP timestamp) as a Date', async () => {
+    const at = new Date('2030-01-02T03:04:05.678Z');
+    await sender.sendMessages({
+      body: payment,
+      messageId: 'payment-PAY-1',
+      subject: 'PaymentReceived',
+      applicationProperties: { requestedAt: at },
+    });
+
+    // The SDK turns a timestamp into its milliseconds unless asked not to.
+    const receiver = fixture.client.createReceiver(TOPIC, PAYMENTS, { skipConvertingDate: true });
+    const [received] = await receive(receiver, 1);
+    await receiver.close();
+    const [converted] = await peekAll(receiverFor(PAYMENTS));
+
+    expect(received?.applicationProperties?.requestedAt).toEqual(at);
+    expect(converted?.applicationProperties?.requestedAt).toBe(at.getTime());
+  });
+
   it('drops a MessageId it accepted within the duplicate window, reporting success, and accepts it after', async () => {
     const message = { body: payment, messageId: 'payment-PAY-1', subject: 'PaymentReceived' };
 
