@@ -3,7 +3,7 @@ import { MessageLockLostError } from '../broker';
 /**
  * The AMQP error conditions the peer answers with. @azure/service-bus turns a condition into a
  * ServiceBusError code (amqp:not-found → MessagingEntityNotFound, com.microsoft:message-lock-lost →
- * MessageLockLost), so the condition, not the description, is what callers branch on.
+ * MessageLockLost, amqp:link:message-size-exceeded → MessageSizeExceeded), so the condition, not the description, is what callers branch on.
  */
 export const CONDITIONS = {
   notFound: 'amqp:not-found',
@@ -13,6 +13,7 @@ export const CONDITIONS = {
   invalidField: 'amqp:invalid-field',
   internalError: 'amqp:internal-error',
   messageLockLost: 'com.microsoft:message-lock-lost',
+  messageSizeExceeded: 'amqp:link:message-size-exceeded',
   deadLetter: 'com.microsoft:dead-letter',
 } as const;
 export type Condition = (typeof CONDITIONS)[keyof typeof CONDITIONS];
@@ -26,6 +27,7 @@ export const STATUS_OF: Readonly<Record<Condition, number>> = {
   [CONDITIONS.invalidField]: 400,
   [CONDITIONS.internalError]: 500,
   [CONDITIONS.messageLockLost]: 410,
+  [CONDITIONS.messageSizeExceeded]: 413,
   [CONDITIONS.deadLetter]: 400,
 };
 

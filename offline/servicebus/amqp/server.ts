@@ -8,7 +8,7 @@ import { type Clock, scaledClock } from '../clock';
 import { findEntity, findTopic, type NodeAddress, parseAddress } from './addresses';
 import { asPeerError, CONDITIONS, PeerError } from './errors';
 import { handleManagementRequest } from './management';
-import { servePublishLink } from './publishLink';
+import { MAX_MESSAGE_SIZE_BYTES, servePublishLink } from './publishLink';
 import { serveReceiveLink } from './receiveLink';
 import { serveRequestLink, STATUS_KEYS } from './requestResponse';
 
@@ -18,7 +18,8 @@ import { serveRequestLink, STATUS_KEYS } from './requestResponse';
  *
  * Implements, as far as @azure/service-bus 7.9 uses it:
  *   - SASL ANONYMOUS or no SASL; $cbs put-token, any token accepted (202)
- *   - sending to a topic: single messages and batches (message-format 0x80013700); duplicate
+ *   - sending to a topic: single messages and batches (message-format 0x80013700) up to the Standard
+ *     tier's 256 KB (larger: amqp:link:message-size-exceeded); duplicate
  *     detection by MessageId and the Subject correlation filters are the broker model's;
  *     application properties of string, number, boolean or timestamp (Date)
  *   - peek-lock receiving from a subscription and from its $DeadLetterQueue: credit, drain, a message
@@ -68,9 +69,6 @@ export interface LocalServiceBus {
   readonly clock: Clock;
   stop(): Promise<void>;
 }
-
-/** Standard tier's limit; the SDK sizes batches by the max-message-size the peer announces. */
-const MAX_MESSAGE_SIZE_BYTES = 256 * 1024;
 
 /** "AMQP", protocol id 0, version 1.0.0. */
 const AMQP_PROTOCOL_HEADER = Buffer.from([0x41, 0x4d, 0x51, 0x50, 0, 1, 0, 0]);

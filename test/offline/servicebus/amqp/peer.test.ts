@@ -137,6 +137,20 @@ describe('publishing to the topic', () => {
     expect(await peekAll(receiverFor(ORDERS))).toHaveLength(0);
   });
 
+  it('refuses a single message over 256 KB with MessageSizeExceeded, and accepts one under it', async () => {
+    const order = (bytes: number, messageId: string) => ({
+      body: Buffer.alloc(bytes, 1),
+      messageId,
+      subject: 'OrderCreated',
+    });
+
+    const error = await sender.sendMessages(order(257 * 1024, 'big')).catch((caught: unknown) => caught);
+    await sender.sendMessages(order(250 * 1024, 'fits'));
+
+    expect(isServiceBusError(error) && error.code).toBe('MessageSizeExceeded');
+    expect((await peekAll(receiverFor(ORDERS))).map((m) => m.messageId)).toEqual(['fits']);
+  });
+
   it('answers a send to a topic it does not have with MessagingEntityNotFound', async () => {
     const error = await fixture.client
       .createSender('no-such-topic')
