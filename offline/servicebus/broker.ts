@@ -6,7 +6,8 @@ import type { Clock } from './clock';
 /**
  * A model of the Service Bus features the template depends on: a topic with duplicate detection by
  * MessageId over a window, subscriptions with Subject (Label) correlation filters, peek-lock with a
- * lock duration, lock renewal and expiry, DeliveryCount, MaxDeliveryCount → the dead-letter queue,
+ * lock duration, lock renewal and expiry, DeliveryCount (counted, as Service Bus counts it, when a
+ * delivery ends unsettled: abandoned or its lock expired), MaxDeliveryCount → the dead-letter queue,
  * message TTL → the dead-letter queue, and the dead-letter sub-queue itself.
  */
 export interface OutgoingMessage {
@@ -28,6 +29,7 @@ export interface BrokerMessage extends OutgoingMessage {
   sequenceNumber: number;
   enqueuedAt: number;
   expiresAt: number;
+  /** Deliveries that ended unsettled (abandoned, or the lock expired): 0 while on its first. */
   deliveryCount: number;
   /** Set while the message is dead-lettered. */
   deadLetter?: { reason: string; description: string; at: number };
@@ -37,6 +39,8 @@ export interface LockedMessage {
   message: BrokerMessage;
   lockToken: string;
   lockedUntil: number;
+  /** This delivery's number, 1 on the first (the Functions trigger's DeliveryCount). */
+  deliveryNumber: number;
 }
 
 export interface BrokerOptions {
@@ -96,12 +100,11 @@ export class Entity {
         this.moveToDeadLetter(message, 'TTLExpiredException', 'The message expired and was dead lettered.');
         continue;
       }
-      message.deliveryCount++;
       const lockToken = randomUUID();
       const until = now + this.lockDurationMs;
       this.locks.set(lockToken, { sequenceNumber: message.sequenceNumber, until });
       this.lockOf.set(message.sequenceNumber, lockToken);
-      return { message, lockToken, lockedUntil: until };
+      return { message, lockToken, lockedUntil: until, deliveryNumber: message.deliveryCount + 1 };
     }
     return undefined;
   }
@@ -228,7 +231,9 @@ export class Entity {
     this.lockOf.delete(sequenceNumber);
   }
 
+  /** A delivery ended unsettled: it counts, and after the last allowed one the message is dead-lettered. */
   private afterRelease(message: BrokerMessage, description: string | undefined): void {
+    message.deliveryCount++;
     if (this.onDeadLetter && message.deliveryCount >= this.maxDeliveryCount) {
       this.moveToDeadLetter(
         message,

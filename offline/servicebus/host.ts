@@ -137,9 +137,7 @@ export class FunctionsHost {
     subscription: Subscription,
     locked: LockedMessage,
   ): Promise<void> {
-    const { message, lockToken } = locked;
-    // The broker counts on the message itself; keep this delivery's number.
-    const { deliveryCount } = message;
+    const { message, lockToken, deliveryNumber: deliveryCount } = locked;
     const { clock } = this.options;
     const roll = (rate: number | undefined): boolean =>
       (rate ?? 0) > 0 && (this.options.random ?? Math.random)() < (rate ?? 0);

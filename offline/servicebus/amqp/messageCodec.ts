@@ -82,9 +82,9 @@ export function encodeMessage(message: BrokerMessage, state: DeliveryState = {})
     ...(deadLetter?.description ? { [DEAD_LETTER_PROPERTIES.description]: deadLetter.description } : {}),
   };
   return amqpMessage.encode({
-    // The header counts *earlier* deliveries (AMQP), while the model counts this one too; a peek
-    // shows every delivery so far. @azure/service-bus exposes the header as it is (0 on first receive).
-    delivery_count: locked ? Math.max(0, message.deliveryCount - 1) : message.deliveryCount,
+    // Deliveries that ended unsettled, as the model counts them: 0 on the first receive, and in a
+    // peek of a message locked on its first delivery. @azure/service-bus exposes the header as it is.
+    delivery_count: message.deliveryCount,
     ...(message.timeToLiveMs === undefined ? {} : { ttl: message.timeToLiveMs }),
     ...(message.messageId === undefined ? {} : { message_id: message.messageId }),
     ...(message.subject === undefined ? {} : { subject: message.subject }),

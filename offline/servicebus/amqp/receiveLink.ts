@@ -10,7 +10,7 @@ import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } fr
  * out, one for every unit of credit the client grants, and applies the client's outcome when the
  * client settles:
  *   accepted                        → complete
- *   released, modified              → abandon (delivery count already counted by the lock); the
+ *   released, modified              → abandon (the delivery counts); the
  *                                     modified outcome's message-annotations are the properties to
  *                                     modify
  *   modified undeliverable-here     → defer: not implemented, answered with an error

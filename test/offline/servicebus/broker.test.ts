@@ -90,7 +90,8 @@ describe('subscription (peek-lock)', () => {
     const again = entity.receive();
     entity.complete(locked!.lockToken);
 
-    expect(locked?.message.deliveryCount).toBe(1);
+    expect(locked?.deliveryNumber).toBe(1);
+    expect(locked?.message.deliveryCount).toBe(0);
     expect(again).toBeUndefined();
     expect(entity.activeCount).toBe(0);
     expect(entity.completed.map((m) => m.messageId)).toEqual(['m']);
@@ -105,7 +106,8 @@ describe('subscription (peek-lock)', () => {
     clock.advance(60_001);
     const second = entity.receive();
 
-    expect(second?.message.deliveryCount).toBe(2);
+    expect(second?.deliveryNumber).toBe(2);
+    expect(second?.message.deliveryCount).toBe(1);
     expect(() => entity.complete(first.lockToken)).toThrow(MessageLockLostError);
   });
 
@@ -132,7 +134,7 @@ describe('subscription (peek-lock)', () => {
     const counts: number[] = [];
     for (let i = 0; i < 3; i++) {
       const locked = subscription.entity.receive()!;
-      counts.push(locked.message.deliveryCount);
+      counts.push(locked.deliveryNumber);
       subscription.entity.abandon(locked.lockToken, 'PoisonMessageError: not JSON');
     }
     const [deadLetter] = subscription.deadLetterQueue.peek();

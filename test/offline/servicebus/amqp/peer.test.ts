@@ -209,6 +209,18 @@ describe('receiving in peek-lock', () => {
     expect(peeked?.applicationProperties).toEqual({ tenant: 'contoso', attempt: 2, lastError: 'timeout' });
   });
 
+  it('counts a delivery when it ends: a peek shows 0 while the first delivery holds the lock, 1 once it ran out', async () => {
+    const { receiver } = await receivePayment();
+    const [whileLocked] = await peekAll(receiverFor(PAYMENTS));
+    fixture.clock.advance(60_001);
+    const [afterExpiry] = await peekAll(receiverFor(PAYMENTS));
+    const [redelivered] = await receive(receiver, 1);
+
+    expect(whileLocked?.deliveryCount).toBe(0);
+    expect(afterExpiry?.deliveryCount).toBe(1);
+    expect(redelivered?.deliveryCount).toBe(1);
+  });
+
   it('renews a lock, and refuses to settle once the lock has run out (MessageLockLost)', async () => {
     const { receiver, message } = await receivePayment();
     const lockedUntilMs = message.lockedUntilUtc!.getTime();
@@ -363,6 +375,8 @@ describe('the dead-letter queue', () => {
       body: payment,
       deadLetterReason: 'SchemaViolation',
       deadLetterErrorDescription: 'amount must be positive',
+      // Dead-lettering ends a delivery without counting it (only an abandon or an expired lock does).
+      deliveryCount: 0,
     });
     expect(received?.deadLetterReason).toBe('SchemaViolation');
     expect(await peekAll(receiverFor(PAYMENTS, true))).toHaveLength(0);
@@ -382,6 +396,24 @@ describe('the dead-letter queue', () => {
     expect(deadLetter?.messageId).toBe('payment-PAY-1');
     expect(deadLetter?.deadLetterReason).toBe('MaxDeliveryCountExceeded');
     expect(deadLetter?.deliveryCount).toBe(3);
+  });
+
+  it('takes a message whose lock runs out on its last allowed delivery, and delivers it no more', async () => {
+    await sendPayment();
+    const receiver = receiverFor(PAYMENTS);
+    for (let delivery = 1; delivery <= 2; delivery++) {
+      const [message] = await receive(receiver, 1);
+      await receiver.abandonMessage(message!);
+    }
+    const [last] = await receive(receiver, 1);
+
+    fixture.clock.advance(60_001);
+    const after = await receiver.receiveMessages(1, { maxWaitTimeInMs: 500 });
+    const [deadLetter] = await peekAll(receiverFor(PAYMENTS, true));
+
+    expect(last?.deliveryCount).toBe(2);
+    expect(after).toHaveLength(0);
+    expect(deadLetter).toMatchObject({ deadLetterReason: 'MaxDeliveryCountExceeded', deliveryCount: 3 });
   });
 });
 
