@@ -54,6 +54,15 @@ export interface BrokerOptions {
   maxDeliveryCount?: number;
   /** Subscription default message TTL, model ms; default 14 days (P14D). */
   messageTimeToLiveMs?: number;
+  /** Told what the broker does on its own, for a live view (npm start). */
+  observer?: BrokerObserver;
+}
+
+/** What the broker does that no client sees: a send dropped as a duplicate, a message dead-lettered. */
+export interface BrokerObserver {
+  droppedAsDuplicate?(topic: string, message: OutgoingMessage): void;
+  /** `path` is the subscription's; the message carries its deadLetter reason. */
+  deadLettered?(path: string, message: BrokerMessage): void;
 }
 
 export class MessageLockLostError extends Error {
@@ -263,7 +272,7 @@ export class Subscription {
     readonly name: string,
     readonly subjects: readonly string[],
     clock: Clock,
-    options: { lockDurationMs: number; maxDeliveryCount: number },
+    options: { lockDurationMs: number; maxDeliveryCount: number; observer?: BrokerObserver },
   ) {
     const path = `${topic}/Subscriptions/${name}`;
     this.deadLetterQueue = new Entity(
@@ -277,7 +286,10 @@ export class Subscription {
       path,
       clock,
       options.lockDurationMs,
-      (message) => this.deadLetterQueue.enqueue(message),
+      (message) => {
+        this.deadLetterQueue.enqueue(message);
+        options.observer?.deadLettered?.(path, message);
+      },
       options.maxDeliveryCount,
     );
   }
@@ -307,6 +319,7 @@ export class Topic {
     private readonly duplicateWindowMs: number,
     private readonly messageTimeToLiveMs: number,
     private readonly nextSequenceNumber: () => number,
+    private readonly observer?: BrokerObserver,
   ) {
     this.subscriptions = subscriptions;
   }
@@ -318,6 +331,7 @@ export class Topic {
       const seenAt = this.history.get(message.messageId);
       if (seenAt !== undefined && now - seenAt < this.duplicateWindowMs) {
         this.stats.droppedAsDuplicate++;
+        this.observer?.droppedAsDuplicate?.(this.name, message);
         return { accepted: false, deliveredTo: [] };
       }
       this.history.set(message.messageId, now);
@@ -353,6 +367,7 @@ export class Broker {
           new Subscription(declared.name, s.name, s.subjects, options.clock, {
             lockDurationMs: this.lockDurationMs,
             maxDeliveryCount: this.maxDeliveryCount,
+            ...(options.observer === undefined ? {} : { observer: options.observer }),
           }),
       );
       this.topics.set(
@@ -364,6 +379,7 @@ export class Broker {
           options.duplicateWindowMs ?? 3_600_000,
           options.messageTimeToLiveMs ?? 14 * 86_400_000,
           () => ++this.sequence,
+          options.observer,
         ),
       );
     }

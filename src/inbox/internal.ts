@@ -47,6 +47,7 @@ export {
   loadSettings,
   type RedeliverySettings,
   retentionBoundSeconds,
+  timeSpanSeconds,
 } from './settings';
 export { InboxTelemetry, METRIC_NAMES, type Outcome, OUTCOMES } from './telemetry';
 export { type FailedWrite } from './transaction';

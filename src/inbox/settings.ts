@@ -311,7 +311,7 @@ export function hostJsonProblems(settings: Pick<Settings, 'host'>, hostJson: unk
 }
 
 /** A .NET time span as host.json writes it: [d.]hh:mm:ss[.fff]. */
-function timeSpanSeconds(text: string): number | undefined {
+export function timeSpanSeconds(text: string): number | undefined {
   const match = /^(?:(\d+)\.)?(\d{1,2}):(\d{2}):(\d{2}(?:\.\d+)?)$/.exec(text.trim());
   if (!match) return undefined;
   const [, days, hours, minutes, seconds] = match;

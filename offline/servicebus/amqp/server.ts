@@ -3,7 +3,7 @@ import { createServer, type Socket } from 'node:net';
 import { type Connection, create_container, type EventContext, type Receiver, type Sender } from 'rhea';
 
 import { type Topology, topology as declaredTopology } from '../../../src/topology';
-import { Broker, type BrokerOptions } from '../broker';
+import { Broker, type BrokerObserver, type BrokerOptions } from '../broker';
 import { type Clock, scaledClock } from '../clock';
 import { findEntity, findTopic, type NodeAddress, parseAddress } from './addresses';
 import { asPeerError, CONDITIONS, PeerError } from './errors';
@@ -58,6 +58,7 @@ export interface LocalServiceBusOptions {
   maxDeliveryCount?: number;
   /** Default subscription message TTL, ms; default 14 days. */
   messageTimeToLiveMs?: number;
+  observer?: BrokerObserver;
 }
 
 export interface LocalServiceBus {
@@ -85,6 +86,7 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
     ...(options.messageTimeToLiveMs === undefined
       ? {}
       : { messageTimeToLiveMs: options.messageTimeToLiveMs }),
+    ...(options.observer === undefined ? {} : { observer: options.observer }),
   };
   const broker = new Broker(brokerOptions);
   const container = create_container({ id: 'local-servicebus' });
