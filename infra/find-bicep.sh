@@ -52,7 +52,8 @@ case "$(uname -s)-$(uname -m)" in
   *) rid="" ;;
 esac
 packages_dir="$cache_dir/packages"
-restored="$packages_dir/azure.bicep.commandline.$rid/$BICEP_VERSION/tools/bicep"
+package_dir="$packages_dir/azure.bicep.commandline.$rid/$BICEP_VERSION"
+restored="$package_dir/tools/bicep"
 
 # Restored by an earlier run: trusted without starting it, so that this path is instant.
 if [ -n "$rid" ] && [ -x "$restored" ]; then found "$restored"; fi
@@ -88,18 +89,31 @@ cat >"$project_dir/bicep-restore.proj" <<PROJ
 </Project>
 PROJ
 
-say "restoring Azure.Bicep.CommandLine.$rid $BICEP_VERSION from NuGet into $packages_dir" \
-  "(once: about a minute; later runs use this copy)"
+# What a restore of 0.49.2 for linux-x64 writes: a download of about 110 MB, unpacked beside it.
+expected_mb=230
+say "restoring Bicep CLI $BICEP_VERSION (Azure.Bicep.CommandLine.$rid) from NuGet into $packages_dir" \
+  "(first run only: about $expected_mb MB; later runs use this copy)"
 DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 DOTNET_SKIP_FIRST_TIME_EXPERIENCE=1 \
   dotnet restore "$project_dir/bicep-restore.proj" --nologo >&2 &
 restore=$!
 started=$SECONDS
-next_note=10
+next_note=5
+# dotnet restore reports no bytes; what it has written so far gives the rate, and the time left.
+written() {
+  local mb=0
+  command -v du >/dev/null 2>&1 || return 0
+  if [ -d "$package_dir" ]; then mb=$(($(du -sk "$package_dir" | cut -f1) / 1024)); fi
+  printf ', %s MB of about %s MB written' "$mb" "$expected_mb"
+  if [ "$mb" -gt 0 ] && [ "$mb" -lt "$expected_mb" ]; then
+    printf ', about %s s left' $((elapsed * (expected_mb - mb) / mb))
+  fi
+}
 while kill -0 "$restore" 2>/dev/null; do
   sleep 1
-  if [ $((SECONDS - started)) -ge "$next_note" ] && kill -0 "$restore" 2>/dev/null; then
-    say "still restoring ($((SECONDS - started)) s)"
-    next_note=$((next_note + 10))
+  elapsed=$((SECONDS - started))
+  if [ "$elapsed" -ge "$next_note" ] && kill -0 "$restore" 2>/dev/null; then
+    say "still restoring: $elapsed s$(written)"
+    next_note=$((next_note + 5))
   fi
 done
 if ! wait "$restore"; then

@@ -15,6 +15,7 @@ import {
   type ToolContext,
 } from '../../tools/cli';
 import { UsageError } from '../../tools/errors';
+import { startProgress } from '../../tools/progress';
 import { freshAppContainer } from '../appContainer';
 import { startInWorker } from '../cosmos/workerHost';
 import { integer, seededRandom } from '../random';
@@ -96,6 +97,14 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
     `Benchmark: ${messages} messages per run, concurrency ${concurrency}, ${latencyMs} ms per Cosmos DB request, ` +
       `median of ${trialCount} trials`,
   );
+  const warmUpMessages = Math.min(300, messages);
+  const progress = startProgress({
+    label: 'bench',
+    total: chosen.length * (warmUpMessages + WORKLOADS.length * trialCount * messages),
+    unit: 'messages',
+    write: context.err,
+    interactive: process.stderr.isTTY,
+  });
   // The server runs on its own thread: in Azure, Cosmos DB's work is not the app's CPU.
   const server = await startInWorker({ latencyMs, seed });
   const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
@@ -107,12 +116,13 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
     // Warm-up, not measured: the first runs would otherwise pay for JIT compilation and connections.
     for (const strategy of chosen) {
       await runOne(strategy, WORKLOADS[1] as Workload, {
-        messages: Math.min(300, messages),
+        messages: warmUpMessages,
         concurrency,
         seed,
         container: await freshAppContainer(database),
         requests: () => server.requestCounts(),
       });
+      progress.advance(warmUpMessages);
     }
     for (const workload of WORKLOADS) {
       // Several trials, the strategies taking turns within each (in reverse order every other
@@ -131,6 +141,7 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
               requests: () => server.requestCounts(),
             }),
           );
+          progress.advance(messages);
         }
         trials.push(rowsOfTrial);
       }
@@ -150,6 +161,7 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
         );
       }
     }
+    progress.finish();
   } finally {
     client.dispose();
     await server.stop();

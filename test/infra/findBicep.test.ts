@@ -13,7 +13,7 @@ function sandbox(): { bin: string; env: NodeJS.ProcessEnv; remove: () => void } 
   const root = mkdtempSync(path.join(tmpdir(), 'no-bicep-'));
   const bin = path.join(root, 'bin');
   mkdirSync(bin);
-  for (const tool of ['bash', 'uname', 'dirname', 'cut', 'mkdir', 'chmod', 'cat', 'sed', 'sleep']) {
+  for (const tool of 'bash uname dirname cut mkdir chmod cat sed sleep du head'.split(' ')) {
     const where = spawnSync('bash', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim();
     symlinkSync(where, path.join(bin, tool));
   }
@@ -55,17 +55,21 @@ it('a jest run without a Bicep CLI prints one line saying why the infra tests ar
   }
 }, 120_000);
 
-it('find-bicep.sh says it is restoring from NuGet, and how long it has waited, while dotnet restores', () => {
+it('find-bicep.sh says it is restoring from NuGet, how long it has waited, what it has written and the time left, while dotnet restores', () => {
   const { bin, env, remove } = sandbox();
   try {
-    // A `dotnet` that takes 11 s to restore a `bicep` that reports the pinned version.
+    // A `dotnet` that writes 23 MB at once, then takes 11 s to restore a `bicep` that reports the
+    // pinned version.
     const rid = `${process.platform === 'darwin' ? 'osx' : 'linux'}-${process.arch}`;
-    const bicep = `$(dirname "$2")/../packages/azure.bicep.commandline.${rid}/${pinnedBicepVersion}/tools/bicep`;
+    const packageDir = `$(dirname "$2")/../packages/azure.bicep.commandline.${rid}/${pinnedBicepVersion}`;
+    const bicep = `${packageDir}/tools/bicep`;
     writeFileSync(
       path.join(bin, 'dotnet'),
       [
         `#!${path.join(bin, 'bash')}`,
         'if [ "$1" = --version ]; then echo 8.0.100; exit 0; fi',
+        `mkdir -p "${packageDir}"`,
+        `head -c ${23 * 1024 * 1024} /dev/zero > "${packageDir}/download"`,
         'sleep 11',
         `mkdir -p "$(dirname "${bicep}")"`,
         `printf '#!${path.join(bin, 'bash')}\\necho "Bicep CLI version ${pinnedBicepVersion} (fake)"\\n' > "${bicep}"`,
@@ -83,9 +87,12 @@ it('find-bicep.sh says it is restoring from NuGet, and how long it has waited, w
     expect(run.stdout.trim()).toMatch(
       new RegExp(`azure\\.bicep\\.commandline\\.${rid}/[\\d.]+/tools/bicep$`),
     );
-    expect(run.stderr).toContain('from NuGet');
-    expect(run.stderr).toContain('(once: about a minute; later runs use this copy)');
-    expect(run.stderr).toMatch(/still restoring \(1\d s\)/);
+    expect(run.stderr).toContain(
+      `restoring Bicep CLI ${pinnedBicepVersion} (Azure.Bicep.CommandLine.${rid}) from NuGet`,
+    );
+    expect(run.stderr).toContain('(first run only: about 230 MB; later runs use this copy)');
+    expect(run.stderr).toMatch(/still restoring: \d s, 23 MB of about 230 MB written, about \d+ s left/);
+    expect(run.stderr).toMatch(/still restoring: 1\d s, 23 MB of about 230 MB written, about \d+ s left/);
     expect(run.stderr).toMatch(/restored in 1\d s/);
   } finally {
     remove();

@@ -180,6 +180,8 @@ describe('npm run bench', () => {
     );
 
     expect(run.status).toBe(0);
+    // Five strategies, each warmed up on 80 messages, then 3 workloads × 1 trial × 80 messages.
+    expect(String(run.stderr)).toMatch(/^bench: 1600\/1600 messages \(100%\), done in \d+ s$/m);
     expect(results.command).toBe(`npm run bench -- --messages 80 --latency-ms 1 --trials 1 --out ${out}`);
     expect(results.rows).toHaveLength(15);
     expect(row('distinct invoices, 20% duplicates', 'a')?.duplicateEffects).toBeGreaterThan(0);

@@ -2,12 +2,13 @@ import fc from 'fast-check';
 
 import { replayCommand } from '../../../offline/scenario/replay';
 import { ScenarioEnvironment, type ScenarioOptions } from '../../../offline/scenario/run';
+import { startProgress } from '../../../tools/progress';
 
 /**
  * Property: whatever the workload and the faults, every invariant holds. Each run is a whole
- * pipeline run offline, deterministic for its options. PROPERTY_RUNS sets how many (default RUNS);
- * a failure prints the demo command that replays that scenario delivery for delivery, and
- * PROPERTY_SEED replays fast-check's whole sequence (it prints the seed).
+ * pipeline run offline, deterministic for its options. PROPERTY_RUNS sets how many (default RUNS;
+ * more show their progress on stderr); a failure prints the demo command that replays that scenario
+ * delivery for delivery, and PROPERTY_SEED replays fast-check's whole sequence (it prints the seed).
  */
 const RUNS = 100;
 const runs = Number(process.env.PROPERTY_RUNS ?? RUNS);
@@ -55,11 +56,23 @@ it(`keeps every invariant over ${runs} random workloads and fault schedules`, as
   let ran = 0;
   let deliveries = 0;
   const started = performance.now();
+  // Written straight to stderr: jest shows console output only once the test ends.
+  const progress =
+    runs > RUNS
+      ? startProgress({
+          label: 'Property test',
+          total: runs,
+          unit: 'scenarios',
+          write: (line) => process.stderr.write(`${line}\n`),
+          interactive: process.stderr.isTTY,
+        })
+      : undefined;
   try {
     await fc.assert(
       fc.asyncProperty(scenarios, async (scenario) => {
         const report = await environment.run(scenario);
         ran++;
+        progress?.advance();
         deliveries += report.deliveries.total;
         const broken = report.invariants.filter((i) => !i.ok);
         if (broken.length > 0) {
