@@ -13,6 +13,7 @@ const tools = [
   },
   { script: 'offline/demo.ts', usage: 'Usage: npm run demo', started: 'Starting the offline stack' },
   { script: 'offline/bench/purgeUnderLoad.ts', usage: 'Usage: npm run bench:purge', started: '|' },
+  { script: 'offline/start/cli.ts', usage: 'Usage: npm start', started: 'Building the app' },
 ];
 
 const tsx = (args: string[]): { status: number | null; stdout: string; stderr: string } =>
@@ -56,6 +57,16 @@ describe('bad values', () => {
       "--lock-duration='soon' is not an ISO-8601 duration",
     ],
     ['offline/demo.ts', ['--seed'], "Option '--seed <value>' argument missing"],
+    [
+      'offline/start/cli.ts',
+      ['--cosmos-port', '-1'],
+      "--cosmos-port must be an integer from 0 to 65535; got '-1'.",
+    ],
+    [
+      'offline/start/cli.ts',
+      ['--duplicate-window', 'PT1X'],
+      "--duplicate-window='PT1X' is not an ISO-8601 duration",
+    ],
   ])('%s %j: exit code 2 with the usage, before it starts', (script, args, message) => {
     const run = tsx([script, ...args]);
 
@@ -63,5 +74,21 @@ describe('bad values', () => {
     expect(run.stderr).toContain(message);
     expect(run.stderr).toContain('Usage:');
     expect(run.stdout).not.toContain('listening');
+    expect(run.stdout).not.toContain('Building the app');
+  });
+});
+
+describe('npm start', () => {
+  it('refuses app settings the app would refuse, before it starts anything', () => {
+    const run = spawnSync(process.execPath, [require.resolve('tsx/cli'), 'offline/start/cli.ts'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, INBOX_RETENTION: 'PT1M' },
+    });
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain('The app settings (local.settings.sample.json');
+    expect(run.stderr).toContain('INBOX_RETENTION');
+    expect(run.stdout).not.toContain('Building the app');
   });
 });
