@@ -101,7 +101,10 @@ export function routedSubjects(topic: string): ReadonlySet<string> {
   return new Set(declared?.subscriptions.flatMap((s) => s.subjects) ?? []);
 }
 
-/** An event as a Service Bus message: JSON body, Subject for the filters, a stable MessageId. */
+/**
+ * An event as a Service Bus message: JSON body (a raw body's bytes as they are: the SDK sends a Buffer
+ * unchanged), Subject for the filters, a stable MessageId.
+ */
 export function toServiceBusMessage(event: OutgoingEvent): ServiceBusMessage {
   return {
     body: event.body,
