@@ -6,7 +6,7 @@ import type { ServiceBusReceiver } from '@azure/service-bus';
 
 import { writeLocalRun } from '../../tools/localRun';
 import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../offline/servicebus/amqp/support';
-import { captured, deadLetters } from './support';
+import { captured, deadLetters, UNREACHABLE } from './support';
 
 /**
  * The operator's dead-letter workflow against the local peer: list on Monday, resubmit on Thursday.
@@ -16,9 +16,6 @@ const HOUR_MS = 3_600_000;
 /** Past the duplicate window (PT1H) and the default clock-skew margin (PT5M). */
 const PAST_WINDOW_MS = HOUR_MS + 6 * 60_000;
 const payment = (id: string): object => ({ paymentId: id, invoiceId: 'INV-1', amount: 10, currency: 'EUR' });
-
-const UNREACHABLE =
-  'Endpoint=sb://127.0.0.1:9;SharedAccessKeyName=k;SharedAccessKey=k;UseDevelopmentEmulator=true;';
 
 const fixture = usePeer({ maxDeliveryCount: 3 });
 let env: Record<string, string>;

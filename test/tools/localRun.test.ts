@@ -3,7 +3,6 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { runTool } from '../../tools/cli';
 import {
   DEFAULT_LOCAL_RUN_FILE,
   type LocalRun,
@@ -11,9 +10,8 @@ import {
   localRunPath,
   writeLocalRun,
 } from '../../tools/localRun';
-import { main as peek } from '../../tools/peek';
 import { PAYMENTS, TOPIC, usePeer } from '../offline/servicebus/amqp/support';
-import { captured } from './support';
+import { captured, peek } from './support';
 
 /**
  * The settings file npm start writes, as the tools read it. Every test writes its own file in a
@@ -119,7 +117,7 @@ describe('a tool run with no target of its own', () => {
     writeLocalRun(file, run(process.pid, { SERVICEBUS_CONNECTION_STRING: fixture.peer.connectionString }));
     const tool = captured({ LOCAL_RUN_FILE: file });
 
-    const code = await runTool('peek', peek, [PAYMENTS, '--topic', TOPIC], tool.context);
+    const code = await peek([PAYMENTS, '--topic', TOPIC], tool.context);
 
     expect(code).toBe(0);
     expect(tool.err).toEqual([expect.stringContaining('Using the app npm start runs')]);
@@ -133,7 +131,7 @@ describe('a tool run with no target of its own', () => {
     writeLocalRun(file, run(deadPid(), { SERVICEBUS_CONNECTION_STRING: fixture.peer.connectionString }));
     const tool = captured({ LOCAL_RUN_FILE: file });
 
-    const code = await runTool('peek', peek, [PAYMENTS, '--topic', TOPIC], tool.context);
+    const code = await peek([PAYMENTS, '--topic', TOPIC], tool.context);
 
     expect(code).toBe(2);
     expect(tool.err.join('\n')).toMatch(/Set SERVICEBUS_NAMESPACE=/);

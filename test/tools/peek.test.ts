@@ -1,18 +1,11 @@
-import { runTool, type ToolContext } from '../../tools/cli';
-import { main } from '../../tools/peek';
 import { PAYMENTS, receive, TOPIC, usePeer } from '../offline/servicebus/amqp/support';
-import { captured } from './support';
+import { captured, peek, UNREACHABLE } from './support';
 
 /**
  * `npm run peek` against the local peer through the real SDK. --topic names the peer's topic, so
  * these tests do not depend on src/topology.json (nor on the sample's events).
  */
-const peek = (argv: string[], context: ToolContext): Promise<number> => runTool('peek', main, argv, context);
-
 const SECRET = 'card 4111 1111 1111 1111';
-const UNREACHABLE =
-  'Endpoint=sb://127.0.0.1:9;SharedAccessKeyName=k;SharedAccessKey=k;UseDevelopmentEmulator=true;';
-
 const fixture = usePeer({ maxDeliveryCount: 3 });
 let env: Record<string, string>;
 

@@ -16,6 +16,13 @@ beforeEach(() => {
   env = { SERVICEBUS_CONNECTION_STRING: fixture.peer.connectionString };
 });
 
+/** A JSON Lines file of events in a fresh temporary folder. */
+async function eventsFile(lines: string[]): Promise<string> {
+  const file = join(await mkdtemp(join(tmpdir(), 'send-')), 'events.jsonl');
+  await writeFile(file, lines.join('\n'));
+  return file;
+}
+
 async function queued(
   subscription: string,
 ): Promise<{ messageId: unknown; subject: unknown; body: unknown }[]> {
@@ -118,16 +125,11 @@ describe('send: any subject a consumer reads', () => {
 
 describe('send: events from a JSON Lines file', () => {
   it('sends every line, honouring a given messageId', async () => {
-    const directory = await mkdtemp(join(tmpdir(), 'send-'));
-    const file = join(directory, 'events.jsonl');
-    await writeFile(
-      file,
-      [
-        '{"subject":"PaymentReceived","body":{"paymentId":"P-9","invoiceId":"I-9","amount":1.25,"currency":"GBP"}}',
-        '',
-        '{"subject":"OrderCreated","body":{"orderId":"O-9","productId":"S-9","quantity":1},"messageId":"legacy-42"}',
-      ].join('\n'),
-    );
+    const file = await eventsFile([
+      '{"subject":"PaymentReceived","body":{"paymentId":"P-9","invoiceId":"I-9","amount":1.25,"currency":"GBP"}}',
+      '',
+      '{"subject":"OrderCreated","body":{"orderId":"O-9","productId":"S-9","quantity":1},"messageId":"legacy-42"}',
+    ]);
 
     const code = await send(['--file', file], captured(env).context);
 
@@ -137,15 +139,10 @@ describe('send: events from a JSON Lines file', () => {
   });
 
   it('names the file and line of an invalid event, and sends nothing', async () => {
-    const directory = await mkdtemp(join(tmpdir(), 'send-'));
-    const file = join(directory, 'events.jsonl');
-    await writeFile(
-      file,
-      [
-        '{"subject":"OrderCreated","body":{"orderId":"O-1","productId":"S-1","quantity":1}}',
-        '{"subject":"OrderCreated","body":{"orderId":"O-2","productId":"S-1","quantity":-1}}',
-      ].join('\n'),
-    );
+    const file = await eventsFile([
+      '{"subject":"OrderCreated","body":{"orderId":"O-1","productId":"S-1","quantity":1}}',
+      '{"subject":"OrderCreated","body":{"orderId":"O-2","productId":"S-1","quantity":-1}}',
+    ]);
     const run = captured(env);
 
     const code = await send(['--file', file], run.context);
@@ -251,14 +248,10 @@ describe('send: bodies of your own, broken ones on purpose', () => {
   });
 
   it('a JSON Lines file: rawBody and MessageId per line, its invalid lines only with --allow-invalid', async () => {
-    const file = join(await mkdtemp(join(tmpdir(), 'send-')), 'events.jsonl');
-    await writeFile(
-      file,
-      [
-        '{"subject":"OrderCreated","messageId":"o-1","body":{"orderId":"O-1","productId":"S-1","quantity":1}}',
-        '{"subject":"OrderCreated","messageId":"o-2","rawBody":"O-2 x1"}',
-      ].join('\n'),
-    );
+    const file = await eventsFile([
+      '{"subject":"OrderCreated","messageId":"o-1","body":{"orderId":"O-1","productId":"S-1","quantity":1}}',
+      '{"subject":"OrderCreated","messageId":"o-2","rawBody":"O-2 x1"}',
+    ]);
     const refused = captured(env);
 
     const code = await send(['--file', file], refused.context);
