@@ -56,7 +56,8 @@ export function connectServiceBus(env: Readonly<Record<string, string | undefine
   }
   throw new EnvironmentError(
     `Set ${ENVIRONMENT.namespace}=<name>.servicebus.windows.net (and sign in: az login), or, for the emulator or the local peer, ` +
-      `${ENVIRONMENT.connectionString}="Endpoint=sb://localhost;...;UseDevelopmentEmulator=true;".`,
+      `${ENVIRONMENT.connectionString}="Endpoint=sb://localhost;...;UseDevelopmentEmulator=true;"; or run npm start ` +
+      'in another terminal: the tools find its local Service Bus without either.',
   );
 }
 
