@@ -29,26 +29,38 @@ export function describeQueue(queue: DeadLetterQueue): string {
   return `${queue.topic}/Subscriptions/${queue.subscription}/$DeadLetterQueue`;
 }
 
+/** Every message in the dead-letter queue, oldest first, without locking any (see peekQueue). */
+export function peekDeadLetters(queue: DeadLetterQueue): Promise<ServiceBusReceivedMessage[]> {
+  return peekQueue(queue, { deadLetter: true, max: Number.POSITIVE_INFINITY });
+}
+
 /**
- * Every message in the dead-letter queue, oldest first, without locking any. Bodies are left as the
- * bytes the producer sent. The first sequence number is given explicitly: the SDK otherwise carries
- * on from wherever the last peek of this entity on the same client stopped.
+ * Up to `max` messages of the subscription (or its dead-letter queue), oldest first, without locking
+ * or settling any. Bodies are left as the bytes the producer sent. The first sequence number is
+ * given explicitly: the SDK otherwise carries on from wherever the last peek of this entity on the
+ * same client stopped.
  */
-export async function peekDeadLetters(queue: DeadLetterQueue): Promise<ServiceBusReceivedMessage[]> {
+export async function peekQueue(
+  queue: DeadLetterQueue,
+  { deadLetter, max }: { deadLetter: boolean; max: number },
+): Promise<ServiceBusReceivedMessage[]> {
   const receiver = queue.client.createReceiver(queue.topic, queue.subscription, {
-    subQueueType: 'deadLetter',
+    ...(deadLetter ? { subQueueType: 'deadLetter' as const } : {}),
     skipParsingBodyAsJson: true,
   });
   try {
     const messages: ServiceBusReceivedMessage[] = [];
     let fromSequenceNumber = Long.ONE;
-    for (;;) {
-      const page = await receiver.peekMessages(PAGE_SIZE, { fromSequenceNumber });
+    while (messages.length < max) {
+      const page = await receiver.peekMessages(Math.min(PAGE_SIZE, max - messages.length), {
+        fromSequenceNumber,
+      });
       const last = page.at(-1)?.sequenceNumber;
-      if (!last) return messages;
+      if (!last) break;
       messages.push(...page);
       fromSequenceNumber = last.add(1);
     }
+    return messages;
   } finally {
     await receiver.close();
   }

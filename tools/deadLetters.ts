@@ -21,7 +21,7 @@ import {
   type Selection,
   sequenceOf,
 } from './deadLetterQueue';
-import { UsageError } from './errors';
+import { EnvironmentError, UsageError } from './errors';
 import {
   connectInbox,
   consumerOf,
@@ -31,7 +31,9 @@ import {
   type InboxStateName,
   inboxStateOf,
 } from './inboxState';
+import { localRunContext } from './localRun';
 import { connectServiceBus, routedSubjects, topicOfSubscription } from './serviceBus';
+import { table } from './table';
 
 const USAGE = `Usage:
   npm run dead-letters -- list <subscription> [--duplicate-window PT1H] [--clock-skew PT5M]
@@ -43,7 +45,8 @@ Options:
   --topic <name>          default: the topic of the subscription in src/topology.json
   --dry-run               print what would be resubmitted or completed; send, complete and lock nothing
   --force                 resubmit payload mismatches and messages whose inbox state is unknown too
-  --duplicate-window <d>  the topic's duplicate detection window (ISO-8601, default PT1H, as the Bicep sets it)
+  --duplicate-window <d>  the topic's duplicate detection window (ISO-8601; default SERVICEBUS_DUPLICATE_WINDOW
+                          when the environment or a running npm start sets it, else PT1H, as the Bicep sets it)
   --clock-skew <d>        how far this machine's clock may be ahead of the broker's (ISO-8601, default PT5M):
                           a message is resubmitted only this long after its duplicate window has passed
   --ignore-duplicate-window
@@ -53,7 +56,12 @@ Options:
                           detection, or a window you know is shorter than --duplicate-window says.
 Environment: SERVICEBUS_NAMESPACE (identity) or SERVICEBUS_CONNECTION_STRING (emulator/local peer only);
   COSMOS_ENDPOINT, COSMOS_DATABASE, COSMOS_CONTAINER (COSMOS_KEY only for the local server or an emulator)
-  to check each message against its consumer's inbox; INBOX_RETENTION as the app has it.`;
+  to check each message against its consumer's inbox; INBOX_RETENTION as the app has it;
+  SERVICEBUS_DUPLICATE_WINDOW, the default of --duplicate-window. With neither SERVICEBUS_* nor COSMOS_ENDPOINT
+  set: the local Service Bus and Cosmos DB of a running npm start (its settings file; LOCAL_RUN_FILE moves it).`;
+
+const DUPLICATE_WINDOW = 'SERVICEBUS_DUPLICATE_WINDOW';
+const DEFAULT_DUPLICATE_WINDOW_SECONDS = 3600;
 
 const COMMANDS = ['list', 'show', 'resubmit'] as const;
 type Command = (typeof COMMANDS)[number];
@@ -91,9 +99,14 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     return EXIT_CODES.ok;
   }
   // Every usage error is found here, before anything is connected to.
-  const request = parseRequest(values, positionals);
-  const inbox = request.command === 'show' ? undefined : connectInbox(context.env);
-  const { client, description } = connectServiceBus(context.env);
+  const parsed = parseRequest(values, positionals);
+  const { env } = localRunContext(context);
+  const request = {
+    ...parsed,
+    duplicateWindowSeconds: parsed.duplicateWindowSeconds ?? duplicateWindowOf(env),
+  };
+  const inbox = request.command === 'show' ? undefined : connectInbox(env);
+  const { client, description } = connectServiceBus(env);
   const queue: DeadLetterQueue = { client, topic: request.topic, subscription: request.subscription };
   try {
     const deadLetters = await peekDeadLetters(queue);
@@ -126,7 +139,11 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   }
 }
 
-function parseRequest(values: Flags, positionals: string[]): Request {
+/** The request as the flags say it; the duplicate window is left to the environment when not given. */
+function parseRequest(
+  values: Flags,
+  positionals: string[],
+): Omit<Request, 'duplicateWindowSeconds'> & { duplicateWindowSeconds: number | undefined } {
   const [command, subscription, ...rest] = positionals;
   if (!COMMANDS.includes(command as Command) || !subscription) {
     throw usageError('Say what to do (list, show or resubmit) and with which subscription.');
@@ -160,7 +177,10 @@ function parseRequest(values: Flags, positionals: string[]): Request {
     subscription,
     topic,
     key: rest[0],
-    duplicateWindowSeconds: durationSeconds('--duplicate-window', values['duplicate-window'] ?? 'PT1H', 1),
+    duplicateWindowSeconds:
+      values['duplicate-window'] === undefined
+        ? undefined
+        : durationSeconds('--duplicate-window', values['duplicate-window'], 1),
     clockSkewSeconds: durationSeconds('--clock-skew', values['clock-skew'] ?? 'PT5M', 0),
     flags: values,
   };
@@ -225,17 +245,7 @@ function listMessages(
     ...(states ? ['inbox'] : []),
     'resubmittable from (UTC)',
   ];
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...rows.map((row) => row[column]!.length)),
-  );
-  for (const row of [header, ...rows]) {
-    context.out(
-      row
-        .map((cell, column) => cell.padEnd(widths[column]!))
-        .join('  ')
-        .trimEnd(),
-    );
-  }
+  for (const line of table([header, ...rows])) context.out(line);
   context.out('');
   const window = formatDuration(rules.duplicateWindowMs / 1000);
   const skew = formatDuration(rules.clockSkewMs / 1000);
@@ -405,6 +415,23 @@ function durationSeconds(flag: string, text: string, minimumSeconds: number): nu
   if (seconds < minimumSeconds)
     throw usageError(`${flag} must be at least ${formatDuration(minimumSeconds)}.`);
   return seconds;
+}
+
+/**
+ * The topic's duplicate detection window when --duplicate-window does not say: the environment's
+ * (npm start sets it for its local Service Bus), else PT1H as the Bicep sets it.
+ */
+function duplicateWindowOf(env: ToolContext['env']): number {
+  const text = env[DUPLICATE_WINDOW]?.trim();
+  if (!text) return DEFAULT_DUPLICATE_WINDOW_SECONDS;
+  try {
+    return parseDurationSeconds(text, DUPLICATE_WINDOW);
+  } catch (error) {
+    throw new EnvironmentError(
+      `${DUPLICATE_WINDOW} '${bounded(text)}' is not an ISO-8601 duration (for example PT1H or PT10M).`,
+      { cause: error },
+    );
+  }
 }
 
 function usageError(message: string, cause?: unknown): UsageError {

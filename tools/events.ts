@@ -4,6 +4,7 @@ import path from 'node:path';
 
 import type { Consumer } from '../src/inbox/internal';
 import { loadConsumers } from './consumers';
+import { bounded } from './deadLetterQueue';
 import { UsageError } from './errors';
 
 /**
@@ -16,8 +17,14 @@ import { UsageError } from './errors';
  */
 export interface OutgoingEvent {
   subject: string;
+  /** A JSON value, sent as JSON; or the bytes of a raw body (`--raw-body`, `"rawBody"`), sent as they are. */
   body: unknown;
   messageId: string;
+  /**
+   * Why its consumers will refuse it, when it was sent anyway (`--allow-invalid`): a message the
+   * user made poison on purpose, to watch the dead-letter queue act.
+   */
+  poison?: string;
 }
 
 /** What the send tool knows of a subject: the schemas of its consumers, and a MessageId rule. */
@@ -75,14 +82,26 @@ export function contentMessageId(subject: string, body: unknown): string {
   return `${subject.slice(0, 50)}-${createHash('sha256').update(JSON.stringify(body)).digest('hex').slice(0, 40)}`;
 }
 
+/** What one event may say; `body` and `rawBody` exclude each other. */
+export interface EventInput {
+  subject: unknown;
+  body?: unknown;
+  /** Text sent as its UTF-8 bytes, unparsed: the way to send a body that is not JSON. */
+  rawBody?: unknown;
+  messageId?: unknown;
+}
+
 /**
  * Validates one event: `subject` says which schemas apply; `messageId` defaults to the event's own.
- * `where` names the input in errors (a flag set, `events.jsonl:3`).
+ * `where` names the input in errors (a flag set, `events.jsonl:3`). An event its consumers would
+ * refuse is a usage error, unless `allowInvalid`: then it is returned with the reason as `poison`,
+ * and its MessageId (unless given) is derived from its content.
  */
 export function parseEvent(
-  input: { subject: unknown; body: unknown; messageId?: unknown },
+  input: EventInput,
   where: string,
   rules: ReadonlyMap<string, SubjectRules>,
+  allowInvalid = false,
 ): OutgoingEvent {
   const subject = input.subject;
   const rule = typeof subject === 'string' ? rules.get(subject) : undefined;
@@ -92,10 +111,23 @@ export function parseEvent(
       `${where}: subject must be one a consumer reads (${[...rules.keys()].join(', ') || 'none'}); got ${shown.slice(0, 80)}.`,
     );
   }
-  const body = validated(rule, input.body, where);
+  const content = contentOf(input, where);
+  const verdict = validated(rule, content);
+  if ('refusal' in verdict && !allowInvalid) {
+    const { consumer, problems } = verdict.refusal;
+    throw new UsageError(
+      `${where}: invalid event${consumer ? ` for ${consumer}` : ''}:\n  - ${problems.join('\n  - ')}\n` +
+        '(--allow-invalid sends it anyway, as a poison message.)',
+    );
+  }
+  const body = content.raw ?? ('accepted' in verdict ? verdict.accepted : content.json);
+  const poison = 'refusal' in verdict ? { poison: bounded(verdict.refusal.problems.join('; '), 160) } : {};
   if (input.messageId === undefined) {
-    const messageId = rule.messageId ? rule.messageId(body as never) : contentMessageId(subject, body);
-    return { subject, body, messageId };
+    const messageId =
+      'accepted' in verdict
+        ? (rule.messageId?.(verdict.accepted as never) ?? contentMessageId(subject, verdict.accepted))
+        : contentMessageId(subject, content.raw?.toString('utf8') ?? content.json);
+    return { subject, body, messageId, ...poison };
   }
   if (
     typeof input.messageId !== 'string' ||
@@ -104,14 +136,41 @@ export function parseEvent(
   ) {
     throw new UsageError(`${where}: messageId must be a string of 1 to ${MAX_MESSAGE_ID_LENGTH} characters.`);
   }
-  return { subject, body, messageId: input.messageId };
+  return { subject, body, messageId: input.messageId, ...poison };
 }
 
-/** A JSON Lines file: one `{ "subject": ..., "body": {...}, "messageId"?: ... }` per line; blank lines are skipped. */
+/** The body to validate (a raw body parsed, when it is JSON), and the raw bytes to send. */
+interface Content {
+  json: unknown;
+  /** A raw body: these bytes are sent. */
+  raw?: Buffer;
+  /** A raw body that does not parse as JSON. */
+  notJson?: true;
+}
+
+function contentOf(input: EventInput, where: string): Content {
+  if ((input.body === undefined) === (input.rawBody === undefined)) {
+    throw new UsageError(`${where}: give a body or a rawBody (one of them).`);
+  }
+  if (input.rawBody === undefined) return { json: input.body };
+  if (typeof input.rawBody !== 'string') throw new UsageError(`${where}: rawBody must be a string.`);
+  const raw = Buffer.from(input.rawBody, 'utf8');
+  try {
+    return { json: JSON.parse(input.rawBody) as unknown, raw };
+  } catch {
+    return { json: undefined, raw, notJson: true };
+  }
+}
+
+/**
+ * A JSON Lines file: one `{ "subject": ..., "body": {...} | "rawBody": "...", "messageId"?: ... }` per
+ * line; blank lines are skipped. `allowInvalid` as for parseEvent.
+ */
 export function parseEventLines(
   text: string,
   source: string,
   rules: ReadonlyMap<string, SubjectRules>,
+  allowInvalid = false,
 ): OutgoingEvent[] {
   const events: OutgoingEvent[] = [];
   const lines = text.split(/\r?\n/);
@@ -126,34 +185,44 @@ export function parseEventLines(
     }
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
       throw new UsageError(
-        `${where}: expected an object { "subject": ..., "body": {...}, "messageId"?: ... }.`,
+        `${where}: expected an object { "subject": ..., "body": {...} or "rawBody": "...", "messageId"?: ... }.`,
       );
     }
     const fields = parsed as Record<string, unknown>;
-    const unknownKeys = Object.keys(fields).filter((key) => !['subject', 'body', 'messageId'].includes(key));
+    const unknownKeys = Object.keys(fields).filter(
+      (key) => !['subject', 'body', 'rawBody', 'messageId'].includes(key),
+    );
     if (unknownKeys.length > 0)
       throw new UsageError(`${where}: unexpected field(s) ${unknownKeys.join(', ').slice(0, 200)}.`);
-    events.push(
-      parseEvent({ subject: fields.subject, body: fields.body, messageId: fields.messageId }, where, rules),
-    );
+    const { subject, body, rawBody, messageId } = fields;
+    events.push(parseEvent({ subject, body, rawBody, messageId }, where, rules, allowInvalid));
   });
   if (events.length === 0) throw new UsageError(`${source} has no events.`);
   return events;
 }
 
-/** The body as every consumer of the subject reads it (the first one's parse is what is sent). */
-function validated(rule: SubjectRules, body: unknown, where: string): unknown {
+interface Refusal {
+  /** The consumer that refuses it, when the subject has several. */
+  consumer?: string;
+  problems: string[];
+}
+
+/**
+ * The body as every consumer of the subject reads it (the first one's parse is what is sent), or why
+ * one of them refuses it (a raw body that is not JSON: every one, as the inbox does).
+ */
+function validated(rule: SubjectRules, content: Content): { accepted: unknown } | { refusal: Refusal } {
+  if (content.notJson) return { refusal: { problems: ['body: not JSON'] } };
   let accepted: unknown;
   for (const [consumer, schema] of rule.schemas) {
-    const result = schema.safeParse(body);
+    const result = schema.safeParse(content.json);
     if (!result.success) {
       const problems = result.error.issues.map(
         (issue) => `${issue.path.map(String).join('.') || 'body'}: ${issue.message}`,
       );
-      const reader = rule.schemas.size > 1 ? ` for ${consumer}` : '';
-      throw new UsageError(`${where}: invalid event${reader}:\n  - ${problems.join('\n  - ')}`);
+      return { refusal: rule.schemas.size > 1 ? { consumer, problems } : { problems } };
     }
     accepted ??= result.data;
   }
-  return accepted;
+  return { accepted };
 }

@@ -24,6 +24,8 @@ export const SAMPLE = {
     'test/offline/scenario',
     // A report the demo wrote (the docs' sample-only passages are marked: tools/sampleDocs.ts).
     'docs/sample-demo-report.md',
+    // The example events npm run send takes (--file): the sample's events.
+    'examples',
     // The live test pays a sample invoice; the tools' tests send the sample's events.
     'tools/liveTests.ts',
     'test/tools/liveTests.test.ts',

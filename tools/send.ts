@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
 
 import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
+import { bounded } from './deadLetterQueue';
 import { UsageError } from './errors';
 import {
   loadSubjectRules,
@@ -11,13 +12,15 @@ import {
   sampleShortcuts,
   type SubjectRules,
 } from './events';
+import { LOCAL_RUN_FILE, localRunContext } from './localRun';
 import { connectServiceBus, topicFor, toServiceBusMessage } from './serviceBus';
 
 const SHORTCUTS = sampleShortcuts();
 
 const USAGE = `Usage:
   npm run send -- --subject <Subject> --body '<json>'   any subject a consumer reads (src/topology.json)
-  npm run send -- --file <events.jsonl>      one {"subject": ..., "body": {...}, "messageId"?: ...} per line
+  npm run send -- --subject <Subject> --raw-body '<text>'   the text as the body, unparsed (not JSON: poison)
+  npm run send -- --file <events.jsonl>      one {"subject": ..., "body": {...} or "rawBody": "...", "messageId"?: ...} per line
 ${Object.entries(SHORTCUTS)
   .map(
     ([kind, { flags }]) =>
@@ -29,10 +32,13 @@ ${Object.entries(SHORTCUTS)
 Options:
   --repeat <n>        send every event n times with the same MessageId (default 1), to watch duplicates
   --message-id <id>   override the MessageId of an event built from flags (default: derived from the event)
+  --allow-invalid     send events their consumers' schemas refuse (or a body that is not JSON) anyway:
+                      poison messages, on purpose, to watch the dead-letter queue act (default: refuse them)
   --topic <name>      default: the topic in src/topology.json whose subscriptions filter on the subject
 Environment:
   SERVICEBUS_NAMESPACE=<name>.servicebus.windows.net   signs in with DefaultAzureCredential (az login)
-  SERVICEBUS_CONNECTION_STRING=...;UseDevelopmentEmulator=true;   the emulator or the local peer only`;
+  SERVICEBUS_CONNECTION_STRING=...;UseDevelopmentEmulator=true;   the emulator or the local peer only
+  neither: the local Service Bus of a running npm start (its settings file, ${LOCAL_RUN_FILE} to move it)`;
 
 /** Every flag a shortcut takes. */
 const EVENT_FLAGS = [...new Set(Object.values(SHORTCUTS).flatMap(({ flags }) => Object.keys(flags)))];
@@ -44,9 +50,11 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     return EXIT_CODES.ok;
   }
   const repeat = positiveInteger(values.repeat ?? '1', '--repeat');
-  const events = eventsFrom(values, positionals, await loadSubjectRules());
+  const rules = await loadSubjectRules();
+  const events = eventsFrom(values, positionals, rules);
 
-  const { client, description } = connectServiceBus(context.env);
+  const { env } = localRunContext(context);
+  const { client, description } = connectServiceBus(env);
   try {
     let sent = 0;
     for (const event of events) {
@@ -56,9 +64,12 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
         for (let copy = 1; copy <= repeat; copy++) {
           await sender.sendMessages(toServiceBusMessage(event));
           sent++;
-          const body = copy === 1 ? ` ${JSON.stringify(event.body)}` : '';
+          const body = copy === 1 ? ` ${bodyText(event.body)}` : '';
           const note = repeat > 1 ? ` (copy ${copy} of ${repeat}, same MessageId)` : '';
-          context.out(`sent ${event.subject} messageId=${event.messageId} to ${topic}${body}${note}`);
+          const poison = event.poison ? `; expected to be poison (${event.poison})` : '';
+          context.out(
+            `sent ${event.subject} messageId=${bounded(event.messageId, 128)} to ${topic}${body}${note}${poison}`,
+          );
         }
       } finally {
         await sender.close();
@@ -66,15 +77,34 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     }
     context.out(`Sent ${sent} message(s), ${events.length} event(s), to ${description}.`);
     if (repeat > 1 || new Set(events.map((e) => e.messageId)).size < events.length) {
+      const window = bounded(env.SERVICEBUS_DUPLICATE_WINDOW?.trim() || 'PT1H', 20);
       context.out(
-        'Every send reports success, but within the topic duplicate detection window (PT1H) Service Bus keeps only ' +
+        `Every send reports success, but within the topic duplicate detection window (${window}) Service Bus keeps only ` +
           "the first copy of a MessageId; after it, a repeat is delivered and the consumer's inbox absorbs it.",
+      );
+    }
+    const poisoned = [...new Set(events.filter((e) => e.poison).map((e) => e.subject))];
+    if (poisoned.length > 0) {
+      const subscriptions = poisoned.flatMap((subject) => [...(rules.get(subject)?.schemas.keys() ?? [])]);
+      context.out(
+        'Sent with --allow-invalid: the consumers refuse the poison message(s), the host retries them until ' +
+          'maxDeliveryCount and Service Bus dead-letters them. Watch: ' +
+          subscriptions.map((name) => `npm run peek -- ${name} --dead-letter`).join(', ') +
+          '.',
       );
     }
     return EXIT_CODES.ok;
   } finally {
     await client.close();
   }
+}
+
+/** The body as the user gave it, on one line and cut short: JSON, or a raw body's text. */
+function bodyText(body: unknown): string {
+  return bounded(
+    Buffer.isBuffer(body) ? `(raw) ${body.toString('utf8')}` : (JSON.stringify(body) ?? ''),
+    200,
+  );
 }
 
 type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
@@ -89,6 +119,8 @@ const FLAGS = {
     topic: { type: 'string' },
     subject: { type: 'string' },
     body: { type: 'string' },
+    'raw-body': { type: 'string' },
+    'allow-invalid': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
     ...Object.fromEntries(EVENT_FLAGS.map((flag) => [flag, { type: 'string' as const }])),
   },
@@ -101,12 +133,16 @@ function eventsFrom(
 ): OutgoingEvent[] {
   const given = EVENT_FLAGS.filter((flag) => (values as Record<string, unknown>)[flag] !== undefined);
   const messageId = values['message-id'];
+  const allowInvalid = Boolean(values['allow-invalid']);
+  const rawBody = values['raw-body'];
   if (values.file !== undefined) {
     if (
       positionals.length > 0 ||
       given.length > 0 ||
       messageId !== undefined ||
-      values.subject !== undefined
+      values.subject !== undefined ||
+      values.body !== undefined ||
+      rawBody !== undefined
     ) {
       throw new UsageError('--file takes its events from the file; drop the event kind and its flags.');
     }
@@ -116,25 +152,34 @@ function eventsFrom(
     } catch (error) {
       throw new UsageError(`Cannot read ${values.file}: ${(error as Error).message}`, { cause: error });
     }
-    return parseEventLines(text, values.file, rules);
+    return parseEventLines(text, values.file, rules, allowInvalid);
   }
   const withId = messageId === undefined ? {} : { messageId };
-  if (values.subject !== undefined || values.body !== undefined) {
+  if (values.subject !== undefined || values.body !== undefined || rawBody !== undefined) {
     if (
       values.subject === undefined ||
-      values.body === undefined ||
+      (values.body === undefined) === (rawBody === undefined) ||
       positionals.length > 0 ||
       given.length > 0
     ) {
-      throw new UsageError(`--subject and --body go together, without an event kind or its flags.\n${USAGE}`);
+      throw new UsageError(
+        `--subject goes with one of --body and --raw-body, without an event kind or its flags.\n${USAGE}`,
+      );
+    }
+    const where = `--subject/--${rawBody === undefined ? 'body' : 'raw-body'}`;
+    if (rawBody !== undefined) {
+      return [parseEvent({ subject: values.subject, rawBody, ...withId }, where, rules, allowInvalid)];
     }
     let body: unknown;
     try {
-      body = JSON.parse(values.body);
+      body = JSON.parse(values.body!);
     } catch (error) {
-      throw new UsageError(`--body is not JSON (${(error as Error).message}).`, { cause: error });
+      throw new UsageError(
+        `--body is not JSON (${(error as Error).message}); --raw-body sends text as it is.`,
+        { cause: error },
+      );
     }
-    return [parseEvent({ subject: values.subject, body, ...withId }, '--subject/--body', rules)];
+    return [parseEvent({ subject: values.subject, body, ...withId }, where, rules, allowInvalid)];
   }
   const [kind, ...extra] = positionals;
   const shortcut = kind === undefined ? undefined : SHORTCUTS[kind];
@@ -158,7 +203,7 @@ function eventsFrom(
     const text = String((values as Record<string, unknown>)[flag]);
     body[field] = type === 'number' ? numberFlag(text, `--${flag}`) : text;
   }
-  return [parseEvent({ subject: shortcut.subject, body, ...withId }, `${kind} flags`, rules)];
+  return [parseEvent({ subject: shortcut.subject, body, ...withId }, `${kind} flags`, rules, allowInvalid)];
 }
 
 function numberFlag(text: string, flag: string): number {

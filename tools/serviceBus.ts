@@ -56,7 +56,8 @@ export function connectServiceBus(env: Readonly<Record<string, string | undefine
   }
   throw new EnvironmentError(
     `Set ${ENVIRONMENT.namespace}=<name>.servicebus.windows.net (and sign in: az login), or, for the emulator or the local peer, ` +
-      `${ENVIRONMENT.connectionString}="Endpoint=sb://localhost;...;UseDevelopmentEmulator=true;".`,
+      `${ENVIRONMENT.connectionString}="Endpoint=sb://localhost;...;UseDevelopmentEmulator=true;"; or run npm start ` +
+      'in another terminal: the tools find its local Service Bus without either.',
   );
 }
 
@@ -101,7 +102,10 @@ export function routedSubjects(topic: string): ReadonlySet<string> {
   return new Set(declared?.subscriptions.flatMap((s) => s.subjects) ?? []);
 }
 
-/** An event as a Service Bus message: JSON body, Subject for the filters, a stable MessageId. */
+/**
+ * An event as a Service Bus message: JSON body (a raw body's bytes as they are: the SDK sends a Buffer
+ * unchanged), Subject for the filters, a stable MessageId.
+ */
 export function toServiceBusMessage(event: OutgoingEvent): ServiceBusMessage {
   return {
     body: event.body,

@@ -1,7 +1,12 @@
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import type { ServiceBusReceiver } from '@azure/service-bus';
 
+import { writeLocalRun } from '../../tools/localRun';
 import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../offline/servicebus/amqp/support';
-import { captured, deadLetters } from './support';
+import { captured, deadLetters, UNREACHABLE } from './support';
 
 /**
  * The operator's dead-letter workflow against the local peer: list on Monday, resubmit on Thursday.
@@ -11,9 +16,6 @@ const HOUR_MS = 3_600_000;
 /** Past the duplicate window (PT1H) and the default clock-skew margin (PT5M). */
 const PAST_WINDOW_MS = HOUR_MS + 6 * 60_000;
 const payment = (id: string): object => ({ paymentId: id, invoiceId: 'INV-1', amount: 10, currency: 'EUR' });
-
-const UNREACHABLE =
-  'Endpoint=sb://127.0.0.1:9;SharedAccessKeyName=k;SharedAccessKey=k;UseDevelopmentEmulator=true;';
 
 const fixture = usePeer({ maxDeliveryCount: 3 });
 let env: Record<string, string>;
@@ -119,6 +121,66 @@ describe('show', () => {
 
     expect(code).toBe(1);
     expect(run.err.join('\n')).toContain("'payment-NOPE'");
+  });
+});
+
+describe('the duplicate window', () => {
+  /** Past a PT10M window and the clock-skew margin (PT5M), well inside PT1H. */
+  const PAST_TEN_MINUTES_MS = 16 * 60_000;
+
+  it('defaults to SERVICEBUS_DUPLICATE_WINDOW when the environment sets it, else PT1H', async () => {
+    // A dry run: this peer's own window is PT1H, and a copy sent now would be dropped.
+    fixture.clock.advance(PAST_TEN_MINUTES_MS);
+    const argv = ['resubmit', PAYMENTS, '--message-id', 'payment-PAY-1', '--dry-run'];
+    const tenMinutes = captured({ ...env, SERVICEBUS_DUPLICATE_WINDOW: 'PT10M' }, () => fixture.clock.now());
+    const anHour = captured(env, () => fixture.clock.now());
+
+    const codes = [await deadLetters(argv, tenMinutes.context), await deadLetters(argv, anHour.context)];
+
+    expect(codes).toEqual([0, 1]);
+    expect(tenMinutes.out).toContainEqual(
+      expect.stringMatching(/^would resubmit #\d+ messageId=payment-PAY-1/),
+    );
+    expect(anHour.out.join('\n')).toMatch(/refused .*duplicate detection window \(PT1H\)/);
+  });
+
+  it('--duplicate-window wins over the environment', async () => {
+    fixture.clock.advance(PAST_TEN_MINUTES_MS);
+    const run = captured({ ...env, SERVICEBUS_DUPLICATE_WINDOW: 'PT10M' }, () => fixture.clock.now());
+
+    const code = await deadLetters(
+      ['resubmit', PAYMENTS, '--message-id', 'payment-PAY-1', '--duplicate-window', 'PT1H'],
+      run.context,
+    );
+
+    expect(code).toBe(1);
+    expect(run.out.join('\n')).toMatch(/refused .*duplicate detection window \(PT1H\)/);
+  });
+
+  it('comes with the rest of the settings from a running npm start', async () => {
+    const file = join(await mkdtemp(join(tmpdir(), 'local-run-')), 'local-run.json');
+    writeLocalRun(file, {
+      pid: process.pid,
+      startedAt: new Date().toISOString(),
+      environment: { ...env, SERVICEBUS_DUPLICATE_WINDOW: 'PT10M' },
+    });
+    const run = captured({ LOCAL_RUN_FILE: file });
+
+    const code = await deadLetters(['list', PAYMENTS], run.context);
+
+    expect(code).toBe(0);
+    expect(run.err).toEqual([expect.stringContaining('Using the app npm start runs')]);
+    expect(run.out.join('\n')).toContain('2 message(s)');
+    expect(run.out.join('\n')).toContain('the duplicate window (PT10M)');
+  });
+
+  it('refuses a SERVICEBUS_DUPLICATE_WINDOW that is not a duration, naming it', async () => {
+    const run = captured({ ...env, SERVICEBUS_DUPLICATE_WINDOW: 'an hour' });
+
+    const code = await deadLetters(['list', PAYMENTS], run.context);
+
+    expect(code).toBe(2);
+    expect(run.err.join('\n')).toMatch(/SERVICEBUS_DUPLICATE_WINDOW 'an hour' is not an ISO-8601 duration/);
   });
 });
 

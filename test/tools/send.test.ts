@@ -1,8 +1,9 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { runTool, type ToolContext } from '../../tools/cli';
+import { loadSubjectRules, parseEventLines } from '../../tools/events';
 import { main } from '../../tools/send';
 import { ORDERS, PAYMENTS, peekAll, TOPIC, usePeer } from '../offline/servicebus/amqp/support';
 import { captured } from './support';
@@ -14,6 +15,13 @@ let env: Record<string, string>;
 beforeEach(() => {
   env = { SERVICEBUS_CONNECTION_STRING: fixture.peer.connectionString };
 });
+
+/** A JSON Lines file of events in a fresh temporary folder. */
+async function eventsFile(lines: string[]): Promise<string> {
+  const file = join(await mkdtemp(join(tmpdir(), 'send-')), 'events.jsonl');
+  await writeFile(file, lines.join('\n'));
+  return file;
+}
 
 async function queued(
   subscription: string,
@@ -117,16 +125,11 @@ describe('send: any subject a consumer reads', () => {
 
 describe('send: events from a JSON Lines file', () => {
   it('sends every line, honouring a given messageId', async () => {
-    const directory = await mkdtemp(join(tmpdir(), 'send-'));
-    const file = join(directory, 'events.jsonl');
-    await writeFile(
-      file,
-      [
-        '{"subject":"PaymentReceived","body":{"paymentId":"P-9","invoiceId":"I-9","amount":1.25,"currency":"GBP"}}',
-        '',
-        '{"subject":"OrderCreated","body":{"orderId":"O-9","productId":"S-9","quantity":1},"messageId":"legacy-42"}',
-      ].join('\n'),
-    );
+    const file = await eventsFile([
+      '{"subject":"PaymentReceived","body":{"paymentId":"P-9","invoiceId":"I-9","amount":1.25,"currency":"GBP"}}',
+      '',
+      '{"subject":"OrderCreated","body":{"orderId":"O-9","productId":"S-9","quantity":1},"messageId":"legacy-42"}',
+    ]);
 
     const code = await send(['--file', file], captured(env).context);
 
@@ -136,15 +139,10 @@ describe('send: events from a JSON Lines file', () => {
   });
 
   it('names the file and line of an invalid event, and sends nothing', async () => {
-    const directory = await mkdtemp(join(tmpdir(), 'send-'));
-    const file = join(directory, 'events.jsonl');
-    await writeFile(
-      file,
-      [
-        '{"subject":"OrderCreated","body":{"orderId":"O-1","productId":"S-1","quantity":1}}',
-        '{"subject":"OrderCreated","body":{"orderId":"O-2","productId":"S-1","quantity":-1}}',
-      ].join('\n'),
-    );
+    const file = await eventsFile([
+      '{"subject":"OrderCreated","body":{"orderId":"O-1","productId":"S-1","quantity":1}}',
+      '{"subject":"OrderCreated","body":{"orderId":"O-2","productId":"S-1","quantity":-1}}',
+    ]);
     const run = captured(env);
 
     const code = await send(['--file', file], run.context);
@@ -153,6 +151,161 @@ describe('send: events from a JSON Lines file', () => {
     expect(run.err.join('\n')).toContain(`${file}:2`);
     expect(run.err.join('\n')).toContain('quantity');
     expect(await queued(ORDERS)).toEqual([]);
+  });
+});
+
+describe('send: bodies of your own, broken ones on purpose', () => {
+  const negative = '{"paymentId":"PAY-5","invoiceId":"INV-1","amount":-5,"currency":"EUR"}';
+
+  it('refuses a body its consumer would refuse, says how to send it anyway, and sends nothing', async () => {
+    const run = captured(env);
+
+    const code = await send(['--subject', 'PaymentReceived', '--body', negative], run.context);
+
+    expect(code).toBe(2);
+    expect(run.err.join('\n')).toMatch(/invalid event:\n {2}- amount: .*\n\(--allow-invalid sends it anyway/);
+    expect(fixture.peer.broker.topic(TOPIC).stats.sent).toBe(0);
+  });
+
+  it('--allow-invalid sends it as given, with the MessageId asked for, and says it is expected to be poison', async () => {
+    const run = captured(env);
+
+    const code = await send(
+      ['--subject', 'PaymentReceived', '--body', negative, '--message-id', 'bad-1', '--allow-invalid'],
+      run.context,
+    );
+
+    expect(code).toBe(0);
+    expect(await queued(PAYMENTS)).toEqual([
+      { messageId: 'bad-1', subject: 'PaymentReceived', body: JSON.parse(negative) as unknown },
+    ]);
+    expect(run.out[0]).toMatch(/^sent PaymentReceived messageId=bad-1 .*; expected to be poison \(amount: /);
+    expect(run.out.join('\n')).toContain(`npm run peek -- ${PAYMENTS} --dead-letter`);
+  });
+
+  it('--raw-body sends text that is not JSON as its bytes, only with --allow-invalid', async () => {
+    const refused = captured(env);
+    const refusedCode = await send(
+      ['--subject', 'PaymentReceived', '--raw-body', 'PAY-6 paid'],
+      refused.context,
+    );
+    const run = captured(env);
+
+    const code = await send(
+      ['--subject', 'PaymentReceived', '--raw-body', 'PAY-6 paid', '--allow-invalid'],
+      run.context,
+    );
+
+    const [message] = await peekAll(fixture.receiver(PAYMENTS));
+    expect(refusedCode).toBe(2);
+    expect(refused.err.join('\n')).toMatch(/body: not JSON/);
+    expect(code).toBe(0);
+    expect(message?.body).toEqual(Buffer.from('PAY-6 paid'));
+    expect(message?.messageId).toMatch(/^PaymentReceived-[0-9a-f]{40}$/);
+    expect(run.out[0]).toContain('(raw) PAY-6 paid; expected to be poison (body: not JSON)');
+  });
+
+  it('--raw-body with JSON the consumer reads is an ordinary event, sent byte for byte', async () => {
+    const text = '{ "paymentId": "PAY-7", "invoiceId": "INV-1", "amount": 1, "currency": "EUR" }';
+
+    const code = await send(['--subject', 'PaymentReceived', '--raw-body', text], captured(env).context);
+
+    const [message] = await peekAll(
+      fixture.client.createReceiver(TOPIC, PAYMENTS, { skipParsingBodyAsJson: true }),
+    );
+    expect(code).toBe(0);
+    expect(message?.body).toEqual(Buffer.from(text));
+    expect(message?.messageId).toBe('payment-PAY-7');
+  });
+
+  it('echoes what it sends on one line, cut short', async () => {
+    const run = captured(env);
+
+    await send(
+      [
+        '--subject',
+        'PaymentReceived',
+        '--raw-body',
+        `line one\nline two ${'x'.repeat(500)}`,
+        '--allow-invalid',
+      ],
+      run.context,
+    );
+
+    expect(run.out[0]).toContain('(raw) line one line two xxx');
+    expect(run.out[0]!.length).toBeLessThan(500);
+  });
+
+  it.each([
+    [['--subject', 'PaymentReceived', '--body', '{}', '--raw-body', 'x'], /one of --body and --raw-body/],
+    [['--subject', 'PaymentReceived'], /one of --body and --raw-body/],
+    [['--subject', 'PaymentReceived', '--body', 'PAY-8 paid'], /--body is not JSON .*--raw-body/],
+  ])('refuses %j', async (argv, message) => {
+    const run = captured(env);
+
+    expect(await send(argv, run.context)).toBe(2);
+    expect(run.err.join('\n')).toMatch(message);
+  });
+
+  it('a JSON Lines file: rawBody and MessageId per line, its invalid lines only with --allow-invalid', async () => {
+    const file = await eventsFile([
+      '{"subject":"OrderCreated","messageId":"o-1","body":{"orderId":"O-1","productId":"S-1","quantity":1}}',
+      '{"subject":"OrderCreated","messageId":"o-2","rawBody":"O-2 x1"}',
+    ]);
+    const refused = captured(env);
+
+    const code = await send(['--file', file], refused.context);
+    const run = captured(env);
+    const allowed = await send(['--file', file, '--allow-invalid'], run.context);
+
+    expect(code).toBe(2);
+    expect(refused.err.join('\n')).toContain(`${file}:2: invalid event:\n  - body: not JSON`);
+    expect(allowed).toBe(0);
+    expect((await queued(ORDERS)).map((m) => m.messageId)).toEqual(['o-1', 'o-2']);
+    expect(run.out.filter((line) => line.includes('expected to be poison'))).toEqual([
+      expect.stringContaining('messageId=o-2'),
+    ]);
+    const both = captured(env);
+    await writeFile(file, '{"subject":"OrderCreated","messageId":"o-3","body":{},"rawBody":"{}"}');
+    expect(await send(['--file', file, '--allow-invalid'], both.context)).toBe(2);
+    expect(both.err.join('\n')).toContain(`${file}:1: give a body or a rawBody (one of them)`);
+  });
+});
+
+describe('the example events file', () => {
+  const EXAMPLE = join(__dirname, '..', '..', 'examples', 'events.jsonl');
+
+  it('parses: an event, the same event again, and poison messages, which send refuses without --allow-invalid', async () => {
+    const rules = await loadSubjectRules();
+    const text = await readFile(EXAMPLE, 'utf8');
+
+    const events = parseEventLines(text, 'examples/events.jsonl', rules, true);
+
+    expect(events.map((event) => [event.messageId, event.poison !== undefined])).toEqual([
+      ['payment-PAY-1', false],
+      ['payment-PAY-1', false],
+      ['payment-PAY-2', true],
+      ['payment-PAY-3', true],
+    ]);
+    expect(events[1]).toEqual(events[0]);
+    expect(() => parseEventLines(text, 'examples/events.jsonl', rules)).toThrow(
+      /examples\/events\.jsonl:3: /,
+    );
+  });
+
+  it('is sent by npm run send -- --file examples/events.jsonl --allow-invalid; the broker drops the repeat', async () => {
+    const run = captured(env);
+
+    const code = await send(['--file', EXAMPLE, '--allow-invalid'], run.context);
+
+    expect(code).toBe(0);
+    expect((await queued(PAYMENTS)).map((m) => m.messageId)).toEqual([
+      'payment-PAY-1',
+      'payment-PAY-2',
+      'payment-PAY-3',
+    ]);
+    expect(fixture.peer.broker.topic(TOPIC).stats).toMatchObject({ sent: 4, droppedAsDuplicate: 1 });
+    expect(run.out.filter((line) => line.includes('expected to be poison'))).toHaveLength(2);
   });
 });
 
@@ -198,7 +351,8 @@ describe('send: bad input and unsafe configuration', () => {
   });
 
   it('says how to connect when nothing is configured', async () => {
-    const run = captured({});
+    // No npm start either: its settings file would be read from LOCAL_RUN_FILE, which names nothing.
+    const run = captured({ LOCAL_RUN_FILE: join(tmpdir(), 'no-such-directory', 'local-run.json') });
 
     const code = await send(['order', '--order', 'O', '--product', 'S', '--quantity', '1'], run.context);
 

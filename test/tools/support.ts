@@ -1,5 +1,6 @@
 import { runTool, type ToolContext } from '../../tools/cli';
 import { main } from '../../tools/deadLetters';
+import { main as peekMain } from '../../tools/peek';
 
 export interface CapturedContext {
   context: ToolContext;
@@ -21,3 +22,11 @@ export function captured(
 /** `npm run dead-letters -- ...` in-process, with the context the test gives it; resolves to the exit code. */
 export const deadLetters = (argv: string[], context: ToolContext): Promise<number> =>
   runTool('dead-letters', main, argv, context);
+
+/** `npm run peek -- ...` in-process. */
+export const peek = (argv: string[], context: ToolContext): Promise<number> =>
+  runTool('peek', peekMain, argv, context);
+
+/** A Service Bus emulator connection string for a port nobody listens on: a tool that connects fails. */
+export const UNREACHABLE =
+  'Endpoint=sb://127.0.0.1:9;SharedAccessKeyName=k;SharedAccessKey=k;UseDevelopmentEmulator=true;';

@@ -38,6 +38,7 @@ const usageErrors = (
     ['bench:purge', ['--recrod'], "Unknown option '--recrod'"],
     ['send', ['--subject', 'OrderShipped', '--repeat'], "Option '--repeat <value>' argument missing"],
     ['dead-letters', ['show', 'payments.applier'], 'show needs the MessageId or sequence number'],
+    ['peek', ['payments.applier', '--max', '0'], "--max must be an integer from 1 to 1000; got '0'"],
     ['test:live', ['--timeout-seconds', 'soon'], "--timeout-seconds must be a number of seconds; got 'soon'"],
     ['package', ['--record', join(missingDirectory, 'record.md')], '--record: the folder'],
     ['emulators:config', ['--check', 'now'], "Unexpected argument 'now'"],
