@@ -59,8 +59,8 @@ describe('bad values', () => {
     ['offline/demo.ts', ['--seed'], "Option '--seed <value>' argument missing"],
     [
       'offline/start/cli.ts',
-      ['--cosmos-port', '-1'],
-      "--cosmos-port must be an integer from 0 to 65535; got '-1'.",
+      ['--cosmos-port', '70000'],
+      "--cosmos-port must be an integer from 0 to 65535; got '70000'.",
     ],
     [
       'offline/start/cli.ts',
