@@ -47,8 +47,10 @@ Options:
   --force                 resubmit payload mismatches and messages whose inbox state is unknown too
   --duplicate-window <d>  the topic's duplicate detection window (ISO-8601; default SERVICEBUS_DUPLICATE_WINDOW
                           when the environment or a running npm start sets it, else PT1H, as the Bicep sets it)
-  --clock-skew <d>        how far this machine's clock may be ahead of the broker's (ISO-8601, default PT5M):
-                          a message is resubmitted only this long after its duplicate window has passed
+  --clock-skew <d>        how far this machine's clock may be ahead of the broker's (ISO-8601; default
+                          SERVICEBUS_CLOCK_SKEW when set, PT0S with npm start, whose broker runs on this
+                          machine's clock; else PT5M): a message is resubmitted only this long after its
+                          duplicate window has passed
   --ignore-duplicate-window
                           DANGEROUS: resubmit messages still inside the duplicate window. The broker drops
                           such a copy as a duplicate (and reports success) while the tool completes the
@@ -57,11 +59,13 @@ Options:
 Environment: SERVICEBUS_NAMESPACE (identity) or SERVICEBUS_CONNECTION_STRING (emulator/local peer only);
   COSMOS_ENDPOINT, COSMOS_DATABASE, COSMOS_CONTAINER (COSMOS_KEY only for the local server or an emulator)
   to check each message against its consumer's inbox; INBOX_RETENTION as the app has it;
-  SERVICEBUS_DUPLICATE_WINDOW, the default of --duplicate-window. With neither SERVICEBUS_* nor COSMOS_ENDPOINT
+  SERVICEBUS_DUPLICATE_WINDOW and SERVICEBUS_CLOCK_SKEW, the defaults of --duplicate-window and --clock-skew. With neither SERVICEBUS_* nor COSMOS_ENDPOINT
   set: the local Service Bus and Cosmos DB of a running npm start (its settings file; LOCAL_RUN_FILE moves it).`;
 
 const DUPLICATE_WINDOW = 'SERVICEBUS_DUPLICATE_WINDOW';
 const DEFAULT_DUPLICATE_WINDOW_SECONDS = 3600;
+const CLOCK_SKEW = 'SERVICEBUS_CLOCK_SKEW';
+const DEFAULT_CLOCK_SKEW_SECONDS = 300;
 
 const COMMANDS = ['list', 'show', 'resubmit'] as const;
 type Command = (typeof COMMANDS)[number];
@@ -103,7 +107,11 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   const { env } = localRunContext(context);
   const request = {
     ...parsed,
-    duplicateWindowSeconds: parsed.duplicateWindowSeconds ?? duplicateWindowOf(env),
+    duplicateWindowSeconds:
+      parsed.duplicateWindowSeconds ??
+      durationFromEnvironment(env, DUPLICATE_WINDOW, DEFAULT_DUPLICATE_WINDOW_SECONDS),
+    clockSkewSeconds:
+      parsed.clockSkewSeconds ?? durationFromEnvironment(env, CLOCK_SKEW, DEFAULT_CLOCK_SKEW_SECONDS),
   };
   const inbox = request.command === 'show' ? undefined : connectInbox(env);
   const { client, description } = connectServiceBus(env);
@@ -143,7 +151,11 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
 function parseRequest(
   values: Flags,
   positionals: string[],
-): Omit<Request, 'duplicateWindowSeconds'> & { duplicateWindowSeconds: number | undefined } {
+): Omit<Request, 'duplicateWindowSeconds' | 'clockSkewSeconds'> & {
+  /** Undefined when the flag is not given: the environment's, or the default. */
+  duplicateWindowSeconds: number | undefined;
+  clockSkewSeconds: number | undefined;
+} {
   const [command, subscription, ...rest] = positionals;
   if (!COMMANDS.includes(command as Command) || !subscription) {
     throw usageError('Say what to do (list, show or resubmit) and with which subscription.');
@@ -181,7 +193,10 @@ function parseRequest(
       values['duplicate-window'] === undefined
         ? undefined
         : durationSeconds('--duplicate-window', values['duplicate-window'], 1),
-    clockSkewSeconds: durationSeconds('--clock-skew', values['clock-skew'] ?? 'PT5M', 0),
+    clockSkewSeconds:
+      values['clock-skew'] === undefined
+        ? undefined
+        : durationSeconds('--clock-skew', values['clock-skew'], 0),
     flags: values,
   };
 }
@@ -418,17 +433,18 @@ function durationSeconds(flag: string, text: string, minimumSeconds: number): nu
 }
 
 /**
- * The topic's duplicate detection window when --duplicate-window does not say: the environment's
- * (npm start sets it for its local Service Bus), else PT1H as the Bicep sets it.
+ * A duration the flag leaves to the environment: npm start sets SERVICEBUS_DUPLICATE_WINDOW (its
+ * local Service Bus's window) and SERVICEBUS_CLOCK_SKEW (PT0S: its broker runs on this machine's
+ * clock); otherwise the default (PT1H as the Bicep sets it, and a PT5M margin).
  */
-function duplicateWindowOf(env: ToolContext['env']): number {
-  const text = env[DUPLICATE_WINDOW]?.trim();
-  if (!text) return DEFAULT_DUPLICATE_WINDOW_SECONDS;
+function durationFromEnvironment(env: ToolContext['env'], name: string, fallbackSeconds: number): number {
+  const text = env[name]?.trim();
+  if (!text) return fallbackSeconds;
   try {
-    return parseDurationSeconds(text, DUPLICATE_WINDOW);
+    return parseDurationSeconds(text, name);
   } catch (error) {
     throw new EnvironmentError(
-      `${DUPLICATE_WINDOW} '${bounded(text)}' is not an ISO-8601 duration (for example PT1H or PT10M).`,
+      `${name} '${bounded(text)}' is not an ISO-8601 duration (for example PT1H or PT10M).`,
       { cause: error },
     );
   }

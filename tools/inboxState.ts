@@ -82,7 +82,7 @@ export function connectInbox(env: Readonly<Record<string, string | undefined>>):
 
 /** The consumer that reads a subscription (a consumer's name is its subscription's), as the app registers it. */
 export async function consumerOf(subscription: string): Promise<Consumer | undefined> {
-  return (await loadConsumers()).get(subscription);
+  return (await loadConsumers({ definitionsOnly: true })).get(subscription);
 }
 
 /**

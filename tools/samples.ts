@@ -33,6 +33,8 @@ export const SAMPLE = {
     'test/tools/send.test.ts',
     'test/tools/deadLetters.test.ts',
     'test/tools/deadLettersInbox.test.ts',
+    // The README walkthrough of npm start sends the sample's events.
+    'test/offline/start/walkthrough.test.ts',
     // The test of this removal.
     'test/scaffold/removeSamples.test.ts',
   ],

@@ -123,8 +123,14 @@ export function invokeTimer(name: string, run: TimerRun = {}): Promise<Invocatio
 
 /** The outcome an inbox consumer logged for a delivery (its log lines end with JSON fields). */
 export function loggedOutcome(logs: readonly LogLine[]): string | undefined {
+  return loggedField(logs, 'outcome');
+}
+
+/** A word-like field of the last log line that has it (`outcome`, `alternative`, ...). */
+export function loggedField(logs: readonly LogLine[], field: string): string | undefined {
+  const pattern = new RegExp(`"${field}":"([\\w.-]{1,64})"`);
   for (let i = logs.length - 1; i >= 0; i--) {
-    const match = /"outcome":"(\w+)"/.exec(logs[i]?.text ?? '');
+    const match = pattern.exec(logs[i]?.text ?? '');
     if (match) return match[1];
   }
   return undefined;

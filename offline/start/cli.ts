@@ -178,6 +178,8 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
       environment: {
         SERVICEBUS_CONNECTION_STRING: serviceBus.connectionString,
         SERVICEBUS_DUPLICATE_WINDOW: duplicateWindow,
+        // The broker runs on this machine's clock: no margin for skew before a resubmit.
+        SERVICEBUS_CLOCK_SKEW: 'PT0S',
         COSMOS_ENDPOINT: cosmos.endpoint,
         COSMOS_KEY: cosmos.key,
         COSMOS_DATABASE: databaseId,
@@ -210,7 +212,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
           : [
               'Warning: autoCompleteMessages is false, and these functions never settle a message: every one comes back when its lock runs out.',
             ]),
-        'Ready. Try: npm run send -- --file examples/events.jsonl    Press Ctrl+C to stop.',
+        'Ready. Press Ctrl+C to stop.',
       ].join('\n'),
     );
   } catch (error) {

@@ -46,7 +46,7 @@ export class LiveOutput {
     const error = d.error === undefined ? '' : ` (${bounded(`${d.error.name}: ${d.error.message}`, 160)})`;
     this.line(
       `${d.function} #${d.sequenceNumber} delivery ${d.deliveryCount} messageId=${id(d.messageId)}: ` +
-        `${outcome}${error} → ${d.settlement} in ${Math.round(d.handlerMs)} ms`,
+        `${outcome}${d.alternative === undefined ? '' : ` (${d.alternative})`}${error} → ${d.settlement} in ${Math.round(d.handlerMs)} ms`,
     );
   }
 

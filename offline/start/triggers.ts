@@ -5,6 +5,7 @@ import type { ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver } 
 import { timeSpanSeconds } from '../../src/inbox/internal';
 import {
   invokeServiceBus,
+  loggedField,
   loggedOutcome,
   type ServiceBusDelivery,
   type ServiceBusFunction,
@@ -81,6 +82,8 @@ export interface TriggerDelivery {
   sequenceNumber: number;
   /** What the consumer logged (`processed`, `duplicate`, `poison`, ...), when it logged one. */
   outcome: string | undefined;
+  /** The handler's alternative effect, for the outcome `alternative`. */
+  alternative?: string;
   settlement: Settlement;
   error?: Error;
   handlerMs: number;
@@ -173,6 +176,7 @@ export class ServiceBusTriggers {
       return;
     }
     const outcome = loggedOutcome(result.logs);
+    const alternative = loggedField(result.logs, 'alternative');
     if (result.error !== undefined) {
       const settled = await settle(() => receiver.abandonMessage(message), 'abandoned');
       this.report({ ...delivery, outcome, settlement: settled, error: result.error });
@@ -185,6 +189,7 @@ export class ServiceBusTriggers {
     this.report({
       ...delivery,
       outcome,
+      ...(alternative === undefined ? {} : { alternative }),
       settlement: await settle(() => receiver.completeMessage(message), 'completed'),
     });
   }
