@@ -18,7 +18,10 @@ export interface LocalRun {
   /** The `npm start` process. */
   pid: number;
   startedAt: string;
-  /** Environment variables for the tools: SERVICEBUS_CONNECTION_STRING, COSMOS_*, SERVICEBUS_DUPLICATE_WINDOW. */
+  /**
+   * Environment variables for the tools: SERVICEBUS_CONNECTION_STRING, COSMOS_*, INBOX_RETENTION,
+   * SERVICEBUS_DUPLICATE_WINDOW and SERVICEBUS_CLOCK_SKEW (the defaults of dead-letters' flags).
+   */
   environment: Record<string, string>;
 }
 

@@ -16,4 +16,8 @@ async function main(): Promise<void> {
   parentPort?.postMessage({ endpoint: server.endpoint, key: server.key });
 }
 
-void main();
+main().catch((error: unknown) => {
+  // Told to the host thread (startInWorker throws it), not printed as a crash of this one.
+  const { message, code } = error as NodeJS.ErrnoException;
+  parentPort?.postMessage({ failed: { message, code } });
+});

@@ -20,7 +20,13 @@ export async function startInWorker(
 ): Promise<LocalCosmosInWorker> {
   // worker.ts under tsx, worker.js when compiled (npm run bench runs the compiled build).
   const worker = new Worker(join(__dirname, `worker${extname(__filename)}`), { workerData: options });
-  const [ready] = (await once(worker, 'message')) as [{ endpoint: string; key: string }];
+  const [ready] = (await once(worker, 'message')) as [
+    { endpoint: string; key: string; failed?: { message: string; code?: string } },
+  ];
+  if (ready.failed) {
+    await worker.terminate();
+    throw Object.assign(new Error(ready.failed.message), { code: ready.failed.code });
+  }
   return {
     endpoint: ready.endpoint,
     key: ready.key,

@@ -72,7 +72,8 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
   try {
     duplicateWindowSeconds = parseDurationSeconds(values['duplicate-window'], '--duplicate-window');
   } catch (error) {
-    throw usageError((error as Error).message, USAGE, { cause: error });
+    const problem = error instanceof SettingsError ? error.problems.join('; ') : (error as Error).message;
+    throw usageError(problem, USAGE, { cause: error });
   }
   const duplicateWindow = formatDuration(duplicateWindowSeconds);
   const appDirectory = resolve(values.app);
@@ -106,7 +107,9 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     const files = await buildPackage(appDirectory);
     context.out(`  ${files.length} files.`);
 
-    const cosmos = await startInWorker({ port: cosmosPort, host: HOST });
+    const cosmos = await listening('Cosmos DB', 'cosmos-port', cosmosPort, () =>
+      startInWorker({ port: cosmosPort, host: HOST }),
+    );
     stops.push(() => cosmos.stop());
     const cosmosClient = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
     stops.push(() => cosmosClient.dispose());
@@ -132,18 +135,20 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
       duplicateWindow,
     );
     stops.push(() => output.stop());
-    const serviceBus = await startServiceBus({
-      port: serviceBusPort,
-      host: HOST,
-      duplicateWindowMs: duplicateWindowSeconds * 1000,
-      lockDurationMs: settings.redelivery.lockDurationSeconds * 1000,
-      maxDeliveryCount: settings.redelivery.maxDeliveryCount,
-      messageTimeToLiveMs: settings.redelivery.messageTtlSeconds * 1000,
-      observer: {
-        droppedAsDuplicate: (topic, message) => output.droppedAsDuplicate(topic, message),
-        deadLettered: (path, message) => output.deadLettered(path, message),
-      },
-    });
+    const serviceBus = await listening('Service Bus', 'servicebus-port', serviceBusPort, () =>
+      startServiceBus({
+        port: serviceBusPort,
+        host: HOST,
+        duplicateWindowMs: duplicateWindowSeconds * 1000,
+        lockDurationMs: settings.redelivery.lockDurationSeconds * 1000,
+        maxDeliveryCount: settings.redelivery.maxDeliveryCount,
+        messageTimeToLiveMs: settings.redelivery.messageTtlSeconds * 1000,
+        observer: {
+          droppedAsDuplicate: (topic, message) => output.droppedAsDuplicate(topic, message),
+          deadLettered: (path, message) => output.deadLettered(path, message),
+        },
+      }),
+    );
     stops.push(() => serviceBus.stop());
 
     // The app's environment, as the Functions host gives it to the worker.
@@ -254,6 +259,21 @@ function readAppSettings(env: Readonly<Record<string, string | undefined>>): {
   }
   sources.push('the environment');
   return { values, sources };
+}
+
+/** Starts a server on a port, saying what to do when the port is taken. */
+async function listening<T>(what: string, flag: string, port: number, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (error) {
+    if (!/EADDRINUSE/.test(`${(error as NodeJS.ErrnoException).code} ${(error as Error).message}`))
+      throw error;
+    throw new EnvironmentError(
+      `The ${what} port ${port} is in use (another npm start, npm run cosmos or an emulator?). ` +
+        `Stop it, or pass --${flag} 0 for any free port.`,
+      { cause: error },
+    );
+  }
 }
 
 /**

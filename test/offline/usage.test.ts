@@ -1,4 +1,8 @@
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 /**
  * The command-line tools of offline/ read their flags through tools/cli.ts: a usage error prints
@@ -79,6 +83,33 @@ describe('bad values', () => {
 });
 
 describe('npm start', () => {
+  it('says which port is taken and how to pick another, and exits 2', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as AddressInfo;
+    const app = mkdtempSync(join(tmpdir(), 'start-'));
+    try {
+      const run = tsx([
+        'offline/start/cli.ts',
+        '--cosmos-port',
+        String(port),
+        '--servicebus-port',
+        '0',
+        '--app',
+        app,
+      ]);
+
+      expect(run.status).toBe(2);
+      expect(run.stderr).toContain(
+        `The Cosmos DB port ${port} is in use (another npm start, npm run cosmos or an emulator?). ` +
+          'Stop it, or pass --cosmos-port 0 for any free port.',
+      );
+      expect(run.stderr).not.toContain('EADDRINUSE');
+    } finally {
+      taken.close();
+    }
+  });
+
   it('refuses app settings the app would refuse, before it starts anything', () => {
     const run = spawnSync(process.execPath, [require.resolve('tsx/cli'), 'offline/start/cli.ts'], {
       encoding: 'utf8',

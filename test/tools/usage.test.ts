@@ -48,8 +48,13 @@ const usageErrors = (
       'is not a consumer name',
     ],
     ['remove:samples', ['--dyr-run'], "Unknown option '--dyr-run'"],
+    ['start', ['--duplicate-window', 'an hour'], "--duplicate-window='an hour' is not an ISO-8601 duration"],
   ] satisfies [script: string, args: string[], message: string][]
 ).filter(([script]) => script in scripts);
+
+/** How a user types the script: `npm start` and `npm test` need no `run`. */
+const npmCommand = (script: string): string =>
+  ['start', 'test'].includes(script) ? `npm ${script}` : `npm run ${script}`;
 
 describe('every command', () => {
   it('has a usage error in this table', () => {
@@ -72,7 +77,7 @@ describe('every command', () => {
       expect(first).toBe(`${script}: ${first?.slice(script.length + 2)}`);
       expect(first).toContain(message);
       expect(rest[0]).toMatch(/^Usage/);
-      expect(rest.join('\n')).toContain(`npm run ${script}`);
+      expect(rest.join('\n')).toContain(npmCommand(script));
     },
   );
 
@@ -81,7 +86,7 @@ describe('every command', () => {
 
     expect(result.status).toBe(0);
     expect(String(result.stdout)).toMatch(/^Usage/);
-    expect(String(result.stdout)).toContain(`npm run ${script}`);
+    expect(String(result.stdout)).toContain(npmCommand(script));
     expect(result.stderr).toBe('');
   });
 });
