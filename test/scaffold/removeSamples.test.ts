@@ -58,6 +58,7 @@ describe('npm run remove:samples in a copy of the project', () => {
       'test/emulators',
       'test/offline/functions',
       'test/offline/servicebus',
+      'test/offline/start',
       'test/tools',
       'test/infra/roles.test.ts',
     ]);
