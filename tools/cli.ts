@@ -1,6 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
-import { ToolError, UsageError } from './errors';
+import { bounded, ToolError, UsageError } from './errors';
 
 /** Where a tool writes, and what it reads from its surroundings; tests pass their own. */
 export interface ToolContext {
@@ -42,7 +42,9 @@ export async function runTool(
     }
     // Outages and refusals (ServiceBusError, a credential that cannot sign in) read best as their
     // message; the stack is there for whoever debugs the tool itself.
-    const detail = error instanceof Error ? error : new Error(String(error));
+    // A connection refused on every address arrives as an AggregateError with no message of its own.
+    const first = error instanceof AggregateError && !error.message ? (error.errors[0] as unknown) : error;
+    const detail = first instanceof Error ? first : new Error(String(first));
     context.err(`${name}: ${detail.name}: ${detail.message}`);
     if (context.env.DEBUG) context.err(detail.stack ?? '');
     return EXIT_CODES.failed;
@@ -82,7 +84,8 @@ export function parseFlags<T extends ParseArgsConfig>(
     // `args` does not change the shape of the result, which TypeScript cannot see through the spread.
     return parseArgs({ ...config, args: argv }) as ReturnType<typeof parseArgs<T>>;
   } catch (error) {
-    throw usageError((error as Error).message, usage, { cause: error });
+    // parseArgs quotes the offending argument, which may be anything a user pasted.
+    throw usageError(bounded((error as Error).message, 200), usage, { cause: error });
   }
 }
 

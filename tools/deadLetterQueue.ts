@@ -1,6 +1,7 @@
 import type { ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage } from '@azure/service-bus';
 import Long from 'long';
 
+import { bounded } from './errors';
 import type { InboxState } from './inboxState';
 
 /**
@@ -338,16 +339,6 @@ export function label(message: ServiceBusReceivedMessage): string {
 export function idText(id: string | number | Buffer | undefined): string | undefined {
   if (id === undefined) return undefined;
   return Buffer.isBuffer(id) ? id.toString('hex') : String(id);
-}
-
-/**
- * An untrusted value as it may be echoed: one line (whitespace and control characters folded) and at
- * most `length` characters.
- */
-export function bounded(text: string, length = 64): string {
-  // eslint-disable-next-line no-control-regex
-  const line = text.replace(/[\s\u0000-\u001f\u007f-\u009f]+/g, ' ');
-  return line.length > length ? `${line.slice(0, length - 1)}…` : line;
 }
 
 function errorText(error: unknown): string {

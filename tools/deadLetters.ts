@@ -5,7 +5,6 @@ import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 import { formatDuration, parseDurationSeconds } from '../src/inbox/duration';
 import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import {
-  bounded,
   type DeadLetterQueue,
   describeQueue,
   idText,
@@ -21,7 +20,7 @@ import {
   type Selection,
   sequenceOf,
 } from './deadLetterQueue';
-import { EnvironmentError, UsageError } from './errors';
+import { bounded, EnvironmentError, UsageError } from './errors';
 import {
   connectInbox,
   consumerOf,

@@ -28,3 +28,13 @@ export class EnvironmentError extends ToolError {
     this.name = 'EnvironmentError';
   }
 }
+
+/**
+ * An untrusted value as it may be echoed: one line (whitespace and control characters folded) and at
+ * most `length` characters.
+ */
+export function bounded(text: string, length = 64): string {
+  // eslint-disable-next-line no-control-regex
+  const line = text.replace(/[\s\u0000-\u001f\u007f-\u009f]+/g, ' ');
+  return line.length > length ? `${line.slice(0, length - 1)}…` : line;
+}

@@ -4,7 +4,7 @@ import path from 'node:path';
 
 import type { Consumer } from '../src/inbox/internal';
 import { loadConsumers } from './consumers';
-import { bounded } from './deadLetterQueue';
+import { bounded } from './errors';
 import { UsageError } from './errors';
 
 /**
@@ -120,7 +120,8 @@ export function parseEvent(
         '(--allow-invalid sends it anyway, as a poison message.)',
     );
   }
-  const body = content.raw ?? ('accepted' in verdict ? verdict.accepted : content.json);
+  // What the user wrote, as written: the schemas only check it (and the sample's rule names it).
+  const body = content.raw ?? content.json;
   const poison = 'refusal' in verdict ? { poison: bounded(verdict.refusal.problems.join('; '), 160) } : {};
   if (input.messageId === undefined) {
     const messageId =

@@ -40,8 +40,15 @@ export function writeLocalRun(path: string, run: LocalRun): void {
   renameSync(partial, path);
 }
 
-export function removeLocalRun(path: string): void {
-  rmSync(path, { force: true });
+/** Deletes the file if the process `pid` wrote it (another npm start's stays). */
+export function removeLocalRun(path: string, pid: number): void {
+  let written: unknown;
+  try {
+    written = JSON.parse(readFileSync(path, 'utf8'));
+  } catch {
+    return;
+  }
+  if (isLocalRun(written) && written.pid === pid) rmSync(path, { force: true });
 }
 
 /** The running `npm start`'s settings, or undefined when there is none (no file, or its process is gone). */
@@ -66,7 +73,8 @@ export function localRunContext(context: ToolContext = processContext()): ToolCo
   const run = readLocalRun(path);
   if (run === undefined) return context;
   context.err(`Using the app npm start runs (pid ${run.pid}; settings in ${shown(path)}).`);
-  return { ...context, env: { ...run.environment, ...context.env } };
+  // The file's values win: a stray COSMOS_KEY in the shell must not break the local run's.
+  return { ...context, env: { ...context.env, ...run.environment } };
 }
 
 function shown(path: string): string {

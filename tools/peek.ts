@@ -13,14 +13,8 @@ import {
   type ToolContext,
   usageError,
 } from './cli';
-import {
-  bounded,
-  type DeadLetterQueue,
-  describeQueue,
-  idText,
-  peekQueue,
-  sequenceOf,
-} from './deadLetterQueue';
+import { type DeadLetterQueue, describeQueue, idText, peekQueue, sequenceOf } from './deadLetterQueue';
+import { bounded } from './errors';
 import { localRunContext } from './localRun';
 import { connectServiceBus, topicOfSubscription } from './serviceBus';
 import { table } from './table';

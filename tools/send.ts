@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
 
 import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
-import { bounded } from './deadLetterQueue';
+import { bounded } from './errors';
 import { UsageError } from './errors';
 import {
   loadSubjectRules,
@@ -150,7 +150,10 @@ function eventsFrom(
     try {
       text = readFileSync(values.file, 'utf8');
     } catch (error) {
-      throw new UsageError(`Cannot read ${values.file}: ${(error as Error).message}`, { cause: error });
+      throw new UsageError(
+        `Cannot read '${bounded(values.file)}' (${(error as NodeJS.ErrnoException).code ?? 'error'}).`,
+        { cause: error },
+      );
     }
     return parseEventLines(text, values.file, rules, allowInvalid);
   }
@@ -209,14 +212,14 @@ function eventsFrom(
 function numberFlag(text: string, flag: string): number {
   const value = Number(text);
   if (text.trim() === '' || !Number.isFinite(value))
-    throw new UsageError(`${flag} must be a number; got '${text}'.`);
+    throw new UsageError(`${flag} must be a number; got '${bounded(text)}'.`);
   return value;
 }
 
 function positiveInteger(text: string, flag: string): number {
   const value = Number(text);
   if (!Number.isInteger(value) || value < 1 || value > 100) {
-    throw new UsageError(`${flag} must be a whole number from 1 to 100; got '${text}'.`);
+    throw new UsageError(`${flag} must be a whole number from 1 to 100; got '${bounded(text)}'.`);
   }
   return value;
 }

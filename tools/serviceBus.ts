@@ -2,7 +2,7 @@ import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage } from '@azure/service-bus';
 
 import { topology } from '../src/topology';
-import { EnvironmentError, UsageError } from './errors';
+import { bounded, EnvironmentError, UsageError } from './errors';
 import type { OutgoingEvent } from './events';
 
 /**
@@ -86,7 +86,7 @@ export function topicOfSubscription(subscription: string, override?: string): st
   if (!topic) {
     const known = topology.topics.flatMap((t) => t.subscriptions.map((s) => s.name));
     throw new UsageError(
-      `'${subscription}' is not a subscription in src/topology.json (${known.join(', ')}); pass --topic for another one.`,
+      `'${bounded(subscription)}' is not a subscription in src/topology.json (${known.join(', ')}); pass --topic for another one.`,
     );
   }
   return topic.name;

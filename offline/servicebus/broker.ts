@@ -327,6 +327,7 @@ export class Topic {
   send(message: OutgoingMessage): SendResult {
     const now = this.clock.now();
     this.stats.sent++;
+    this.forgetOutsideWindow(now);
     if (message.messageId !== undefined) {
       const seenAt = this.history.get(message.messageId);
       if (seenAt !== undefined && now - seenAt < this.duplicateWindowMs) {
@@ -334,6 +335,8 @@ export class Topic {
         this.observer?.droppedAsDuplicate?.(this.name, message);
         return { accepted: false, deliveredTo: [] };
       }
+      // Re-inserted, so the history stays in order of time for forgetOutsideWindow.
+      this.history.delete(message.messageId);
       this.history.set(message.messageId, now);
     }
     this.stats.accepted++;
@@ -344,11 +347,20 @@ export class Topic {
         ...message,
         sequenceNumber: this.nextSequenceNumber(),
         enqueuedAt: now,
-        expiresAt: now + (message.timeToLiveMs ?? this.messageTimeToLiveMs),
+        // A message's own TTL applies only when it is shorter than the subscription's default.
+        expiresAt: now + Math.min(message.timeToLiveMs ?? Infinity, this.messageTimeToLiveMs),
         deliveryCount: 0,
       });
     }
     return { accepted: true, deliveredTo: targets.map((subscription) => subscription.name) };
+  }
+
+  /** Drops the MessageIds whose window has passed (oldest first), so a long run's history stays bounded. */
+  private forgetOutsideWindow(now: number): void {
+    for (const [messageId, seenAt] of this.history) {
+      if (now - seenAt < this.duplicateWindowMs) return;
+      this.history.delete(messageId);
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 
 import { CosmosClient } from '@azure/cosmos';
@@ -15,8 +15,8 @@ import {
   type ToolContext,
   usageError,
 } from '../../tools/cli';
-import { EnvironmentError } from '../../tools/errors';
-import { localRunPath, removeLocalRun, writeLocalRun } from '../../tools/localRun';
+import { bounded, EnvironmentError } from '../../tools/errors';
+import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../../tools/localRun';
 import { buildPackage, ROOT } from '../../tools/package';
 import { ensureAppContainer } from '../appContainer';
 import { DEFAULT_KEY } from '../cosmos/server';
@@ -41,10 +41,12 @@ other tools need to .cache/local-run.json (LOCAL_RUN_FILE moves it), so that in 
 npm run send, npm run peek and npm run dead-letters reach it without flags. Ctrl+C stops it all.
 
 Options:
-  --duplicate-window <d>   the topics' duplicate detection window (ISO 8601; default PT1H, as the Bicep)
+  --duplicate-window <d>   the topics' duplicate detection window (ISO 8601, PT20S to P7D; default PT1H,
+                           as the Bicep)
   --cosmos-port <n>        default 8081 (LOCAL_COSMOS_PORT); 0 picks a free port
   --servicebus-port <n>    default 5672 (LOCAL_SERVICEBUS_PORT); 0 picks a free port
-  --app <folder>           where to build the app; default dist (what npm run build writes)
+  --app <folder>           where to build the app, emptied first: new, empty, or an earlier build;
+                           default dist (what npm run build writes)
 App settings: local.settings.sample.json's values, then local.settings.json's if it exists, then the
 environment's; the Cosmos DB and Service Bus connections always point at the local servers.`;
 
@@ -75,8 +77,23 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     const problem = error instanceof SettingsError ? error.problems.join('; ') : (error as Error).message;
     throw usageError(problem, USAGE, { cause: error });
   }
+  if (duplicateWindowSeconds < 20 || duplicateWindowSeconds > 7 * 86_400) {
+    throw usageError(
+      `--duplicate-window must be from PT20S to P7D, as Service Bus allows; got ${formatDuration(duplicateWindowSeconds)}.`,
+      USAGE,
+    );
+  }
   const duplicateWindow = formatDuration(duplicateWindowSeconds);
   const appDirectory = resolve(values.app);
+  refuseAppFolder(appDirectory);
+  const runFile = localRunPath(context.env);
+  const running = readLocalRun(runFile);
+  if (running !== undefined) {
+    throw new EnvironmentError(
+      `npm start is already running (pid ${running.pid}; ${shown(runFile)}). Stop it first, or give this one ` +
+        'its own settings file with LOCAL_RUN_FILE=<path> (and other ports), and the same LOCAL_RUN_FILE to its tools.',
+    );
+  }
 
   // The app's settings, validated before anything starts (the app validates them again on load).
   const { values: appSettings, sources } = readAppSettings(context.env);
@@ -92,6 +109,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
   }
   const { database: databaseId, container: containerId } = settings.cosmos;
   const stops: (() => unknown)[] = [];
+  let printTotals = (): Promise<void> => Promise.resolve();
   const stopAll = async (): Promise<void> => {
     for (const stop of stops.splice(0).reverse()) {
       try {
@@ -103,10 +121,6 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
   };
 
   try {
-    context.out(`Building the app into ${shown(appDirectory)} (as npm run build does)...`);
-    const files = await buildPackage(appDirectory);
-    context.out(`  ${files.length} files.`);
-
     const cosmos = await listening('Cosmos DB', 'cosmos-port', cosmosPort, () =>
       startInWorker({ port: cosmosPort, host: HOST }),
     );
@@ -135,6 +149,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
       duplicateWindow,
     );
     stops.push(() => output.stop());
+    printTotals = () => output.printTotals().catch(() => undefined);
     const serviceBus = await listening('Service Bus', 'servicebus-port', serviceBusPort, () =>
       startServiceBus({
         port: serviceBusPort,
@@ -150,6 +165,11 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
       }),
     );
     stops.push(() => serviceBus.stop());
+
+    // Built once the ports are known to be free, so a second npm start fails before touching a build.
+    context.out(`Building the app into ${shown(appDirectory)} (as npm run build does)...`);
+    const files = await buildPackage(appDirectory);
+    context.out(`  ${files.length} files.`);
 
     // The app's environment, as the Functions host gives it to the worker.
     Object.assign(process.env, appSettings, {
@@ -168,7 +188,8 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
       app.serviceBus,
       trigger,
       (delivery) => output.delivery(delivery),
-      (name, error) => output.line(`${name}: receive error (${error.name}: ${error.message.slice(0, 160)})`),
+      (name, error) =>
+        output.line(`${name}: receive error (${bounded(`${error.name}: ${error.message}`, 160)})`),
     );
     triggers.start();
     stops.push(() => triggers.stop());
@@ -176,7 +197,6 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     const armed = timers.start();
     stops.push(() => timers.stop());
 
-    const runFile = localRunPath(context.env);
     writeLocalRun(runFile, {
       pid: process.pid,
       startedAt: new Date().toISOString(),
@@ -192,7 +212,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
         INBOX_RETENTION: appSettings.INBOX_RETENTION ?? '',
       },
     });
-    stops.push(() => removeLocalRun(runFile));
+    stops.push(() => removeLocalRun(runFile, process.pid));
 
     const subscriptions = serviceBus.broker.subscriptions.map(
       (s) => `${s.topic}/Subscriptions/${s.name} [${s.subjects.join(', ')}]`,
@@ -226,6 +246,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
   }
 
   await untilInterrupted();
+  await printTotals();
   context.out('Stopping: no new deliveries; waiting for the running ones...');
   const deadline = setTimeout(() => {
     context.err(`Still stopping after ${STOP_DEADLINE_MS / 1000} s; exiting anyway.`);
@@ -259,6 +280,30 @@ function readAppSettings(env: Readonly<Record<string, string | undefined>>): {
   }
   sources.push('the environment');
   return { values, sources };
+}
+
+/**
+ * The build folder is emptied first (as npm run build empties dist/): refuse the project itself, a
+ * folder above it, and a folder holding anything but an earlier build.
+ */
+function refuseAppFolder(directory: string): void {
+  const inside = relative(directory, ROOT);
+  if (inside === '' || !inside.startsWith('..')) {
+    throw new EnvironmentError(
+      `--app ${shown(directory)} is the project or holds it; name a build folder such as dist.`,
+    );
+  }
+  if (!existsSync(directory) || readdirSync(directory).length === 0) return;
+  const manifest = join(directory, 'package.json');
+  const name = existsSync(manifest)
+    ? (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: unknown }).name
+    : undefined;
+  const ours = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string }).name;
+  if (name !== ours || !existsSync(join(directory, 'host.json')) || existsSync(join(directory, 'src'))) {
+    throw new EnvironmentError(
+      `--app ${shown(directory)} is not empty and holds no earlier build of this app; it would be emptied. Name another folder.`,
+    );
+  }
 }
 
 /** Starts a server on a port, saying what to do when the port is taken. */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 
-import { bounded } from '../../tools/deadLetterQueue';
+import { bounded } from '../../tools/errors';
 import type { BrokerMessage, OutgoingMessage } from '../servicebus/broker';
 import type { TimerRunReport } from './timers';
 import type { TriggerDelivery } from './triggers';

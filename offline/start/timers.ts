@@ -124,26 +124,28 @@ export class TimerTriggers {
     const schedules = this.functions.map((timer) => ({ timer, schedule: parseSchedule(timer.schedule) }));
     return schedules.map(({ timer, schedule }) => {
       let last: Date | undefined;
-      const arm = (): Date => {
-        const next = schedule.next(this.now());
-        this.after(next.getTime() - this.now().getTime(), () => {
-          if (this.stopped) return;
-          const firedAt = this.now();
-          const run = this.run(timer.name, firedAt, schedule.next(firedAt), last).finally(() => {
-            last = firedAt;
-            this.running.delete(run);
-            if (!this.stopped) arm();
-          });
-          this.running.add(run);
+      // One run at a time: the next is armed when a run ends, from the later of now and the
+      // occurrence just run (a timer that fires a moment early must not run that occurrence twice).
+      const runThenArm = (firedAt: Date, due: Date): void => {
+        const run = this.run(timer.name, firedAt, schedule.next(due), last).finally(() => {
+          last = firedAt;
+          this.running.delete(run);
+          if (!this.stopped) arm(due);
+        });
+        this.running.add(run);
+      };
+      const arm = (after: Date): Date => {
+        const now = this.now();
+        const next = schedule.next(now > after ? now : after);
+        this.after(next.getTime() - now.getTime(), () => {
+          if (!this.stopped) runThenArm(this.now(), next);
         });
         return next;
       };
-      if (timer.runOnStartup) {
-        const run = this.run(timer.name, this.now(), schedule.next(this.now()), undefined);
-        this.running.add(run);
-        void run.finally(() => this.running.delete(run));
-      }
-      return { function: timer.name, next: arm() };
+      const now = this.now();
+      if (!timer.runOnStartup) return { function: timer.name, next: arm(now) };
+      runThenArm(now, now);
+      return { function: timer.name, next: schedule.next(now) };
     });
   }
 

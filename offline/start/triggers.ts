@@ -71,7 +71,14 @@ export function triggerSettings(hostJson: unknown): TriggerSettings {
   };
 }
 
-export type Settlement = 'completed' | 'abandoned' | 'left-locked' | 'lock-lost' | 'timed-out';
+export type Settlement =
+  | 'completed'
+  | 'abandoned'
+  | 'left-locked'
+  | 'lock-lost'
+  | 'timed-out'
+  /** The broker did not take the settlement (the link was lost, for one): the lock runs out. */
+  | 'settle-failed';
 
 /** One delivery, as `npm start` prints it. */
 export interface TriggerDelivery {
@@ -121,10 +128,17 @@ export class ServiceBusTriggers {
         receiver.subscribe(
           {
             processMessage: async (message) => {
-              await slots.acquire();
-              const delivered = this.deliver(receiver, registration.name, message).finally(() =>
-                slots.release(),
-              );
+              // Tracked from receipt, so that stop() waits for a prefetched message too.
+              const delivered = (async () => {
+                await slots.acquire();
+                try {
+                  // Stopping: a message still waiting for a slot goes back untouched.
+                  if (this.stopping) await receiver.abandonMessage(message).catch(() => undefined);
+                  else await this.deliver(receiver, registration.name, message);
+                } finally {
+                  slots.release();
+                }
+              })();
               this.running.add(delivered);
               await delivered.finally(() => this.running.delete(delivered));
             },
@@ -222,14 +236,19 @@ function toDelivery(message: ServiceBusReceivedMessage): ServiceBusDelivery {
   };
 }
 
-/** Settles, noting a lock that was lost meanwhile (the broker owns the message again). */
-async function settle<S extends Settlement>(action: () => Promise<void>, done: S): Promise<S | 'lock-lost'> {
+/**
+ * Settles, noting a lock that was lost meanwhile (the broker owns the message again) or a
+ * settlement that failed: either way the message comes back when its lock runs out.
+ */
+async function settle<S extends Settlement>(
+  action: () => Promise<void>,
+  done: S,
+): Promise<S | 'lock-lost' | 'settle-failed'> {
   try {
     await action();
     return done;
   } catch (error) {
-    if ((error as { code?: string }).code === 'MessageLockLost') return 'lock-lost';
-    throw error;
+    return (error as { code?: string }).code === 'MessageLockLost' ? 'lock-lost' : 'settle-failed';
   }
 }
 

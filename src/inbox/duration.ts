@@ -1,4 +1,4 @@
-import { SettingsError } from './errors';
+import { bounded, SettingsError } from './errors';
 
 /**
  * ISO-8601 durations as Service Bus and Bicep write them (P14D, PT1M, P1DT12H, PT0.5S). Years and
@@ -10,7 +10,7 @@ export function parseDurationSeconds(text: string, setting: string): number {
   const match = PATTERN.exec(text.trim());
   if (!match || text.trim() === 'P' || text.trim().endsWith('T')) {
     throw new SettingsError([
-      `${setting}='${text}' is not an ISO-8601 duration in weeks, days, hours, minutes or seconds (for example P30D or PT5M).`,
+      `${setting}='${bounded(text, 40)}' is not an ISO-8601 duration in weeks, days, hours, minutes or seconds (for example P30D or PT5M).`,
     ]);
   }
   const [, weeks, days, hours, minutes, seconds] = match;

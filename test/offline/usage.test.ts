@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -83,6 +83,47 @@ describe('bad values', () => {
 });
 
 describe('npm start', () => {
+  const start = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+    spawnSync(process.execPath, [require.resolve('tsx/cli'), 'offline/start/cli.ts', ...args], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, ...env },
+    });
+
+  it('refuses a duplicate detection window Service Bus would refuse', () => {
+    const run = start(['--duplicate-window', 'PT10S']);
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain(
+      '--duplicate-window must be from PT20S to P7D, as Service Bus allows; got PT10S.',
+    );
+  });
+
+  it('refuses to empty the project, or a folder that is not an earlier build', () => {
+    const folder = mkdtempSync(join(tmpdir(), 'not-a-build-'));
+    writeFileSync(join(folder, 'notes.txt'), 'keep me');
+
+    for (const app of ['.', '..', folder]) {
+      const run = start(['--app', app]);
+      expect(run.status).toBe(2);
+      expect(run.stderr).toMatch(/--app .* (is the project or holds it|holds no earlier build of this app)/);
+      expect(run.stdout).not.toContain('Building the app');
+    }
+    expect(readFileSync(join(folder, 'notes.txt'), 'utf8')).toBe('keep me');
+  });
+
+  it('refuses to start while another npm start runs with the same settings file', () => {
+    const runFile = join(mkdtempSync(join(tmpdir(), 'local-run-')), 'local-run.json');
+    // This test's own process stands for the npm start that is running.
+    writeFileSync(runFile, JSON.stringify({ pid: process.pid, startedAt: '', environment: {} }));
+
+    const run = start([], { LOCAL_RUN_FILE: runFile });
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain(`npm start is already running (pid ${process.pid};`);
+    expect(run.stdout).not.toContain('Building the app');
+  });
+
   it('says which port is taken and how to pick another, and exits 2', async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));

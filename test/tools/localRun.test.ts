@@ -8,6 +8,8 @@ import {
   type LocalRun,
   localRunContext,
   localRunPath,
+  readLocalRun,
+  removeLocalRun,
   writeLocalRun,
 } from '../../tools/localRun';
 import { PAYMENTS, TOPIC, usePeer } from '../offline/servicebus/amqp/support';
@@ -53,15 +55,25 @@ describe('localRunContext', () => {
     expect(tool.err).toEqual([expect.stringContaining(`Using the app npm start runs (pid ${process.pid}`)]);
   });
 
-  it('lets a variable of the environment win over the same one in the file', () => {
+  it("lets the file's values win over stray ones of the shell (a COSMOS_KEY left from another account)", () => {
     writeLocalRun(file, run(process.pid));
 
     const { env } = localRunContext(
-      captured({ LOCAL_RUN_FILE: file, SERVICEBUS_DUPLICATE_WINDOW: 'PT2H' }).context,
+      captured({ LOCAL_RUN_FILE: file, COSMOS_KEY: 'c3RyYXk=', SERVICEBUS_DUPLICATE_WINDOW: 'PT2H' }).context,
     );
 
-    expect(env.SERVICEBUS_DUPLICATE_WINDOW).toBe('PT2H');
+    expect(env.COSMOS_KEY).toBe(LOCAL_ENVIRONMENT.COSMOS_KEY);
+    expect(env.SERVICEBUS_DUPLICATE_WINDOW).toBe(LOCAL_ENVIRONMENT.SERVICEBUS_DUPLICATE_WINDOW);
     expect(env.SERVICEBUS_CONNECTION_STRING).toBe(LOCAL_ENVIRONMENT.SERVICEBUS_CONNECTION_STRING);
+  });
+
+  it('is deleted only by the npm start that wrote it', () => {
+    writeLocalRun(file, run(process.pid));
+
+    removeLocalRun(file, deadPid());
+    expect(readLocalRun(file)?.pid).toBe(process.pid);
+    removeLocalRun(file, process.pid);
+    expect(readLocalRun(file)).toBeUndefined();
   });
 
   it('ignores a file whose npm start is gone', () => {
