@@ -96,6 +96,9 @@ say "restoring Bicep CLI $BICEP_VERSION (Azure.Bicep.CommandLine.$rid) from NuGe
 DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 DOTNET_SKIP_FIRST_TIME_EXPERIENCE=1 \
   dotnet restore "$project_dir/bicep-restore.proj" --nologo >&2 &
 restore=$!
+# Interrupted (Ctrl+C, a CI timeout): the restore in the background stops too.
+trap 'kill "$restore" 2>/dev/null || true' EXIT
+trap 'exit 130' INT TERM
 started=$SECONDS
 next_note=5
 # dotnet restore reports no bytes; what it has written so far gives the rate, and the time left.

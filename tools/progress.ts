@@ -43,7 +43,8 @@ export function startProgress(options: ProgressOptions): Progress {
   let lastLineMs = startedMs;
   let lastLineStep = 0;
 
-  const percent = (): number => Math.floor((done / total) * 100);
+  // Nothing to do counts as all of it done, not NaN%.
+  const percent = (): number => (total > 0 ? Math.floor((done / total) * 100) : 100);
   const counts = (): string => `${label}: ${done}/${total}${unit} (${percent()}%)`;
 
   return {
