@@ -41,6 +41,17 @@ export class ContainerState implements ItemContainer {
     return this.properties;
   }
 
+  private lsn = 0;
+
+  /** The last log sequence number given to a commit (0 before the first). */
+  get lastLsn(): number {
+    return this.lsn;
+  }
+
+  nextLsn(): number {
+    return ++this.lsn;
+  }
+
   nextDocumentRid(): string {
     const bytes = Buffer.alloc(8);
     bytes.writeBigUInt64BE(BigInt(++this.documentSequence));

@@ -1,5 +1,6 @@
 import type { ContainerState } from './account';
 import { executeBatch } from './batch';
+import { changeFeed } from './changeFeed';
 import { asObject, byteLength } from './documents';
 import { badRequest } from './errors';
 import { flag, type Reply, type RequestHeaders, single } from './http';
@@ -17,7 +18,10 @@ const DEFAULT_PAGE_SIZE = 1000;
 export function items(request: ResourceRequest, route: Extract<Route, { type: 'items' }>): Reply {
   const { headers, method, nowMs } = request;
   const container = containerOf(request, route);
-  if (method === 'GET') return query(container, headers, { query: 'SELECT * FROM c' }, nowMs);
+  if (method === 'GET') {
+    if (headers['a-im'] !== undefined) return changeFeed(container, headers, nowMs);
+    return query(container, headers, { query: 'SELECT * FROM c' }, nowMs);
+  }
   if (method !== 'POST') return notAllowed(request);
   if (flag(headers['x-ms-cosmos-is-query-plan-request'])) {
     throw badRequest('The local server does not produce query plans; it runs every query directly.');

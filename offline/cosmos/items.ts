@@ -39,6 +39,8 @@ export interface StoredItem {
   readonly bytes: number;
   /** Canonical partition key text (see partitionKey.ts). */
   readonly partitionKey: string;
+  /** The container's log sequence number of the commit that wrote it (the change feed's order). */
+  readonly lsn?: number;
 }
 
 /** What an operation needs from the container that holds the item. */
@@ -49,6 +51,8 @@ export interface ItemContainer {
   readonly defaultTtl: number | undefined;
   readonly items: Map<string, StoredItem>;
   nextDocumentRid(): string;
+  /** The next log sequence number: one per commit, shared by every item it writes (a batch is one). */
+  nextLsn(): number;
 }
 
 export function isExpired(item: StoredItem, defaultTtl: number | undefined, nowMs: number): boolean {
@@ -86,7 +90,9 @@ export class StagedWrites {
 
   commit(): void {
     const { items } = this.container;
-    for (const [key, item] of this.writes) {
+    const lsn = this.container.nextLsn();
+    for (const [key, written] of this.writes) {
+      const item = written && { ...written, lsn };
       // Items stay in _rid order, which query continuations rely on: a replace keeps its place and
       // its _rid; a new item (new _rid) goes to the end, even where an expired one still lingers.
       if (!item || items.get(key)?.document._rid !== item.document._rid) items.delete(key);
