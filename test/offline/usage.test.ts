@@ -83,11 +83,13 @@ describe('bad values', () => {
 });
 
 describe('npm start', () => {
+  // Its own settings file: an npm start the developer has running must not change these results.
+  const runFile = join(mkdtempSync(join(tmpdir(), 'local-run-')), 'local-run.json');
   const start = (args: string[], env: NodeJS.ProcessEnv = {}) =>
     spawnSync(process.execPath, [require.resolve('tsx/cli'), 'offline/start/cli.ts', ...args], {
       encoding: 'utf8',
       timeout: 60_000,
-      env: { ...process.env, ...env },
+      env: { ...process.env, LOCAL_RUN_FILE: runFile, ...env },
     });
 
   it('refuses a duplicate detection window Service Bus would refuse', () => {
@@ -113,11 +115,11 @@ describe('npm start', () => {
   });
 
   it('refuses to start while another npm start runs with the same settings file', () => {
-    const runFile = join(mkdtempSync(join(tmpdir(), 'local-run-')), 'local-run.json');
+    const running = join(mkdtempSync(join(tmpdir(), 'local-run-')), 'local-run.json');
     // This test's own process stands for the npm start that is running.
-    writeFileSync(runFile, JSON.stringify({ pid: process.pid, startedAt: '', environment: {} }));
+    writeFileSync(running, JSON.stringify({ pid: process.pid, startedAt: '', environment: {} }));
 
-    const run = start([], { LOCAL_RUN_FILE: runFile });
+    const run = start([], { LOCAL_RUN_FILE: running });
 
     expect(run.status).toBe(2);
     expect(run.stderr).toContain(`npm start is already running (pid ${process.pid};`);
@@ -130,15 +132,7 @@ describe('npm start', () => {
     const { port } = taken.address() as AddressInfo;
     const app = mkdtempSync(join(tmpdir(), 'start-'));
     try {
-      const run = tsx([
-        'offline/start/cli.ts',
-        '--cosmos-port',
-        String(port),
-        '--servicebus-port',
-        '0',
-        '--app',
-        app,
-      ]);
+      const run = start(['--cosmos-port', String(port), '--servicebus-port', '0', '--app', app]);
 
       expect(run.status).toBe(2);
       expect(run.stderr).toContain(
@@ -152,11 +146,7 @@ describe('npm start', () => {
   });
 
   it('refuses app settings the app would refuse, before it starts anything', () => {
-    const run = spawnSync(process.execPath, [require.resolve('tsx/cli'), 'offline/start/cli.ts'], {
-      encoding: 'utf8',
-      timeout: 60_000,
-      env: { ...process.env, INBOX_RETENTION: 'PT1M' },
-    });
+    const run = start([], { INBOX_RETENTION: 'PT1M' });
 
     expect(run.status).toBe(2);
     expect(run.stderr).toContain('The app settings (local.settings.sample.json');

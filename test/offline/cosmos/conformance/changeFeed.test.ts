@@ -1,6 +1,6 @@
-import { ChangeFeedStartFrom, type Container, StatusCodes } from '@azure/cosmos';
+import { ChangeFeedMode, ChangeFeedStartFrom, type Container, StatusCodes } from '@azure/cosmos';
 
-import { useTarget } from './target';
+import { local, useTarget } from './target';
 
 const target = useTarget();
 
@@ -145,5 +145,19 @@ describe('change feed (latest version)', () => {
     if (target.local) expect(pages).toEqual([4]);
     const lsns = items.slice(1).map((item) => (item as unknown as { _lsn: number })._lsn);
     expect(new Set(lsns).size).toBe(1);
+  });
+
+  // A real account serves this mode only with continuous backup; the local server says it does not.
+  (local ? it : it.skip)('refuses the all-versions-and-deletes mode, saying so', async () => {
+    const container = await target.container();
+    const iterator = container.items.getChangeFeedIterator({
+      changeFeedStartFrom: ChangeFeedStartFrom.Now(),
+      changeFeedMode: ChangeFeedMode.AllVersionsAndDeletes,
+    });
+
+    await expect(iterator.readNext()).rejects.toMatchObject({
+      code: 400,
+      message: expect.stringContaining('latest-version mode only') as unknown,
+    });
   });
 });
