@@ -2,7 +2,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import type { ServiceBusTopicFunctionOptions } from '@azure/functions';
+import type {
+  CosmosDBv4FunctionOptions,
+  ServiceBusTopicFunctionOptions,
+  TimerFunctionOptions,
+} from '@azure/functions';
 
 import type * as AzureMonitor from './azureMonitor';
 import {
@@ -14,10 +18,14 @@ import {
   type InboxRuntime,
   InboxTelemetry,
   loadSettings,
+  outboxRelayHandler,
+  outboxSweepHandler,
   purgeTimerHandler,
   type ServiceBusHandler,
   serviceBusHandler,
+  serviceBusPublisher,
   SettingsError,
+  sweepSchedule,
   systemClock,
   type TimerHandler,
 } from './inbox/internal';
@@ -28,7 +36,8 @@ import { functionNameOf } from './topology';
  * unsafe configuration (for example a retention shorter than the redelivery bound) stops the app at
  * start-up with a clear message instead of running.
  */
-checkHostJson(loadSettings(process.env));
+const startupSettings = loadSettings(process.env);
+checkHostJson(startupSettings);
 // Registration first, telemetry right after: the host indexes the functions without waiting for the
 // OpenTelemetry SDK, which then starts before the first invocation is read off the wire.
 setImmediate(ensureAzureMonitor);
@@ -48,6 +57,7 @@ export function inboxRuntime(): InboxRuntime {
     container,
     settings,
     telemetry,
+    publisher: serviceBusPublisher(settings),
     now: () => new Date(),
     sleep: (ms) => sleep(ms),
     random: Math.random,
@@ -114,6 +124,50 @@ export function registeredConsumers(): ReadonlyMap<string, Consumer> {
 }
 
 export const purge: TimerHandler = purgeTimerHandler(inboxRuntime);
+
+/**
+ * The outbox relay's registration (`app.cosmosDB(...outboxRelayTrigger())`): a Cosmos DB trigger
+ * on the app's container, with its leases in COSMOS_LEASE_CONTAINER, signed in through the
+ * `CosmosDBConnection__*` settings (the identity). A page whose relay throws is retried with an
+ * exponential backoff, 8 times (from 5 s up to 5 min apart, about 17 minutes in all); then the
+ * checkpoint moves on and the sweeper resends what is still pending (README "Publishing events").
+ * It starts from the beginning of the change feed the first time it runs (no lease yet), so an
+ * outbox document committed before the first deployment of the relay is sent too.
+ */
+export function outboxRelayTrigger(): [functionName: string, options: CosmosDBv4FunctionOptions] {
+  const { cosmos } = startupSettings;
+  return [
+    'outboxRelay',
+    {
+      connection: 'CosmosDBConnection',
+      databaseName: cosmos.database,
+      containerName: cosmos.container,
+      leaseContainerName: cosmos.leaseContainer,
+      createLeaseContainerIfNotExists: false,
+      startFromBeginning: true,
+      maxItemsPerInvocation: 100,
+      retry: {
+        strategy: 'exponentialBackoff',
+        maxRetryCount: 8,
+        minimumInterval: { seconds: 5 },
+        maximumInterval: { minutes: 5 },
+      },
+      handler: outboxRelayHandler(inboxRuntime),
+    },
+  ];
+}
+
+/** The outbox sweeper's registration (`app.timer(...outboxSweeperTimer())`), every OUTBOX_SWEEP_INTERVAL. */
+export function outboxSweeperTimer(): [functionName: string, options: TimerFunctionOptions] {
+  return [
+    'outboxSweeper',
+    {
+      schedule: sweepSchedule(startupSettings),
+      runOnStartup: false,
+      handler: outboxSweepHandler(inboxRuntime),
+    },
+  ];
+}
 
 type AzureMonitorModule = typeof AzureMonitor;
 let azureMonitorStarted = false;

@@ -6,6 +6,7 @@ import { toDelivery } from './delivery';
 import { bounded, PoisonMessageError, TransientStoreError } from './errors';
 import { processDelivery, type ProcessDependencies } from './process';
 import { runPurge } from './purge';
+import { type OutboxPublisher, relayOutbox, sweepOutbox } from './relay';
 import type { Settings } from './settings';
 import type { InboxTelemetry, Outcome } from './telemetry';
 
@@ -18,10 +19,13 @@ export interface InboxRuntime extends ProcessDependencies {
   telemetry: InboxTelemetry;
   /** One per instance: holds deliveries while Cosmos DB is failing (see breaker.ts). */
   breaker: CircuitBreaker;
+  /** Sends what the outbox holds (see relay.ts). */
+  publisher: OutboxPublisher;
 }
 
 export type ServiceBusHandler = (message: unknown, context: InvocationContext) => Promise<void>;
 export type TimerHandler = (timer: Timer, context: InvocationContext) => Promise<void>;
+export type CosmosDBHandler = (documents: unknown[], context: InvocationContext) => Promise<void>;
 
 /**
  * The Service Bus trigger handler for a consumer. Returning completes the message; throwing
@@ -134,6 +138,66 @@ export function purgeTimerHandler(runtime: () => InboxRuntime): TimerHandler {
         : `Purged ${report.purged} expired markers`,
       { ...report, requestCharge: Math.round(report.requestCharge * 100) / 100 },
     );
+  };
+}
+
+/**
+ * The outbox relay's Cosmos DB trigger handler: sends the pending outbox documents among a page of
+ * changes, then marks them dispatched. Throwing makes the trigger's retry policy run the page
+ * again; once its retries are spent the checkpoint moves on, and the sweeper resends what is still
+ * pending after OUTBOX_SWEEP_AGE.
+ */
+export function outboxRelayHandler(runtime: () => InboxRuntime): CosmosDBHandler {
+  return async (documents, context) => {
+    const { container, publisher, now, settings, telemetry } = runtime();
+    const started = performance.now();
+    try {
+      const report = await relayOutbox(documents, { container, publisher, now, settings });
+      telemetry.outboxRelayed(report.sent);
+      if (report.sent === 0) return;
+      log(context, 'info', `Relayed ${report.sent} outbox messages`, {
+        changes: documents.length,
+        ...report,
+        requestCharge: Math.round(report.requestCharge * 100) / 100,
+        durationMs: Math.round(performance.now() - started),
+      });
+    } catch (error) {
+      const retry = context.retryContext;
+      log(
+        context,
+        'warn',
+        retry && retry.maxRetryCount >= 0 && retry.retryCount >= retry.maxRetryCount
+          ? 'Outbox relay failed and its retries are spent: the change feed moves on, and the sweeper resends what is still pending'
+          : 'Outbox relay failed: the change feed page will be retried',
+        {
+          changes: documents.length,
+          retryCount: retry?.retryCount ?? 0,
+          maxRetryCount: retry?.maxRetryCount ?? 0,
+          error: bounded(`${(error as Error).name}: ${(error as Error).message}`, 1000),
+        },
+      );
+      throw error;
+    }
+  };
+}
+
+/** The timer handler that resends outbox messages still pending after OUTBOX_SWEEP_AGE, a bounded number per run. */
+export function outboxSweepHandler(runtime: () => InboxRuntime): TimerHandler {
+  return async (_timer, context) => {
+    const { container, publisher, now, settings, telemetry } = runtime();
+    const report = await sweepOutbox({ container, publisher, now, settings });
+    telemetry.outboxSweep(report);
+    const fields = { ...report, requestCharge: Math.round(report.requestCharge * 100) / 100 };
+    if (report.sent > 0) {
+      log(
+        context,
+        'warn',
+        `Resent ${report.sent} outbox messages pending longer than OUTBOX_SWEEP_AGE${report.capped ? '; more remain for the next run' : ''}`,
+        fields,
+      );
+    } else {
+      log(context, 'info', `Outbox: ${report.pending} pending`, fields);
+    }
   };
 }
 

@@ -42,6 +42,7 @@ export const POISON_REASONS = [
   'batch-too-large',
   'rejected-by-store',
   'rejected-by-handler',
+  'invalid-outgoing-message',
   'unprocessable',
 ] as const;
 export type PoisonReason = (typeof POISON_REASONS)[number];

@@ -28,6 +28,8 @@ export {
   SettingsError,
   TransientStoreError,
 } from './errors';
+// What `tx.publish` takes: a message sent after the batch commits (the outbox).
+export type { OutgoingMessage } from './outbox';
 // The app settings (environment variables) a consumer author may tune, with their defaults.
 export type { Settings } from './settings';
 // What `handle` stages its writes on, and the types its methods take and return.

@@ -6,7 +6,10 @@
  * @packageDocumentation
  */
 export {
+  type CosmosDBHandler,
   type InboxRuntime,
+  outboxRelayHandler,
+  outboxSweepHandler,
   purgeTimerHandler,
   type ServiceBusHandler,
   serviceBusHandler,
@@ -31,7 +34,18 @@ export { toDelivery } from './delivery';
 export { formatDuration, parseDurationSeconds } from './duration';
 export { POISON_REASONS, type PoisonReason } from './errors';
 export * from './index';
+export { jsonBytesBound } from './jsonBytes';
 export { type Marker, MARKER_TYPE, markerId, payloadHash } from './marker';
+export {
+  buildOutboxDocument,
+  isOutboxDocument,
+  MAX_OUTGOING_BODY_BYTES,
+  OUTBOX_TYPE,
+  type OutboxDocument,
+  outboxDocumentId,
+  type OutboxMessage,
+  outgoingMessageId,
+} from './outbox';
 export {
   markerLocation,
   MAX_BATCH_BYTES,
@@ -42,11 +56,21 @@ export {
 } from './process';
 export { type PurgeOptions, type PurgeReport, runPurge } from './purge';
 export {
+  type DispatchReport,
+  type OutboxPublisher,
+  type RelayDependencies,
+  relayOutbox,
+  serviceBusPublisher,
+  sweepOutbox,
+  type SweepReport,
+} from './relay';
+export {
   HOST_JSON_DEFAULTS,
   hostJsonProblems,
   loadSettings,
   type RedeliverySettings,
   retentionBoundSeconds,
+  sweepSchedule,
   timeSpanSeconds,
 } from './settings';
 export { InboxTelemetry, METRIC_NAMES, type Outcome, OUTCOMES } from './telemetry';

@@ -11,6 +11,7 @@ import {
   PoisonMessageError,
   TransientStoreError,
 } from './errors';
+import { jsonBytesBound } from './jsonBytes';
 import { buildMarker, type Marker, markerId, markerKey, payloadHash } from './marker';
 import type { Settings } from './settings';
 import type { Outcome } from './telemetry';
@@ -46,6 +47,8 @@ export interface ProcessResult {
   requests: number;
   /** Handler runs. */
   attempts: number;
+  /** Messages the committed batch put in the outbox (see PartitionTransaction.publish). */
+  published?: number;
 }
 
 interface ParsedMessage<M> {
@@ -199,7 +202,15 @@ async function processWithInbox<M>(
   }
 
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    const tx = new PartitionTransaction(deps.container, partitionKey, previousFailure);
+    const tx = new PartitionTransaction(deps.container, partitionKey, previousFailure, {
+      source: {
+        consumer: consumer.name,
+        key,
+        messageId: parsed.messageId,
+        correlationId: delivery.correlationId,
+      },
+      now: deps.now(),
+    });
     try {
       await consumer.handle(parsed.message, tx, delivery);
     } catch (error) {
@@ -231,6 +242,7 @@ async function processWithInbox<M>(
       return {
         outcome: alternative === undefined ? 'processed' : 'alternative',
         alternative,
+        published: tx.published.length,
         requestCharge,
         requests,
         attempts: attempt,
@@ -367,7 +379,7 @@ function assertFitsOneBatch(operations: OperationInput[]): void {
   if (operations.length > MAX_BATCH_OPERATIONS) {
     throw new PoisonMessageError(
       'too-many-operations',
-      `The handler staged ${operations.length - 1} writes; with the marker that exceeds the ${MAX_BATCH_OPERATIONS} operations of one transactional batch.`,
+      `The handler staged ${operations.length - 1} writes and publishes; with the marker that exceeds the ${MAX_BATCH_OPERATIONS} operations of one transactional batch.`,
     );
   }
   // The SDK serialises the batch anyway; count the bytes exactly only when a cheap bound cannot rule out the limit.
@@ -379,62 +391,6 @@ function assertFitsOneBatch(operations: OperationInput[]): void {
       `The staged writes take ${bytes} bytes; one transactional batch carries at most ${MAX_BATCH_BYTES}.`,
     );
   }
-}
-
-/** The most characters JSON.stringify writes for a number: `-0.0000037191301872534835`. */
-const MAX_NUMBER_CHARS = 25;
-/** Values a bound walks before it gives up (a cycle never ends; JSON.stringify reports it). */
-const MAX_BOUND_VALUES = 100_000;
-
-/**
- * An upper bound of `Buffer.byteLength(JSON.stringify(value))` for plain data (strings, numbers,
- * booleans, null, arrays and plain objects), walked with an explicit stack; Infinity for anything
- * else (toJSON, dates, class instances, BigInt, functions, symbols) and for very large values.
- * A UTF-16 unit takes at most 6 bytes (`\u001f`); undefined counts as `null`; a key as `"…":` and a comma.
- */
-export function jsonBytesBound(value: unknown): number {
-  const pending: unknown[] = [value];
-  let bytes = 0;
-  for (let walked = 0; pending.length > 0; walked++) {
-    if (walked === MAX_BOUND_VALUES) return Infinity;
-    const next = pending.pop();
-    switch (typeof next) {
-      case 'string':
-        bytes += 6 * next.length + 2;
-        break;
-      case 'number':
-        bytes += MAX_NUMBER_CHARS;
-        break;
-      case 'boolean':
-      case 'undefined':
-        bytes += 5;
-        break;
-      case 'object': {
-        if (next === null) {
-          bytes += 4;
-          break;
-        }
-        if (typeof (next as { toJSON?: unknown }).toJSON === 'function') return Infinity;
-        if (Array.isArray(next)) {
-          bytes += 2 + next.length;
-          for (let index = 0; index < next.length; index++) pending.push(next[index]);
-          break;
-        }
-        const prototype = Object.getPrototypeOf(next) as unknown;
-        if (prototype !== Object.prototype && prototype !== null) return Infinity;
-        bytes += 2;
-        // for…in also visits inherited enumerable keys, which JSON leaves out: the bound only grows.
-        for (const key in next) {
-          bytes += 6 * key.length + 4;
-          pending.push((next as Record<string, unknown>)[key]);
-        }
-        break;
-      }
-      default:
-        return Infinity;
-    }
-  }
-  return bytes;
 }
 
 async function commit(

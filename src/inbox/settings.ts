@@ -33,6 +33,53 @@ export interface Settings {
     key: string | undefined;
     /** AZURE_CLIENT_ID: the user-assigned identity DefaultAzureCredential should use. */
     clientId: string | undefined;
+    /**
+     * COSMOS_LEASE_CONTAINER: where the outbox relay's Cosmos DB trigger keeps its leases
+     * (partitioned on /id, in the same database).
+     * @default leases
+     */
+    leaseContainer: string;
+  };
+  /** Where the outbox relay sends (the Service Bus triggers use the same connection). */
+  serviceBus: {
+    /** ServiceBusConnection__fullyQualifiedNamespace: `<namespace>.servicebus.windows.net`, signed in with the identity. */
+    fullyQualifiedNamespace: string | undefined;
+    /**
+     * ServiceBusConnection: a connection string, accepted only for the emulator or the local peer
+     * (it must contain UseDevelopmentEmulator=true).
+     */
+    connectionString: string | undefined;
+    /**
+     * SERVICEBUS_DUPLICATE_WINDOW: the topics' duplicate detection window, as the Bicep configured it.
+     * @default PT1H
+     */
+    duplicateWindowSeconds: number;
+  };
+  /** The outbox relay and its sweeper (src/inbox/relay.ts). */
+  outbox: {
+    /**
+     * OUTBOX_SWEEP_AGE: the sweeper resends an outbox message still pending this long after its
+     * batch committed. At least PT1M (the relay's normal delay is seconds); with the interval, at
+     * most the duplicate detection window, so a resend of a message the relay sent is dropped by the broker.
+     * @default PT5M
+     */
+    sweepAgeSeconds: number;
+    /**
+     * OUTBOX_SWEEP_INTERVAL: how often the sweeper runs: whole minutes that divide an hour (PT1M,
+     * PT2M, PT5M, ... PT30M).
+     * @default PT1M
+     */
+    sweepIntervalSeconds: number;
+    /**
+     * OUTBOX_SWEEP_MAX_ITEMS: messages one sweeper run resends at most.
+     * @default 500
+     */
+    sweepMaxItems: number;
+    /**
+     * OUTBOX_DISPATCHED_RETENTION: how long a dispatched outbox document stays (its `ttl`), for triage.
+     * @default P1D
+     */
+    dispatchedRetentionSeconds: number;
   };
   inbox: {
     /**
@@ -213,6 +260,18 @@ export function loadSettings(env: Environment = process.env): Settings {
       container: env.COSMOS_CONTAINER?.trim() || 'state',
       key,
       clientId: env.AZURE_CLIENT_ID?.trim() || undefined,
+      leaseContainer: env.COSMOS_LEASE_CONTAINER?.trim() || 'leases',
+    },
+    serviceBus: {
+      fullyQualifiedNamespace: env.ServiceBusConnection__fullyQualifiedNamespace?.trim() || undefined,
+      connectionString: env.ServiceBusConnection?.trim() || undefined,
+      duplicateWindowSeconds: duration('SERVICEBUS_DUPLICATE_WINDOW', 'PT1H'),
+    },
+    outbox: {
+      sweepAgeSeconds: duration('OUTBOX_SWEEP_AGE', 'PT5M'),
+      sweepIntervalSeconds: duration('OUTBOX_SWEEP_INTERVAL', 'PT1M'),
+      sweepMaxItems: positiveInteger('OUTBOX_SWEEP_MAX_ITEMS', '500', 10_000),
+      dispatchedRetentionSeconds: duration('OUTBOX_DISPATCHED_RETENTION', 'P1D'),
     },
     inbox: {
       retentionSeconds: duration('INBOX_RETENTION', 'P30D'),
@@ -273,8 +332,59 @@ export function loadSettings(env: Environment = process.env): Settings {
       `BREAKER_BACKOFF_BASE=${formatDuration(breaker.backoffBaseSeconds)} exceeds BREAKER_BACKOFF_MAX=${formatDuration(breaker.backoffMaxSeconds)}.`,
     );
   }
+  problems.push(...outboxProblems(settings));
   if (problems.length > 0) throw new SettingsError(problems);
   return settings;
+}
+
+const EMULATOR_FLAG = /(^|;)\s*UseDevelopmentEmulator\s*=\s*true\s*(;|$)/i;
+
+/**
+ * The sweeper must resend a message the relay sent but could not mark while the broker still
+ * remembers its MessageId: OUTBOX_SWEEP_AGE + OUTBOX_SWEEP_INTERVAL (the latest a first resend
+ * comes after the commit) within SERVICEBUS_DUPLICATE_WINDOW. Later resends (a message pending
+ * through a long outage) are the downstream inbox's to absorb, as any redelivery is.
+ */
+function outboxProblems({ outbox, serviceBus }: Settings): string[] {
+  const problems: string[] = [];
+  const minutes = outbox.sweepIntervalSeconds / 60;
+  if (!Number.isInteger(minutes) || minutes < 1 || minutes > 30 || 60 % minutes !== 0) {
+    problems.push(
+      `OUTBOX_SWEEP_INTERVAL=${formatDuration(outbox.sweepIntervalSeconds)} must be whole minutes that divide an hour (PT1M, PT2M, PT3M, PT4M, PT5M, PT6M, PT10M, PT12M, PT15M, PT20M, PT30M).`,
+    );
+  }
+  if (outbox.sweepAgeSeconds < 60) {
+    problems.push(
+      `OUTBOX_SWEEP_AGE=${formatDuration(outbox.sweepAgeSeconds)} is under PT1M: the sweeper would resend what the relay is about to send.`,
+    );
+  }
+  const latest = outbox.sweepAgeSeconds + outbox.sweepIntervalSeconds;
+  if (latest > serviceBus.duplicateWindowSeconds) {
+    problems.push(
+      `OUTBOX_SWEEP_AGE=${formatDuration(outbox.sweepAgeSeconds)} + OUTBOX_SWEEP_INTERVAL=${formatDuration(outbox.sweepIntervalSeconds)} = ${formatDuration(latest)} ` +
+        `exceeds SERVICEBUS_DUPLICATE_WINDOW=${formatDuration(serviceBus.duplicateWindowSeconds)}: a resend of a message the relay sent could pass the broker's duplicate detection. ` +
+        `Lower them, or raise the window (the Bicep's and this setting together).`,
+    );
+  }
+  if (serviceBus.connectionString !== undefined) {
+    if (serviceBus.fullyQualifiedNamespace !== undefined) {
+      problems.push(
+        'Set ServiceBusConnection__fullyQualifiedNamespace (Azure, with identity) or ServiceBusConnection (the emulator or local peer), not both.',
+      );
+    } else if (!EMULATOR_FLAG.test(serviceBus.connectionString)) {
+      problems.push(
+        'ServiceBusConnection is a connection string, accepted only for the emulator or the local peer (with UseDevelopmentEmulator=true). ' +
+          'In Azure set ServiceBusConnection__fullyQualifiedNamespace: the namespace has local (key) auth disabled.',
+      );
+    }
+  }
+  return problems;
+}
+
+/** The sweeper's NCRONTAB schedule for OUTBOX_SWEEP_INTERVAL (validated: whole minutes dividing an hour). */
+export function sweepSchedule(settings: Pick<Settings, 'outbox'>): string {
+  const minutes = settings.outbox.sweepIntervalSeconds / 60;
+  return minutes === 1 ? '0 * * * * *' : `0 */${minutes} * * * *`;
 }
 
 /** The defaults of HOST_MAX_AUTO_LOCK_RENEWAL and HOST_FUNCTION_TIMEOUT: what this project's host.json sets. */

@@ -8,6 +8,7 @@ import {
 } from '@opentelemetry/api';
 
 import type { PurgeReport } from './purge';
+import type { SweepReport } from './relay';
 
 /**
  * Metrics, through the OpenTelemetry API. In Azure, applicationinsights (Azure Monitor) registers the
@@ -43,6 +44,9 @@ export const METRIC_NAMES = {
   purgeThrottled: 'inbox.purge_throttled_requests',
   breakerTransitions: 'inbox.breaker_transitions',
   breakerOpen: 'inbox.breaker_open',
+  outboxSent: 'outbox.sent',
+  outboxPending: 'outbox.pending',
+  outboxOldestPendingAge: 'outbox.oldest_pending_age',
 } as const;
 
 export class InboxTelemetry {
@@ -55,6 +59,9 @@ export class InboxTelemetry {
   private readonly markers: Gauge;
   private readonly purgeThrottled: Counter;
   private readonly breakerTransitions: Counter;
+  private readonly outboxSent: Counter;
+  private readonly outboxPending: Gauge;
+  private readonly outboxOldestPendingAge: Gauge;
   private breakerIsOpen: () => boolean = () => false;
 
   /** Create it after the meter provider is registered: the OpenTelemetry API does not proxy meters. */
@@ -85,6 +92,16 @@ export class InboxTelemetry {
     });
     this.breakerTransitions = meter.createCounter(METRIC_NAMES.breakerTransitions, {
       description: 'Cosmos DB circuit breaker state changes, by the state entered (open, closed)',
+    });
+    this.outboxSent = meter.createCounter(METRIC_NAMES.outboxSent, {
+      description: 'Outbox messages sent to Service Bus, by source: relay (change feed) or sweeper (resend)',
+    });
+    this.outboxPending = meter.createGauge(METRIC_NAMES.outboxPending, {
+      description: 'Outbox messages not yet marked dispatched, measured by each sweeper run',
+    });
+    this.outboxOldestPendingAge = meter.createGauge(METRIC_NAMES.outboxOldestPendingAge, {
+      description: 'Age of the oldest pending outbox message (0 when none), measured by each sweeper run',
+      unit: 's',
     });
     // Observed at every export, so an instance whose breaker stays open keeps reporting 1.
     meter
@@ -119,5 +136,15 @@ export class InboxTelemetry {
     this.expiredMarkers.record(report.expiredRemaining);
     this.markers.record(report.markers);
     this.purgeThrottled.add(report.throttled);
+  }
+
+  outboxRelayed(sent: number): void {
+    if (sent > 0) this.outboxSent.add(sent, { source: 'relay' });
+  }
+
+  outboxSweep(report: SweepReport): void {
+    if (report.sent > 0) this.outboxSent.add(report.sent, { source: 'sweeper' });
+    this.outboxPending.record(report.pending);
+    this.outboxOldestPendingAge.record(report.oldestPendingAgeSeconds);
   }
 }

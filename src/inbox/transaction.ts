@@ -1,5 +1,8 @@
 import type { Container, JSONObject, OperationInput, PatchOperation } from '@azure/cosmos';
 
+import { PoisonMessageError } from './errors';
+import { buildOutboxDocument, type OutboxSource, type OutgoingMessage } from './outbox';
+
 /**
  * A document a handler reads or writes: any JSON object with an `id`, stored in the message's
  * logical partition of the app's container.
@@ -46,7 +49,7 @@ interface Named {
 export type PatchOptions = Named &
   ({ condition?: string; ifMatch?: never } | { ifMatch: string; condition?: never });
 
-export type WriteKind = 'create' | 'replace' | 'upsert' | 'patch' | 'delete';
+export type WriteKind = 'create' | 'replace' | 'upsert' | 'patch' | 'delete' | 'publish';
 
 export interface StagedWrite {
   readonly name: string | undefined;
@@ -99,9 +102,14 @@ export interface ReadResult<T> {
  * invalid (400, 413) is poison (`rejected-by-store`); a throttled or failed request (429 after the
  * SDK's retries, 5xx) is a TransientStoreError; either way nothing was written.
  *
+ * **Publishing.** `publish` stages an outbox document in the same partition: it commits with the
+ * marker and the writes, or not at all, and the outbox relay sends it to Service Bus after the
+ * commit (README "Publishing events"). Its MessageId is derived from the consumer, the incoming
+ * message and the message's name, so a re-run stages the same id.
+ *
  * **The batch limits.** One transactional batch carries at most 100 operations, the marker
- * included (so 99 staged writes), and 2 MiB (2,097,152 bytes) of operations as JSON, marker
- * included. A handler that stages more makes the message poison (`too-many-operations`,
+ * included (so 99 staged writes and publishes), and 2 MiB (2,097,152 bytes) of operations as JSON,
+ * marker included. A handler that stages more makes the message poison (`too-many-operations`,
  * `batch-too-large`): it would fail the same way on every delivery.
  *
  * @example
@@ -122,6 +130,8 @@ export interface ReadResult<T> {
  */
 export class PartitionTransaction {
   private readonly writes: StagedWrite[] = [];
+  private readonly publishedIds: string[] = [];
+  private readonly publishedNames = new Set<string>();
   private readCount = 0;
   private recordedAlternative: string | undefined;
 
@@ -135,6 +145,8 @@ export class PartitionTransaction {
      * run of a delivery.
      */
     readonly previousFailure: FailedWrite | undefined,
+    /** Where `publish` takes its MessageIds and timestamps from; without it, `publish` throws. */
+    private readonly outbox?: { source: OutboxSource; now: Date },
   ) {}
 
   /**
@@ -232,6 +244,43 @@ export class PartitionTransaction {
       options.ifMatch === undefined ? undefined : 'etag',
       operation as OperationInput,
     );
+  }
+
+  /**
+   * Stages a message to publish after the batch commits (see OutgoingMessage): an outbox document,
+   * created in the batch after the writes staged before it. Returns its MessageId. A message Service
+   * Bus would refuse (a bad topic name, a body over 192 KiB, ...) or a name used twice in one run
+   * makes the incoming message poison (`invalid-outgoing-message`).
+   */
+  publish(message: OutgoingMessage): string {
+    if (!this.outbox)
+      throw new Error('This transaction cannot publish: it was built without an outbox source.');
+    const document = buildOutboxDocument(
+      message,
+      this.publishedIds.length,
+      this.outbox.source,
+      this.partitionKey,
+      this.outbox.now,
+    );
+    const name = message.name ?? `#${this.publishedIds.length}`;
+    if (this.publishedNames.has(name)) {
+      throw new PoisonMessageError(
+        'invalid-outgoing-message',
+        `tx.publish: the name '${name.slice(0, 128)}' is used twice in one run; each published message needs its own.`,
+      );
+    }
+    this.publishedNames.add(name);
+    this.publishedIds.push(document.message.messageId);
+    this.stage({ name: `publish:${name}` }, 'publish', document.id, undefined, {
+      operationType: 'Create',
+      resourceBody: document as unknown as JSONObject,
+    });
+    return document.message.messageId;
+  }
+
+  /** The MessageIds of the messages this run published, in order. */
+  get published(): readonly string[] {
+    return this.publishedIds;
   }
 
   /** The writes staged so far, in order: what the inbox puts in the batch after the marker. */

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 
-import { jsonBytesBound } from '../../src/inbox/process';
+import { jsonBytesBound } from '../../src/inbox/jsonBytes';
 
 /** What the batch size check counted before the bound: the exact bytes, or the error JSON.stringify throws. */
 function exactBytes(value: unknown): number | Error {

@@ -15,6 +15,7 @@ const PUBLIC_API = {
   Delivery: 'type',
   InboxConsumer: 'type',
   InboxError: 'value',
+  OutgoingMessage: 'type',
   PartitionTransaction: 'value',
   PatchStep: 'type',
   PoisonMessageError: 'value',
@@ -97,6 +98,7 @@ describe('src/inbox public API', () => {
       expect.arrayContaining([
         'defineInboxConsumer',
         'defineVersionedConsumer',
+        'OutgoingMessage',
         'PartitionTransaction',
         'PoisonMessageError',
         'Settings',

@@ -8,6 +8,7 @@ import {
   parseDurationSeconds,
   retentionBoundSeconds,
   SettingsError,
+  sweepSchedule,
 } from '../../src/inbox/internal';
 
 const base = { COSMOS_ENDPOINT: 'https://account.documents.azure.com:443/' };
@@ -32,7 +33,20 @@ describe('settings', () => {
       container: 'state',
       key: undefined,
       clientId: undefined,
+      leaseContainer: 'leases',
     });
+    expect(settings.serviceBus).toEqual({
+      fullyQualifiedNamespace: undefined,
+      connectionString: undefined,
+      duplicateWindowSeconds: 3600,
+    });
+    expect(settings.outbox).toEqual({
+      sweepAgeSeconds: 300,
+      sweepIntervalSeconds: 60,
+      sweepMaxItems: 500,
+      dispatchedRetentionSeconds: 86_400,
+    });
+    expect(sweepSchedule(settings)).toBe('0 * * * * *');
     expect(settings.inbox).toEqual({
       retentionSeconds: 30 * 86_400,
       ttlBackstopSeconds: 7 * 86_400,
@@ -136,6 +150,53 @@ describe('settings', () => {
       expect.stringContaining('does not exceed'),
     ]);
     expect(problems({ ...base, INBOX_RETENTION: formatDuration(bound + 1) })).toEqual([]);
+  });
+
+  it("keeps the sweeper's first resend inside the duplicate detection window, and names the settings that do not", () => {
+    expect(problems({ ...base, OUTBOX_SWEEP_AGE: 'PT55M', OUTBOX_SWEEP_INTERVAL: 'PT5M' })).toEqual([]);
+    expect(problems({ ...base, OUTBOX_SWEEP_AGE: 'PT56M', OUTBOX_SWEEP_INTERVAL: 'PT5M' })).toEqual([
+      expect.stringMatching(
+        /^OUTBOX_SWEEP_AGE=PT56M \+ OUTBOX_SWEEP_INTERVAL=PT5M = PT1H1M exceeds SERVICEBUS_DUPLICATE_WINDOW=PT1H/,
+      ),
+    ]);
+    // A longer window (the Bicep's and the setting together) allows a longer age.
+    expect(problems({ ...base, OUTBOX_SWEEP_AGE: 'PT2H', SERVICEBUS_DUPLICATE_WINDOW: 'PT3H' })).toEqual([]);
+    expect(problems({ ...base, OUTBOX_SWEEP_AGE: 'PT30S' })).toEqual([
+      expect.stringContaining('OUTBOX_SWEEP_AGE=PT30S is under PT1M'),
+    ]);
+  });
+
+  it("turns OUTBOX_SWEEP_INTERVAL into the sweeper's schedule, whole minutes that divide an hour only", () => {
+    expect(sweepSchedule(loadSettings({ ...base, OUTBOX_SWEEP_INTERVAL: 'PT5M' }))).toBe('0 */5 * * * *');
+    expect(
+      sweepSchedule(loadSettings({ ...base, OUTBOX_SWEEP_INTERVAL: 'PT30M', OUTBOX_SWEEP_AGE: 'PT10M' })),
+    ).toBe('0 */30 * * * *');
+    for (const interval of ['PT7M', 'PT1M30S', 'PT45M']) {
+      expect(problems({ ...base, OUTBOX_SWEEP_INTERVAL: interval })).toEqual([
+        expect.stringContaining(
+          `OUTBOX_SWEEP_INTERVAL=${interval} must be whole minutes that divide an hour`,
+        ),
+      ]);
+    }
+  });
+
+  it('accepts a Service Bus connection string only for the emulator or the local peer', () => {
+    const local =
+      'Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=x;UseDevelopmentEmulator=true;';
+    expect(problems({ ...base, ServiceBusConnection: local })).toEqual([]);
+    expect(
+      problems({
+        ...base,
+        ServiceBusConnection: 'Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKey=x',
+      }),
+    ).toEqual([expect.stringContaining('accepted only for the emulator or the local peer')]);
+    expect(
+      problems({
+        ...base,
+        ServiceBusConnection: local,
+        ServiceBusConnection__fullyQualifiedNamespace: 'ns.servicebus.windows.net',
+      }),
+    ).toEqual([expect.stringContaining('not both')]);
   });
 
   it('reports every malformed setting at once', () => {

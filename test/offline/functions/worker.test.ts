@@ -9,9 +9,14 @@ import { functionNameOf, topology } from '../../../src/topology';
 import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../support/probeFunction';
 
 const ROOT = join(__dirname, '..', '..', '..');
-/** functions/<name>.ts, in the order the worker loads them: one per subscription, and the purge timer. */
+/**
+ * functions/<name>.ts, in the order the worker loads them: one per subscription, the purge timer,
+ * the outbox relay (change feed) and its sweeper (timer).
+ */
 const APP_FUNCTIONS = [
   ...topology.topics.flatMap((t) => t.subscriptions.map((s) => functionNameOf(s.name))),
+  'outboxRelay',
+  'outboxSweeper',
   'purgeExpiredMarkers',
 ].sort();
 
@@ -73,9 +78,28 @@ describe('loading the app through the worker path', () => {
         runOnStartup: false,
       }),
     ]);
-    const serviceBusTriggers = Object.values(triggers).filter(
-      (bindings) => bindings !== triggers.purgeExpiredMarkers,
+    expect(triggers.outboxSweeper).toEqual([
+      expect.objectContaining({ type: 'timerTrigger', schedule: '0 * * * * *', runOnStartup: false }),
+    ]);
+    expect(triggers.outboxRelay).toEqual([
+      expect.objectContaining({
+        type: 'cosmosDBTrigger',
+        direction: 'in',
+        connection: 'CosmosDBConnection',
+        databaseName: 'app',
+        containerName: 'state',
+        leaseContainerName: 'leases',
+        createLeaseContainerIfNotExists: false,
+        startFromBeginning: true,
+        maxItemsPerInvocation: 100,
+      }),
+    ]);
+    // The relay's retry policy is function metadata the host reads (RpcFunctionMetadata.retryOptions).
+    expect(appFunctions.find((f) => f.name === 'outboxRelay')?.metadata.retryOptions).toEqual(
+      expect.objectContaining({ strategy: 'exponentialBackoff', maxRetryCount: 8 }),
     );
+    const others = [triggers.purgeExpiredMarkers, triggers.outboxSweeper, triggers.outboxRelay];
+    const serviceBusTriggers = Object.values(triggers).filter((bindings) => !others.includes(bindings));
     expect(serviceBusTriggers).toHaveLength(subscriptions.length);
     expect(serviceBusTriggers).toEqual(
       expect.arrayContaining(

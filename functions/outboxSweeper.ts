@@ -1,0 +1,5 @@
+import { app } from '@azure/functions';
+
+import { outboxSweeperTimer } from '../src/app';
+
+app.timer(...outboxSweeperTimer());

@@ -1,0 +1,205 @@
+import { hash } from 'node:crypto';
+
+import { bounded, PoisonMessageError } from './errors';
+import { jsonBytesBound } from './jsonBytes';
+
+/**
+ * A message a handler publishes with `tx.publish`: it becomes an outbox document committed in the
+ * same transactional batch as the marker and the staged writes, and the relay sends it to Service
+ * Bus once that batch has committed (never for a batch that did not).
+ *
+ * @example
+ * ```ts
+ * tx.publish({
+ *   topic: 'business-events',
+ *   subject: 'StockReserved',
+ *   name: 'stock-reserved',
+ *   body: { orderId: order.orderId, productId: order.productId, quantity: order.quantity },
+ * });
+ * ```
+ */
+export interface OutgoingMessage {
+  /** The topic to send to: one that src/topology.json declares with this consumer among its `publishers`. */
+  topic: string;
+  /** The Service Bus Subject (Label), which the subscriptions filter on. */
+  subject: string;
+  /** A JSON value, sent as `application/json`; at most 192 KiB as JSON (MAX_OUTGOING_BODY_BYTES). */
+  body: unknown;
+  /**
+   * A label for the message, unique among what one handler run publishes, and part of its MessageId
+   * (so keep it stable across releases while messages may be redelivered).
+   * @default its position among the run's publishes: `#0`, `#1`, ...
+   */
+  name?: string;
+  /** @default the incoming message's CorrelationId, else its MessageId */
+  correlationId?: string;
+  applicationProperties?: Record<string, string | number | boolean>;
+}
+
+export const OUTBOX_TYPE = 'outbox';
+
+/** What the relay sends: the Service Bus message an outbox document holds. */
+export interface OutboxMessage {
+  messageId: string;
+  topic: string;
+  subject: string;
+  body: unknown;
+  contentType: 'application/json';
+  correlationId: string | undefined;
+  applicationProperties: Record<string, string | number | boolean> | undefined;
+}
+
+/**
+ * An outbox document, in the logical partition of the message that staged it. `pendingSinceEpochSeconds`
+ * exists only while it is pending (the sweeper's query and the pending metrics filter on it, with the
+ * container's index); the relay's dispatch mark removes it and sets `ttl`, so the document deletes
+ * itself after OUTBOX_DISPATCHED_RETENTION.
+ */
+export type OutboxDocument = {
+  id: string;
+  partitionKey: string;
+  type: typeof OUTBOX_TYPE;
+  status: 'pending' | 'dispatched';
+  /** The consumer that published it, and the incoming MessageId it published for (bounded). */
+  consumer: string;
+  sourceMessageId: string;
+  createdAtEpochSeconds: number;
+  pendingSinceEpochSeconds?: number;
+  dispatchedAtEpochSeconds?: number;
+  ttl?: number;
+  message: OutboxMessage;
+};
+
+/**
+ * At most this many bytes of JSON per body: Service Bus Standard carries 256 KiB per message,
+ * properties and headers included, and the outbox document counts in the 2 MiB batch.
+ */
+export const MAX_OUTGOING_BODY_BYTES = 192 * 1024;
+/** Service Bus limits MessageId, CorrelationId and Subject to 128 characters. */
+const MAX_PROPERTY_CHARS = 128;
+/** Entity names as Service Bus accepts them (src/topology.ts ENTITY_NAME). */
+const TOPIC_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,48}[A-Za-z0-9])?$/;
+const MAX_APPLICATION_PROPERTIES = 32;
+
+/**
+ * The MessageId of a published message: SHA-256 of the consumer, the incoming message's marker key
+ * and the message's name, 32 hex digits. A handler re-run (after a failed condition or an ETag
+ * conflict) and a redelivery stage the same ids, so every layer downstream can deduplicate: the
+ * broker's duplicate detection drops a relay resend inside its window, the downstream inbox the rest.
+ */
+export function outgoingMessageId(consumer: string, key: string, name: string): string {
+  return hash('sha256', `${consumer}\u0000${key}\u0000${name}`, 'hex').slice(0, 32);
+}
+
+export const outboxDocumentId = (messageId: string): string => `outbox-${messageId}`;
+
+export interface OutboxSource {
+  consumer: string;
+  /** The incoming message's marker key (markerKey). */
+  key: string;
+  messageId: string;
+  correlationId: string | undefined;
+}
+
+/**
+ * The outbox document for one `tx.publish`, validated: anything Service Bus would refuse, or that
+ * could never fit, is poison (`invalid-outgoing-message`): it would fail the same way on every delivery.
+ */
+export function buildOutboxDocument(
+  message: OutgoingMessage,
+  position: number,
+  source: OutboxSource,
+  partitionKey: string,
+  now: Date,
+): OutboxDocument {
+  const problem = outgoingProblem(message);
+  if (problem !== undefined) {
+    throw new PoisonMessageError('invalid-outgoing-message', `tx.publish: ${problem}`);
+  }
+  const name = message.name ?? `#${position}`;
+  const messageId = outgoingMessageId(source.consumer, source.key, name);
+  const createdAtEpochSeconds = Math.floor(now.getTime() / 1000);
+  return {
+    id: outboxDocumentId(messageId),
+    partitionKey,
+    type: OUTBOX_TYPE,
+    status: 'pending',
+    consumer: source.consumer,
+    sourceMessageId: bounded(source.messageId, MAX_PROPERTY_CHARS),
+    createdAtEpochSeconds,
+    pendingSinceEpochSeconds: createdAtEpochSeconds,
+    message: {
+      messageId,
+      topic: message.topic,
+      subject: message.subject,
+      body: message.body,
+      contentType: 'application/json',
+      correlationId:
+        message.correlationId ?? source.correlationId ?? bounded(source.messageId, MAX_PROPERTY_CHARS),
+      applicationProperties: message.applicationProperties,
+    },
+  };
+}
+
+function outgoingProblem(message: OutgoingMessage): string | undefined {
+  const { topic, subject, name, correlationId, applicationProperties, body } = message;
+  if (typeof topic !== 'string' || !TOPIC_NAME.test(topic)) {
+    return `the topic ${echo(topic)} is not a Service Bus topic name.`;
+  }
+  if (typeof subject !== 'string' || subject.length === 0 || subject.length > MAX_PROPERTY_CHARS) {
+    return `the subject ${echo(subject)} must be text of 1 to ${MAX_PROPERTY_CHARS} characters.`;
+  }
+  if (
+    name !== undefined &&
+    (typeof name !== 'string' || name.length === 0 || name.length > MAX_PROPERTY_CHARS)
+  ) {
+    return `the name ${echo(name)} must be text of 1 to ${MAX_PROPERTY_CHARS} characters.`;
+  }
+  if (
+    correlationId !== undefined &&
+    (typeof correlationId !== 'string' || correlationId.length > MAX_PROPERTY_CHARS)
+  ) {
+    return `the correlationId ${echo(correlationId)} must be text of at most ${MAX_PROPERTY_CHARS} characters.`;
+  }
+  if (applicationProperties !== undefined) {
+    if (typeof applicationProperties !== 'object' || applicationProperties === null) {
+      return 'applicationProperties must be an object.';
+    }
+    const entries = Object.entries(applicationProperties);
+    if (entries.length > MAX_APPLICATION_PROPERTIES) {
+      return `${entries.length} applicationProperties; at most ${MAX_APPLICATION_PROPERTIES}.`;
+    }
+    const wrong = entries.find(
+      ([key, value]) =>
+        key.length > MAX_PROPERTY_CHARS ||
+        !['string', 'number', 'boolean'].includes(typeof value) ||
+        (typeof value === 'string' && value.length > 1024),
+    );
+    if (wrong)
+      return `the application property ${echo(wrong[0])} must be a string (up to 1024), number or boolean.`;
+  }
+  if (body === undefined) return 'the body is undefined; publish a JSON value.';
+  if (jsonBytesBound(body) > MAX_OUTGOING_BODY_BYTES) {
+    let bytes: number;
+    try {
+      bytes = Buffer.byteLength(JSON.stringify(body));
+    } catch (error) {
+      return `the body cannot be written as JSON (${bounded((error as Error).message)}).`;
+    }
+    if (bytes > MAX_OUTGOING_BODY_BYTES) {
+      return `the body takes ${bytes} bytes as JSON; at most ${MAX_OUTGOING_BODY_BYTES}.`;
+    }
+  }
+  return undefined;
+}
+
+/** A value for an error message: bounded text, or its type. */
+function echo(value: unknown): string {
+  return typeof value === 'string' ? JSON.stringify(bounded(value)) : typeof value;
+}
+
+/** The outbox documents among changes (a change feed page holds every kind of document). */
+export function isOutboxDocument(document: unknown): document is OutboxDocument {
+  const candidate = document as Partial<OutboxDocument> | null;
+  return typeof candidate === 'object' && candidate !== null && candidate.type === OUTBOX_TYPE;
+}

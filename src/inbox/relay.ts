@@ -1,0 +1,250 @@
+import type { Container, PatchOperation } from '@azure/cosmos';
+import { DefaultAzureCredential } from '@azure/identity';
+import { ServiceBusClient, type ServiceBusMessage, type ServiceBusSender } from '@azure/service-bus';
+
+import { bounded, SettingsError } from './errors';
+import { isOutboxDocument, OUTBOX_TYPE, type OutboxDocument, type OutboxMessage } from './outbox';
+import type { Settings } from './settings';
+
+/**
+ * The outbox relay and sweeper: what sends the messages handlers published (PartitionTransaction
+ * `publish`) once their batch committed, and marks them dispatched.
+ *
+ * The relay runs on the Cosmos DB change feed of the app's container (a Cosmos DB trigger): a page
+ * of changes holds every kind of document, and the pending outbox documents among them are sent,
+ * then marked. Sending comes first, so a crash between the two resends rather than loses: the
+ * MessageId is deterministic, and the broker's duplicate detection drops a resend within its window
+ * (the downstream inbox absorbs a later one). The sweeper, a timer, resends what is still pending
+ * after OUTBOX_SWEEP_AGE: the change feed delivers at least once, but a checkpoint can move past a
+ * batch whose retries ran out.
+ */
+
+/** Sends outbox messages to Service Bus; throws when a message may not have been taken. */
+export interface OutboxPublisher {
+  /** Sends the messages to the topic, in order, in as few batches as they fit. */
+  send(topic: string, messages: readonly OutboxMessage[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** What the relay and the sweeper use: the app's container, a publisher, the clock, the settings. */
+export interface RelayDependencies {
+  container: Container;
+  publisher: OutboxPublisher;
+  now: () => Date;
+  settings: Pick<Settings, 'outbox'>;
+}
+
+export interface DispatchReport {
+  /** Messages sent to Service Bus. */
+  sent: number;
+  /** Documents marked dispatched by this run. */
+  marked: number;
+  /** Documents someone else marked (or that expired) between the send and the mark. */
+  alreadyMarked: number;
+  requestCharge: number;
+}
+
+/**
+ * The relay's work on one page of changes: sends the pending outbox documents, grouped by topic in
+ * the page's order, then marks each dispatched. Anything that fails throws, and the trigger's retry
+ * policy runs the page again (the sends again, dropped as duplicates by the broker).
+ */
+export async function relayOutbox(
+  documents: readonly unknown[],
+  deps: RelayDependencies,
+): Promise<DispatchReport> {
+  const pending = documents.filter(
+    (document): document is OutboxDocument => isOutboxDocument(document) && document.status === 'pending',
+  );
+  return dispatch(pending, deps);
+}
+
+export interface SweepReport extends DispatchReport {
+  /** Pending outbox documents when the run started. */
+  pending: number;
+  /** Seconds since the oldest of them was created, when the run started; 0 when none was pending. */
+  oldestPendingAgeSeconds: number;
+  /** More were old enough than OUTBOX_SWEEP_MAX_ITEMS: the next run goes on. */
+  capped: boolean;
+}
+
+const PENDING_FILTER = `c.type = '${OUTBOX_TYPE}' AND c.pendingSinceEpochSeconds <= @cutoff`;
+
+/**
+ * One run of the sweeper: resends outbox documents pending for longer than OUTBOX_SWEEP_AGE, at
+ * most OUTBOX_SWEEP_MAX_ITEMS of them, and measures what is pending (for the metrics and the alert).
+ * The queries filter on `type` and `pendingSinceEpochSeconds`, the container's composite index.
+ */
+export async function sweepOutbox(deps: RelayDependencies): Promise<SweepReport> {
+  const { container, settings } = deps;
+  const nowSeconds = Math.floor(deps.now().getTime() / 1000);
+  const counted = await queryAll<number>(
+    container,
+    `SELECT VALUE COUNT(1) FROM c WHERE ${PENDING_FILTER}`,
+    nowSeconds,
+  );
+  const earliest = await queryAll<number>(
+    container,
+    `SELECT VALUE MIN(c.pendingSinceEpochSeconds) FROM c WHERE ${PENDING_FILTER}`,
+    nowSeconds,
+  );
+  const count = counted.items.reduce((sum, value) => sum + value, 0);
+  const minima = earliest.items.filter((value) => typeof value === 'number');
+  const oldest = minima.length > 0 ? Math.min(...minima) : null;
+  const measured = counted.requestCharge + earliest.requestCharge;
+  const cutoff = nowSeconds - settings.outbox.sweepAgeSeconds;
+  const limit = settings.outbox.sweepMaxItems;
+  const { items: due, requestCharge: queried } = await queryAll<OutboxDocument>(
+    container,
+    `SELECT TOP ${limit + 1} * FROM c WHERE ${PENDING_FILTER}`,
+    cutoff,
+  );
+  const report = await dispatch(due.filter(isOutboxDocument).slice(0, limit), deps);
+  return {
+    ...report,
+    requestCharge: report.requestCharge + measured + queried,
+    pending: count,
+    oldestPendingAgeSeconds: oldest === null ? 0 : Math.max(0, nowSeconds - oldest),
+    capped: due.length > limit,
+  };
+}
+
+async function queryAll<T>(
+  container: Container,
+  query: string,
+  cutoff: number,
+): Promise<{ items: T[]; requestCharge: number }> {
+  const iterator = container.items.query<T>({ query, parameters: [{ name: '@cutoff', value: cutoff }] });
+  const items: T[] = [];
+  let requestCharge = 0;
+  while (iterator.hasMoreResults()) {
+    const page = await iterator.fetchNext();
+    items.push(...page.resources);
+    requestCharge += page.requestCharge;
+  }
+  return { items, requestCharge };
+}
+
+/** How many dispatch marks run at once. */
+const MARK_CONCURRENCY = 16;
+
+async function dispatch(
+  documents: readonly OutboxDocument[],
+  deps: RelayDependencies,
+): Promise<DispatchReport> {
+  const report: DispatchReport = { sent: 0, marked: 0, alreadyMarked: 0, requestCharge: 0 };
+  if (documents.length === 0) return report;
+  const byTopic = new Map<string, OutboxMessage[]>();
+  for (const { message } of documents) {
+    const messages = byTopic.get(message.topic) ?? [];
+    messages.push(message);
+    byTopic.set(message.topic, messages);
+  }
+  for (const [topic, messages] of byTopic) {
+    await deps.publisher.send(topic, messages);
+    report.sent += messages.length;
+  }
+  const nowSeconds = Math.floor(deps.now().getTime() / 1000);
+  const mark: PatchOperation[] = [
+    { op: 'set', path: '/status', value: 'dispatched' },
+    { op: 'set', path: '/dispatchedAtEpochSeconds', value: nowSeconds },
+    { op: 'set', path: '/ttl', value: deps.settings.outbox.dispatchedRetentionSeconds },
+    { op: 'remove', path: '/pendingSinceEpochSeconds' },
+  ];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (let index = next++; index < documents.length; index = next++) {
+      const document = documents[index] as OutboxDocument;
+      try {
+        const response = await deps.container
+          .item(document.id, document.partitionKey)
+          .patch({ operations: mark, condition: "from c where c.status = 'pending'" });
+        report.requestCharge += response.requestCharge;
+        report.marked++;
+      } catch (error) {
+        // 412: the relay and the sweeper both sent it, and the other marked it first; 404: it was
+        // marked and has expired since. Either way it is dispatched.
+        const code = (error as { code?: unknown }).code;
+        if (code !== 412 && code !== 404) throw error;
+        report.alreadyMarked++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(MARK_CONCURRENCY, documents.length) }, worker));
+  return report;
+}
+
+/**
+ * The publisher on `@azure/service-bus`: one client per process and one sender per topic. In Azure
+ * it signs in as the app's user-assigned identity (AZURE_CLIENT_ID), which holds Azure Service Bus
+ * Data Sender on the topics the relay publishes to, nothing broader. Locally, a connection string
+ * to the emulator or the local peer (UseDevelopmentEmulator=true), never a key to a namespace.
+ */
+export function serviceBusPublisher(settings: Pick<Settings, 'serviceBus' | 'cosmos'>): OutboxPublisher {
+  let client: ServiceBusClient | undefined;
+  const senders = new Map<string, ServiceBusSender>();
+  const connect = (): ServiceBusClient => {
+    if (client) return client;
+    const { fullyQualifiedNamespace, connectionString } = settings.serviceBus;
+    if (connectionString !== undefined) client = new ServiceBusClient(connectionString);
+    else if (fullyQualifiedNamespace !== undefined) {
+      const { clientId } = settings.cosmos;
+      client = new ServiceBusClient(
+        fullyQualifiedNamespace,
+        new DefaultAzureCredential(clientId === undefined ? {} : { managedIdentityClientId: clientId }),
+      );
+    } else {
+      throw new SettingsError([
+        'ServiceBusConnection__fullyQualifiedNamespace is not set: the outbox relay sends with it (<namespace>.servicebus.windows.net).',
+      ]);
+    }
+    return client;
+  };
+  return {
+    async send(topic, messages) {
+      let sender = senders.get(topic);
+      if (!sender) {
+        sender = connect().createSender(topic);
+        senders.set(topic, sender);
+      }
+      let batch = await sender.createMessageBatch();
+      for (const message of messages) {
+        const outgoing = toServiceBusMessage(message);
+        if (batch.tryAddMessage(outgoing)) continue;
+        if (batch.count === 0) {
+          throw new Error(
+            `The outbox message ${bounded(message.messageId)} does not fit one Service Bus message (${batch.maxSizeInBytes} bytes).`,
+          );
+        }
+        await sender.sendMessages(batch);
+        batch = await sender.createMessageBatch();
+        if (!batch.tryAddMessage(outgoing)) {
+          throw new Error(
+            `The outbox message ${bounded(message.messageId)} does not fit one Service Bus message (${batch.maxSizeInBytes} bytes).`,
+          );
+        }
+      }
+      if (batch.count > 0) await sender.sendMessages(batch);
+    },
+    async close() {
+      await Promise.all([...senders.values()].map((sender) => sender.close()));
+      senders.clear();
+      await client?.close();
+      client = undefined;
+    },
+  };
+}
+
+/** The body goes as JSON text in a data section, as every producer of this template sends it. */
+function toServiceBusMessage(message: OutboxMessage): ServiceBusMessage {
+  return {
+    messageId: message.messageId,
+    subject: message.subject,
+    contentType: message.contentType,
+    body: Buffer.from(JSON.stringify(message.body), 'utf8'),
+    ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
+    ...(message.applicationProperties === undefined
+      ? {}
+      : { applicationProperties: message.applicationProperties }),
+  };
+}

@@ -1,0 +1,301 @@
+import type { Container } from '@azure/cosmos';
+
+import {
+  MAX_OUTGOING_BODY_BYTES,
+  OUTBOX_TYPE,
+  type OutboxDocument,
+  type OutboxMessage,
+  type OutboxPublisher,
+  outgoingMessageId,
+  PoisonMessageError,
+  processDelivery,
+  type RelayDependencies,
+  relayOutbox,
+  sweepOutbox,
+} from '../../src/inbox/internal';
+import { useLocalStack } from '../support/localStack';
+import { delivery, dependencies, documentsIn, testConsumer } from './support';
+
+const stack = useLocalStack();
+
+let accounts = 0;
+const nextAccount = (): string => `outbox-acct-${++accounts}`;
+
+/** A publisher that records what it was given, and can be told to fail the next sends. */
+class RecordingPublisher implements OutboxPublisher {
+  readonly sent: { topic: string; message: OutboxMessage }[] = [];
+  failures = 0;
+
+  send(topic: string, messages: readonly OutboxMessage[]): Promise<void> {
+    if (this.failures > 0) {
+      this.failures--;
+      return Promise.reject(new Error('ServiceBusError: ServiceUnavailable'));
+    }
+    for (const message of messages) this.sent.push({ topic, message });
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+const outboxSettings = {
+  outbox: {
+    sweepAgeSeconds: 300,
+    sweepIntervalSeconds: 60,
+    sweepMaxItems: 500,
+    dispatchedRetentionSeconds: 86_400,
+  },
+};
+
+function relayDependencies(
+  container: Container,
+  publisher: OutboxPublisher,
+  now = new Date(),
+): RelayDependencies {
+  return { container, publisher, now: () => now, settings: outboxSettings };
+}
+
+const publishing = testConsumer((message, tx) => {
+  tx.create({ id: 'balance', amount: message.amount });
+  tx.publish({
+    topic: 'business-events',
+    subject: 'BalanceOpened',
+    name: 'opened',
+    body: { amount: message.amount },
+  });
+  tx.publish({ topic: 'business-events', subject: 'Audit', body: { amount: message.amount } });
+});
+
+const outboxIn = async (container: Container, partitionKey: string): Promise<OutboxDocument[]> =>
+  (await documentsIn(container, partitionKey)).filter((d) => d.type === OUTBOX_TYPE) as OutboxDocument[];
+
+describe('tx.publish: outbox documents in the same batch as the marker and the effect', () => {
+  it('commits one pending outbox document per publish, with a MessageId derived from the consumer, the message and the name', async () => {
+    const account = nextAccount();
+    const now = new Date('2026-12-01T08:00:00Z');
+    const result = await processDelivery(
+      publishing,
+      delivery({ accountId: account, amount: 7 }, { messageId: 'm-1', correlationId: 'conversation-9' }),
+      dependencies(stack.container, { now: () => now }),
+    );
+    const outbox = await outboxIn(stack.container, `account:${account}`);
+
+    expect(result).toMatchObject({ outcome: 'processed', published: 2 });
+    expect(outbox.map((d) => d.message.messageId).sort()).toEqual(
+      [
+        outgoingMessageId('test.consumer', 'm-1', 'opened'),
+        outgoingMessageId('test.consumer', 'm-1', '#1'),
+      ].sort(),
+    );
+    const opened = outbox.find((d) => d.message.subject === 'BalanceOpened');
+    expect(opened).toMatchObject({
+      id: `outbox-${outgoingMessageId('test.consumer', 'm-1', 'opened')}`,
+      partitionKey: `account:${account}`,
+      status: 'pending',
+      consumer: 'test.consumer',
+      sourceMessageId: 'm-1',
+      createdAtEpochSeconds: now.getTime() / 1000,
+      pendingSinceEpochSeconds: now.getTime() / 1000,
+      message: {
+        topic: 'business-events',
+        body: { amount: 7 },
+        contentType: 'application/json',
+        correlationId: 'conversation-9',
+      },
+    });
+    expect(opened?.ttl).toBeUndefined();
+  });
+
+  it('publishes nothing for a batch that did not commit: a duplicate, or the run whose condition failed', async () => {
+    const account = nextAccount();
+    const body = { accountId: account, amount: 3 };
+    await processDelivery(publishing, delivery(body, { messageId: 'm-2' }), dependencies(stack.container));
+    const again = await processDelivery(
+      publishing,
+      delivery(body, { messageId: 'm-2' }),
+      dependencies(stack.container),
+    );
+
+    // The second delivery ran the handler and staged the same two publishes; its batch failed on the marker.
+    expect(again.outcome).toBe('duplicate');
+    expect(await outboxIn(stack.container, `account:${account}`)).toHaveLength(2);
+
+    const other = nextAccount();
+    const reserving = testConsumer((_message, tx) => {
+      if (tx.failed('reserve', 404)) {
+        tx.publish({ topic: 'business-events', subject: 'Rejected', name: 'rejected', body: {} });
+        return;
+      }
+      tx.patch('missing', [{ op: 'incr', path: '/stock', value: -1 }], { name: 'reserve' });
+      tx.publish({ topic: 'business-events', subject: 'Reserved', name: 'reserved', body: {} });
+    });
+    const result = await processDelivery(
+      reserving,
+      delivery({ accountId: other, amount: 1 }, { messageId: 'm-3' }),
+      dependencies(stack.container),
+    );
+    const outbox = await outboxIn(stack.container, `account:${other}`);
+
+    expect(result).toMatchObject({ outcome: 'processed', attempts: 2, published: 1 });
+    expect(outbox.map((d) => d.message.subject)).toEqual(['Rejected']);
+  });
+
+  it('counts publishes in the 100 operations of one batch', async () => {
+    const consumer = testConsumer((_message, tx) => {
+      for (let i = 0; i < 98; i++) tx.create({ id: `doc-${i}` });
+      tx.publish({ topic: 'business-events', subject: 'One', body: {} });
+      tx.publish({ topic: 'business-events', subject: 'Two', body: {} });
+    });
+    const error = await processDelivery(
+      consumer,
+      delivery({ accountId: nextAccount(), amount: 1 }),
+      dependencies(stack.container),
+    ).catch((caught: unknown) => caught);
+
+    expect(error).toBeInstanceOf(PoisonMessageError);
+    expect((error as PoisonMessageError).reason).toBe('too-many-operations');
+  });
+
+  it.each([
+    [
+      'a topic Service Bus would refuse',
+      { topic: 'no spaces', subject: 'S', body: {} },
+      /the topic "no spaces"/,
+    ],
+    ['an empty subject', { topic: 't', subject: '', body: {} }, /the subject "" must be text/],
+    ['an undefined body', { topic: 't', subject: 'S', body: undefined }, /the body is undefined/],
+    [
+      'a body over the limit',
+      { topic: 't', subject: 'S', body: { text: 'x'.repeat(MAX_OUTGOING_BODY_BYTES) } },
+      new RegExp(`at most ${MAX_OUTGOING_BODY_BYTES}`),
+    ],
+  ])('makes %s poison (invalid-outgoing-message), writing nothing', async (_what, message, reason) => {
+    const account = nextAccount();
+    const consumer = testConsumer((_message, tx) => {
+      tx.create({ id: 'balance' });
+      tx.publish(message);
+    });
+    const error = await processDelivery(
+      consumer,
+      delivery({ accountId: account, amount: 1 }),
+      dependencies(stack.container),
+    ).catch((caught: unknown) => caught);
+
+    expect(error).toBeInstanceOf(PoisonMessageError);
+    expect((error as PoisonMessageError).reason).toBe('invalid-outgoing-message');
+    expect((error as Error).message).toMatch(reason);
+    expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
+  });
+
+  it('refuses one name for two publishes of a run', async () => {
+    const consumer = testConsumer((_message, tx) => {
+      tx.publish({ topic: 't', subject: 'A', name: 'same', body: 1 });
+      tx.publish({ topic: 't', subject: 'B', name: 'same', body: 2 });
+    });
+    const error = await processDelivery(
+      consumer,
+      delivery({ accountId: nextAccount(), amount: 1 }),
+      dependencies(stack.container),
+    ).catch((caught: unknown) => caught);
+
+    expect((error as PoisonMessageError).reason).toBe('invalid-outgoing-message');
+    expect((error as Error).message).toContain("the name 'same' is used twice");
+  });
+});
+
+describe('the relay and the sweeper', () => {
+  async function published(account: string, messageId: string, now: Date): Promise<OutboxDocument[]> {
+    await processDelivery(
+      publishing,
+      delivery({ accountId: account, amount: 1 }, { messageId }),
+      dependencies(stack.container, { now: () => now }),
+    );
+    return outboxIn(stack.container, `account:${account}`);
+  }
+
+  it('sends the pending outbox documents of a change feed page, then marks them dispatched with a ttl', async () => {
+    const account = nextAccount();
+    const now = new Date();
+    const pending = await published(account, 'relay-1', now);
+    const publisher = new RecordingPublisher();
+    // A page of changes holds every kind of document: markers and business documents are skipped.
+    const page = await documentsIn(stack.container, `account:${account}`);
+
+    const report = await relayOutbox(page, relayDependencies(stack.container, publisher, now));
+    const after = await outboxIn(stack.container, `account:${account}`);
+
+    expect(page.length).toBeGreaterThan(pending.length);
+    expect(report).toMatchObject({ sent: 2, marked: 2, alreadyMarked: 0 });
+    expect(publisher.sent.map((s) => s.message.messageId).sort()).toEqual(
+      pending.map((d) => d.message.messageId).sort(),
+    );
+    expect(after.every((d) => d.status === 'dispatched' && d.ttl === 86_400)).toBe(true);
+    expect(after.every((d) => d.pendingSinceEpochSeconds === undefined)).toBe(true);
+
+    // The same page again (a retried batch): sent again, for the broker to drop; the marks find them done.
+    const again = await relayOutbox(page, relayDependencies(stack.container, publisher, now));
+    expect(again).toMatchObject({ sent: 2, marked: 0, alreadyMarked: 2 });
+  });
+
+  it('throws when Service Bus fails, leaving the documents pending for the retry or the sweeper', async () => {
+    const account = nextAccount();
+    const now = new Date();
+    await published(account, 'relay-2', now);
+    const publisher = Object.assign(new RecordingPublisher(), { failures: 1 });
+    const page = await documentsIn(stack.container, `account:${account}`);
+
+    await expect(relayOutbox(page, relayDependencies(stack.container, publisher, now))).rejects.toThrow(
+      'ServiceUnavailable',
+    );
+    expect((await outboxIn(stack.container, `account:${account}`)).every((d) => d.status === 'pending')).toBe(
+      true,
+    );
+  });
+
+  it('the sweeper resends only what is pending longer than OUTBOX_SWEEP_AGE, and measures what is pending', async () => {
+    // Its own container: the sweep queries across partitions.
+    const database = stack.client.database(stack.container.database.id);
+    const { container } = await database.containers.createIfNotExists({
+      id: `sweep-${Date.now()}`,
+      partitionKey: { paths: ['/partitionKey'] },
+    });
+    const now = new Date('2026-12-01T09:00:00Z');
+    const old = new Date(now.getTime() - 600_000);
+    const young = new Date(now.getTime() - 60_000);
+    const oldAccount = nextAccount();
+    const youngAccount = nextAccount();
+    await processDelivery(
+      publishing,
+      delivery({ accountId: oldAccount, amount: 1 }, { messageId: 'sweep-old' }),
+      dependencies(container, { now: () => old }),
+    );
+    await processDelivery(
+      publishing,
+      delivery({ accountId: youngAccount, amount: 1 }, { messageId: 'sweep-young' }),
+      dependencies(container, { now: () => young }),
+    );
+    const publisher = new RecordingPublisher();
+
+    const report = await sweepOutbox(relayDependencies(container, publisher, now));
+
+    expect(report).toMatchObject({
+      sent: 2,
+      marked: 2,
+      pending: 4,
+      oldestPendingAgeSeconds: 600,
+      capped: false,
+    });
+    expect(new Set(publisher.sent.map((s) => s.message.correlationId))).toEqual(new Set(['sweep-old']));
+    const next = await sweepOutbox(relayDependencies(container, publisher, now));
+    expect(next).toMatchObject({ sent: 0, pending: 2, oldestPendingAgeSeconds: 60 });
+
+    const capped = await sweepOutbox({
+      ...relayDependencies(container, publisher, new Date(now.getTime() + 3_600_000)),
+      settings: { outbox: { ...outboxSettings.outbox, sweepMaxItems: 1 } },
+    });
+    expect(capped).toMatchObject({ sent: 1, capped: true });
+    await container.delete();
+  });
+});
