@@ -18,17 +18,18 @@ import {
   type InboxRuntime,
   InboxTelemetry,
   loadSettings,
+  type OutboxPublisher,
   outboxRelayHandler,
   outboxSweepHandler,
   purgeTimerHandler,
   type ServiceBusHandler,
   serviceBusHandler,
-  serviceBusPublisher,
   SettingsError,
   sweepSchedule,
   systemClock,
   type TimerHandler,
 } from './inbox/internal';
+import type * as ServiceBusPublisher from './serviceBusPublisher';
 import { functionNameOf } from './topology';
 
 /**
@@ -57,7 +58,7 @@ export function inboxRuntime(): InboxRuntime {
     container,
     settings,
     telemetry,
-    publisher: serviceBusPublisher(settings),
+    publisher: deferredPublisher(settings),
     now: () => new Date(),
     sleep: (ms) => sleep(ms),
     random: Math.random,
@@ -169,6 +170,25 @@ export function outboxSweeperTimer(): [functionName: string, options: TimerFunct
   ];
 }
 
+/**
+ * The outbox relay's Service Bus publisher, loaded at the first send: `@azure/service-bus` is a
+ * separate file in the deployment package (see ./serviceBusPublisher.ts), off the start-up path.
+ */
+function deferredPublisher(settings: ReturnType<typeof loadSettings>): OutboxPublisher {
+  let publisher: OutboxPublisher | undefined;
+  const loaded = (): OutboxPublisher => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- deferred on purpose
+    const { serviceBusPublisher } = require('./serviceBusPublisher') as ServiceBusPublisherModule;
+    publisher ??= serviceBusPublisher(settings);
+    return publisher;
+  };
+  return {
+    send: (topic, messages) => loaded().send(topic, messages),
+    close: () => publisher?.close() ?? Promise.resolve(),
+  };
+}
+
+type ServiceBusPublisherModule = typeof ServiceBusPublisher;
 type AzureMonitorModule = typeof AzureMonitor;
 let azureMonitorStarted = false;
 

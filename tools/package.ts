@@ -23,6 +23,7 @@ const run = promisify(execFile);
  *
  *   app.js          every function in functions/ and what they import, bundled by esbuild
  *   azureMonitor.js applicationinsights and the OpenTelemetry SDK, loaded after registration
+ *   serviceBusPublisher.js  @azure/service-bus for the outbox relay, loaded at its first send
  *   host.json       copied
  *   package.json    name, version and `main: app.js`; no dependencies, so nothing to install
  *
@@ -46,6 +47,8 @@ export const ROOT = resolve(__dirname, '..');
 export const PACKAGE_DIR = 'dist';
 export const PACKAGE_MAIN = 'app.js';
 const AZURE_MONITOR = 'azureMonitor.js';
+/** Modules src/app.ts requires lazily (`./<name>`): each is a file of its own in the package, kept external to app.js. */
+const DEFERRED_MODULES = ['azureMonitor', 'serviceBusPublisher'] as const;
 
 export interface PackageReport {
   /** The package folder and the zip of it, relative to the repository. */
@@ -101,13 +104,15 @@ export async function buildPackage(out: string, root = ROOT): Promise<string[]> 
       loader: 'js',
     },
     outfile: join(out, PACKAGE_MAIN),
-    plugins: [deferAzureMonitor],
+    plugins: [deferModules],
   });
-  await build({
-    ...common,
-    entryPoints: [join(root, 'src', 'azureMonitor.ts')],
-    outfile: join(out, AZURE_MONITOR),
-  });
+  for (const name of DEFERRED_MODULES) {
+    await build({
+      ...common,
+      entryPoints: [join(root, 'src', `${name}.ts`)],
+      outfile: join(out, `${name}.js`),
+    });
+  }
   writeFileSync(join(out, 'host.json'), readFileSync(join(root, 'host.json')));
   const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Record<string, unknown>;
   const deployed = {
@@ -134,12 +139,12 @@ export function developmentOnlyPackages(root = ROOT): string[] {
     .map(([path]) => path.slice('node_modules/'.length));
 }
 
-/** src/app.ts requires ./azureMonitor lazily; in the package that is the separate file, kept external. */
-const deferAzureMonitor: Plugin = {
-  name: 'defer-azure-monitor',
+/** src/app.ts requires DEFERRED_MODULES lazily; in the package each is its separate file, kept external. */
+const deferModules: Plugin = {
+  name: 'defer-modules',
   setup(plugin) {
-    plugin.onResolve({ filter: /^\.\/azureMonitor$/ }, () => ({
-      path: `./${AZURE_MONITOR}`,
+    plugin.onResolve({ filter: new RegExp(`^\\./(?:${DEFERRED_MODULES.join('|')})$`) }, (args) => ({
+      path: `${args.path}.js`,
       external: true,
     }));
   },

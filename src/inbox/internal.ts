@@ -32,7 +32,7 @@ export { type Consumer, type MessageSchema } from './consumer';
 export { createCosmosClient } from './cosmos';
 export { toDelivery } from './delivery';
 export { formatDuration, parseDurationSeconds } from './duration';
-export { POISON_REASONS, type PoisonReason } from './errors';
+export { bounded, POISON_REASONS, type PoisonReason } from './errors';
 export * from './index';
 export { jsonBytesBound } from './jsonBytes';
 export { type Marker, MARKER_TYPE, markerId, payloadHash } from './marker';
@@ -60,7 +60,6 @@ export {
   type OutboxPublisher,
   type RelayDependencies,
   relayOutbox,
-  serviceBusPublisher,
   sweepOutbox,
   type SweepReport,
 } from './relay';

@@ -97,7 +97,13 @@ describe('azure.yaml', () => {
 
 describe('npm run package', () => {
   it('prints the folder, the zip, the size, the files and the load time', () => {
-    expect(report.files).toEqual(['app.js', 'azureMonitor.js', 'host.json', 'package.json']);
+    expect(report.files).toEqual([
+      'app.js',
+      'azureMonitor.js',
+      'host.json',
+      'package.json',
+      'serviceBusPublisher.js',
+    ]);
     expect(report.zippedBytes).toBeGreaterThan(0);
     expect(report.zippedBytes).toBeLessThan(report.bytes);
     expect(report.loadMs.samples).toHaveLength(1);
@@ -152,7 +158,7 @@ describe('npm run package', () => {
   it('bundles every runtime dependency and no development-only one', () => {
     // esbuild marks each module it bundles with a `// node_modules/<package>/...` comment.
     const bundled = new Set<string>();
-    for (const file of ['app.js', 'azureMonitor.js']) {
+    for (const file of ['app.js', 'azureMonitor.js', 'serviceBusPublisher.js']) {
       for (const match of readFileSync(join(extracted, file), 'utf8').matchAll(
         /^\/\/ node_modules\/((?:@[^/\n]+\/)?[^/\n]+)\//gm,
       )) {
@@ -292,14 +298,31 @@ describeInfra(
       }
     });
 
-    it('registers the purge timer on a six-field schedule that does not run on every scale-out', () => {
+    it('registers the purge and outbox sweeper timers on six-field schedules that do not run on every scale-out', () => {
       const timers = boot.functions
         .map(({ name, bindings }) => ({ name, trigger: Object.values(bindings).find(isTrigger) }))
         .filter(({ trigger }) => trigger?.type === 'timerTrigger');
 
-      expect(timers.map(({ name }) => name)).toEqual(['purgeExpiredMarkers']);
-      expect(String(timers[0]?.trigger?.schedule).split(' ')).toHaveLength(6);
-      expect(timers[0]?.trigger?.runOnStartup).not.toBe(true);
+      expect(timers.map(({ name }) => name).sort()).toEqual(['outboxSweeper', 'purgeExpiredMarkers']);
+      for (const { trigger } of timers) {
+        expect(String(trigger?.schedule).split(' ')).toHaveLength(6);
+        expect(trigger?.runOnStartup).not.toBe(true);
+      }
+    });
+
+    it("registers the outbox relay on the Bicep's database, container and lease container", () => {
+      const relays = boot.functions
+        .map(({ name, bindings }) => ({ name, trigger: Object.values(bindings).find(isTrigger) }))
+        .filter(({ trigger }) => trigger?.type === 'cosmosDBTrigger');
+
+      expect(relays.map(({ name }) => name)).toEqual(['outboxRelay']);
+      expect(relays[0]?.trigger).toMatchObject({
+        connection: 'CosmosDBConnection',
+        databaseName: templateDefault('cosmosDatabaseName'),
+        containerName: templateDefault('cosmosContainerName'),
+        leaseContainerName: settings.COSMOS_LEASE_CONTAINER,
+        createLeaseContainerIfNotExists: false,
+      });
     });
 
     it("gives each trigger's connection its identity settings in the Bicep", () => {
@@ -312,9 +335,11 @@ describeInfra(
         ),
       );
 
-      expect(connections.size).toBeGreaterThan(0);
+      expect([...connections].sort()).toEqual(['CosmosDBConnection', 'ServiceBusConnection']);
+      // Service Bus names its namespace, Cosmos DB its account endpoint.
+      expect(settings.ServiceBusConnection__fullyQualifiedNamespace).toBeTruthy();
+      expect(settings.CosmosDBConnection__accountEndpoint).toBeTruthy();
       for (const connection of connections) {
-        expect(settings[`${connection}__fullyQualifiedNamespace`]).toBeTruthy();
         expect(settings[`${connection}__credential`]).toBe('managedidentity');
         expect(settings[`${connection}__clientId`]).toBeTruthy();
       }
@@ -330,7 +355,9 @@ describeInfra(
           .flatMap((line) => [...(line.split('|')[1] ?? '').matchAll(/`([A-Za-z_]+)`/g)].map((m) => m[1]!)),
       );
       const own = boot.settingsRead.filter((name) =>
-        /^(COSMOS|INBOX|SERVICEBUS|PURGE|HOST|BREAKER|APPLICATIONINSIGHTS)_|^AZURE_CLIENT_ID$/.test(name),
+        /^(COSMOS|INBOX|SERVICEBUS|PURGE|HOST|BREAKER|OUTBOX|APPLICATIONINSIGHTS)_|^AZURE_CLIENT_ID$|^ServiceBusConnection/.test(
+          name,
+        ),
       );
 
       expect(own).toContain('COSMOS_ENDPOINT');

@@ -1,0 +1,81 @@
+import type { OutboxMessage, OutboxPublisher } from '../../src/inbox/internal';
+import type { Broker } from './broker';
+
+/**
+ * The outbox relay's publisher on the broker model: what `@azure/service-bus` does for the app in
+ * Azure (src/inbox/relay.ts serviceBusPublisher), a batch of messages sent to a topic, with the
+ * faults a real send has. A failed send throws, as the SDK does, after having sent part of the
+ * batch or none of it: Service Bus may have taken a message whose send the caller saw fail.
+ */
+export interface PublisherFaults {
+  /** Chance that a send fails outright: nothing was taken (ServiceBusError, ServiceCommunicationProblem). */
+  sendFailure?: number;
+  /** Chance that a send takes the messages but its acknowledgement is lost: it throws after sending. */
+  sendAckLost?: number;
+}
+
+export interface PublishRecord {
+  topic: string;
+  messageId: string;
+  subject: string;
+  /** False when the broker's duplicate detection dropped it. */
+  accepted: boolean;
+}
+
+export class BrokerPublisher implements OutboxPublisher {
+  /** Every message the broker was handed, in order, with whether duplicate detection dropped it. */
+  readonly sends: PublishRecord[] = [];
+  /** Sends that threw. */
+  failures = 0;
+  /** When set, every send fails (a Service Bus outage) until it is cleared. */
+  outage = false;
+
+  constructor(
+    private readonly broker: Broker,
+    private readonly faults: PublisherFaults = {},
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  send(topic: string, messages: readonly OutboxMessage[]): Promise<void> {
+    if (this.outage || this.roll(this.faults.sendFailure)) {
+      this.failures++;
+      return Promise.reject(
+        new Error('ServiceBusError (ServiceCommunicationProblem): the send did not reach Service Bus.'),
+      );
+    }
+    const target = this.broker.topic(topic);
+    for (const message of messages) {
+      const result = target.send({
+        messageId: message.messageId,
+        subject: message.subject,
+        body: JSON.stringify(message.body),
+        contentType: message.contentType,
+        ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
+        ...(message.applicationProperties === undefined
+          ? {}
+          : { applicationProperties: message.applicationProperties }),
+      });
+      this.sends.push({
+        topic,
+        messageId: message.messageId,
+        subject: message.subject,
+        accepted: result.accepted,
+      });
+    }
+    if (this.roll(this.faults.sendAckLost)) {
+      this.failures++;
+      return Promise.reject(
+        new Error('ServiceBusError (ServiceTimeout): the send timed out; Service Bus may have taken it.'),
+      );
+    }
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  private roll(rate: number | undefined): boolean {
+    return (rate ?? 0) > 0 && this.random() < (rate ?? 0);
+  }
+}

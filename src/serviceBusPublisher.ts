@@ -1,0 +1,88 @@
+import { DefaultAzureCredential } from '@azure/identity';
+import { ServiceBusClient, type ServiceBusMessage, type ServiceBusSender } from '@azure/service-bus';
+
+import {
+  bounded,
+  type OutboxMessage,
+  type OutboxPublisher,
+  type Settings,
+  SettingsError,
+} from './inbox/internal';
+
+/**
+ * The outbox relay's publisher on `@azure/service-bus`: one client per process and one sender per
+ * topic. The SDK (AMQP) is the second heaviest dependency after the OpenTelemetry SDK, so like
+ * ./azureMonitor.ts this module is a file of its own in the deployment package, loaded by
+ * src/app.ts at the first send, off the app's start-up path. In Azure
+ * it signs in as the app's user-assigned identity (AZURE_CLIENT_ID), which holds Azure Service Bus
+ * Data Sender on the topics the relay publishes to, nothing broader. Locally, a connection string
+ * to the emulator or the local peer (UseDevelopmentEmulator=true), never a key to a namespace.
+ */
+export function serviceBusPublisher(settings: Pick<Settings, 'serviceBus' | 'cosmos'>): OutboxPublisher {
+  let client: ServiceBusClient | undefined;
+  const senders = new Map<string, ServiceBusSender>();
+  const connect = (): ServiceBusClient => {
+    if (client) return client;
+    const { fullyQualifiedNamespace, connectionString } = settings.serviceBus;
+    if (connectionString !== undefined) client = new ServiceBusClient(connectionString);
+    else if (fullyQualifiedNamespace !== undefined) {
+      const { clientId } = settings.cosmos;
+      client = new ServiceBusClient(
+        fullyQualifiedNamespace,
+        new DefaultAzureCredential(clientId === undefined ? {} : { managedIdentityClientId: clientId }),
+      );
+    } else {
+      throw new SettingsError([
+        'ServiceBusConnection__fullyQualifiedNamespace is not set: the outbox relay sends with it (<namespace>.servicebus.windows.net).',
+      ]);
+    }
+    return client;
+  };
+  return {
+    async send(topic, messages) {
+      let sender = senders.get(topic);
+      if (!sender) {
+        sender = connect().createSender(topic);
+        senders.set(topic, sender);
+      }
+      let batch = await sender.createMessageBatch();
+      for (const message of messages) {
+        const outgoing = toServiceBusMessage(message);
+        if (batch.tryAddMessage(outgoing)) continue;
+        if (batch.count === 0) {
+          throw new Error(
+            `The outbox message ${bounded(message.messageId)} does not fit one Service Bus message (${batch.maxSizeInBytes} bytes).`,
+          );
+        }
+        await sender.sendMessages(batch);
+        batch = await sender.createMessageBatch();
+        if (!batch.tryAddMessage(outgoing)) {
+          throw new Error(
+            `The outbox message ${bounded(message.messageId)} does not fit one Service Bus message (${batch.maxSizeInBytes} bytes).`,
+          );
+        }
+      }
+      if (batch.count > 0) await sender.sendMessages(batch);
+    },
+    async close() {
+      await Promise.all([...senders.values()].map((sender) => sender.close()));
+      senders.clear();
+      await client?.close();
+      client = undefined;
+    },
+  };
+}
+
+/** The body goes as JSON text in a data section, as every producer of this template sends it. */
+function toServiceBusMessage(message: OutboxMessage): ServiceBusMessage {
+  return {
+    messageId: message.messageId,
+    subject: message.subject,
+    contentType: message.contentType,
+    body: Buffer.from(JSON.stringify(message.body), 'utf8'),
+    ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
+    ...(message.applicationProperties === undefined
+      ? {}
+      : { applicationProperties: message.applicationProperties }),
+  };
+}
