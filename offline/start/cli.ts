@@ -97,7 +97,14 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
 
   // The app's settings, validated before anything starts (the app validates them again on load).
   const { values: appSettings, sources } = readAppSettings(context.env);
-  const probe = { ...appSettings, COSMOS_ENDPOINT: `http://${HOST}:1/`, COSMOS_KEY: DEFAULT_KEY };
+  // npm start supplies the Cosmos DB and Service Bus connections itself: the file's are not checked.
+  const probe = {
+    ...appSettings,
+    COSMOS_ENDPOINT: `http://${HOST}:1/`,
+    COSMOS_KEY: DEFAULT_KEY,
+    ServiceBusConnection: undefined,
+    ServiceBusConnection__fullyQualifiedNamespace: undefined,
+  };
   let settings;
   try {
     settings = loadSettings(probe);
@@ -172,11 +179,14 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     context.out(`  ${files.length} files.`);
 
     // The app's environment, as the Functions host gives it to the worker.
+    // The outbox relay sends with ServiceBusConnection, the local peer's connection string; the
+    // namespace setting (for Azure, from the settings file) would contradict it.
     Object.assign(process.env, appSettings, {
       COSMOS_ENDPOINT: cosmos.endpoint,
       COSMOS_KEY: cosmos.key,
-      ServiceBusConnection__fullyQualifiedNamespace: `${HOST}:${serviceBus.port}`,
+      ServiceBusConnection: serviceBus.connectionString,
     });
+    delete process.env.ServiceBusConnection__fullyQualifiedNamespace;
     const app = await loadFunctionApp(appDirectory);
     const hostJson = JSON.parse(readFileSync(join(appDirectory, 'host.json'), 'utf8')) as unknown;
     const trigger = triggerSettings(hostJson);
