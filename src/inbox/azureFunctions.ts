@@ -154,6 +154,7 @@ export function outboxRelayHandler(runtime: () => InboxRuntime): CosmosDBHandler
     try {
       const report = await relayOutbox(documents, { container, publisher, now, settings });
       telemetry.outboxRelayed(report.sent);
+      if (report.unsendable > 0) logUnsendable(context, report.unsendable, report.unsendableIds);
       if (report.sent === 0) return;
       log(context, 'info', `Relayed ${report.sent} outbox messages`, {
         changes: documents.length,
@@ -187,6 +188,7 @@ export function outboxSweepHandler(runtime: () => InboxRuntime): TimerHandler {
     const { container, publisher, now, settings, telemetry } = runtime();
     const report = await sweepOutbox({ container, publisher, now, settings });
     telemetry.outboxSweep(report);
+    if (report.unsendable > 0) logUnsendable(context, report.unsendable, report.unsendableIds);
     const fields = { ...report, requestCharge: Math.round(report.requestCharge * 100) / 100 };
     if (report.sent > 0) {
       log(
@@ -199,6 +201,15 @@ export function outboxSweepHandler(runtime: () => InboxRuntime): TimerHandler {
       log(context, 'info', `Outbox: ${report.pending} pending`, fields);
     }
   };
+}
+
+function logUnsendable(context: InvocationContext, count: number, ids: readonly string[]): void {
+  log(
+    context,
+    'error',
+    `${count} outbox documents hold no message the relay can send (not written by tx.publish?): marked unsendable, kept for triage`,
+    { unsendable: count, ids },
+  );
 }
 
 /** Breaker state changes, logged by the delivery that sees them first (bounded, no message content). */

@@ -1,5 +1,6 @@
 import type { Container, PatchOperation } from '@azure/cosmos';
 
+import { bounded } from './errors';
 import { isOutboxDocument, OUTBOX_TYPE, type OutboxDocument, type OutboxMessage } from './outbox';
 import type { Settings } from './settings';
 
@@ -38,6 +39,13 @@ export interface DispatchReport {
   marked: number;
   /** Documents someone else marked (or that expired) between the send and the mark. */
   alreadyMarked: number;
+  /**
+   * Outbox documents that do not hold a message the relay can send (written by something other
+   * than `tx.publish`): marked `unsendable` (kept, no ttl) so that no run tries them again, and logged.
+   */
+  unsendable: number;
+  /** The first ten of their ids, bounded. */
+  unsendableIds: string[];
   requestCharge: number;
 }
 
@@ -129,10 +137,19 @@ async function dispatch(
   documents: readonly OutboxDocument[],
   deps: RelayDependencies,
 ): Promise<DispatchReport> {
-  const report: DispatchReport = { sent: 0, marked: 0, alreadyMarked: 0, requestCharge: 0 };
+  const report: DispatchReport = {
+    sent: 0,
+    marked: 0,
+    alreadyMarked: 0,
+    unsendable: 0,
+    unsendableIds: [],
+    requestCharge: 0,
+  };
   if (documents.length === 0) return report;
+  const sendable = documents.filter(isSendable);
+  const unsendable = documents.filter((document) => !isSendable(document));
   const byTopic = new Map<string, OutboxMessage[]>();
-  for (const { message } of documents) {
+  for (const { message } of sendable) {
     const messages = byTopic.get(message.topic) ?? [];
     messages.push(message);
     byTopic.set(message.topic, messages);
@@ -148,16 +165,25 @@ async function dispatch(
     { op: 'set', path: '/ttl', value: deps.settings.outbox.dispatchedRetentionSeconds },
     { op: 'remove', path: '/pendingSinceEpochSeconds' },
   ];
+  const setAside: PatchOperation[] = [
+    { op: 'set', path: '/status', value: 'unsendable' },
+    { op: 'remove', path: '/pendingSinceEpochSeconds' },
+  ];
+  const marks = [
+    ...sendable.map((document) => ({ document, operations: mark })),
+    ...unsendable.map((document) => ({ document, operations: setAside })),
+  ];
   let next = 0;
   const worker = async (): Promise<void> => {
-    for (let index = next++; index < documents.length; index = next++) {
-      const document = documents[index] as OutboxDocument;
+    for (let index = next++; index < marks.length; index = next++) {
+      const { document, operations } = marks[index] as (typeof marks)[number];
       try {
         const response = await deps.container
           .item(document.id, document.partitionKey)
-          .patch({ operations: mark, condition: "from c where c.status = 'pending'" });
+          .patch({ operations, condition: "from c where c.status = 'pending'" });
         report.requestCharge += response.requestCharge;
-        report.marked++;
+        if (operations === mark) report.marked++;
+        else if (++report.unsendable <= 10) report.unsendableIds.push(bounded(String(document.id)));
       } catch (error) {
         // 412: the relay and the sweeper both sent it, and the other marked it first; 404: it was
         // marked and has expired since. Either way it is dispatched.
@@ -167,6 +193,20 @@ async function dispatch(
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.min(MARK_CONCURRENCY, documents.length) }, worker));
+  await Promise.all(Array.from({ length: Math.min(MARK_CONCURRENCY, marks.length) }, worker));
   return report;
+}
+
+/** An outbox document whose message the relay can send and whose partition it can mark. */
+function isSendable(document: OutboxDocument): boolean {
+  const { message } = document as Partial<OutboxDocument>;
+  const text = (value: unknown): boolean => typeof value === 'string' && value.length > 0;
+  return (
+    text(document.id) &&
+    typeof message === 'object' &&
+    message !== null &&
+    text(message.messageId) &&
+    text(message.topic) &&
+    text(message.subject)
+  );
 }

@@ -254,6 +254,33 @@ describe('the relay and the sweeper', () => {
     );
   });
 
+  it('sets aside an outbox document that holds no sendable message, once, instead of failing on it forever', async () => {
+    const account = nextAccount();
+    const now = new Date();
+    await published(account, 'relay-3', now);
+    const partitionKey = `account:${account}`;
+    const broken = {
+      id: 'outbox-broken',
+      partitionKey,
+      type: OUTBOX_TYPE,
+      status: 'pending',
+      pendingSinceEpochSeconds: 0,
+      message: { topic: 'business-events' },
+    };
+    await stack.container.items.create(broken);
+    const publisher = new RecordingPublisher();
+    const page = await documentsIn(stack.container, partitionKey);
+
+    const report = await relayOutbox(page, relayDependencies(stack.container, publisher, now));
+    const stored = (await stack.container.item(broken.id, partitionKey).read<Record<string, unknown>>())
+      .resource;
+
+    expect(report).toMatchObject({ sent: 2, marked: 2, unsendable: 1, unsendableIds: ['outbox-broken'] });
+    expect(stored).toMatchObject({ status: 'unsendable' });
+    expect(stored?.pendingSinceEpochSeconds).toBeUndefined();
+    expect(stored?.ttl).toBeUndefined();
+  });
+
   it('the sweeper resends only what is pending longer than OUTBOX_SWEEP_AGE, and measures what is pending', async () => {
     // Its own container: the sweep queries across partitions.
     const database = stack.client.database(stack.container.database.id);
