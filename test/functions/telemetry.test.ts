@@ -1,4 +1,5 @@
-import { InboxTelemetry, METRIC_NAMES, processDelivery } from '../../src/inbox/internal';
+import { inboxRuntime } from '../../src/app';
+import { InboxTelemetry, METRIC_NAMES, type OutboxMessage, processDelivery } from '../../src/inbox/internal';
 import { type Invoice, invoicePartition, type Product, productPartition } from '../../src/sample';
 import { delivery, dependencies, testConsumer } from '../inbox/support';
 import { deliver, runTimer } from '../support/deliveries';
@@ -121,5 +122,43 @@ describe('telemetry', () => {
     );
 
     expect(await sink.value(METRIC_NAMES.etagRetries, { consumer: 'test.consumer' })).toBe(1);
+  });
+
+  it('counts outbox sends by source, and reports what is pending and how old, from each sweeper run', async () => {
+    const publishing = testConsumer((message, tx) => {
+      tx.publish({ topic: 'business-events', subject: 'Audited', body: { amount: message.amount } });
+    });
+    const now = Date.now();
+    // Two committed ten minutes ago (past OUTBOX_SWEEP_AGE), one just now.
+    for (const [messageId, at] of [
+      ['o-1', now - 600_000],
+      ['o-2', now - 600_000],
+      ['o-3', now],
+    ] as const) {
+      await processDelivery(
+        publishing,
+        delivery({ accountId: 'outbox-metrics', amount: 1 }, { messageId }),
+        dependencies(stack.container, { now: () => new Date(at) }),
+      );
+    }
+    const sent: OutboxMessage[] = [];
+    const runtime = inboxRuntime();
+    const { publisher } = runtime;
+    runtime.publisher = {
+      send: (_topic, messages) => Promise.resolve(void sent.push(...messages)),
+      close: () => Promise.resolve(),
+    };
+    try {
+      const run = await runTimer('outboxSweeper');
+
+      expect(run.error).toBeUndefined();
+      expect(sent).toHaveLength(2);
+      expect(await sink.value(METRIC_NAMES.outboxSent, { source: 'sweeper' })).toBe(2);
+      expect(await sink.value(METRIC_NAMES.outboxPending)).toBe(3);
+      expect(await sink.value(METRIC_NAMES.outboxOldestPendingAge)).toBeGreaterThanOrEqual(600);
+      expect(run.logs.map((line) => line.text).join('\n')).toContain('Resent 2 outbox messages');
+    } finally {
+      runtime.publisher = publisher;
+    }
   });
 });
