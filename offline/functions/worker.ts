@@ -63,7 +63,12 @@ export interface CosmosDBFunction {
 
 export type RetryPolicy =
   | { strategy: 'fixedDelay'; maxRetryCount: number; delayIntervalMs: number }
-  | { strategy: 'exponentialBackoff'; maxRetryCount: number; minimumIntervalMs: number; maximumIntervalMs: number };
+  | {
+      strategy: 'exponentialBackoff';
+      maxRetryCount: number;
+      minimumIntervalMs: number;
+      maximumIntervalMs: number;
+    };
 
 export interface FunctionApp {
   /** Every registered function, with its metadata as the worker holds it. */
