@@ -112,6 +112,8 @@ const DEFAULT_POLL_DELAY_MS = 5000;
 
 export class ChangeFeedTrigger {
   readonly invocations: ChangeFeedInvocation[] = [];
+  /** Failed change feed reads and lease writes (status and message), which the processor rides out. */
+  readonly errors: string[] = [];
   private controller = new AbortController();
   private loops: Promise<void>[] = [];
   private running = 0;
@@ -241,9 +243,13 @@ export class ChangeFeedTrigger {
   /** One lease: instance after instance (a crash, a restart, a lost checkpoint) until stop(). */
   private async runLease(range: PartitionKeyRange, feedRange: FeedRange): Promise<void> {
     for (;;) {
-      const end = await this.runInstance(range, feedRange, randomUUID());
+      // Any other failure (acquiring or releasing the lease) ends the instance; a new one takes over.
+      const end = await this.runInstance(range, feedRange, randomUUID()).catch((error: unknown) => {
+        this.failed(error);
+        return this.pause(this.options.leaseAcquireMs ?? 13_000).then(() => 'released' as const);
+      });
       this.caughtUp.set(range.id, false);
-      if (end === 'stopped') return;
+      if (end === 'stopped' || this.controller.signal.aborted) return;
     }
   }
 
@@ -252,8 +258,9 @@ export class ChangeFeedTrigger {
     feedRange: FeedRange,
     instance: string,
   ): Promise<InstanceEnd> {
-    let lease = await this.acquire(range.id, instance);
-    if (!lease) return 'stopped';
+    const acquired = await this.acquire(range.id, instance);
+    if (!acquired) return 'stopped';
+    let lease: LeaseDocument = acquired;
     const { registration } = this;
     const iterator = this.options.monitored.items.getChangeFeedIterator<Record<string, unknown>>({
       changeFeedStartFrom: this.startFrom(lease, feedRange),
@@ -263,7 +270,12 @@ export class ChangeFeedTrigger {
     });
     for (;;) {
       if (this.controller.signal.aborted) return this.release(lease, 'stopped');
-      const response = await iterator.readNext();
+      // A failed read (`FeedProcessorCore.HandleFailedRequest`): tried again after the poll delay.
+      const response = await iterator.readNext().catch((error: unknown) => this.failed(error));
+      if (response === undefined) {
+        await this.pause(registration.feedPollDelay ?? DEFAULT_POLL_DELAY_MS);
+        continue;
+      }
       if (response.statusCode === StatusCodes.NotModified) {
         const position = this.rangeContinuation(response.continuationToken, range);
         if (position !== undefined) this.positions.set(range.id, position);
@@ -309,8 +321,15 @@ export class ChangeFeedTrigger {
           record('checkpoint-lost');
           return await this.release(lease, 'released');
         }
-        const checkpointed = await this.checkpoint(lease, continuation);
-        if (!checkpointed) {
+        // A failed checkpoint write closes the processor, which releases the lease if it can;
+        // undefined also when another instance took the lease meanwhile (LeaseLostException).
+        const held = lease;
+        const checkpointed = await this.checkpoint(held, continuation).catch(async (error: unknown) => {
+          this.failed(error);
+          await this.release(held, 'released').catch((failure: unknown) => this.failed(failure));
+          return undefined;
+        });
+        if (checkpointed === undefined) {
           record('checkpoint-lost');
           return 'released';
         }
@@ -443,15 +462,23 @@ export class ChangeFeedTrigger {
   /** Whether a read from each lease's checkpoint finds nothing (a lease without one: from its last empty read). */
   private async nothingAfterCheckpoints(): Promise<boolean> {
     for (const { range, feedRange } of this.ranges) {
-      const lease = await this.lease(range.id);
-      const from = lease?.ContinuationToken ?? this.positions.get(range.id);
+      const lease = await this.lease(range.id).catch((error: unknown) => this.failed(error));
+      if (!lease) return false;
+      const from = lease.ContinuationToken ?? this.positions.get(range.id);
       if (from === undefined) return false;
       const peek = this.options.monitored.items.getChangeFeedIterator({
         changeFeedStartFrom: this.after(from, feedRange),
       });
-      if ((await peek.readNext()).statusCode !== StatusCodes.NotModified) return false;
+      const response = await peek.readNext().catch((error: unknown) => this.failed(error));
+      if (response?.statusCode !== StatusCodes.NotModified) return false;
     }
     return true;
+  }
+
+  private failed(error: unknown): undefined {
+    const { code, message } = error as { code?: unknown; message?: unknown };
+    this.errors.push(`${String(code)}: ${String(message).slice(0, 200)}`);
+    return undefined;
   }
 
   /** Waits `ms` of model time; false, at once, when stop() comes first. */

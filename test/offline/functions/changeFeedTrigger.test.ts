@@ -306,6 +306,45 @@ describe('faults', () => {
   });
 });
 
+describe('the Cosmos DB side', () => {
+  it('refuses to start without the lease container, as the extension does', async () => {
+    const { database } = await client.databases.create({ id: `cf-${++databases}` });
+    const { container: state } = await database.containers.create({
+      id: 'state',
+      partitionKey: { paths: ['/partitionKey'] },
+    });
+
+    await expect(trigger(relay, { state, leases: database.container('leases') }).start()).rejects.toThrow(
+      "the lease container 'leases' does not exist",
+    );
+  });
+
+  it('rides out failed change feed reads and lease writes: every change delivered, the errors recorded', async () => {
+    const cosmos = await containers();
+    await write(cosmos.state, range(7));
+    // After the start (the listener's start does not ride out errors: the host retries it).
+    const processor = trigger(relay, cosmos);
+    await processor.start();
+    const reads = server.faults.inject({ kind: 'unavailable', on: 'query', skip: 1, times: 3 });
+    const writes = server.faults.inject({ kind: 'unavailable', on: 'write', skip: 1, times: 1 });
+    try {
+      await until(() => new Set(received.flatMap((r) => idsOf(r.documents))).size === 7);
+      await processor.drained();
+
+      expect([reads.hits, writes.hits]).toEqual([3, 1]);
+      expect(processor.errors).toContainEqual(expect.stringMatching(/^503: /));
+      // The failed checkpoint: that page came again.
+      expect(processor.invocations.map((p) => p.outcome)).toContain('checkpoint-lost');
+      expect(processor.invocations.filter((p) => p.outcome === 'succeeded').flatMap((p) => p.ids)).toEqual(
+        range(7),
+      );
+    } finally {
+      reads.remove();
+      writes.remove();
+    }
+  });
+});
+
 describe('retry delays', () => {
   it('fixedDelay: the same each time; exponentialBackoff: the minimum, then randomized doubling up to the maximum', () => {
     const fixed = retryDelays(
