@@ -357,15 +357,13 @@ export class ChangeFeedTrigger {
         retryContext && { ...retryContext },
       );
       if (error === undefined) return { attempts: attempt + 1, error: undefined };
-      const failure = `${error.name}: ${error.message}`;
-      if (!policy || !nextDelay || (policy.maxRetryCount !== -1 && attempt === policy.maxRetryCount)) {
+      const failure = `${error.name}: ${error.message}`.slice(0, 500);
+      const exhausted = policy && policy.maxRetryCount !== -1 && attempt === policy.maxRetryCount;
+      if (!policy || !nextDelay || !retryContext || exhausted)
         return { attempts: attempt + 1, error: failure };
-      }
       attempt++;
-      Object.assign(retryContext ?? {}, {
-        retryCount: attempt,
-        exception: { message: failure, stackTrace: error.stack ?? '', source: '' },
-      });
+      retryContext.retryCount = attempt;
+      retryContext.exception = { message: failure, stackTrace: error.stack ?? '', source: '' };
       if (!(await this.pause(nextDelay()))) return { attempts: attempt, error: failure };
     }
   }
