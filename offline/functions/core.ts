@@ -45,7 +45,14 @@ export interface RpcInvocationRequest {
   inputData?: RpcParameterBinding[] | null;
   triggerMetadata?: Record<string, RpcTypedData> | null;
   traceContext?: RpcTraceContext | null;
-  retryContext?: { retryCount?: number | null; maxRetryCount?: number | null } | null;
+  retryContext?: RpcRetryContext | null;
+}
+
+/** Set by the host on every attempt of a function with a retry policy (the first is retryCount 0). */
+export interface RpcRetryContext {
+  retryCount?: number | null;
+  maxRetryCount?: number | null;
+  exception?: { message?: string | null; stackTrace?: string | null; source?: string | null } | null;
 }
 
 export interface RpcStatusResult {

@@ -4,9 +4,10 @@ import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { format } from 'node:util';
 
-import type { InvocationResult, LogLine, RegisteredFunction } from './core';
+import type { InvocationResult, LogLine, RegisteredFunction, RpcRetryContext } from './core';
 import * as core from './core';
 import {
+  cosmosDBInvocationRequest,
   type ServiceBusDelivery,
   serviceBusInvocationRequest,
   timerInvocationRequest,
@@ -21,7 +22,7 @@ import {
  * library's own InvocationModel. This is the only way the offline stack and the tests invoke a
  * function.
  */
-export type { InvocationResult, LogLine, RegisteredFunction, ServiceBusDelivery, TimerRun };
+export type { InvocationResult, LogLine, RegisteredFunction, RpcRetryContext, ServiceBusDelivery, TimerRun };
 
 /** A Service Bus trigger as registered (the template's are topic subscriptions). */
 export interface ServiceBusFunction {
@@ -38,6 +39,37 @@ export interface TimerFunction {
   runOnStartup: boolean;
 }
 
+/**
+ * A Cosmos DB trigger as registered (`app.cosmosDB`): the options the extension reads, and the
+ * function's retry policy as the host gets it (the library sends intervals in whole seconds,
+ * rounded: `toRpcDuration`).
+ */
+export interface CosmosDBFunction {
+  name: string;
+  connection: string;
+  databaseName: string;
+  containerName: string;
+  leaseContainerName: string;
+  /** The extension's processor name; default ''. */
+  leaseContainerPrefix: string;
+  createLeaseContainerIfNotExists: boolean;
+  /** Default: none set (the service's page size). */
+  maxItemsPerInvocation?: number;
+  startFromBeginning: boolean;
+  /** Milliseconds between polls of an empty feed; default: none set (the processor's 5 s). */
+  feedPollDelay?: number;
+  retry?: RetryPolicy;
+}
+
+export type RetryPolicy =
+  | { strategy: 'fixedDelay'; maxRetryCount: number; delayIntervalMs: number }
+  | {
+      strategy: 'exponentialBackoff';
+      maxRetryCount: number;
+      minimumIntervalMs: number;
+      maximumIntervalMs: number;
+    };
+
 export interface FunctionApp {
   /** Every registered function, with its metadata as the worker holds it. */
   functions: RegisteredFunction[];
@@ -45,8 +77,10 @@ export interface FunctionApp {
   warnings: string[];
   serviceBus: ServiceBusFunction[];
   timers: TimerFunction[];
+  cosmosDB: CosmosDBFunction[];
   invokeServiceBus: typeof invokeServiceBus;
   invokeTimer: typeof invokeTimer;
+  invokeCosmosDB: typeof invokeCosmosDB;
 }
 
 const PROJECT_FUNCTIONS = join(__dirname, '..', '..', 'functions');
@@ -92,10 +126,13 @@ export async function loadFunctionApp(entry?: string | readonly string[]): Promi
   const functions = core.registeredFunctions();
   const serviceBus: ServiceBusFunction[] = [];
   const timers: TimerFunction[] = [];
+  const cosmosDB: CosmosDBFunction[] = [];
   for (const { name, metadata } of functions) {
     const trigger = Object.values(metadata.bindings).find((binding) => /trigger$/i.test(binding.type ?? ''));
     const option = (key: string): string | undefined =>
       typeof trigger?.[key] === 'string' ? trigger[key] : undefined;
+    const number = (key: string): number | undefined =>
+      typeof trigger?.[key] === 'number' ? trigger[key] : undefined;
     if (trigger?.type === 'serviceBusTrigger') {
       serviceBus.push({
         name,
@@ -106,9 +143,39 @@ export async function loadFunctionApp(entry?: string | readonly string[]): Promi
       });
     } else if (trigger?.type === 'timerTrigger') {
       timers.push({ name, schedule: option('schedule') ?? '', runOnStartup: trigger.runOnStartup === true });
+    } else if (trigger?.type === 'cosmosDBTrigger') {
+      const retry = retryPolicy(metadata.retryOptions);
+      const maxItemsPerInvocation = number('maxItemsPerInvocation');
+      const feedPollDelay = number('feedPollDelay');
+      cosmosDB.push({
+        name,
+        connection: option('connection') ?? '',
+        databaseName: option('databaseName') ?? '',
+        containerName: option('containerName') ?? '',
+        leaseContainerName: option('leaseContainerName') ?? 'leases',
+        leaseContainerPrefix: option('leaseContainerPrefix') ?? '',
+        createLeaseContainerIfNotExists: trigger.createLeaseContainerIfNotExists === true,
+        ...(maxItemsPerInvocation === undefined ? {} : { maxItemsPerInvocation }),
+        startFromBeginning: trigger.startFromBeginning === true,
+        ...(feedPollDelay === undefined ? {} : { feedPollDelay }),
+        ...(retry === undefined ? {} : { retry }),
+      });
     }
   }
-  return { functions, warnings, serviceBus, timers, invokeServiceBus, invokeTimer };
+  return { functions, warnings, serviceBus, timers, cosmosDB, invokeServiceBus, invokeTimer, invokeCosmosDB };
+}
+
+/**
+ * One invocation with a page of the change feed; a thrown error is a failed invocation (the host
+ * retries it per the function's policy, then checkpoints past it anyway). `retryContext` is the
+ * host's, for a function with a retry policy.
+ */
+export function invokeCosmosDB(
+  name: string,
+  documents: readonly unknown[],
+  retryContext?: RpcRetryContext,
+): Promise<InvocationResult> {
+  return core.invokeFunction(cosmosDBInvocationRequest(registered(name), documents, retryContext));
 }
 
 /** One delivery of a Service Bus message to a registered function; a thrown error means the host abandons it. */
@@ -141,6 +208,29 @@ function registered(name: string): RegisteredFunction {
   if (!found)
     throw new Error(`No function "${name}" is registered; load the app with loadFunctionApp() first.`);
   return found;
+}
+
+/** The library's RpcRetryOptions (`toCoreFunctionMetadata`): the strategy, and durations as `{ seconds }`. */
+function retryPolicy(options: unknown): RetryPolicy | undefined {
+  if (typeof options !== 'object' || options === null) return undefined;
+  const rpc = options as Record<string, unknown>;
+  const ms = (key: string): number => {
+    const duration = rpc[key] as { seconds?: number } | undefined;
+    return (duration?.seconds ?? 0) * 1000;
+  };
+  const maxRetryCount = typeof rpc.maxRetryCount === 'number' ? rpc.maxRetryCount : 0;
+  if (rpc.retryStrategy === 'fixedDelay') {
+    return { strategy: 'fixedDelay', maxRetryCount, delayIntervalMs: ms('delayInterval') };
+  }
+  if (rpc.retryStrategy === 'exponentialBackoff') {
+    return {
+      strategy: 'exponentialBackoff',
+      maxRetryCount,
+      minimumIntervalMs: ms('minimumInterval'),
+      maximumIntervalMs: ms('maximumInterval'),
+    };
+  }
+  return undefined;
 }
 
 function optional<K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> {
