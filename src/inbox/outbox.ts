@@ -54,12 +54,18 @@ export interface OutboxMessage {
  * exists only while it is pending (the sweeper's query and the pending metrics filter on it, with the
  * container's index); the relay's dispatch mark removes it and sets `ttl`, so the document deletes
  * itself after OUTBOX_DISPATCHED_RETENTION.
+ *
+ * The message is kept as JSON text: the Cosmos DB trigger hands the relay its documents re-read by
+ * Json.NET, which rewrites every string that looks like an ISO date (`…00.120Z` becomes `…00.12Z`,
+ * an offset becomes UTC), but never the inside of a string. So what the relay sends is, byte for
+ * byte, what the handler staged, whether the relay or the sweeper sends it. `messageId`, `topic`
+ * and `subject` are copies for queries and triage.
  */
 export type OutboxDocument = {
   id: string;
   partitionKey: string;
   type: typeof OUTBOX_TYPE;
-  status: 'pending' | 'dispatched';
+  status: 'pending' | 'dispatched' | 'unsendable';
   /** The consumer that published it, and the incoming MessageId it published for (bounded). */
   consumer: string;
   sourceMessageId: string;
@@ -67,7 +73,11 @@ export type OutboxDocument = {
   pendingSinceEpochSeconds?: number;
   dispatchedAtEpochSeconds?: number;
   ttl?: number;
-  message: OutboxMessage;
+  messageId: string;
+  topic: string;
+  subject: string;
+  /** The OutboxMessage, as JSON text. */
+  message: string;
 };
 
 /**
@@ -119,6 +129,16 @@ export function buildOutboxDocument(
   const name = message.name ?? `#${position}`;
   const messageId = outgoingMessageId(source.consumer, source.key, name);
   const createdAtEpochSeconds = Math.floor(now.getTime() / 1000);
+  const outgoing: OutboxMessage = {
+    messageId,
+    topic: message.topic,
+    subject: message.subject,
+    body: message.body,
+    contentType: 'application/json',
+    correlationId:
+      message.correlationId ?? source.correlationId ?? bounded(source.messageId, MAX_PROPERTY_CHARS),
+    applicationProperties: message.applicationProperties,
+  };
   return {
     id: outboxDocumentId(messageId),
     partitionKey,
@@ -128,16 +148,10 @@ export function buildOutboxDocument(
     sourceMessageId: bounded(source.messageId, MAX_PROPERTY_CHARS),
     createdAtEpochSeconds,
     pendingSinceEpochSeconds: createdAtEpochSeconds,
-    message: {
-      messageId,
-      topic: message.topic,
-      subject: message.subject,
-      body: message.body,
-      contentType: 'application/json',
-      correlationId:
-        message.correlationId ?? source.correlationId ?? bounded(source.messageId, MAX_PROPERTY_CHARS),
-      applicationProperties: message.applicationProperties,
-    },
+    messageId,
+    topic: message.topic,
+    subject: message.subject,
+    message: JSON.stringify(outgoing),
   };
 }
 
@@ -196,6 +210,43 @@ function outgoingProblem(message: OutgoingMessage): string | undefined {
 /** A value for an error message: bounded text, or its type. */
 function echo(value: unknown): string {
   return typeof value === 'string' ? JSON.stringify(bounded(value)) : typeof value;
+}
+
+/**
+ * The message an outbox document holds, or undefined when it holds none the relay can send (a
+ * document not written by `tx.publish`).
+ */
+export function outboxMessageOf(document: OutboxDocument): OutboxMessage | undefined {
+  const text = (value: unknown): value is string => typeof value === 'string' && value.length > 0;
+  if (!text(document.id) || !text(document.partitionKey) || typeof document.message !== 'string')
+    return undefined;
+  let message: Partial<OutboxMessage> | null;
+  try {
+    message = JSON.parse(document.message) as Partial<OutboxMessage> | null;
+  } catch {
+    return undefined;
+  }
+  if (typeof message !== 'object' || message === null) return undefined;
+  if (
+    !text(message.messageId) ||
+    !text(message.topic) ||
+    !text(message.subject) ||
+    message.body === undefined
+  ) {
+    return undefined;
+  }
+  return {
+    messageId: message.messageId,
+    topic: message.topic,
+    subject: message.subject,
+    body: message.body,
+    contentType: 'application/json',
+    correlationId: typeof message.correlationId === 'string' ? message.correlationId : undefined,
+    applicationProperties:
+      typeof message.applicationProperties === 'object' && message.applicationProperties !== null
+        ? message.applicationProperties
+        : undefined,
+  };
 }
 
 /** The outbox documents among changes (a change feed page holds every kind of document). */

@@ -1,7 +1,13 @@
 import type { Container, PatchOperation } from '@azure/cosmos';
 
 import { bounded } from './errors';
-import { isOutboxDocument, OUTBOX_TYPE, type OutboxDocument, type OutboxMessage } from './outbox';
+import {
+  isOutboxDocument,
+  OUTBOX_TYPE,
+  type OutboxDocument,
+  type OutboxMessage,
+  outboxMessageOf,
+} from './outbox';
 import type { Settings } from './settings';
 
 /**
@@ -146,8 +152,13 @@ async function dispatch(
     requestCharge: 0,
   };
   if (documents.length === 0) return report;
-  const sendable = documents.filter(isSendable);
-  const unsendable = documents.filter((document) => !isSendable(document));
+  const sendable: { document: OutboxDocument; message: OutboxMessage }[] = [];
+  const unsendable: OutboxDocument[] = [];
+  for (const document of documents) {
+    const message = outboxMessageOf(document);
+    if (message) sendable.push({ document, message });
+    else unsendable.push(document);
+  }
   const byTopic = new Map<string, OutboxMessage[]>();
   for (const { message } of sendable) {
     const messages = byTopic.get(message.topic) ?? [];
@@ -170,7 +181,7 @@ async function dispatch(
     { op: 'remove', path: '/pendingSinceEpochSeconds' },
   ];
   const marks = [
-    ...sendable.map((document) => ({ document, operations: mark })),
+    ...sendable.map(({ document }) => ({ document, operations: mark })),
     ...unsendable.map((document) => ({ document, operations: setAside })),
   ];
   let next = 0;
@@ -195,18 +206,4 @@ async function dispatch(
   };
   await Promise.all(Array.from({ length: Math.min(MARK_CONCURRENCY, marks.length) }, worker));
   return report;
-}
-
-/** An outbox document whose message the relay can send and whose partition it can mark. */
-function isSendable(document: OutboxDocument): boolean {
-  const { message } = document as Partial<OutboxDocument>;
-  const text = (value: unknown): boolean => typeof value === 'string' && value.length > 0;
-  return (
-    text(document.id) &&
-    typeof message === 'object' &&
-    message !== null &&
-    text(message.messageId) &&
-    text(message.topic) &&
-    text(message.subject)
-  );
 }

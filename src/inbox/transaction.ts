@@ -270,12 +270,12 @@ export class PartitionTransaction {
       );
     }
     this.publishedNames.add(name);
-    this.publishedIds.push(document.message.messageId);
+    this.publishedIds.push(document.messageId);
     this.stage({ name: `publish:${name}` }, 'publish', document.id, undefined, {
       operationType: 'Create',
       resourceBody: document as unknown as JSONObject,
     });
-    return document.message.messageId;
+    return document.messageId;
   }
 
   /** The MessageIds of the messages this run published, in order. */

@@ -83,13 +83,13 @@ describe('tx.publish: outbox documents in the same batch as the marker and the e
     const outbox = await outboxIn(stack.container, `account:${account}`);
 
     expect(result).toMatchObject({ outcome: 'processed', published: 2 });
-    expect(outbox.map((d) => d.message.messageId).sort()).toEqual(
+    expect(outbox.map((d) => d.messageId).sort()).toEqual(
       [
         outgoingMessageId('test.consumer', 'm-1', 'opened'),
         outgoingMessageId('test.consumer', 'm-1', '#1'),
       ].sort(),
     );
-    const opened = outbox.find((d) => d.message.subject === 'BalanceOpened');
+    const opened = outbox.find((d) => d.subject === 'BalanceOpened');
     expect(opened).toMatchObject({
       id: `outbox-${outgoingMessageId('test.consumer', 'm-1', 'opened')}`,
       partitionKey: `account:${account}`,
@@ -98,14 +98,36 @@ describe('tx.publish: outbox documents in the same batch as the marker and the e
       sourceMessageId: 'm-1',
       createdAtEpochSeconds: now.getTime() / 1000,
       pendingSinceEpochSeconds: now.getTime() / 1000,
-      message: {
-        topic: 'business-events',
-        body: { amount: 7 },
-        contentType: 'application/json',
-        correlationId: 'conversation-9',
-      },
+      messageId: outgoingMessageId('test.consumer', 'm-1', 'opened'),
+      topic: 'business-events',
+      subject: 'BalanceOpened',
+    });
+    expect(JSON.parse(opened?.message ?? '')).toEqual({
+      messageId: outgoingMessageId('test.consumer', 'm-1', 'opened'),
+      topic: 'business-events',
+      subject: 'BalanceOpened',
+      body: { amount: 7 },
+      contentType: 'application/json',
+      correlationId: 'conversation-9',
     });
     expect(opened?.ttl).toBeUndefined();
+  });
+
+  it('keeps the message as JSON text, so that what is sent is what was staged, ISO date strings included', async () => {
+    const account = nextAccount();
+    const at = '2026-12-01T10:00:00.120+02:00';
+    const dated = testConsumer((_message, tx) => {
+      tx.publish({ topic: 'business-events', subject: 'Dated', body: { at }, correlationId: at });
+    });
+    await processDelivery(dated, delivery({ accountId: account, amount: 1 }), dependencies(stack.container));
+    const publisher = new RecordingPublisher();
+    const page = await documentsIn(stack.container, `account:${account}`);
+
+    // The Cosmos DB trigger re-reads documents with Json.NET, which rewrites date-like strings but
+    // not the inside of a string: only the copies kept for triage could change.
+    expect(page.find((d) => d.type === OUTBOX_TYPE)?.message).toEqual(expect.any(String));
+    await relayOutbox(page, relayDependencies(stack.container, publisher));
+    expect(publisher.sent.map((s) => [s.message.body, s.message.correlationId])).toEqual([[{ at }, at]]);
   });
 
   it('publishes nothing for a batch that did not commit: a duplicate, or the run whose condition failed', async () => {
@@ -139,7 +161,7 @@ describe('tx.publish: outbox documents in the same batch as the marker and the e
     const outbox = await outboxIn(stack.container, `account:${other}`);
 
     expect(result).toMatchObject({ outcome: 'processed', attempts: 2, published: 1 });
-    expect(outbox.map((d) => d.message.subject)).toEqual(['Rejected']);
+    expect(outbox.map((d) => d.subject)).toEqual(['Rejected']);
   });
 
   it('counts publishes in the 100 operations of one batch', async () => {
@@ -229,7 +251,7 @@ describe('the relay and the sweeper', () => {
     expect(page.length).toBeGreaterThan(pending.length);
     expect(report).toMatchObject({ sent: 2, marked: 2, alreadyMarked: 0 });
     expect(publisher.sent.map((s) => s.message.messageId).sort()).toEqual(
-      pending.map((d) => d.message.messageId).sort(),
+      pending.map((d) => d.messageId).sort(),
     );
     expect(after.every((d) => d.status === 'dispatched' && d.ttl === 86_400)).toBe(true);
     expect(after.every((d) => d.pendingSinceEpochSeconds === undefined)).toBe(true);
@@ -265,7 +287,7 @@ describe('the relay and the sweeper', () => {
       type: OUTBOX_TYPE,
       status: 'pending',
       pendingSinceEpochSeconds: 0,
-      message: { topic: 'business-events' },
+      message: JSON.stringify({ topic: 'business-events' }),
     };
     await stack.container.items.create(broken);
     const publisher = new RecordingPublisher();

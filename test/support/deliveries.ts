@@ -52,6 +52,19 @@ export async function deliver(
   return result.error ? { settled: 'abandoned', error: result.error } : { settled: 'completed' };
 }
 
+/**
+ * Hands a page of changes to the registered Cosmos DB trigger function `functionName` as the host
+ * does (Json.NET's rewriting of date-like strings included), with the retry context of a function
+ * that has a retry policy.
+ */
+export async function relayChanges(
+  functionName: string,
+  documents: readonly unknown[],
+  retry: { retryCount: number; maxRetryCount: number } = { retryCount: 0, maxRetryCount: 8 },
+): Promise<InvocationResult> {
+  return (await functionApp()).invokeCosmosDB(functionName, documents, retry);
+}
+
 /** Runs the registered timer function `functionName` once, as the host does on its schedule. */
 export async function runTimer(functionName: string, run: TimerRun = {}): Promise<InvocationResult> {
   return (await functionApp()).invokeTimer(functionName, run);

@@ -1,0 +1,102 @@
+import { jsonNetDate } from '../../offline/functions/triggerData';
+import { inboxRuntime } from '../../src/app';
+import {
+  OUTBOX_TYPE,
+  type OutboxDocument,
+  type OutboxMessage,
+  type OutboxPublisher,
+  processDelivery,
+} from '../../src/inbox/internal';
+import { delivery, dependencies, documentsIn, testConsumer } from '../inbox/support';
+import { relayChanges } from '../support/deliveries';
+import { useLocalStack } from '../support/localStack';
+
+/**
+ * The outbox relay as Azure runs it: the function registered by functions/outboxRelay.ts, handed a
+ * page of changes through the worker path (the host's RPC request for a Cosmos DB trigger, with
+ * Json.NET's rewriting of date-like strings), sending with the app's publisher.
+ */
+const stack = useLocalStack();
+
+const sent: OutboxMessage[] = [];
+let failSends = false;
+const recording: OutboxPublisher = {
+  send: (_topic, messages) =>
+    failSends
+      ? Promise.reject(new Error('ServiceBusError: ServiceCommunicationProblem'))
+      : Promise.resolve(void sent.push(...messages)),
+  close: () => Promise.resolve(),
+};
+let original: OutboxPublisher;
+beforeAll(() => {
+  const runtime = inboxRuntime();
+  original = runtime.publisher;
+  runtime.publisher = recording;
+});
+afterAll(() => {
+  inboxRuntime().publisher = original;
+});
+beforeEach(() => {
+  sent.length = 0;
+  failSends = false;
+});
+
+const at = '2026-12-01T10:00:00.120+02:00';
+const publishing = testConsumer((message, tx) => {
+  tx.create({ id: 'balance', amount: message.amount });
+  tx.publish({
+    topic: 'business-events',
+    subject: 'Dated',
+    name: 'dated',
+    body: { at, amount: message.amount },
+  });
+});
+
+async function committedPage(account: string): Promise<Record<string, unknown>[]> {
+  await processDelivery(
+    publishing,
+    delivery({ accountId: account, amount: 4 }, { messageId: `relay-${account}` }),
+    dependencies(stack.container),
+  );
+  return documentsIn(stack.container, `account:${account}`);
+}
+
+describe('the outbox relay function', () => {
+  it('sends what the handler staged, dates and all, although the trigger rewrites date-like strings', async () => {
+    const page = await committedPage('r1');
+
+    const result = await relayChanges('outboxRelay', page);
+    const outbox = (await documentsIn(stack.container, 'account:r1')).filter(
+      (d) => d.type === OUTBOX_TYPE,
+    ) as OutboxDocument[];
+
+    // The host would hand this string over as "2026-12-01T08:00:00.12+00:00" were it a property.
+    expect(jsonNetDate(at)).not.toBe(at);
+    expect(result.error).toBeUndefined();
+    expect(sent.map((m) => [m.subject, m.body])).toEqual([['Dated', { at, amount: 4 }]]);
+    expect(outbox.map((d) => d.status)).toEqual(['dispatched']);
+    expect(result.logs.map((line) => line.text).join('\n')).toMatch(/Relayed 1 outbox messages \{.*"sent":1/);
+  });
+
+  it('throws when Service Bus fails, so that the trigger retries the page, and says when the retries are spent', async () => {
+    const page = await committedPage('r2');
+    failSends = true;
+
+    const retried = await relayChanges('outboxRelay', page, { retryCount: 3, maxRetryCount: 8 });
+    const last = await relayChanges('outboxRelay', page, { retryCount: 8, maxRetryCount: 8 });
+
+    expect(retried.error?.message).toContain('ServiceCommunicationProblem');
+    expect(retried.logs.map((l) => l.text).join('\n')).toContain('the change feed page will be retried');
+    expect(last.logs.map((l) => l.text).join('\n')).toContain('its retries are spent');
+    const outbox = (await documentsIn(stack.container, 'account:r2')).filter((d) => d.type === OUTBOX_TYPE);
+    expect(outbox.map((d) => d.status)).toEqual(['pending']);
+  });
+
+  it('ignores a page without outbox documents, sending and logging nothing', async () => {
+    const result = await relayChanges('outboxRelay', [{ id: 'x', partitionKey: 'p', type: 'invoice' }]);
+
+    expect(result.error).toBeUndefined();
+    expect(sent).toEqual([]);
+    expect(result.logs.filter((line) => line.category !== 'system')).toEqual([]);
+  });
+});
