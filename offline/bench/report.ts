@@ -20,6 +20,27 @@ export interface Row {
   p99Ms: number;
   duplicateEffects: number;
   redeliveries: number;
+  /** For a strategy that publishes (f): the outbox relay's work afterwards, in the same trial. */
+  relay?: RelayFigures;
+}
+
+/**
+ * The outbox relay on what one run of (f) left: the container's change feed read from the
+ * beginning, 100 changes a page, each page relayed (sent, then each message marked dispatched by a
+ * conditional patch). Request units are the local server's estimates (offline/cosmos/requestCharge.ts).
+ */
+export interface RelayFigures {
+  /** Messages the relay sent: one per payment. */
+  outgoing: number;
+  /** Change feed reads, the last one finding nothing new. */
+  changeFeedRequests: number;
+  changeFeedRequestCharge: number;
+  /** The dispatch marks: one patch per message. */
+  dispatchRequests: number;
+  dispatchRequestCharge: number;
+  /** Change feed reads and patches, per message sent. */
+  requestsPerMessage: number;
+  requestChargePerMessage: number;
 }
 
 /** This template's batch (d) against the naive write (a): in each trial (d)'s figure over (a)'s, median over trials. */
@@ -118,7 +139,33 @@ export function renderMarkdown(results: Results, workloads: string[]): string {
     }
     lines.push('');
   }
+  lines.push(...renderRelay(results.rows));
   return lines.join('\n');
+}
+
+/** The outbox relay's requests and request units, for the rows that have them. */
+function renderRelay(rows: Row[]): string[] {
+  const relayed = rows.filter((row) => row.relay);
+  if (relayed.length === 0) return [];
+  return [
+    `**Outbox relay**: after each run of ${[...new Set(relayed.map((row) => `(${row.key})`))].join(', ')}, ` +
+      "its container's change feed read from the beginning as the Cosmos DB trigger reads it (100 changes a page), " +
+      'each page handed to the relay (`relayOutbox`) with a publisher that only counts (no Service Bus), until a read finds nothing new. ' +
+      'The pages hold every change (invoices, markers, outbox documents, and the dispatch marks the relay makes as it goes). ' +
+      "The figures of the trial in the table above; request units are the local server's estimates, for comparing, not a bill.",
+    '',
+    '| workload | strategy | messages sent | change feed requests | change feed RU | dispatch patches | patch RU | requests per message sent | RU per message sent |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...relayed.map(({ workload, key, relay }) => {
+      const figures = relay as RelayFigures;
+      return (
+        `| ${workload} | (${key}) | ${figures.outgoing} | ${figures.changeFeedRequests} | ${figures.changeFeedRequestCharge} | ` +
+        `${figures.dispatchRequests} | ${figures.dispatchRequestCharge} | ${figures.requestsPerMessage.toFixed(2)} | ` +
+        `${figures.requestChargePerMessage.toFixed(2)} |`
+      );
+    }),
+    '',
+  ];
 }
 
 /** The strategies' throughput on one workload as a Mermaid bar chart (GitHub renders it). */

@@ -3,9 +3,15 @@ import { cpus, platform, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { type Container, CosmosClient } from '@azure/cosmos';
+import { ChangeFeedStartFrom, type Container, CosmosClient, StatusCodes } from '@azure/cosmos';
 
-import type { Delivery, ProcessDependencies } from '../../src/inbox/internal';
+import {
+  type Delivery,
+  type OutboxMessage,
+  type OutboxPublisher,
+  type ProcessDependencies,
+  relayOutbox,
+} from '../../src/inbox/internal';
 import {
   EXIT_CODES,
   type ExitCode,
@@ -19,13 +25,23 @@ import { startProgress } from '../../tools/progress';
 import { freshAppContainer } from '../appContainer';
 import { startInWorker } from '../cosmos/workerHost';
 import { integer, seededRandom } from '../random';
-import { medianBy, pairedRatio, type Ratio, type Results, round2, type Row, writeResults } from './report';
-import { openInvoice, paymentDelivery, STRATEGIES, type Strategy } from './strategies';
+import {
+  medianBy,
+  pairedRatio,
+  type Ratio,
+  type RelayFigures,
+  type Results,
+  round2,
+  type Row,
+  writeResults,
+} from './report';
+import { BenchInvariantError, openInvoice, paymentDelivery, STRATEGIES, type Strategy } from './strategies';
 
 /**
- * npm run bench: the five strategies of strategies.ts against the local Cosmos DB server with a
+ * npm run bench: the six strategies of strategies.ts against the local Cosmos DB server with a
  * per-request latency, on the same workloads and concurrency. Runs the build tsc compiles (what is
- * deployed), measures throughput and the main thread's CPU per message, prints a table, writes
+ * deployed), measures throughput and the main thread's CPU per message, and for the strategy that
+ * publishes, the outbox relay's requests and request units afterwards; prints a table, writes
  * JSON and markdown next to this file.
  */
 const USAGE = `Usage: npm run bench -- [options]
@@ -37,7 +53,7 @@ const USAGE = `Usage: npm run bench -- [options]
   --trials <n>        runs of each strategy per workload; medians are reported (default 3)
   --out <directory>   where results.json and results.md go (default offline/bench)
   --before <file>     an earlier results.json to compare with (before and after a change)
-  --strategies <keys> which of a, b, c, d, e to run (default abcde); one alone suits a CPU profile
+  --strategies <keys> which of a, b, c, d, e, f to run (default abcdef); one alone suits a CPU profile
   -h, --help`;
 
 const FLAGS = {
@@ -49,7 +65,7 @@ const FLAGS = {
     trials: { type: 'string', default: '3' },
     out: { type: 'string', default: join('offline', 'bench') },
     before: { type: 'string' },
-    strategies: { type: 'string', default: 'abcde' },
+    strategies: { type: 'string', default: 'abcdef' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 } as const;
@@ -90,8 +106,8 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
     throw usageError(`--out must be an existing directory; got '${values.out}'.`);
   const before = values.before === undefined ? undefined : readBefore(values.before);
   const chosen = STRATEGIES.filter((strategy) => values.strategies.includes(strategy.key));
-  if (chosen.length === 0 || /[^a-e,]/.test(values.strategies))
-    throw usageError(`--strategies takes letters from a to e; got '${values.strategies}'.`);
+  if (chosen.length === 0 || /[^a-f,]/.test(values.strategies))
+    throw usageError(`--strategies takes letters from a to f; got '${values.strategies}'.`);
 
   context.err(
     `Benchmark: ${messages} messages per run, concurrency ${concurrency}, ${latencyMs} ms per Cosmos DB request, ` +
@@ -159,6 +175,12 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
             `${String(row.cpuMicrosPerMessage).padStart(5)} µs CPU/msg · ${row.requestsPerMessage.toFixed(2)} req/msg · ` +
             `p99 ${row.p99Ms} ms · duplicate effects ${row.duplicateEffects}`,
         );
+        if (row.relay)
+          context.err(
+            `  ${''.padEnd(34)}     relay: ${row.relay.outgoing} messages · ${row.relay.changeFeedRequests} change feed requests ` +
+              `(${row.relay.changeFeedRequestCharge} RU) · ${row.relay.dispatchRequests} dispatch patches (${row.relay.dispatchRequestCharge} RU) · ` +
+              `${row.relay.requestsPerMessage.toFixed(2)} req and ${row.relay.requestChargePerMessage.toFixed(2)} RU per message`,
+          );
       }
     }
     progress.finish();
@@ -252,6 +274,7 @@ async function runOne(
       } catch (error) {
         latencies.push(performance.now() - t);
         const { deliveryCount, messageId } = next.delivery;
+        if (error instanceof BenchInvariantError) throw error;
         if (deliveryCount >= MAX_DELIVERIES)
           throw new Error(`(${strategy.key}) gave up on ${messageId}: ${(error as Error).message}`);
         redeliveries++;
@@ -272,6 +295,11 @@ async function runOne(
     .query<number>({ query: 'SELECT VALUE SUM(c.paidMinor) FROM c WHERE c.type = "invoice"' })
     .fetchAll();
   const paid = resources.reduce((sum, value) => sum + value, 0);
+  const relay = strategy.publishes ? await measureRelay(options.container, options.requests) : undefined;
+  if (relay && relay.outgoing !== options.messages)
+    throw new BenchInvariantError(
+      `(${strategy.key}) published ${relay.outgoing} messages for ${options.messages} payments; expected one each.`,
+    );
   const sorted = latencies.sort((a, b) => a - b);
   const at = (q: number): number =>
     Math.round((sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0) * 10) / 10;
@@ -291,6 +319,84 @@ async function runOne(
     p99Ms: at(0.99),
     duplicateEffects: Math.round((paid - options.messages * 100) / 100),
     redeliveries,
+    ...(relay ? { relay } : {}),
+  };
+}
+
+/** The relay's settings: the defaults of src/inbox/settings.ts (only the dispatched ttl matters here). */
+const OUTBOX_DEFAULTS = {
+  sweepAgeSeconds: 300,
+  sweepIntervalSeconds: 60,
+  sweepMaxItems: 500,
+  dispatchedRetentionSeconds: 86_400,
+};
+
+/**
+ * The outbox relay's work on what a run left, not timed: the container's change feed read from the
+ * beginning as the Cosmos DB trigger reads it (100 changes a page, its maxItemsPerInvocation), each
+ * page handed to the relay, until a read finds nothing new. The pages hold every change (invoices,
+ * markers, outbox documents), and the relay's own dispatch marks come back as changes in later
+ * pages, which it passes over, as in Azure. The publisher only counts: the bench measures Cosmos DB.
+ */
+async function measureRelay(
+  container: Container,
+  requests: () => Promise<Record<string, number>>,
+): Promise<RelayFigures> {
+  let published = 0;
+  const publisher: OutboxPublisher = {
+    send: (_topic: string, messages: readonly OutboxMessage[]) => {
+      published += messages.length;
+      return Promise.resolve();
+    },
+    close: () => Promise.resolve(),
+  };
+  const relayDependencies = {
+    container,
+    publisher,
+    now: () => new Date(),
+    settings: { outbox: OUTBOX_DEFAULTS },
+  };
+  const before = await requests();
+  const iterator = container.items.getChangeFeedIterator({
+    changeFeedStartFrom: ChangeFeedStartFrom.Beginning(),
+    maxItemCount: 100,
+  });
+  let changeFeedRequests = 0;
+  let changeFeedRequestCharge = 0;
+  let dispatchRequests = 0;
+  let dispatchRequestCharge = 0;
+  let outgoing = 0;
+  for (;;) {
+    const page = await iterator.readNext();
+    changeFeedRequests++;
+    changeFeedRequestCharge += page.requestCharge;
+    if (page.statusCode === StatusCodes.NotModified) break;
+    const report = await relayOutbox(page.result, relayDependencies);
+    outgoing += report.sent;
+    dispatchRequests += report.marked + report.alreadyMarked;
+    dispatchRequestCharge += report.requestCharge;
+  }
+  const after = await requests();
+  // Every request the relay made is one of these (the SDK's metadata reads aside): nothing else ran.
+  const served = ['read', 'write', 'batch', 'query'].reduce(
+    (sum, kind) => sum + (after[kind] ?? 0) - (before[kind] ?? 0),
+    0,
+  );
+  if (served !== changeFeedRequests + dispatchRequests || published !== outgoing)
+    throw new BenchInvariantError(
+      `The relay counted ${changeFeedRequests} change feed reads, ${dispatchRequests} patches and ${outgoing} messages; ` +
+        `the server served ${served} requests and the publisher took ${published} messages.`,
+    );
+  return {
+    outgoing,
+    changeFeedRequests,
+    changeFeedRequestCharge: round2(changeFeedRequestCharge),
+    dispatchRequests,
+    dispatchRequestCharge: round2(dispatchRequestCharge),
+    requestsPerMessage: round2((changeFeedRequests + dispatchRequests) / Math.max(1, outgoing)),
+    requestChargePerMessage: round2(
+      (changeFeedRequestCharge + dispatchRequestCharge) / Math.max(1, outgoing),
+    ),
   };
 }
 

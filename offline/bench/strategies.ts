@@ -14,7 +14,7 @@ import {
 } from '../../src/sample';
 
 /**
- * Five ways to apply "add this payment to its invoice" from an at-least-once queue, side by side.
+ * Six ways to apply "add this payment to its invoice" from an at-least-once queue, side by side.
  * Each returns what it did and how many Cosmos DB requests it made; throwing means "give the
  * message back" (the bench redelivers it, as Service Bus would). All write to `dependencies.container`,
  * built once per run as the app builds its dependencies once per process.
@@ -25,10 +25,18 @@ export interface StrategyResult {
 }
 
 export interface Strategy {
-  key: 'a' | 'b' | 'c' | 'd' | 'e';
+  key: 'a' | 'b' | 'c' | 'd' | 'e' | 'f';
   name: string;
+  /** It publishes one message per payment applied, through the outbox: the bench then measures the relay. */
+  publishes?: true;
   handle(delivery: Delivery, dependencies: ProcessDependencies): Promise<StrategyResult>;
 }
+
+/**
+ * A strategy broke what it exists to show. The bench stops on it rather than redeliver the message,
+ * as it does for an error the strategy gives back on purpose.
+ */
+export class BenchInvariantError extends Error {}
 
 const CONSUMER = 'bench.payment-applier';
 
@@ -145,12 +153,59 @@ const inboxReplace: Strategy = {
   },
 };
 
+/**
+ * (f) The payment applier of (d), publishing what it did: `PaymentApplied` goes into the outbox in
+ * the same transactional batch as the marker and the patch (every payment the bench sends applies).
+ */
+const publishingApplier = defineInboxConsumer({
+  name: paymentApplier.name,
+  schema: PaymentReceived,
+  partitionKey: (payment) => invoicePartition(payment.invoiceId),
+  async handle(payment, tx, delivery) {
+    await paymentApplier.handle(payment, tx, delivery);
+    tx.publish({
+      topic: 'business-events',
+      subject: 'PaymentApplied',
+      name: 'payment-applied',
+      body: {
+        paymentId: payment.paymentId,
+        invoiceId: payment.invoiceId,
+        amountMinor: toMinorUnits(payment.amount),
+        currency: payment.currency,
+      },
+    });
+  },
+});
+
+const inboxPatchOutbox: Strategy = {
+  key: 'f',
+  name: 'inbox marker + patch + outbox message in one batch (this template)',
+  publishes: true,
+  async handle(delivery, dependencies) {
+    const result = await processDelivery(publishingApplier, delivery, dependencies);
+    // The outbox adds an operation to the batch, not a request: a delivery that applies the payment
+    // makes one request, its batch, with the message in it (a redelivery reads its marker first).
+    const expected = delivery.deliveryCount > 1 ? 2 : 1;
+    if (
+      result.outcome === 'processed' &&
+      (result.attempts !== 1 || result.requests !== expected || result.published !== 1)
+    ) {
+      throw new BenchInvariantError(
+        `(f) applied ${delivery.messageId} with ${result.attempts} batches, ${result.requests} requests and ` +
+          `${result.published} messages published; expected one batch holding one message, ${expected} requests.`,
+      );
+    }
+    return { applied: result.outcome === 'processed', requests: result.requests };
+  },
+};
+
 export const STRATEGIES: readonly Strategy[] = [
   naive,
   checkThenWrite,
   idempotencyRecord,
   inboxPatch,
   inboxReplace,
+  inboxPatchOutbox,
 ];
 
 /** A first (or repeated) delivery of a PaymentReceived body, as the trigger adapter would make it. */

@@ -70,3 +70,39 @@ describe.each(committed)('offline/bench/$name', ({ markdownPath, results }) => {
     expect(readFileSync(markdownPath, 'utf8')).toContain(`\`${results.command}\``);
   });
 });
+
+describe('offline/bench/results: the outbox strategy (f)', () => {
+  const { results } = committed[0] as (typeof committed)[number];
+  const publishing = results.rows.filter((row) => row.key === 'f');
+
+  it('ran on every workload, and only (f) carries relay figures', () => {
+    expect(publishing.map((row) => row.workload)).toEqual([
+      ...new Set(results.rows.map((row) => row.workload)),
+    ]);
+    expect(results.rows.filter((row) => row.relay).map((row) => row.key)).toEqual(publishing.map(() => 'f'));
+  });
+
+  it('commits each new message in one batch, the outbox message in it, and applies nothing twice', () => {
+    for (const row of publishing) {
+      expect(row.requestsPerNewMessage).toBe(1);
+      expect(row.duplicateEffects).toBe(0);
+    }
+  });
+
+  it("relays one message per payment, one dispatch patch each, and its per-message figures are its totals'", () => {
+    for (const { messages, relay } of publishing) {
+      if (!relay) throw new Error('no relay figures');
+      expect(relay.outgoing).toBe(messages);
+      expect(relay.dispatchRequests).toBe(relay.outgoing);
+      // At most 100 changes a page: the invoices, markers and outbox documents, then the dispatch marks.
+      expect(relay.changeFeedRequests).toBeGreaterThanOrEqual(Math.ceil((3 * messages) / 100));
+      expect(relay.requestsPerMessage).toBe(
+        Math.round(((relay.changeFeedRequests + relay.dispatchRequests) / relay.outgoing) * 100) / 100,
+      );
+      expect(relay.requestChargePerMessage).toBeCloseTo(
+        (relay.changeFeedRequestCharge + relay.dispatchRequestCharge) / relay.outgoing,
+        1,
+      );
+    }
+  });
+});

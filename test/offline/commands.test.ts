@@ -142,7 +142,7 @@ describe('npm run bench', () => {
     expect(String(build.stdout)).toContain('Usage: npm run bench');
   }, 180_000);
 
-  it('measures all five strategies on three workloads, writes JSON and markdown prettier accepts, and compares runs', () => {
+  it('measures all six strategies on three workloads and the outbox relay, writes JSON and markdown prettier accepts, and compares runs', () => {
     const out = mkdtempSync(join(tmpdir(), 'bench-'));
     const later = mkdtempSync(join(tmpdir(), 'bench-'));
 
@@ -166,6 +166,7 @@ describe('npm run bench', () => {
         requestsPerNewMessage: number;
         cpuMicrosPerMessage: number;
         messagesPerSecond: number;
+        relay?: { outgoing: number; dispatchRequests: number; requestsPerMessage: number };
       }[];
       ratios: { workload: string; cpuPerMessage: number; throughput: number }[];
     };
@@ -180,13 +181,22 @@ describe('npm run bench', () => {
     );
 
     expect(run.status).toBe(0);
-    // Five strategies, each warmed up on 80 messages, then 3 workloads × 1 trial × 80 messages.
-    expect(String(run.stderr)).toMatch(/^bench: 1600\/1600 messages \(100%\), done in \d+ s$/m);
+    // Six strategies, each warmed up on 80 messages, then 3 workloads × 1 trial × 80 messages.
+    expect(String(run.stderr)).toMatch(/^bench: 1920\/1920 messages \(100%\), done in \d+ s$/m);
     expect(results.command).toBe(`npm run bench -- --messages 80 --latency-ms 1 --trials 1 --out ${out}`);
-    expect(results.rows).toHaveLength(15);
+    expect(results.rows).toHaveLength(18);
     expect(row('distinct invoices, 20% duplicates', 'a')?.duplicateEffects).toBeGreaterThan(0);
     expect(row('distinct invoices, 20% duplicates', 'd')?.duplicateEffects).toBe(0);
     expect(row('distinct invoices, 0% duplicates', 'd')?.requestsPerNewMessage).toBe(1);
+    // (f) publishes through the outbox in the same one batch; the relay then sends one message per payment.
+    expect(row('distinct invoices, 0% duplicates', 'f')?.requestsPerNewMessage).toBe(1);
+    expect(row('distinct invoices, 20% duplicates', 'f')?.duplicateEffects).toBe(0);
+    const relay = row('distinct invoices, 20% duplicates', 'f')?.relay;
+    expect(relay).toMatchObject({ outgoing: 80, dispatchRequests: 80 });
+    expect(relay?.requestsPerMessage).toBeGreaterThan(1);
+    expect(results.rows.filter((r) => r.relay).map((r) => r.key)).toEqual(['f', 'f', 'f']);
+    expect(markdown).toContain('**Outbox relay**');
+    expect(markdown).toMatch(/\| distinct invoices, 20% duplicates +\| \(f\) +\| +80 +\|/);
     expect(results.rows.every((r) => r.cpuMicrosPerMessage > 0)).toBe(true);
     const a = row('one hot invoice, 20% duplicates', 'a');
     const d = row('one hot invoice, 20% duplicates', 'd');
@@ -217,7 +227,7 @@ describe('npm run bench', () => {
     [['--messages', 'many'], "--messages must be a positive integer; got 'many'"],
     [['--out', join(tmpdir(), 'no-such-directory', 'bench')], '--out must be an existing directory'],
     [['--trails', '3'], "Unknown option '--trails'"],
-    [['--strategies', 'af'], "--strategies takes letters from a to e; got 'af'"],
+    [['--strategies', 'ag'], "--strategies takes letters from a to f; got 'ag'"],
     [['--before', join(tmpdir(), 'no-such-results.json')], '--before must be a results.json the bench wrote'],
   ])('refuses %j with exit code 2 and the usage, before it starts', (args, message) => {
     const run = compiled(args);
