@@ -10,7 +10,13 @@ import {
 
 import type { Clock } from '../servicebus/clock';
 import { jsonNetDate } from './triggerData';
-import { type CosmosDBFunction, invokeCosmosDB, type RetryPolicy, type RpcRetryContext } from './worker';
+import {
+  type CosmosDBFunction,
+  invokeCosmosDB,
+  type LogLine,
+  type RetryPolicy,
+  type RpcRetryContext,
+} from './worker';
 
 /**
  * A model of the Azure Functions host running a Cosmos DB trigger (extension 4.x), which is the
@@ -58,6 +64,8 @@ export interface ChangeFeedTriggerOptions {
   faults?: ChangeFeedFaults;
   /** Seeded random source for the faults and the backoff's jitter; default Math.random. */
   random?: () => number;
+  /** Told of every page done with, with the log lines of its last invocation (npm start prints them). */
+  onPage?: (invocation: ChangeFeedInvocation, logs: readonly LogLine[]) => void;
   /** ChangeFeedLeaseOptions.LeaseExpirationInterval, model ms; default 60 s. */
   leaseExpirationMs?: number;
   /** ChangeFeedLeaseOptions.LeaseAcquireInterval, model ms; default 13 s. */
@@ -289,10 +297,10 @@ export class ChangeFeedTrigger {
       this.running++;
       try {
         const page =
-          documents.length === 0 ? { attempts: 0, error: undefined } : await this.invoke(documents);
+          documents.length === 0 ? { attempts: 0, error: undefined, logs: [] } : await this.invoke(documents);
         const record = (outcome: PageOutcome): void => {
           if (documents.length === 0) return;
-          this.invocations.push({
+          const invocation: ChangeFeedInvocation = {
             function: registration.name,
             lease: range.id,
             instance,
@@ -301,7 +309,9 @@ export class ChangeFeedTrigger {
             outcome,
             ...(page.error === undefined ? {} : { error: page.error }),
             at: this.options.clock.now(),
-          });
+          };
+          this.invocations.push(invocation);
+          this.options.onPage?.(invocation, page.logs);
         };
         // The extension's ThrowIfCancellationRequested: a stopping host does not checkpoint.
         if (this.controller.signal.aborted) {
@@ -344,27 +354,27 @@ export class ChangeFeedTrigger {
   /** The host's retry loop around one page; stop() ends the waiting between attempts. */
   private async invoke(
     documents: readonly unknown[],
-  ): Promise<{ attempts: number; error: string | undefined }> {
+  ): Promise<{ attempts: number; error: string | undefined; logs: readonly LogLine[] }> {
     const policy = this.registration.retry;
     const nextDelay = policy ? retryDelays(policy, this.random) : undefined;
     const retryContext: RpcRetryContext | undefined = policy
       ? { retryCount: 0, maxRetryCount: policy.maxRetryCount }
       : undefined;
     for (let attempt = 0; ;) {
-      const { error } = await invokeCosmosDB(
+      const { error, logs } = await invokeCosmosDB(
         this.registration.name,
         documents,
         retryContext && { ...retryContext },
       );
-      if (error === undefined) return { attempts: attempt + 1, error: undefined };
+      if (error === undefined) return { attempts: attempt + 1, error: undefined, logs };
       const failure = `${error.name}: ${error.message}`.slice(0, 500);
       const exhausted = policy && policy.maxRetryCount !== -1 && attempt === policy.maxRetryCount;
       if (!policy || !nextDelay || !retryContext || exhausted)
-        return { attempts: attempt + 1, error: failure };
+        return { attempts: attempt + 1, error: failure, logs };
       attempt++;
       retryContext.retryCount = attempt;
       retryContext.exception = { message: failure, stackTrace: error.stack ?? '', source: '' };
-      if (!(await this.pause(nextDelay()))) return { attempts: attempt, error: failure };
+      if (!(await this.pause(nextDelay()))) return { attempts: attempt, error: failure, logs };
     }
   }
 
