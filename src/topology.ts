@@ -18,6 +18,11 @@ export interface SubscriptionDeclaration {
 
 export interface TopicDeclaration {
   name: string;
+  /**
+   * The consumers that publish on the topic through their outbox (`tx.publish`), each a consumer
+   * declared here; a consumer not listed may not publish on it. The Bicep grants them Send.
+   */
+  publishers?: string[];
   subscriptions: SubscriptionDeclaration[];
 }
 
@@ -69,7 +74,20 @@ export function bindingOf(consumer: string, source: Topology = topology): Consum
   );
 }
 
-/** Checks a declaration: names Service Bus accepts, each consumer (and so each function) once, subjects to filter on. */
+/** The consumers declared to publish on `topic`; none for a topic that is not declared. */
+export function publishersOf(topic: string, source: Topology = topology): readonly string[] {
+  return source.topics.find((t) => t.name === topic)?.publishers ?? [];
+}
+
+/** The topics `consumer` is declared to publish on, in declaration order. */
+export function topicsPublishedBy(consumer: string, source: Topology = topology): string[] {
+  return source.topics.filter((t) => t.publishers?.includes(consumer) === true).map((t) => t.name);
+}
+
+/**
+ * Checks a declaration: names Service Bus accepts, each consumer (and so each function) once,
+ * subjects to filter on, and publishers that are declared consumers, each listed once per topic.
+ */
 export function validateTopology(value: unknown): Topology {
   const problems: string[] = [];
   const topics = (value as Partial<Topology> | undefined)?.topics;
@@ -93,6 +111,24 @@ export function validateTopology(value: unknown): Topology {
       if (!Array.isArray(subscription.subjects) || subscription.subjects.length === 0) {
         problems.push(`subscription '${subscription.name}' needs at least one subject to filter on`);
       }
+    }
+  }
+  // A publisher may read any topic (or none of them): checked once every consumer is known.
+  const consumers = new Set(topics.flatMap((topic) => (topic.subscriptions ?? []).map((s) => s.name)));
+  for (const topic of topics) {
+    if (topic.publishers === undefined) continue;
+    if (!Array.isArray(topic.publishers)) {
+      problems.push(`topic '${topic.name}': "publishers" must be an array of consumer names`);
+      continue;
+    }
+    const seen = new Set<string>();
+    for (const publisher of topic.publishers as unknown[]) {
+      const shown = String(JSON.stringify(publisher)).slice(0, 62);
+      if (typeof publisher !== 'string' || !consumers.has(publisher))
+        problems.push(`topic '${topic.name}': publisher ${shown} is not a consumer declared here`);
+      else if (seen.has(publisher))
+        problems.push(`topic '${topic.name}': publisher '${publisher}' is listed twice`);
+      else seen.add(publisher);
     }
   }
   if (problems.length > 0) throw new Error(`src/topology.json is invalid:\n  - ${problems.join('\n  - ')}`);

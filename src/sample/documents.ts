@@ -1,12 +1,14 @@
-import type { CURRENCIES, INVOICE_STATUSES } from './messages';
+import type { BACKORDER_REASONS, CURRENCIES, INVOICE_STATUSES } from './messages';
 
 /**
  * The sample's documents. Everything about one invoice lives in the logical partition
- * `invoice:<id>`, everything about one product in `product:<id>`, so that a message's effect and its
- * inbox marker always share a partition and commit in one transactional batch.
+ * `invoice:<id>`, everything about one product in `product:<id>`, everything about one order's
+ * shipment in `order:<id>`, so that a message's effect and its inbox marker always share a
+ * partition and commit in one transactional batch.
  */
 export const invoicePartition = (invoiceId: string): string => `invoice:${invoiceId}`;
 export const productPartition = (productId: string): string => `product:${productId}`;
+export const orderPartition = (orderId: string): string => `order:${orderId}`;
 
 /** Money is stored in minor units (cents), so that sums are exact. */
 export const toMinorUnits = (amount: number): number => Math.round(amount * 100);
@@ -53,7 +55,24 @@ export interface Backorder {
   orderId: string;
   productId: string;
   quantity: number;
-  reason: 'insufficient-stock' | 'unknown-product';
+  reason: (typeof BACKORDER_REASONS)[number];
+  [property: string]: unknown;
+}
+
+/**
+ * The shipment of an order, planned from the stock reserver's outcome: `ready` once its stock is
+ * reserved, `awaiting-stock` while it is backordered.
+ */
+export interface Shipment {
+  id: string;
+  partitionKey: string;
+  type: 'shipment';
+  orderId: string;
+  productId: string;
+  quantity: number;
+  status: 'ready' | 'awaiting-stock';
+  /** Why the stock is awaited; only while `awaiting-stock`. */
+  backorderReason?: (typeof BACKORDER_REASONS)[number];
   [property: string]: unknown;
 }
 
@@ -70,4 +89,5 @@ export interface InvoiceStatus {
 
 export const invoiceStatusId = (invoiceId: string): string => `${invoiceId}:status`;
 export const backorderId = (orderId: string): string => `backorder:${orderId}`;
+export const shipmentId = (orderId: string): string => `shipment-${orderId}`;
 export const unappliedPaymentId = (paymentId: string): string => `unapplied:${paymentId}`;

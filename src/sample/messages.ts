@@ -2,12 +2,16 @@ import { z } from 'zod';
 
 /**
  * The sample business events. All travel on one topic; the Subject (Service Bus Label) says which
- * event a message is, and each subscription filters on the subjects its consumer reads.
+ * event a message is, and each subscription filters on the subjects its consumer reads. The first
+ * three come from outside the app; StockReserved and BackorderCreated are published by the stock
+ * reserver itself, through its outbox.
  */
 export const SUBJECTS = {
   paymentReceived: 'PaymentReceived',
   orderCreated: 'OrderCreated',
   invoiceStatusChanged: 'InvoiceStatusChanged',
+  stockReserved: 'StockReserved',
+  backorderCreated: 'BackorderCreated',
 } as const;
 
 /** Business ids become document ids and partition keys, so they keep to characters Cosmos DB allows. */
@@ -40,12 +44,34 @@ export const PaymentReceived = z.object({
 });
 export type PaymentReceived = z.infer<typeof PaymentReceived>;
 
+/** An order's quantity; the stock reserver's events repeat the order's. */
+const quantity = z.number().int().positive().max(1_000_000);
+
 export const OrderCreated = z.object({
   orderId: businessId,
   productId: businessId,
-  quantity: z.number().int().positive().max(1_000_000),
+  quantity,
 });
 export type OrderCreated = z.infer<typeof OrderCreated>;
+
+/** The stock reserver took the order's quantity from the product's stock. */
+export const StockReserved = z.object({
+  orderId: businessId,
+  productId: businessId,
+  quantity,
+});
+export type StockReserved = z.infer<typeof StockReserved>;
+
+export const BACKORDER_REASONS = ['insufficient-stock', 'unknown-product'] as const;
+
+/** The stock reserver could not reserve the order's quantity and recorded a backorder instead. */
+export const BackorderCreated = z.object({
+  orderId: businessId,
+  productId: businessId,
+  quantity,
+  reason: z.enum(BACKORDER_REASONS),
+});
+export type BackorderCreated = z.infer<typeof BackorderCreated>;
 
 export const INVOICE_STATUSES = ['Draft', 'Issued', 'Paid', 'Void'] as const;
 

@@ -1,6 +1,6 @@
 import { defineInboxConsumer } from '../inbox';
 import { type Backorder, backorderId, productPartition } from './documents';
-import { OrderCreated } from './messages';
+import { type BackorderCreated, OrderCreated, type StockReserved, SUBJECTS } from './messages';
 
 /**
  * OrderCreated → the product's stock drops by the quantity (and its reserved quantity rises by it)
@@ -10,6 +10,12 @@ import { OrderCreated } from './messages';
  * The stock rule is a patch condition, checked by Cosmos DB at commit time, so two orders racing
  * for the last units cannot both win. When it fails, the handler runs again and records the
  * backorder instead.
+ *
+ * Each branch also publishes what happened (StockReserved or BackorderCreated) through the outbox:
+ * the event is staged in the same batch as the effect, so it is sent exactly when that effect
+ * commits, and never for the branch that lost. Its MessageId is derived from the order's message
+ * and the event's name, so a redelivered order stages the same id and duplicate detection drops a
+ * second send.
  */
 export const stockReserver = defineInboxConsumer({
   name: 'inventory.stock-reserver',
@@ -29,6 +35,18 @@ export const stockReserver = defineInboxConsumer({
         reason: insufficient ? 'insufficient-stock' : 'unknown-product',
       };
       tx.create(backorder, { name: 'backorder' });
+      const created: BackorderCreated = {
+        orderId: order.orderId,
+        productId: order.productId,
+        quantity: order.quantity,
+        reason: backorder.reason,
+      };
+      tx.publish({
+        topic: 'business-events',
+        subject: SUBJECTS.backorderCreated,
+        name: 'backorder-created',
+        body: created,
+      });
       tx.recordAlternative('backorder');
       return;
     }
@@ -40,5 +58,16 @@ export const stockReserver = defineInboxConsumer({
       ],
       { name: 'reserve', condition: `from c where c.stock >= ${order.quantity}` },
     );
+    const reserved: StockReserved = {
+      orderId: order.orderId,
+      productId: order.productId,
+      quantity: order.quantity,
+    };
+    tx.publish({
+      topic: 'business-events',
+      subject: SUBJECTS.stockReserved,
+      name: 'stock-reserved',
+      body: reserved,
+    });
   },
 });
