@@ -5,7 +5,7 @@ import type { ParseArgsConfig } from 'node:util';
 import { parseDocument } from 'yaml';
 
 import { writeEmulatorConfig } from '../emulators/generateConfig';
-import { functionNameOf, type Topology, topology } from '../src/topology';
+import { functionNameOf, topicsPublishedBy, type Topology, topology } from '../src/topology';
 import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import { formatted, PROJECT_ROOT, writeTopology } from './project';
 import { markdownFiles, withoutSamplePassages } from './sampleDocs';
@@ -35,13 +35,23 @@ export function samplePaths(): string[] {
   return [...consumerFiles, ...SAMPLE.files].filter((file) => existsSync(path.join(PROJECT_ROOT, file)));
 }
 
-/** The declaration without the sample's subscriptions, and without a topic that has none left. */
+/**
+ * The declaration without the sample's subscriptions and publishers (the stock reserver publishes
+ * on business-events), and without a topic that has neither left.
+ */
 export function withoutSamples(declared: Topology): Topology {
   const sample = new Set(SAMPLE.consumers);
   return {
     topics: declared.topics
-      .map((topic) => ({ ...topic, subscriptions: topic.subscriptions.filter((s) => !sample.has(s.name)) }))
-      .filter((topic) => topic.subscriptions.length > 0),
+      .map(({ publishers, ...topic }) => {
+        const kept = publishers?.filter((name) => !sample.has(name)) ?? [];
+        return {
+          ...topic,
+          ...(kept.length > 0 ? { publishers: kept } : {}),
+          subscriptions: topic.subscriptions.filter((s) => !sample.has(s.name)),
+        };
+      })
+      .filter((topic) => topic.subscriptions.length > 0 || topic.publishers !== undefined),
   };
 }
 
@@ -66,6 +76,9 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   const subscriptions = SAMPLE.consumers.filter((name) =>
     topology.topics.some((topic) => topic.subscriptions.some((s) => s.name === name)),
   );
+  const publishers = SAMPLE.consumers.flatMap((name) =>
+    topicsPublishedBy(name).map((topic) => ({ name, topic })),
+  );
   const packageFile = path.join(PROJECT_ROOT, 'package.json');
   const manifest = JSON.parse(readFileSync(packageFile, 'utf8')) as { scripts: Record<string, string> };
   const scripts = SAMPLE.scripts.filter((name) => name in manifest.scripts);
@@ -83,6 +96,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   if (
     paths.length === 0 &&
     subscriptions.length === 0 &&
+    publishers.length === 0 &&
     scripts.length === 0 &&
     !ciJob &&
     passages.length === 0
@@ -94,6 +108,8 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   context.out(`${verb}:`);
   for (const file of paths) context.out(`  ${file}`);
   for (const name of subscriptions) context.out(`  the subscription ${name} from src/topology.json`);
+  for (const { name, topic } of publishers)
+    context.out(`  ${name} from the publishers of ${topic} in src/topology.json`);
   for (const name of scripts) context.out(`  the script ${name} from package.json`);
   if (ciJob) context.out(`  the job ${SAMPLE.ciJob.job} from ${SAMPLE.ciJob.file}`);
   for (const { file } of passages) context.out(`  the sample passages of ${file}`);

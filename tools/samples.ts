@@ -3,8 +3,13 @@
  * remove:samples` removes.
  */
 export const SAMPLE = {
-  /** Their subscriptions leave src/topology.json (a topic left without one goes too); their functions (functions/<function>.ts) and tests (test/functions/<function>.test.ts) are deleted. */
-  consumers: ['billing.payment-applier', 'inventory.stock-reserver', 'billing.invoice-status-projector'],
+  /** Their subscriptions and their place among a topic's publishers leave src/topology.json (a topic left with neither goes too); their functions (functions/<function>.ts) and tests (test/functions/<function>.test.ts) are deleted. */
+  consumers: [
+    'billing.payment-applier',
+    'inventory.stock-reserver',
+    'billing.invoice-status-projector',
+    'shipping.shipment-planner',
+  ],
   files: [
     // The sample's events, documents and consumers.
     'src/sample',

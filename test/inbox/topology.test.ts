@@ -1,6 +1,14 @@
 import { loadFunctionApp, type ServiceBusFunction } from '../../offline/functions/worker';
 import { registeredConsumers } from '../../src/app';
-import { bindingOf, functionNameOf, type Topology, topology, validateTopology } from '../../src/topology';
+import {
+  bindingOf,
+  functionNameOf,
+  publishersOf,
+  topicsPublishedBy,
+  type Topology,
+  topology,
+  validateTopology,
+} from '../../src/topology';
 
 /**
  * Where the function app (functions/*.ts, as the worker loads it) and src/topology.json disagree,
@@ -145,5 +153,55 @@ describe('src/topology.json', () => {
         "  - subscription 'a.b-' is not a valid Service Bus name",
       ].join('\n'),
     );
+  });
+
+  describe('publishers', () => {
+    const declared: Topology = {
+      topics: [
+        {
+          name: 'orders',
+          publishers: ['sales.order-taker'],
+          subscriptions: [{ name: 'stock.reserver', subjects: ['OrderCreated'] }],
+        },
+        {
+          name: 'stock-events',
+          publishers: ['stock.reserver', 'sales.order-taker'],
+          subscriptions: [{ name: 'shipping.planner', subjects: ['StockReserved'] }],
+        },
+        { name: 'intake', subscriptions: [{ name: 'sales.order-taker', subjects: ['Basket'] }] },
+      ],
+    };
+
+    it('are the consumers a topic lists, and the topics a consumer is listed on', () => {
+      expect(validateTopology(declared)).toBe(declared);
+      expect(publishersOf('stock-events', declared)).toEqual(['stock.reserver', 'sales.order-taker']);
+      expect(publishersOf('intake', declared)).toEqual([]);
+      expect(publishersOf('nowhere', declared)).toEqual([]);
+      expect(topicsPublishedBy('sales.order-taker', declared)).toEqual(['orders', 'stock-events']);
+      expect(topicsPublishedBy('shipping.planner', declared)).toEqual([]);
+    });
+
+    it('must be declared consumers, each once per topic, in an array', () => {
+      const invalid = {
+        topics: [
+          {
+            name: 'orders',
+            publishers: ['stock.reserver', 'stock.nobody', 'stock.reserver', 7],
+            subscriptions: [{ name: 'stock.reserver', subjects: ['OrderCreated'] }],
+          },
+          { name: 'other', publishers: 'stock.reserver', subscriptions: [] },
+        ],
+      };
+
+      expect(() => validateTopology(invalid)).toThrow(
+        [
+          'src/topology.json is invalid:',
+          `  - topic 'orders': publisher "stock.nobody" is not a consumer declared here`,
+          `  - topic 'orders': publisher 'stock.reserver' is listed twice`,
+          `  - topic 'orders': publisher 7 is not a consumer declared here`,
+          `  - topic 'other': "publishers" must be an array of consumer names`,
+        ].join('\n'),
+      );
+    });
   });
 });
