@@ -1,6 +1,7 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 
+import { type Topology, topology } from '../../src/topology';
 import {
   checkProject,
   declaredSubscriptions,
@@ -49,6 +50,13 @@ describe('npm run new:consumer in a copy of the project', () => {
         'shipping-events/shipping.parcel-counter',
       ]),
     );
+    // A topic's publishers stay as they were; the new topic has none.
+    const publishers = (declared: Topology): [string, string[]][] =>
+      declared.topics.map((t) => [t.name, t.publishers ?? []]);
+    expect(publishers(JSON.parse(copy().read('src/topology.json')) as Topology)).toEqual([
+      ...publishers(topology),
+      ['shipping-events', []],
+    ]);
     const emulator = JSON.parse(copy().read('emulators/servicebus-config.json')) as {
       UserConfig: { Namespaces: { Topics: { Name: string; Subscriptions: { Name: string }[] }[] }[] };
     };

@@ -1,6 +1,8 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
+import { type Topology, topology } from '../../src/topology';
+import { withoutSamples } from '../../tools/removeSamples';
 import { markdownFiles, withoutSamplePassages } from '../../tools/sampleDocs';
 import { SAMPLE } from '../../tools/samples';
 import {
@@ -39,6 +41,7 @@ describe('npm run remove:samples in a copy of the project', () => {
     expect(existsSync(path.join(copy().root, 'src', 'inbox', 'index.ts'))).toBe(true);
     expect(existsSync(path.join(copy().root, 'functions', 'purgeExpiredMarkers.ts'))).toBe(true);
     expect(declaredSubscriptions(copy())).toEqual([]);
+    expect(JSON.parse(copy().read('src/topology.json'))).toEqual({ topics: [] });
     expect(JSON.parse(copy().read('package.json'))).not.toHaveProperty(['scripts', 'demo']);
     expect(copy().read('.github/workflows/ci.yml')).not.toContain('live-tests');
     expect(copy().tool('tools/removeSamples.ts', []).stdout).toContain('nothing to remove');
@@ -75,6 +78,39 @@ describe('npm run remove:samples in a copy of the project', () => {
     ]);
     expect(own.ok ? 'passed' : own.output).toBe('passed');
   }, 900_000);
+
+  it('drops the sample consumers from subscriptions and publishers, keeping a topic either still holds', () => {
+    const declared: Topology = {
+      topics: [
+        {
+          name: 'business-events',
+          publishers: ['inventory.stock-reserver', 'sales.order-taker'],
+          subscriptions: [
+            { name: 'shipping.shipment-planner', subjects: ['StockReserved'] },
+            { name: 'sales.order-taker', subjects: ['Basket'] },
+          ],
+        },
+        { name: 'outgoing', publishers: ['sales.order-taker'], subscriptions: [] },
+        {
+          name: 'sample-only',
+          publishers: ['inventory.stock-reserver'],
+          subscriptions: [{ name: 'billing.payment-applier', subjects: ['PaymentReceived'] }],
+        },
+      ],
+    };
+
+    expect(withoutSamples(declared)).toEqual({
+      topics: [
+        {
+          name: 'business-events',
+          publishers: ['sales.order-taker'],
+          subscriptions: [{ name: 'sales.order-taker', subjects: ['Basket'] }],
+        },
+        { name: 'outgoing', publishers: ['sales.order-taker'], subscriptions: [] },
+      ],
+    });
+    expect(withoutSamples(topology)).toEqual({ topics: [] });
+  });
 
   it('refuses an unknown flag with its usage and exit code 2, removing nothing', () => {
     const before = copy().read('src/topology.json');
