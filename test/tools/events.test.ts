@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import { SAMPLE_EVENTS } from '../../src/sample';
+import { SAMPLE_EVENTS, shipmentPlanner } from '../../src/sample';
 import { UsageError } from '../../tools/errors';
 import { loadSubjectRules, parseEvent, parseEventLines, type SubjectRules } from '../../tools/events';
 
@@ -14,13 +14,16 @@ const messageIdOf = (subject: string, body: unknown): string =>
 
 describe('the subjects the send tool knows', () => {
   it('are those the consumers of the app read, each with its consumers’ schemas', () => {
+    // The catalogue's events come from outside the app; the shipment planner's are published by
+    // the stock reserver, and have no catalogue entry.
     expect([...rules.keys()].sort()).toEqual(
-      Object.values(SAMPLE_EVENTS)
-        .map((event) => event.subject)
-        .sort(),
+      [...Object.values(SAMPLE_EVENTS).map((event) => event.subject), ...shipmentPlanner.subjects].sort(),
     );
     for (const event of Object.values(SAMPLE_EVENTS)) {
       expect([...(rules.get(event.subject)?.schemas.keys() ?? [])]).toEqual([event.consumer]);
+    }
+    for (const subject of shipmentPlanner.subjects) {
+      expect([...(rules.get(subject)?.schemas.keys() ?? [])]).toEqual([shipmentPlanner.name]);
     }
   });
 });
@@ -37,6 +40,18 @@ describe('MessageIds of business events', () => {
         messageIdOf('InvoiceStatusChanged', { invoiceId: 'INV-1', status: 'Paid', version }),
       ),
     ).toEqual(['invoice-status-INV-1-v3', 'invoice-status-INV-1-v4']);
+  });
+
+  it('of an event the app publishes itself, sent by hand, derive from its body (the outbox derives its own)', () => {
+    const reserved = { orderId: 'O-1', productId: 'S', quantity: 1 };
+
+    expect(messageIdOf('StockReserved', reserved)).toMatch(/^StockReserved-[0-9a-f]{40}$/);
+    expect(messageIdOf('StockReserved', reserved)).not.toBe(
+      messageIdOf('StockReserved', { ...reserved, quantity: 2 }),
+    );
+    expect(messageIdOf('BackorderCreated', { ...reserved, reason: 'unknown-product' })).toMatch(
+      /^BackorderCreated-[0-9a-f]{40}$/,
+    );
   });
 
   it('of a subject without a rule, derive from the validated body: same event, same MessageId', () => {
