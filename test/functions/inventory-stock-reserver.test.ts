@@ -20,6 +20,22 @@ async function stockProduct(stock: number): Promise<string> {
 const product = async (id: string): Promise<Product | undefined> =>
   (await stack.container.item(id, productPartition(id)).read<Product>()).resource;
 
+/** The outbox documents of the product's partition: the events the reserver staged with its effects. */
+interface OutboxDocument {
+  id: string;
+  status: string;
+  consumer: string;
+  message: { messageId: string; topic: string; subject: string; body: unknown; contentType: string };
+}
+const outbox = async (productId: string): Promise<OutboxDocument[]> =>
+  (
+    await stack.container.items
+      .query<OutboxDocument>('SELECT * FROM c WHERE c.type = "outbox"', {
+        partitionKey: productPartition(productId),
+      })
+      .fetchAll()
+  ).resources;
+
 const backorders = async (productId: string): Promise<Backorder[]> =>
   (
     await stack.container.items
@@ -92,5 +108,73 @@ describe('inventory.stock-reserver', () => {
     expect(await backorders('SKU-unknown')).toEqual([
       expect.objectContaining({ orderId: 'ORD-3', reason: 'unknown-product' }),
     ]);
+  });
+
+  describe('publishes what happened, through the outbox, exactly when it commits', () => {
+    it('StockReserved with the reservation, once however often the order is delivered', async () => {
+      const id = await stockProduct(10);
+      const order = { orderId: 'ORD-P1', productId: id, quantity: 4 };
+
+      await deliver('inventory-stock-reserver', order, { messageId: 'order-p1' });
+      await deliver('inventory-stock-reserver', order, { messageId: 'order-p1', deliveryCount: 2 });
+      const [staged, ...more] = await outbox(id);
+
+      expect(more).toEqual([]);
+      expect(staged).toMatchObject({
+        status: 'pending',
+        consumer: 'inventory.stock-reserver',
+        message: {
+          topic: 'business-events',
+          subject: 'StockReserved',
+          body: { orderId: 'ORD-P1', productId: id, quantity: 4 },
+          contentType: 'application/json',
+        },
+      });
+      expect(staged!.message.messageId).toMatch(/^[0-9a-f]{32}$/);
+      expect(staged!.id).toBe(`outbox-${staged!.message.messageId}`);
+    });
+
+    it('BackorderCreated instead, with its reason, and nothing of the reservation that failed', async () => {
+      const id = await stockProduct(1);
+
+      await deliver(
+        'inventory-stock-reserver',
+        { orderId: 'ORD-P2', productId: id, quantity: 3 },
+        { messageId: 'order-p2' },
+      );
+
+      expect((await outbox(id)).map((d) => d.message)).toEqual([
+        expect.objectContaining({
+          subject: 'BackorderCreated',
+          body: { orderId: 'ORD-P2', productId: id, quantity: 3, reason: 'insufficient-stock' },
+        }),
+      ]);
+    });
+
+    it('one event per order when orders race for the last units, matching the effects', async () => {
+      const id = await stockProduct(6);
+      const orders = Array.from({ length: 5 }, (_, i) => ({
+        orderId: `ORD-PC${i}`,
+        productId: id,
+        quantity: 2,
+      }));
+
+      await Promise.all(
+        orders.map((order) =>
+          deliver('inventory-stock-reserver', order, { messageId: `msg-${order.orderId}` }),
+        ),
+      );
+      const events = (await outbox(id)).map((d) => d.message);
+
+      expect(events.filter((m) => m.subject === 'StockReserved')).toHaveLength(3);
+      expect(events.filter((m) => m.subject === 'BackorderCreated')).toHaveLength(2);
+      expect(new Set(events.map((m) => (m.body as { orderId: string }).orderId)).size).toBe(5);
+      expect(
+        events
+          .filter((m) => m.subject === 'BackorderCreated')
+          .map((m) => (m.body as { orderId: string }).orderId)
+          .sort(),
+      ).toEqual((await backorders(id)).map((b) => b.orderId).sort());
+    });
   });
 });
