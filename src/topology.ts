@@ -1,8 +1,8 @@
 import declaration from './topology.json';
 
 /**
- * The topics and subscriptions, declared once in topology.json and read by the function
- * registrations, the tests, the offline Service Bus model and the Bicep (loadJsonContent).
+ * The topics, their subscriptions and publishers, declared once in topology.json and read by the
+ * function registrations, the tests, the offline Service Bus model and the Bicep (loadJsonContent).
  *
  * One consumer, one name: `area.consumer-name` (for example `billing.payment-applier`) is the
  * consumer's id (its marker namespace and telemetry dimension) and the name of the Service Bus
@@ -20,7 +20,7 @@ export interface TopicDeclaration {
   name: string;
   /**
    * The consumers that publish on the topic through their outbox (`tx.publish`), each a consumer
-   * declared here; a consumer not listed may not publish on it. The Bicep grants them Send.
+   * declared here; a consumer not listed may not publish on it.
    */
   publishers?: string[];
   subscriptions: SubscriptionDeclaration[];
