@@ -44,6 +44,7 @@ export {
   type OutboxDocument,
   outboxDocumentId,
   type OutboxMessage,
+  outboxMessageOf,
   outgoingMessageId,
 } from './outbox';
 export {

@@ -1,3 +1,4 @@
+import { type OutboxDocument, type OutboxMessage, outboxMessageOf } from '../../src/inbox/internal';
 import { type Backorder, type Product, productPartition } from '../../src/sample';
 import { deliver } from '../support/deliveries';
 import { useLocalStack } from '../support/localStack';
@@ -20,21 +21,20 @@ async function stockProduct(stock: number): Promise<string> {
 const product = async (id: string): Promise<Product | undefined> =>
   (await stack.container.item(id, productPartition(id)).read<Product>()).resource;
 
-/** The outbox documents of the product's partition: the events the reserver staged with its effects. */
-interface OutboxDocument {
-  id: string;
-  status: string;
-  consumer: string;
-  message: { messageId: string; topic: string; subject: string; body: unknown; contentType: string };
-}
-const outbox = async (productId: string): Promise<OutboxDocument[]> =>
+/**
+ * The outbox documents of the product's partition (the events the reserver staged with its effects),
+ * each with its message as the relay reads it (the document keeps it as JSON text).
+ */
+const outbox = async (
+  productId: string,
+): Promise<(Omit<OutboxDocument, 'message'> & { message: OutboxMessage | undefined })[]> =>
   (
     await stack.container.items
       .query<OutboxDocument>('SELECT * FROM c WHERE c.type = "outbox"', {
         partitionKey: productPartition(productId),
       })
       .fetchAll()
-  ).resources;
+  ).resources.map((document) => ({ ...document, message: outboxMessageOf(document) }));
 
 const backorders = async (productId: string): Promise<Backorder[]> =>
   (
@@ -130,8 +130,8 @@ describe('inventory.stock-reserver', () => {
           contentType: 'application/json',
         },
       });
-      expect(staged!.message.messageId).toMatch(/^[0-9a-f]{32}$/);
-      expect(staged!.id).toBe(`outbox-${staged!.message.messageId}`);
+      expect(staged!.message!.messageId).toMatch(/^[0-9a-f]{32}$/);
+      expect(staged!.id).toBe(`outbox-${staged!.message!.messageId}`);
     });
 
     it('BackorderCreated instead, with its reason, and nothing of the reservation that failed', async () => {
@@ -164,7 +164,7 @@ describe('inventory.stock-reserver', () => {
           deliver('inventory-stock-reserver', order, { messageId: `msg-${order.orderId}` }),
         ),
       );
-      const events = (await outbox(id)).map((d) => d.message);
+      const events = (await outbox(id)).map((d) => d.message!);
 
       expect(events.filter((m) => m.subject === 'StockReserved')).toHaveLength(3);
       expect(events.filter((m) => m.subject === 'BackorderCreated')).toHaveLength(2);
