@@ -1,11 +1,12 @@
-// Creates the app's database and container in the Cosmos DB emulator, as infra/modules/cosmos.bicep
-// does in Azure (the app itself never creates them):
+// Creates the app's database, its container and the outbox relay's lease container in the Cosmos DB
+// emulator, as infra/modules/cosmos.bicep does in Azure (the app itself never creates them, and the
+// relay's trigger is told not to create its leases):
 //
 //   npx tsx emulators/provisionCosmos.ts
 //
-// Reads COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_DATABASE and COSMOS_CONTAINER; without them it targets the
-// emulator of emulators/docker-compose.yml. It waits for the emulator to answer, and running it again
-// changes nothing.
+// Reads COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_DATABASE, COSMOS_CONTAINER and COSMOS_LEASE_CONTAINER;
+// without them it targets the emulator of emulators/docker-compose.yml. It waits for the emulator to
+// answer, and running it again changes nothing.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -26,6 +27,8 @@ export interface ProvisionOptions {
   database?: string;
   /** Default `state`, as COSMOS_CONTAINER. */
   container?: string;
+  /** Default `leases`, as COSMOS_LEASE_CONTAINER. */
+  leaseContainer?: string;
   /** How long to wait for the emulator to accept requests. Default 120 s: its first start is slow. */
   timeoutMs?: number;
   /** Pause between attempts. Default 2 s. */
@@ -35,12 +38,14 @@ export interface ProvisionOptions {
 export interface Provisioned {
   database: string;
   container: string;
+  leaseContainer: string;
   attempts: number;
 }
 
 export async function provisionAppContainer(options: ProvisionOptions): Promise<Provisioned> {
   const database = options.database ?? 'app';
   const container = options.container ?? 'state';
+  const leaseContainer = options.leaseContainer ?? 'leases';
   const deadline = Date.now() + (options.timeoutMs ?? 120_000);
   let attempts = 0;
   for (;;) {
@@ -49,11 +54,16 @@ export async function provisionAppContainer(options: ProvisionOptions): Promise<
     try {
       const created = await client.databases.createIfNotExists({ id: database });
       await ensureAppContainer(created.database, container);
-      return { database, container, attempts };
+      // Partitioned on /id, as the Cosmos DB trigger requires of its lease container.
+      await created.database.containers.createIfNotExists({
+        id: leaseContainer,
+        partitionKey: { paths: ['/id'], version: 2 },
+      });
+      return { database, container, leaseContainer, attempts };
     } catch (error) {
       if (Date.now() >= deadline) {
         throw new Error(
-          `Cosmos DB at ${options.endpoint} did not accept the database and container after ${attempts} attempt(s): ${(error as Error).message}`,
+          `Cosmos DB at ${options.endpoint} did not accept the database and containers after ${attempts} attempt(s): ${(error as Error).message}`,
           { cause: error },
         );
       }
@@ -73,9 +83,10 @@ async function main(): Promise<void> {
     key,
     database: process.env.COSMOS_DATABASE?.trim() || undefined,
     container: process.env.COSMOS_CONTAINER?.trim() || undefined,
+    leaseContainer: process.env.COSMOS_LEASE_CONTAINER?.trim() || undefined,
   });
   console.log(
-    `Database '${result.database}' and container '${result.container}' (/partitionKey, defaultTtl -1) are ready.`,
+    `Database '${result.database}', container '${result.container}' (/partitionKey, defaultTtl -1) and lease container '${result.leaseContainer}' (/id) are ready.`,
   );
 }
 

@@ -90,6 +90,9 @@ param serviceBusDataOwnerForScaling bool = false
 param cosmosDatabaseName string = 'app'
 param cosmosContainerName string = 'state'
 
+@description('Lease container of the outbox relay\'s Cosmos DB trigger (COSMOS_LEASE_CONTAINER), partitioned on /id.')
+param cosmosLeaseContainerName string = 'leases'
+
 @description('Serverless (pay per request) or Provisioned (autoscale).')
 @allowed([
   'Serverless'
@@ -166,6 +169,9 @@ param duplicateShareWindow string = 'PT1H'
 @minValue(1)
 param duplicateShareMinDeliveries int = 20
 
+@description('Age of the oldest pending outbox message (ISO-8601) above which, throughout 15 minutes, to alert. Default: three times the sweeper\'s OUTBOX_SWEEP_AGE (PT5M), so that a message the sweeper resent twice without success is reported.')
+param outboxPendingAgeThreshold string = 'PT15M'
+
 // ---------------------------------------------------------------------------------------------
 // Derived values
 // ---------------------------------------------------------------------------------------------
@@ -182,7 +188,9 @@ var developer developerPrincipal = {
   type: principalType
 }
 
-// Set by the design, not a knob: the broker drops a repeated send of a MessageId within an hour.
+// Set by the design, not a knob: the broker drops a repeated send of a MessageId within an hour. The
+// topics get it, and so does the app (SERVICEBUS_DUPLICATE_WINDOW), which refuses to start when its
+// sweeper could resend after the broker has forgotten a MessageId.
 var duplicateDetectionWindow = 'PT1H'
 
 // ISO-8601 durations in seconds, by adding them to a fixed instant. Years and months are refused:
@@ -294,6 +302,7 @@ module cosmos 'modules/cosmos.bicep' = {
     tags: tags
     databaseName: cosmosDatabaseName
     containerName: cosmosContainerName
+    leaseContainerName: cosmosLeaseContainerName
     capacityMode: cosmosCapacityMode
     autoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
     appPrincipalId: identity.outputs.principalId
@@ -345,11 +354,18 @@ module functionApp 'modules/functionapp.bicep' = {
       COSMOS_ENDPOINT: cosmos.outputs.endpoint
       COSMOS_DATABASE: cosmos.outputs.databaseName
       COSMOS_CONTAINER: cosmos.outputs.containerName
+      COSMOS_LEASE_CONTAINER: cosmos.outputs.leaseContainerName
+      // The outbox relay's Cosmos DB trigger is configured by the host, not by the app's code, so it
+      // has its own identity-based connection, like the Service Bus trigger's.
+      CosmosDBConnection__accountEndpoint: cosmos.outputs.endpoint
+      CosmosDBConnection__credential: 'managedidentity'
+      CosmosDBConnection__clientId: identity.outputs.clientId
       INBOX_RETENTION: checkedRetention
       INBOX_RESUBMIT_MARGIN: inboxResubmitMargin
       SERVICEBUS_LOCK_DURATION: lockDuration
       SERVICEBUS_MAX_DELIVERY_COUNT: string(serviceBusMaxDeliveryCount)
       SERVICEBUS_MESSAGE_TTL: serviceBusMessageTtl
+      SERVICEBUS_DUPLICATE_WINDOW: duplicateDetectionWindow
       PURGE_MAX_RU_PER_SECOND: string(purgeMaxRuPerSecond > 0 ? purgeMaxRuPerSecond : derivedPurgeMaxRuPerSecond)
     }
   }
@@ -369,6 +385,7 @@ module alerts 'modules/alerts.bicep' = {
     duplicateShareThresholdPercent: duplicateShareThresholdPercent
     duplicateShareWindow: duplicateShareWindow
     duplicateShareMinDeliveries: duplicateShareMinDeliveries
+    outboxPendingAgeThresholdSeconds: durationSeconds(outboxPendingAgeThreshold)
   }
 }
 
@@ -397,6 +414,7 @@ output COSMOS_ACCOUNT_NAME string = cosmos.outputs.name
 output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
 output COSMOS_DATABASE string = cosmos.outputs.databaseName
 output COSMOS_CONTAINER string = cosmos.outputs.containerName
+output COSMOS_LEASE_CONTAINER string = cosmos.outputs.leaseContainerName
 output STORAGE_ACCOUNT_NAME string = storage.outputs.name
 // Read by the postprovision hook (infra/scripts/wait-for-deployment-storage.sh).
 output DEPLOYMENT_CONTAINER_NAME string = storage.outputs.deploymentContainerName

@@ -1,6 +1,7 @@
-// Four alerts that matter for an idempotent consumer: messages given up on (dead-lettered), handler
-// failures, a rise in the share of duplicate deliveries, and a Cosmos DB circuit breaker that stays
-// open. Each notifies the given action group and/or an action group created here for an e-mail address.
+// Five alerts that matter for an idempotent consumer: messages given up on (dead-lettered), handler
+// failures, a rise in the share of duplicate deliveries, a Cosmos DB circuit breaker that stays open,
+// and published messages that stay in the outbox. Each notifies the given action group and/or an
+// action group created here for an e-mail address.
 
 @description('Azure region of the scheduled query rule (metric alerts are global).')
 param location string
@@ -38,6 +39,10 @@ param duplicateShareWindow string
 @description('Deliveries a consumer must have in the window before its duplicate share counts.')
 @minValue(1)
 param duplicateShareMinDeliveries int
+
+@description('Age of the oldest pending outbox message, in seconds, above which (at every sweeper run for 15 minutes) to alert.')
+@minValue(60)
+param outboxPendingAgeThresholdSeconds int
 
 resource emailGroup 'Microsoft.Insights/actionGroups@2023-01-01' = if (!empty(alertEmail)) {
   name: 'ag-${namePrefix}'
@@ -251,6 +256,60 @@ resource breakerOpen 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
           ]
           operator: 'GreaterThanOrEqual'
           threshold: 1
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: actionGroupIds
+    }
+  }
+}
+
+// The outbox sweeper (src/inbox/relay.ts) reports outbox.oldest_pending_age once a run (every
+// OUTBOX_SWEEP_INTERVAL, a minute by default), on whichever instance ran it: the age in seconds of the
+// oldest outbox message not yet sent, 0 when none is pending. The relay sends a message within
+// seconds of its commit and the sweeper resends what is older than OUTBOX_SWEEP_AGE, so an age above
+// the threshold at every run for 15 minutes means sends keep failing (Service Bus down, the app's
+// Data Sender role missing, a topic deleted) or neither the relay nor the sweeper gets them out:
+// published events are not reaching their subscribers. At least ten runs in the window, so that one
+// late report does not judge the quarter of an hour alone; a sweeper that fails before it reports is
+// left to the function-failures alert.
+var outboxPendingAgeQuery = '''
+customMetrics
+| where name == 'outbox.oldest_pending_age'
+| summarize oldestPendingAgeSeconds = min(valueMin), runs = count()
+| where runs >= 10
+| project oldestPendingAgeSeconds
+'''
+
+resource outboxPendingAge 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
+  name: 'sqr-${namePrefix}-outbox-pending-age'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Outbox messages pending for more than ${outboxPendingAgeThresholdSeconds} s'
+    description: 'Messages the consumers published (tx.publish) are not reaching Service Bus: the oldest pending outbox message was older than the threshold at every sweeper run for 15 minutes (outbox.oldest_pending_age). Check the outboxRelay and outboxSweeper failures and the app\'s Azure Service Bus Data Sender role on the topic.'
+    severity: 2
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: outboxPendingAgeQuery
+          timeAggregation: 'Minimum'
+          metricMeasureColumn: 'oldestPendingAgeSeconds'
+          operator: 'GreaterThan'
+          threshold: outboxPendingAgeThresholdSeconds
           failingPeriods: {
             numberOfEvaluationPeriods: 1
             minFailingPeriodsToAlert: 1

@@ -1,6 +1,8 @@
-// Cosmos DB for NoSQL: the account, the database and the one container that holds business documents
-// and inbox markers side by side (a marker shares its business document's partition so that both are
-// written in one transactional batch). Keys are off: data access is Entra ID + data-plane RBAC only.
+// Cosmos DB for NoSQL: the account, the database, the container that holds business documents, inbox
+// markers and outbox documents side by side (a marker and the messages it publishes share their
+// business document's partition so that all are written in one transactional batch), and the lease
+// container of the outbox relay's change feed trigger. Keys are off: data access is Entra ID +
+// data-plane RBAC only.
 
 import { cosmosRoles, developerPrincipal } from 'roles.bicep'
 import { allLogsToDedicatedTables, diagnosticSettingName } from 'diagnostics.bicep'
@@ -19,6 +21,9 @@ param databaseName string
 
 @description('Name of the container.')
 param containerName string
+
+@description('Name of the lease container of the outbox relay (the Cosmos DB trigger on the container).')
+param leaseContainerName string
 
 @description('Serverless (pay per request) or Provisioned (autoscale throughput on the container).')
 @allowed([
@@ -111,14 +116,17 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
       }
       // -1: TTL is on, but nothing expires unless it carries its own `ttl` (inbox markers may).
       defaultTtl: -1
-      // Every access but one is a point read or a transactional batch, which need no index. The one
-      // query is the marker purge (src/inbox/purge.ts):
+      // Every access but two is a point read or a transactional batch, which need no index. The two
+      // queries are the marker purge (src/inbox/purge.ts):
       //   SELECT TOP @limit c.id, c.partitionKey, c.expiresAtEpochSeconds, c._etag FROM c
       //   WHERE c.type = @type AND c.expiresAtEpochSeconds <= @now
-      // so only its two filter paths are indexed and everything else is excluded, which makes every
-      // write in every batch cheaper. The composite index serves the equality on type and the range
-      // on the expiry in one index lookup (equality first, range last), which lowers the purge's
-      // request charge. A new query must add its paths here, or it scans.
+      // and the outbox sweeper's (src/inbox/relay.ts: the pending count, the oldest, the ones due):
+      //   ... FROM c WHERE c.type = 'outbox' AND c.pendingSinceEpochSeconds <= @cutoff
+      // so only their filter paths are indexed and everything else is excluded, which makes every
+      // write in every batch cheaper. Each composite index serves one query's equality on type and
+      // its range in one index lookup (equality first, range last), which lowers its request charge.
+      // pendingSinceEpochSeconds exists only while an outbox document is pending, so its index holds
+      // the pending ones only. A new query must add its paths here, or it scans.
       indexingPolicy: {
         indexingMode: 'consistent'
         automatic: true
@@ -128,6 +136,9 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
           }
           {
             path: '/expiresAtEpochSeconds/?'
+          }
+          {
+            path: '/pendingSinceEpochSeconds/?'
           }
         ]
         excludedPaths: [
@@ -146,6 +157,16 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
               order: 'ascending'
             }
           ]
+          [
+            {
+              path: '/type'
+              order: 'ascending'
+            }
+            {
+              path: '/pendingSinceEpochSeconds'
+              order: 'ascending'
+            }
+          ]
         ]
       }
     }
@@ -159,9 +180,40 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
   }
 }
 
+// The outbox relay's Cosmos DB trigger keeps one lease document per range of the container's change
+// feed here, with its continuation (checkpoint); its id is the partition key, as the trigger
+// requires. The trigger is told not to create it (createLeaseContainerIfNotExists: false): creating a
+// container is a control-plane operation, which the app's data-plane role does not grant. The
+// trigger's lease reads, queries and renewals are small; on Provisioned it has the smallest
+// autoscale throughput (100 to 1,000 RU/s) of its own, so that it never competes with the consumers.
+resource leaseContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2025-10-15' = {
+  parent: database
+  name: leaseContainerName
+  properties: {
+    resource: {
+      id: leaseContainerName
+      partitionKey: {
+        paths: [
+          '/id'
+        ]
+        kind: 'Hash'
+        version: 2
+      }
+    }
+    options: capacityMode == 'Provisioned'
+      ? {
+          autoscaleSettings: {
+            maxThroughput: 1000
+          }
+        }
+      : {}
+  }
+}
+
 var dataContributor = '${account.id}/sqlRoleDefinitions/${cosmosRoles.builtInDataContributor}'
 // Data-plane role assignments are scoped to the database: the app can read and write the items of
-// this database's containers, and nothing else in the account.
+// this database's containers (the app's container and the relay's leases, which the trigger reads,
+// creates and renews), and nothing else in the account.
 var databaseScope = '${account.id}/dbs/${database.name}'
 
 resource appDataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2025-10-15' = {
@@ -225,3 +277,4 @@ output name string = account.name
 output endpoint string = account.properties.documentEndpoint
 output databaseName string = database.name
 output containerName string = container.name
+output leaseContainerName string = leaseContainer.name

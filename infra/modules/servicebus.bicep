@@ -1,5 +1,6 @@
 // Service Bus namespace, the topics and subscriptions declared in src/topology.json, one filter rule
-// per subscription, and receive rights scoped to each subscription.
+// per subscription, receive rights scoped to each subscription, and send rights scoped to each topic
+// a consumer publishes to (its "publishers").
 
 import { azureRoles, developerPrincipal } from 'roles.bicep'
 import { allLogsToDedicatedTables, diagnosticSettingName } from 'diagnostics.bicep'
@@ -20,7 +21,7 @@ param tags object
 ])
 param sku string
 
-@description('Topics and their subscriptions, in the shape of src/topology.json.')
+@description('Topics, the consumers that publish to each ("publishers", optional) and their subscriptions, in the shape of src/topology.json.')
 param topics array
 
 @description('Peek-lock duration of every subscription (ISO-8601, at most PT5M).')
@@ -35,7 +36,7 @@ param messageTimeToLive string
 @description('Window in which the broker drops a second send of the same MessageId (ISO-8601, PT20S to P7D).')
 param duplicateDetectionWindow string
 
-@description('Principal id of the app identity, which receives from every subscription.')
+@description('Principal id of the app identity, which receives from every subscription and sends to every topic that declares publishers.')
 param appPrincipalId string
 
 @description('Also grant the app Azure Service Bus Data Owner on each subscription, so that scaling reads exact message counts (the extension otherwise estimates them by peeking).')
@@ -156,6 +157,21 @@ resource appReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
     scope: subscriptionResources[i]
     properties: {
       roleDefinitionId: dataReceiver
+      principalId: appPrincipalId
+      principalType: 'ServicePrincipal'
+    }
+  }
+]
+
+// The outbox relay and sweeper send what a consumer published (tx.publish) as the app's identity. A
+// topic is the narrowest scope a send can be granted on, and only the topics that declare a
+// publisher get it: the app cannot send to a topic no consumer of it publishes to.
+resource appSends 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (topic, i) in topics: if (!empty(topic.?publishers ?? [])) {
+    name: guid(topicResources[i].id, appPrincipalId, dataSender)
+    scope: topicResources[i]
+    properties: {
+      roleDefinitionId: dataSender
       principalId: appPrincipalId
       principalType: 'ServicePrincipal'
     }

@@ -1,5 +1,5 @@
 // emulators/provisionCosmos.ts, run against the template's local Cosmos DB server (which speaks the
-// same REST API as the emulator): it must create the container the app needs, wait for a server that
+// same REST API as the emulator): it must create the containers the app needs, wait for a server that
 // is still starting, and give up with a clear message.
 
 import { createServer } from 'node:net';
@@ -29,7 +29,7 @@ describe('emulators/provisionCosmos.ts', () => {
     cosmos = undefined;
   });
 
-  it('creates database app and container state on /partitionKey with TTL on and no default expiry, once', async () => {
+  it('creates database app, container state on /partitionKey with TTL on and no default expiry, and the lease container leases on /id, once', async () => {
     cosmos = await start({ port: 0 });
     const options = { endpoint: cosmos.endpoint, key: cosmos.key, timeoutMs: 5_000 };
 
@@ -38,13 +38,17 @@ describe('emulators/provisionCosmos.ts', () => {
 
     const client = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
     const { resource } = await client.database('app').container('state').read();
+    const { resource: leases } = await client.database('app').container('leases').read();
+    const { resources: containers } = await client.database('app').containers.readAll().fetchAll();
     client.dispose();
     expect([first, second]).toEqual([
-      { database: 'app', container: 'state', attempts: 1 },
-      { database: 'app', container: 'state', attempts: 1 },
+      { database: 'app', container: 'state', leaseContainer: 'leases', attempts: 1 },
+      { database: 'app', container: 'state', leaseContainer: 'leases', attempts: 1 },
     ]);
     expect(resource?.partitionKey?.paths).toEqual(['/partitionKey']);
     expect(resource?.defaultTtl).toBe(-1);
+    expect(leases?.partitionKey?.paths).toEqual(['/id']);
+    expect(containers.map((container) => container.id).sort()).toEqual(['leases', 'state']);
   });
 
   it('waits for an emulator that is still starting', async () => {
@@ -74,6 +78,6 @@ describe('emulators/provisionCosmos.ts', () => {
         timeoutMs: 300,
         retryDelayMs: 50,
       }),
-    ).rejects.toThrow(`Cosmos DB at http://127.0.0.1:${port}/ did not accept the database and container`);
+    ).rejects.toThrow(`Cosmos DB at http://127.0.0.1:${port}/ did not accept the database and containers`);
   });
 });

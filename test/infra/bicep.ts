@@ -511,7 +511,12 @@ export function appRoleAssignments(from: Snapshot): PredictedResource[] {
 }
 
 export interface Topology {
-  topics: { name: string; subscriptions: { name: string; consumer: string; subjects: string[] }[] }[];
+  topics: {
+    name: string;
+    /** The consumers that publish to the topic (tx.publish); the app may send to it only when there is one. */
+    publishers?: string[];
+    subscriptions: { name: string; consumer: string; subjects: string[] }[];
+  }[];
 }
 
 /** src/topology.json as the Bicep reads it. */
@@ -521,6 +526,10 @@ export const topology = JSON.parse(
 export const declaredSubscriptions = topology.topics.flatMap((topic) =>
   topic.subscriptions.map((subscription) => ({ topic: topic.name, ...subscription })),
 );
+/** The topics a consumer publishes to: those whose "publishers" is not empty. */
+export const publishedTopics = topology.topics
+  .filter((topic) => (topic.publishers ?? []).length > 0)
+  .map((topic) => topic.name);
 
 /** An action group that exists outside the deployment, as an operator would pass it. */
 export const existingActionGroup = `/subscriptions/${fakeScope.subscriptionId}/resourceGroups/ops/providers/Microsoft.Insights/actionGroups/on-call`;

@@ -1,13 +1,24 @@
-// Cosmos DB as deployed: a serverless account with keys off, the app's database and container, and
-// the app's data role on the database only; with provisioned capacity, autoscale throughput. The
-// container's indexing policy is checked against the app's only query, the marker purge, read from
-// src/inbox/purge.ts: its filter paths are indexed and nothing else is, and a composite index serves
-// its equality and range filters together (equality first, range last).
+// Cosmos DB as deployed: a serverless account with keys off, the app's database, its container and
+// the outbox relay's lease container, and the app's data role on the database only (which covers
+// both); with provisioned capacity, autoscale throughput. The container's indexing policy is checked
+// against the app's queries, the marker purge, read from src/inbox/purge.ts, and the outbox sweeper's:
+// their filter paths are indexed and nothing else is, and one composite index per query serves its
+// equality and range filters together (equality first, range last).
 
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { appPrincipal, at, describeInfra, only, premiumProvisionedVariant, repoRoot, role } from './bicep';
+import type { PredictedResource, Snapshot } from './bicep';
+import {
+  appPrincipal,
+  at,
+  describeInfra,
+  only,
+  premiumProvisionedVariant,
+  repoRoot,
+  resources,
+  role,
+} from './bicep';
 
 /** The purge query as src/inbox/purge.ts writes it (string literals joined with +). */
 function purgeQuery(): string {
@@ -21,10 +32,23 @@ interface Filter {
   operator: string;
 }
 
+/**
+ * The outbox sweeper's filter, as src/inbox/relay.ts writes it (PENDING_FILTER, the outbox type
+ * inlined) for its three queries: the pending count, the oldest pending time, the ones due.
+ */
+const SWEEP_QUERY = "SELECT * FROM c WHERE c.type = 'outbox' AND c.pendingSinceEpochSeconds <= @cutoff";
+
+const CONTAINER = 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers';
+
+/** The container of this name, of database "app". */
+function containerNamed(from: Snapshot, name: string): PredictedResource | undefined {
+  return resources(from, CONTAINER).find((container) => container.name.endsWith(`/app/${name}`));
+}
+
 function filters(query: string): Filter[] {
   const where = query.slice(query.indexOf(' WHERE ') + ' WHERE '.length);
   return where.split(' AND ').map((condition) => {
-    const parsed = /^c\.([A-Za-z_][A-Za-z0-9_]*) (=|<=|>=|<|>) @\w+$/.exec(condition.trim());
+    const parsed = /^c\.([A-Za-z_][A-Za-z0-9_]*) (=|<=|>=|<|>) (?:@\w+|'[^']*')$/.exec(condition.trim());
     if (!parsed) {
       throw new Error(`cannot read the purge query's condition '${condition}'`);
     }
@@ -36,6 +60,7 @@ describeInfra(
   'Cosmos DB',
   (azd) => ({
     provisioned: premiumProvisionedVariant(azd),
+    leaseContainerNamed: { parameters: { ...azd(), cosmosLeaseContainerName: 'relay-leases' } },
   }),
   ({ defaults, evaluated }) => {
     describe('with the defaults of main.parameters.json', () => {
@@ -51,10 +76,9 @@ describeInfra(
 
       it('creates database "app" and container "state" on /partitionKey (Hash v2) with TTL on and no default expiry', () => {
         const database = only(defaults(), 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases');
-        const container = only(defaults(), 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers');
+        const container = containerNamed(defaults(), 'state');
 
         expect(database.name.split('/')[1]).toBe('app');
-        expect(container.name.split('/').slice(1)).toEqual(['app', 'state']);
         expect(at(container, 'properties.resource.partitionKey')).toEqual({
           paths: ['/partitionKey'],
           kind: 'Hash',
@@ -62,6 +86,47 @@ describeInfra(
         });
         expect(at(container, 'properties.resource.defaultTtl')).toBe(-1);
         expect(at(container, 'properties.options')).toEqual({});
+      });
+
+      it('creates the lease container "leases" of the outbox relay next to it, partitioned on /id as the Cosmos DB trigger requires', () => {
+        const leases = containerNamed(defaults(), 'leases');
+
+        expect(
+          resources(defaults(), CONTAINER)
+            .map((container) => container.name.split('/').slice(1))
+            .sort(),
+        ).toEqual([
+          ['app', 'leases'],
+          ['app', 'state'],
+        ]);
+        expect(at(leases, 'properties.resource')).toEqual({
+          id: 'leases',
+          partitionKey: { paths: ['/id'], kind: 'Hash', version: 2 },
+        });
+        expect(at(leases, 'properties.options')).toEqual({});
+      });
+
+      it("covers the lease container with the app's one data role, scoped to the database that holds both containers", () => {
+        const account = only(defaults(), 'Microsoft.DocumentDB/databaseAccounts');
+        const assignment = only(defaults(), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments');
+        const containerScopes = resources(defaults(), CONTAINER).map(
+          (container) => `${account.id}/dbs/${container.name.split('/').slice(1).join('/colls/')}`,
+        );
+
+        expect(containerScopes.sort()).toEqual([
+          `${account.id}/dbs/app/colls/leases`,
+          `${account.id}/dbs/app/colls/state`,
+        ]);
+        for (const scope of containerScopes) {
+          expect(scope.startsWith(`${String(at(assignment, 'properties.scope'))}/`)).toBe(true);
+        }
+      });
+
+      it('names the lease container after cosmosLeaseContainerName', () => {
+        expect(
+          at(containerNamed(evaluated('leaseContainerNamed'), 'relay-leases'), 'properties.resource.id'),
+        ).toBe('relay-leases');
+        expect(containerNamed(evaluated('leaseContainerNamed'), 'leases')).toBeUndefined();
       });
 
       it('makes the app a Built-in Data Contributor on the database only, named guid(scope, principal, role)', () => {
@@ -82,22 +147,23 @@ describeInfra(
     describe('with provisioned capacity', () => {
       it('drops the serverless capability and gives the container autoscale throughput', () => {
         const account = only(evaluated('provisioned'), 'Microsoft.DocumentDB/databaseAccounts');
-        const container = only(
-          evaluated('provisioned'),
-          'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers',
-        );
 
         expect(at(account, 'properties.capabilities')).toEqual([]);
-        expect(at(container, 'properties.options')).toEqual({ autoscaleSettings: { maxThroughput: 4000 } });
+        expect(at(containerNamed(evaluated('provisioned'), 'state'), 'properties.options')).toEqual({
+          autoscaleSettings: { maxThroughput: 4000 },
+        });
+      });
+
+      it('gives the lease container the smallest autoscale throughput of its own (100 to 1,000 RU/s)', () => {
+        expect(at(containerNamed(evaluated('provisioned'), 'leases'), 'properties.options')).toEqual({
+          autoscaleSettings: { maxThroughput: 1000 },
+        });
       });
     });
 
     describe('indexing policy', () => {
       const policy = (): unknown =>
-        at(
-          only(defaults(), 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers'),
-          'properties.resource.indexingPolicy',
-        );
+        at(containerNamed(defaults(), 'state'), 'properties.resource.indexingPolicy');
 
       it('reads a purge query that filters on type (equality) and the expiry (range), with no ORDER BY', () => {
         expect(filters(purgeQuery())).toEqual([
@@ -107,19 +173,28 @@ describeInfra(
         expect(purgeQuery()).not.toMatch(/ORDER BY/i);
       });
 
-      it("indexes exactly the purge query's filter paths, excludes everything else, and has one composite index for it", () => {
-        const purge = filters(purgeQuery());
-        const equalities = purge.filter((filter) => filter.operator === '=');
-        const ranges = purge.filter((filter) => filter.operator !== '=');
+      it('reads an outbox sweep that filters on type (equality) and the pending time (range)', () => {
+        expect(filters(SWEEP_QUERY)).toEqual([
+          { path: '/type', operator: '=' },
+          { path: '/pendingSinceEpochSeconds', operator: '<=' },
+        ]);
+      });
+
+      it("indexes exactly the purge's and the sweep's filter paths, excludes everything else, and has one composite index for each", () => {
+        const queries = [filters(purgeQuery()), filters(SWEEP_QUERY)];
+        const paths = [...new Set(queries.flat().map((filter) => filter.path))];
 
         expect(policy()).toEqual({
           indexingMode: 'consistent',
           automatic: true,
-          includedPaths: purge.map((filter) => ({ path: `${filter.path}/?` })),
+          includedPaths: paths.map((indexed) => ({ path: `${indexed}/?` })),
           excludedPaths: [{ path: '/*' }],
-          compositeIndexes: [
-            [...equalities, ...ranges].map((filter) => ({ path: filter.path, order: 'ascending' })),
-          ],
+          compositeIndexes: queries.map((query) =>
+            [
+              ...query.filter((filter) => filter.operator === '='),
+              ...query.filter((filter) => filter.operator !== '='),
+            ].map((filter) => ({ path: filter.path, order: 'ascending' })),
+          ),
         });
       });
     });

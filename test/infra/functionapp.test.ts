@@ -169,9 +169,14 @@ describeInfra(
               'COSMOS_CONTAINER',
               'COSMOS_DATABASE',
               'COSMOS_ENDPOINT',
+              'COSMOS_LEASE_CONTAINER',
+              'CosmosDBConnection__accountEndpoint',
+              'CosmosDBConnection__clientId',
+              'CosmosDBConnection__credential',
               'INBOX_RESUBMIT_MARGIN',
               'INBOX_RETENTION',
               'PURGE_MAX_RU_PER_SECOND',
+              'SERVICEBUS_DUPLICATE_WINDOW',
               'SERVICEBUS_LOCK_DURATION',
               'SERVICEBUS_MAX_DELIVERY_COUNT',
               'SERVICEBUS_MESSAGE_TTL',
@@ -183,6 +188,7 @@ describeInfra(
           expect(settings).toMatchObject({
             ServiceBusConnection__credential: 'managedidentity',
             AzureWebJobsStorage__credential: 'managedidentity',
+            CosmosDBConnection__credential: 'managedidentity',
             INBOX_RESUBMIT_MARGIN: 'P7D',
             INBOX_RETENTION: 'P30D',
             PURGE_MAX_RU_PER_SECOND: '500',
@@ -193,6 +199,7 @@ describeInfra(
           for (const name of [
             'ServiceBusConnection__clientId',
             'AzureWebJobsStorage__clientId',
+            'CosmosDBConnection__clientId',
             'AZURE_CLIENT_ID',
           ]) {
             expect(settings[name]).toMatch(clientId);
@@ -212,9 +219,53 @@ describeInfra(
           expect(settings['COSMOS_ENDPOINT']).toMatch(moduleOutput('cosmos', 'endpoint'));
           expect(settings['COSMOS_DATABASE']).toMatch(moduleOutput('cosmos', 'databaseName'));
           expect(settings['COSMOS_CONTAINER']).toMatch(moduleOutput('cosmos', 'containerName'));
+          expect(settings['COSMOS_LEASE_CONTAINER']).toMatch(moduleOutput('cosmos', 'leaseContainerName'));
+          expect(settings['CosmosDBConnection__accountEndpoint']).toMatch(moduleOutput('cosmos', 'endpoint'));
           expect(settings['APPLICATIONINSIGHTS_CONNECTION_STRING']).toMatch(
             moduleOutput('monitoring', 'connectionString'),
           );
+        });
+
+        it("gives the outbox relay's Cosmos DB trigger the lease container that the Bicep creates", () => {
+          const cosmosModule = at(compiled().template, 'resources.cosmos.properties.template');
+
+          expect(at(cosmosModule, 'outputs.leaseContainerName.value')).toBe(
+            "[parameters('leaseContainerName')]",
+          );
+          expect(at(cosmosModule, 'resources.leaseContainer.name')).toBe(
+            "[format('{0}/{1}/{2}', parameters('accountName'), parameters('databaseName'), parameters('leaseContainerName'))]",
+          );
+          expect(
+            at(compiled().template, 'resources.cosmos.properties.parameters.leaseContainerName'),
+          ).toEqual({
+            value: "[parameters('cosmosLeaseContainerName')]",
+          });
+          expect(compiled().template.parameters['cosmosLeaseContainerName']).toMatchObject({
+            type: 'string',
+            defaultValue: 'leases',
+          });
+        });
+
+        it("gives the app the topics' duplicate detection window as SERVICEBUS_DUPLICATE_WINDOW, from the one value both are set from", () => {
+          const topics = resources(defaults(), 'Microsoft.ServiceBus/namespaces/topics');
+          const serviceBusParameters = at(compiled().template, 'resources.serviceBus.properties.parameters');
+
+          expect(topics.length).toBeGreaterThan(0);
+          for (const topic of topics) {
+            expect(at(topic, 'properties.duplicateDetectionHistoryTimeWindow')).toBe(
+              appSettings(defaults())['SERVICEBUS_DUPLICATE_WINDOW'],
+            );
+          }
+          expect(appSettings(defaults())['SERVICEBUS_DUPLICATE_WINDOW']).toBe('PT1H');
+          expect(at(serviceBusParameters, 'duplicateDetectionWindow')).toEqual({
+            value: "[variables('duplicateDetectionWindow')]",
+          });
+          expect(
+            at(
+              compiled().template,
+              'resources.functionApp.properties.parameters.appSettings.value.SERVICEBUS_DUPLICATE_WINDOW',
+            ),
+          ).toBe("[variables('duplicateDetectionWindow')]");
         });
 
         it('gives the purge a tenth of what the container serves: 500 RU/s serverless, autoscale max / 10 provisioned, or the value set', () => {

@@ -1,5 +1,6 @@
 // Monitoring as deployed: Application Insights with Entra ID only, the alerts (dead letters, failed
-// executions, duplicate share, an open circuit breaker) and whom they notify, and the workbook.
+// executions, duplicate share, an open circuit breaker, outbox messages left pending) and whom they
+// notify, and the workbook.
 
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -43,6 +44,7 @@ describeInfra(
   'monitoring',
   (azd) => ({
     notifying: premiumProvisionedVariant(azd),
+    outboxThresholdSet: { parameters: { ...azd(), outboxPendingAgeThreshold: 'PT40M' } },
   }),
   ({ defaults, evaluated }) => {
     describe('with the defaults of main.parameters.json', () => {
@@ -135,6 +137,40 @@ describeInfra(
           expect(at(rule, 'properties.actions')).toEqual({ actionGroups: [] });
         });
 
+        it('alerts when the oldest pending outbox message stays older than 15 minutes (outbox.oldest_pending_age) at every sweeper run for 15 minutes', () => {
+          const { rule, criterion, query, readsApplicationInsights } = queryAlert(
+            defaults(),
+            '-outbox-pending-age',
+          );
+
+          expect(readsApplicationInsights).toBe(true);
+          expect(query).toContain("where name == 'outbox.oldest_pending_age'");
+          expect(query).toContain('oldestPendingAgeSeconds = min(valueMin)');
+          expect(query).toContain('runs >= 10');
+          expect(criterion).toMatchObject({
+            metricMeasureColumn: 'oldestPendingAgeSeconds',
+            timeAggregation: 'Minimum',
+            operator: 'GreaterThan',
+            threshold: 900,
+          });
+          // One sweeper per app, on whichever instance the timer ran: not split by instance.
+          expect(criterion['dimensions']).toBeUndefined();
+          expect(rule?.properties).toMatchObject({
+            windowSize: 'PT15M',
+            evaluationFrequency: 'PT5M',
+            severity: 2,
+            autoMitigate: true,
+            actions: { actionGroups: [] },
+          });
+        });
+
+        it('takes the outbox age threshold as an ISO-8601 duration, in seconds', () => {
+          const { criterion, rule } = queryAlert(evaluated('outboxThresholdSet'), '-outbox-pending-age');
+
+          expect(criterion['threshold']).toBe(2400);
+          expect(at(rule, 'properties.displayName')).toBe('Outbox messages pending for more than 2400 s');
+        });
+
         it('notifies nobody until an action group or an e-mail is given', () => {
           expect(resources(defaults(), 'Microsoft.Insights/actionGroups')).toEqual([]);
           for (const alert of resources(defaults(), 'Microsoft.Insights/metricAlerts')) {
@@ -184,7 +220,7 @@ describeInfra(
           );
         }
         const rules = resources(notifying, 'Microsoft.Insights/scheduledQueryRules');
-        expect(rules).toHaveLength(2);
+        expect(rules).toHaveLength(3);
         for (const rule of rules) {
           expect(at(rule, 'properties.actions')).toEqual({ actionGroups: expected });
         }

@@ -18,6 +18,7 @@ import {
   grants,
   moduleOutput,
   only,
+  publishedTopics,
   repoRoot,
   resources,
   role,
@@ -213,7 +214,7 @@ describeInfra(
         const assignments = appRoleAssignments(defaults());
 
         expect(assignments).toHaveLength(roleAssignments(defaults()).length);
-        expect(assignments).toHaveLength(declaredSubscriptions.length + 3);
+        expect(assignments).toHaveLength(declaredSubscriptions.length + publishedTopics.length + 3);
         for (const assignment of assignments) {
           const principal = String(at(assignment, 'properties.principalId'));
           const definition = String(at(assignment, 'properties.roleDefinitionId'));

@@ -1,6 +1,7 @@
 // Service Bus as deployed: a namespace with local auth off, every declared topic and subscription
-// with its filter and the app's receiver role scoped to it, Premium when asked; and
-// modules/servicebus.bicep evaluated on its own with other declarations than src/topology.json.
+// with its filter and the app's receiver role scoped to it, the app's sender role on the topics a
+// consumer publishes to and nowhere else, Premium when asked; and modules/servicebus.bicep evaluated
+// on its own with other declarations than src/topology.json.
 
 import path from 'node:path';
 
@@ -16,6 +17,7 @@ import {
   infraDir,
   only,
   premiumProvisionedVariant,
+  publishedTopics,
   resources,
   role,
   roleAssignments,
@@ -60,6 +62,22 @@ const severalSubjectsTopics: Topology['topics'] = [
     subscriptions: [{ name: 'ledger', consumer: 'ledger', subjects: ['PaymentReceived'] }],
   },
 ];
+const publishingTopics: Topology['topics'] = [
+  {
+    name: 'orders',
+    publishers: ['ledger'],
+    subscriptions: [{ name: 'audit', consumer: 'audit.recorder', subjects: ['OrderCreated'] }],
+  },
+  {
+    name: 'payments',
+    publishers: [],
+    subscriptions: [{ name: 'ledger', consumer: 'ledger', subjects: ['PaymentReceived'] }],
+  },
+  {
+    name: 'refunds',
+    subscriptions: [{ name: 'ledger-refunds', consumer: 'ledger', subjects: ['RefundIssued'] }],
+  },
+];
 const noSubjectTopics: Topology['topics'] = [
   { name: 'orders', subscriptions: [{ name: 'nothing', consumer: 'nobody', subjects: [] }] },
 ];
@@ -77,6 +95,7 @@ describeInfra(
         parameters: serviceBusModuleParameters(severalSubjectsTopics),
         options: serviceBusModule,
       },
+      publishing: { parameters: serviceBusModuleParameters(publishingTopics), options: serviceBusModule },
       noSubject: { parameters: serviceBusModuleParameters(noSubjectTopics), options: serviceBusModule },
     };
   },
@@ -162,15 +181,47 @@ describeInfra(
         }
       });
 
-      it('grants nothing at namespace or topic scope, and no Data Owner unless asked', () => {
-        const namespaceId = only(defaults(), 'Microsoft.ServiceBus/namespaces').id;
-        const serviceBusScopes = roleAssignments(defaults())
-          .map(roleAssignmentScope)
-          .filter((scope) => scope.startsWith(namespaceId));
+      it('lets the app send to each topic a consumer publishes to, scoped to that topic only', () => {
+        const topics = resources(defaults(), 'Microsoft.ServiceBus/namespaces/topics');
+        const senders = appRoleAssignments(defaults()).filter(
+          (assignment) =>
+            at(assignment, 'properties.roleDefinitionId') === roleDefinitionId(role.serviceBusDataSender),
+        );
 
-        expect(
-          serviceBusScopes.filter((scope) => !scope.includes('/subscriptions/', namespaceId.length)),
-        ).toEqual([]);
+        expect(publishedTopics).toEqual(['business-events']);
+        expect(senders.map(roleAssignmentScope).sort()).toEqual(
+          topics
+            .filter((topic) => publishedTopics.includes(topic.name.split('/')[1] ?? ''))
+            .map((topic) => topic.id)
+            .sort(),
+        );
+        for (const sender of senders) {
+          const principal = String(at(sender, 'properties.principalId'));
+
+          expect(at(sender, 'properties.principalType')).toBe('ServicePrincipal');
+          expect(sender.name).toBe(
+            `[guid('${roleAssignmentScope(sender)}', ${principal.slice(1, -1)}, '${roleDefinitionId(role.serviceBusDataSender)}')]`,
+          );
+        }
+      });
+
+      it('grants nothing at namespace scope, only Data Sender on a topic, and no Data Owner unless asked', () => {
+        const namespaceId = only(defaults(), 'Microsoft.ServiceBus/namespaces').id;
+        const onServiceBus = roleAssignments(defaults()).filter((assignment) =>
+          roleAssignmentScope(assignment).startsWith(namespaceId),
+        );
+        const aboveSubscriptions = onServiceBus.filter(
+          (assignment) => !roleAssignmentScope(assignment).includes('/subscriptions/', namespaceId.length),
+        );
+
+        expect(onServiceBus.map(roleAssignmentScope)).not.toContain(namespaceId);
+        expect(aboveSubscriptions.length).toBeGreaterThan(0);
+        for (const assignment of aboveSubscriptions) {
+          expect(roleAssignmentScope(assignment)).toMatch(new RegExp(`^${namespaceId}/topics/[^/]+$`));
+          expect(at(assignment, 'properties.roleDefinitionId')).toBe(
+            roleDefinitionId(role.serviceBusDataSender),
+          );
+        }
         expect(
           roleAssignments(defaults()).filter(
             (assignment) =>
@@ -230,7 +281,10 @@ describeInfra(
           evaluated('severalSubjects'),
           'Microsoft.ServiceBus/namespaces/topics/subscriptions',
         );
-        const receivers = roleAssignments(evaluated('severalSubjects'));
+        const receivers = roleAssignments(evaluated('severalSubjects')).filter(
+          (assignment) =>
+            at(assignment, 'properties.roleDefinitionId') === roleDefinitionId(role.serviceBusDataReceiver),
+        );
 
         expect(subscriptions.map((subscription) => subscription.name)).toEqual([
           'sb-declarations/orders/audit',
@@ -244,6 +298,33 @@ describeInfra(
             armGuid(subscription.id, developerId, roleDefinitionId(role.serviceBusDataReceiver)),
           ),
         );
+      });
+
+      it('grants no send right when no topic declares a publisher', () => {
+        expect(
+          roleAssignments(evaluated('severalSubjects')).map((assignment) =>
+            at(assignment, 'properties.roleDefinitionId'),
+          ),
+        ).toEqual([
+          roleDefinitionId(role.serviceBusDataReceiver),
+          roleDefinitionId(role.serviceBusDataReceiver),
+        ]);
+      });
+
+      it('grants Data Sender on the topics with publishers only, not on one whose list is empty or absent', () => {
+        const topics = resources(evaluated('publishing'), 'Microsoft.ServiceBus/namespaces/topics');
+        const senders = roleAssignments(evaluated('publishing')).filter(
+          (assignment) =>
+            at(assignment, 'properties.roleDefinitionId') === roleDefinitionId(role.serviceBusDataSender),
+        );
+        const orders = topics.find((topic) => topic.name === 'sb-declarations/orders');
+
+        expect(topics).toHaveLength(3);
+        expect(senders.map(roleAssignmentScope)).toEqual([orders?.id]);
+        expect(senders.map((sender) => sender.name)).toEqual([
+          armGuid(String(orders?.id), developerId, roleDefinitionId(role.serviceBusDataSender)),
+        ]);
+        expect(senders.map((sender) => at(sender, 'properties.principalId'))).toEqual([developerId]);
       });
 
       it('refuses a subscription that declares no subject', () => {

@@ -81,20 +81,28 @@ describe('infra/workbook.json', () => {
         }
       }
       for (const [, dimension] of query.matchAll(/customDimensions\.(\w+)/g)) {
-        expect(['consumer', 'outcome', 'state']).toContain(dimension);
+        expect(['consumer', 'outcome', 'state', 'source']).toContain(dimension);
       }
     }
   });
 
   it('adds up counters and histograms by valueSum and valueCount, as the exporter pre-aggregates them', () => {
-    // Gauges report a value per export instead: the purge's inbox size and each instance's breaker.
-    const gauges = ["'inbox.markers'", "'inbox.breaker_open'"];
+    // Gauges report a value instead: the purge's inbox size, each instance's breaker, and what the
+    // outbox sweeper finds pending.
+    const gauges = [
+      "'inbox.markers'",
+      "'inbox.breaker_open'",
+      "'outbox.pending'",
+      "'outbox.oldest_pending_age'",
+    ];
     for (const query of queries.filter((q) => !gauges.some((gauge) => q.includes(gauge)))) {
       expect(query).toMatch(/\bsum\(valueSum\)/);
       expect(query).not.toMatch(/\b(?:sum|avg|count)\(value\)|\|\s*count\b|summarize\s+\w+\s*=\s*count\(\)/);
     }
     expect(queryOf('inbox size')).toMatch(/max\(value\)/);
     expect(queryOf('breaker open')).toMatch(/max\(valueMax\)/);
+    expect(queryOf('outbox pending')).toMatch(/max\(value\)/);
+    expect(queryOf('outbox oldest pending age')).toMatch(/max\(value\)/);
   });
 
   it('defines the duplicate rate as the duplicate-share alert does', () => {
