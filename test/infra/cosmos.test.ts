@@ -33,10 +33,17 @@ interface Filter {
 }
 
 /**
- * The outbox sweeper's filter, as src/inbox/relay.ts writes it (PENDING_FILTER, the outbox type
- * inlined) for its three queries: the pending count, the oldest pending time, the ones due.
+ * The outbox sweeper's queries as src/inbox/relay.ts writes them (the pending count, the oldest
+ * pending time, the ones due) share one filter, PENDING_FILTER, with the outbox type inlined.
  */
-const SWEEP_QUERY = "SELECT * FROM c WHERE c.type = 'outbox' AND c.pendingSinceEpochSeconds <= @cutoff";
+function sweepQuery(): string {
+  const source = readFileSync(path.join(repoRoot, 'src', 'inbox', 'relay.ts'), 'utf8');
+  const filter = /const PENDING_FILTER = `([^`]*)`;/.exec(source)?.[1] ?? '';
+  const type = /export const OUTBOX_TYPE = '([^']*)';/.exec(
+    readFileSync(path.join(repoRoot, 'src', 'inbox', 'outbox.ts'), 'utf8'),
+  )?.[1];
+  return `SELECT * FROM c WHERE ${filter.replace('${OUTBOX_TYPE}', String(type))}`;
+}
 
 const CONTAINER = 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers';
 
@@ -174,14 +181,14 @@ describeInfra(
       });
 
       it('reads an outbox sweep that filters on type (equality) and the pending time (range)', () => {
-        expect(filters(SWEEP_QUERY)).toEqual([
+        expect(filters(sweepQuery())).toEqual([
           { path: '/type', operator: '=' },
           { path: '/pendingSinceEpochSeconds', operator: '<=' },
         ]);
       });
 
       it("indexes exactly the purge's and the sweep's filter paths, excludes everything else, and has one composite index for each", () => {
-        const queries = [filters(purgeQuery()), filters(SWEEP_QUERY)];
+        const queries = [filters(purgeQuery()), filters(sweepQuery())];
         const paths = [...new Set(queries.flat().map((filter) => filter.path))];
 
         expect(policy()).toEqual({

@@ -144,7 +144,7 @@ describeInfra(
           );
 
           expect(readsApplicationInsights).toBe(true);
-          expect(query).toContain("where name == 'outbox.oldest_pending_age'");
+          expect(query).toContain(`where name == '${METRIC_NAMES.outboxOldestPendingAge}'`);
           expect(query).toContain('oldestPendingAgeSeconds = min(valueMin)');
           expect(query).toContain('runs >= 10');
           expect(criterion).toMatchObject({

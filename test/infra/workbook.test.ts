@@ -69,7 +69,7 @@ describe('infra/workbook.json', () => {
     const metricNames: string[] = Object.values(METRIC_NAMES);
     const outcomes: readonly string[] = OUTCOMES;
     for (const query of queries) {
-      for (const [, metric] of query.matchAll(/'(inbox\.[a-z_]+)'/g)) {
+      for (const [, metric] of query.matchAll(/'((?:inbox|outbox)\.[a-z_]+)'/g)) {
         expect(metricNames).toContain(metric);
       }
       for (const [, outcome] of query.matchAll(/outcome (?:==|!=) '([a-z_]+)'/g)) {
