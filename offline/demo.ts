@@ -38,6 +38,12 @@ const usage = `Usage: npm run demo -- [options]
   --cosmos-503 <rate>     Cosmos DB is unavailable for a write (default 0.01)
   --cosmos-drop <rate>    a write commits but its response is lost (default 0.01)
   --slow <rate>           a write outlasts the message lock (default 0.002)
+  --relay-send-fail <rate>  an outbox send to Service Bus fails (default 0.02)
+  --relay-ack-lost <rate>   an outbox send is taken but reported failed (default 0.01)
+  --relay-crash <rate>      the relay's instance dies after a page, before its checkpoint (default 0.01)
+  --relay-checkpoint-lost <rate>
+                          the checkpoint write after a relay page is lost (default 0.01)
+  --relay-restart <rate>    the relay's host stops mid-page; another instance takes the lease (default 0.005)
   --cosmos-outage <start-minute>:<minutes>
                           every Cosmos DB request fails (503) from that model minute after publishing
                           starts, for that many minutes; repeatable
@@ -104,6 +110,11 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
       cosmosUnavailable: rate('cosmos-503'),
       cosmosDropAfterCommit: rate('cosmos-drop'),
       slowHandler: rate('slow'),
+      relaySendFailure: rate('relay-send-fail'),
+      relayAckLost: rate('relay-ack-lost'),
+      relayCrash: rate('relay-crash'),
+      relayCheckpointLost: rate('relay-checkpoint-lost'),
+      relayRestart: rate('relay-restart'),
       cosmosOutages: [
         ...values['cosmos-outage'].map((text) => outage('cosmos-outage', text, 'unavailable')),
         ...values['cosmos-throttling'].map((text) => outage('cosmos-throttling', text, 'throttle')),
@@ -244,11 +255,18 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
     `  payments applied    ${a.effects.payments} (+ ${a.effects.unappliedPayments} unapplied: unknown invoice or currency)`,
     `  stock reservations  ${a.effects.reservations} (+ ${a.effects.backorders} backorders)`,
     `  status projections  ${a.effects.statusVersions} invoices`,
+    `  shipments planned   ${a.effects.shipments} (from the StockReserved / BackorderCreated the stock reserver published)`,
     `  dead-lettered       ${a.deadLettered.total} = ${a.deadLettered.poison} poison + ${a.deadLettered.exhausted} exhausted`,
     `                      poison: refused by the handler on every delivery until Service Bus's max delivery count ran out`,
     `                      exhausted: valid messages whose deliveries ran out under the injected faults`,
     `  broker reasons      ${list(a.deadLettered.byReason) || 'none'} (the DeadLetterReason Service Bus sets, poison included;` +
       ` the app's reason for a poison message is in its logs: docs/poison-on-first-delivery.md)`,
+    '',
+    'Outbox',
+    `  events staged       ${a.outbox.staged} (one per reservation or backorder, in its batch)`,
+    `  sends               ${a.outbox.sends} (${a.outbox.resends} resends: ${a.outbox.droppedResends} dropped by the broker's duplicate detection)`,
+    `  relay pages         ${list(report.relay.pages) || 'none'}; ${report.relay.sendFailures} failed sends`,
+    `  sweeper             ${report.relay.sweeperRuns} runs, ${report.relay.sweeperResent} messages resent`,
     '',
     'Speed (this machine: one Node.js process hosts the app, the broker model and the Cosmos server)',
     `  elapsed             ${(throughput.elapsedMs / 1000).toFixed(1)} s`,

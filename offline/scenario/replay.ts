@@ -19,6 +19,11 @@ export const demoDefaults = {
     'cosmos-503': 0.01,
     'cosmos-drop': 0.01,
     slow: 0.002,
+    'relay-send-fail': 0.02,
+    'relay-ack-lost': 0.01,
+    'relay-crash': 0.01,
+    'relay-checkpoint-lost': 0.01,
+    'relay-restart': 0.005,
   },
 } as const;
 
@@ -36,6 +41,11 @@ const rateIn: Record<RateFlag, (options: ScenarioOptions) => number> = {
   'cosmos-503': (o) => o.faults?.cosmosUnavailable ?? 0,
   'cosmos-drop': (o) => o.faults?.cosmosDropAfterCommit ?? 0,
   slow: (o) => o.faults?.slowHandler ?? 0,
+  'relay-send-fail': (o) => o.faults?.relaySendFailure ?? 0,
+  'relay-ack-lost': (o) => o.faults?.relayAckLost ?? 0,
+  'relay-crash': (o) => o.faults?.relayCrash ?? 0,
+  'relay-checkpoint-lost': (o) => o.faults?.relayCheckpointLost ?? 0,
+  'relay-restart': (o) => o.faults?.relayRestart ?? 0,
 };
 
 export function replayCommand(options: ScenarioOptions): string {

@@ -3,15 +3,17 @@ import { createHash } from 'node:crypto';
 import { CosmosClient, type CosmosClientOptions, type PluginConfig, PluginOn } from '@azure/cosmos';
 
 import type * as App from '../../src/app';
-import { CircuitBreaker, survivableOutageSeconds } from '../../src/inbox/internal';
+import { CircuitBreaker, OUTBOX_TYPE, survivableOutageSeconds } from '../../src/inbox/internal';
 import { topology } from '../../src/topology';
 import { freshAppContainer } from '../appContainer';
 import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../cosmos';
+import { type ChangeFeedFaults,ChangeFeedTrigger } from '../functions/changeFeedTrigger';
 import { type FunctionApp, loadFunctionApp } from '../functions/worker';
 import { seededRandom } from '../random';
 import { Broker, type Topic } from '../servicebus/broker';
 import type { Clock } from '../servicebus/clock';
 import { type DeliveryRecord, FunctionsHost, type HostFaults } from '../servicebus/host';
+import { BrokerPublisher, type PublisherFaults } from '../servicebus/publisher';
 import { Simulation } from './simulation';
 import { type Accounting, type Invariant, verify } from './verify';
 import { generateWorkload, type WorkloadOptions } from './workload';
@@ -24,7 +26,7 @@ import { generateWorkload, type WorkloadOptions } from './workload';
  * seed, so one seed and the same options replay the same deliveries.
  */
 /** Cosmos DB faults hit writes: transactional batches and point writes (the versioned consumer's). */
-export interface ScenarioFaults extends HostFaults {
+export interface ScenarioFaults extends HostFaults, OutboxFaults {
   /** Chance that a write gets 503 (the SDK does not retry writes on 503). */
   cosmosUnavailable?: number;
   /** Chance that a write gets 429; the SDK waits and retries up to 9 times. */
@@ -38,6 +40,20 @@ export interface ScenarioFaults extends HostFaults {
    * (`unavailable`, an outage) or 429 (`throttle`, throttling beyond the SDK's retries).
    */
   cosmosOutages?: CosmosOutage[];
+}
+
+/** The outbox relay's faults: its Service Bus sends, and the change feed trigger's processor. */
+export interface OutboxFaults {
+  /** Chance that a relay or sweeper send fails (nothing sent). */
+  relaySendFailure?: number;
+  /** Chance that a send is taken but reported failed (its acknowledgement lost). */
+  relayAckLost?: number;
+  /** Chance that the relay's instance dies after the function ran, before the checkpoint. */
+  relayCrash?: number;
+  /** Chance that the checkpoint write after a page is lost. */
+  relayCheckpointLost?: number;
+  /** Chance that the host stops while the relay runs and a new instance takes the lease over. */
+  relayRestart?: number;
 }
 
 export interface CosmosOutage {
@@ -83,6 +99,8 @@ type AppModule = typeof App;
 
 export interface ScenarioReport {
   seed: number;
+  /** The outbox relay (change feed pages, by outcome) and the sweeper's runs. */
+  relay: { pages: Record<string, number>; sweeperRuns: number; sweeperResent: number; sendFailures: number };
   ok: boolean;
   invariants: Invariant[];
   accounting: Accounting;
@@ -188,7 +206,16 @@ export class ScenarioEnvironment {
   async run(options: ScenarioOptions): Promise<ScenarioReport> {
     const duplicateWindowMs = options.duplicateWindowMs ?? 3_600_000;
     const workload = generateWorkload(options);
-    const container = await freshAppContainer(this.client.database('app'));
+    const database = this.client.database('app');
+    const container = await freshAppContainer(database);
+    await database
+      .container(LEASE_CONTAINER)
+      .delete()
+      .catch(() => undefined);
+    const { container: leases } = await database.containers.create({
+      id: LEASE_CONTAINER,
+      partitionKey: { paths: ['/id'] },
+    });
     for (const document of [...workload.invoices, ...workload.products])
       await container.items.create(document);
 
@@ -210,6 +237,25 @@ export class ScenarioEnvironment {
       faults: options.faults ?? {},
       random,
     });
+    const faults = options.faults ?? {};
+    const publisher = new BrokerPublisher(
+      broker,
+      { sendFailure: faults.relaySendFailure, sendAckLost: faults.relayAckLost } satisfies PublisherFaults,
+      seededRandom(options.seed ^ 0x3c6ef372),
+    );
+    const relayRegistration = this.app.cosmosDB.find((f) => f.name === 'outboxRelay');
+    if (!relayRegistration) throw new Error('The app registers no outboxRelay function.');
+    const relay = new ChangeFeedTrigger(relayRegistration, {
+      clock,
+      monitored: container,
+      leases,
+      faults: {
+        crashAfterInvoke: faults.relayCrash,
+        checkpointLost: faults.relayCheckpointLost,
+        restart: faults.relayRestart,
+      } satisfies ChangeFeedFaults,
+      random: seededRandom(options.seed ^ 0x7f4a7c15),
+    });
     this.cosmos.faults.reseed(options.seed ^ 0x1b873593);
     this.injectCosmosFaults(options.faults ?? {});
 
@@ -219,13 +265,20 @@ export class ScenarioEnvironment {
     const { inboxRuntime } = require('../../src/app') as AppModule;
     const runtime = inboxRuntime();
     const { options: appBreaker } = runtime.breaker;
-    const { container: appContainer, now: appNow, sleep: appSleep, random: appRandom } = runtime;
+    const {
+      container: appContainer,
+      now: appNow,
+      sleep: appSleep,
+      random: appRandom,
+      publisher: appPublisher,
+    } = runtime;
     // The app's Cosmos DB calls take their turns (the run's client); its waits and random choices
     // are the model's.
     runtime.container = container;
     runtime.now = () => new Date(clock.now());
     runtime.sleep = (ms) => clock.sleep(ms);
     runtime.random = seededRandom(options.seed ^ 0x68e31da4);
+    runtime.publisher = publisher;
     const transitions = { opened: 0, closed: 0 };
     runtime.breaker = new CircuitBreaker({
       ...appBreaker,
@@ -254,8 +307,48 @@ export class ScenarioEnvironment {
     const progress = setInterval(report, 250);
     this.simulation = simulation;
     this.cosmos.setLatencyWait((ms) => simulation.parked(ms));
-    const drained = (): Promise<void> => simulation.until(() => host.idle);
+    // The outbox sweeper, on its schedule in model time; a run in progress finishes before the next is set.
+    const sweepMs = runtime.settings.outbox.sweepIntervalSeconds * 1000;
+    const sweeper = { runs: 0, resent: 0, stopped: false, running: Promise.resolve() };
+    const scheduleSweep = (): void => {
+      if (sweeper.stopped) return;
+      clock.after(sweepMs, () => {
+        if (sweeper.stopped) return;
+        sweeper.running = this.app
+          .invokeTimer('outboxSweeper', { firedAt: new Date(clock.now()) })
+          .then((run) => {
+            sweeper.runs++;
+            const resent = /"sent":(\d+)/.exec(run.logs.at(-1)?.text ?? '')?.[1];
+            sweeper.resent += Number(resent ?? 0);
+            scheduleSweep();
+          });
+      });
+    };
+    const pendingOutbox = async (): Promise<number> =>
+      (
+        await container.items
+          .query<number>(
+            `SELECT VALUE COUNT(1) FROM c WHERE c.type = '${OUTBOX_TYPE}' AND c.status = 'pending'`,
+          )
+          .fetchAll()
+      ).resources.reduce((sum, count) => sum + count, 0);
+    // Idle: no delivery running or waiting, the relay caught up after a read that came after every
+    // write so far (one more poll), and nothing left pending in the outbox (the sweeper's, once the
+    // relay's retries are spent).
+    const drained = async (): Promise<void> => {
+      const pollMs = relayRegistration.feedPollDelay ?? 5_000;
+      for (;;) {
+        await simulation.until(() => host.idle && relay.idle);
+        const before = host.deliveries.length + relay.invocations.length;
+        await clock.sleep(pollMs + 1);
+        await simulation.until(() => host.idle && relay.idle);
+        if (host.deliveries.length + relay.invocations.length === before && (await pendingOutbox()) === 0)
+          return;
+      }
+    };
     try {
+      await simulation.drive(relay.start());
+      scheduleSweep();
       host.start();
       const topicFor = (subject: string): Topic => {
         const declared = topology.topics.find((t) =>
@@ -308,17 +401,30 @@ export class ScenarioEnvironment {
     } finally {
       clearInterval(progress);
       // Handlers still running (given up at functionTimeout) finish on the model's turns.
-      await simulation.drive(host.stop());
+      sweeper.stopped = true;
+      await simulation.drive(Promise.all([host.stop(), relay.stop(), sweeper.running]));
       this.simulation = undefined;
       this.cosmos.setLatencyWait(undefined);
       this.cosmos.faults.clear();
-      Object.assign(runtime, { container: appContainer, now: appNow, sleep: appSleep, random: appRandom });
+      Object.assign(runtime, {
+        container: appContainer,
+        now: appNow,
+        sleep: appSleep,
+        random: appRandom,
+        publisher: appPublisher,
+      });
       runtime.breaker = new CircuitBreaker(appBreaker);
     }
     const elapsedMs = performance.now() - startedAt;
     report();
 
-    const { invariants, accounting } = await verify(workload, container, broker, host.deliveries);
+    const { invariants, accounting } = await verify(
+      workload,
+      container,
+      broker,
+      host.deliveries,
+      publisher.sends,
+    );
     const count = (values: (string | undefined)[]): Record<string, number> =>
       values.reduce<Record<string, number>>(
         (counts, value) => ({ ...counts, [value ?? 'none']: (counts[value ?? 'none'] ?? 0) + 1 }),
@@ -326,6 +432,12 @@ export class ScenarioEnvironment {
       );
     return {
       seed: options.seed,
+      relay: {
+        pages: count(relay.invocations.map((i) => i.outcome)),
+        sweeperRuns: sweeper.runs,
+        sweeperResent: sweeper.resent,
+        sendFailures: publisher.failures,
+      },
       ok: invariants.every((i) => i.ok),
       invariants,
       accounting,
@@ -428,6 +540,9 @@ export class ScenarioEnvironment {
     }
   }
 }
+
+/** The outbox relay's lease container, as the Bicep creates it (COSMOS_LEASE_CONTAINER's default). */
+const LEASE_CONTAINER = 'leases';
 
 /** A delivery as a replay must repeat it: function, MessageId, DeliveryCount, outcome, settlement. */
 export const logLine = (d: DeliveryRecord): string =>

@@ -1,10 +1,30 @@
 import type { Container } from '@azure/cosmos';
 
-import { type Marker, MARKER_TYPE } from '../../src/inbox/internal';
-import type { Backorder, Invoice, InvoiceStatus, Product, UnappliedPayment } from '../../src/sample';
-import { invoiceStatusProjector, SAMPLE_EVENTS } from '../../src/sample';
+import {
+  type Marker,
+  MARKER_TYPE,
+  OUTBOX_TYPE,
+  type OutboxDocument,
+  outgoingMessageId,
+} from '../../src/inbox/internal';
+import type {
+  Backorder,
+  Invoice,
+  InvoiceStatus,
+  Product,
+  Shipment,
+  UnappliedPayment,
+} from '../../src/sample';
+import {
+  invoiceStatusProjector,
+  SAMPLE_EVENTS,
+  shipmentPlanner,
+  stockReserver,
+  SUBJECTS,
+} from '../../src/sample';
 import type { Broker, BrokerMessage } from '../servicebus/broker';
 import type { DeliveryRecord } from '../servicebus/host';
+import type { PublishRecord } from '../servicebus/publisher';
 import type { Workload, WorkloadEvent } from './workload';
 
 /**
@@ -14,9 +34,11 @@ import type { Workload, WorkloadEvent } from './workload';
  *   dead-letters the dead-letter queue holds only poison or exhausted messages, each with a reason
  *   markers      the markers are exactly the (consumer, MessageId) pairs that were processed
  *   duplicates   duplicates injected = dropped by the broker + absorbed by the inbox
+ *   outbox       every event a committed batch staged is published, and applied downstream once;
+ *                none is left pending; none is published for a batch that did not commit
  */
 export interface Invariant {
-  name: 'effects' | 'settled' | 'dead-letters' | 'markers' | 'duplicates';
+  name: 'effects' | 'settled' | 'dead-letters' | 'markers' | 'duplicates' | 'outbox';
   ok: boolean;
   /** What was checked, or the first problems found. */
   detail: string;
@@ -36,6 +58,15 @@ export interface Accounting {
     reservations: number;
     backorders: number;
     statusVersions: number;
+    shipments: number;
+  };
+  outbox: {
+    /** Events the committed batches staged (one per reservation or backorder). */
+    staged: number;
+    /** Sends by the relay and the sweeper, resends included, and how many the broker dropped. */
+    sends: number;
+    resends: number;
+    droppedResends: number;
   };
 }
 
@@ -47,11 +78,19 @@ export interface Verification {
 const consumerOf = (kind: WorkloadEvent['kind']): string | undefined =>
   kind === 'poison' ? undefined : SAMPLE_EVENTS[kind].consumer;
 
+/** An event the stock reserver's committed batch staged: what the relay must publish, once. */
+interface StagedEvent {
+  messageId: string;
+  subject: string;
+  orderId: string;
+}
+
 export async function verify(
   workload: Workload,
   container: Container,
   broker: Broker,
   deliveries: readonly DeliveryRecord[],
+  published: readonly PublishRecord[],
 ): Promise<Verification> {
   const { resources: documents } = await container.items
     .query<Record<string, unknown>>('SELECT * FROM c')
@@ -68,19 +107,46 @@ export async function verify(
   // ── markers: exactly the processed (consumer, MessageId) pairs ───────────────────────────────
   const markerProblems: string[] = [];
   const markerKeys = new Map<string, Marker>();
+  // The events the stock reserver's committed batches staged: one per reservation marker, named by
+  // the branch that committed (see src/sample/stockReserver.ts), with the MessageId the outbox derives.
+  const staged = new Map<string, StagedEvent>();
+  for (const marker of markers) {
+    if (marker.consumer !== stockReserver.name) continue;
+    const orderId = eventsById.get(marker.messageId)?.order?.orderId ?? '';
+    const backorder = marker.alternative === 'backorder';
+    const messageId = outgoingMessageId(
+      stockReserver.name,
+      marker.messageId,
+      backorder ? 'backorder-created' : 'stock-reserved',
+    );
+    staged.set(messageId, {
+      messageId,
+      subject: backorder ? SUBJECTS.backorderCreated : SUBJECTS.stockReserved,
+      orderId,
+    });
+  }
   for (const marker of markers) {
     const key = `${marker.consumer}|${marker.messageId}`;
     if (markerKeys.has(key)) markerProblems.push(`two markers for ${key}`);
     markerKeys.set(key, marker);
-    const event = eventsById.get(marker.messageId);
-    if (!event || consumerOf(event.kind) !== marker.consumer)
-      markerProblems.push(`a marker for ${key}, which is not a valid message of that consumer`);
+    const valid =
+      marker.consumer === shipmentPlanner.name
+        ? staged.has(marker.messageId)
+        : consumerOf(eventsById.get(marker.messageId)?.kind ?? 'poison') === marker.consumer;
+    if (!valid) markerProblems.push(`a marker for ${key}, which is not a valid message of that consumer`);
   }
   for (const event of workload.events) {
     const consumer = consumerOf(event.kind);
     if (consumer === undefined || consumer === invoiceStatusProjector.name) continue; // poison; versioned: no marker
     if (completedIds.has(event.messageId) && !markerKeys.has(`${consumer}|${event.messageId}`)) {
       markerProblems.push(`no marker for ${consumer}|${event.messageId}, although the message completed`);
+    }
+  }
+  for (const event of staged.values()) {
+    if (completedIds.has(event.messageId) && !markerKeys.has(`${shipmentPlanner.name}|${event.messageId}`)) {
+      markerProblems.push(
+        `no marker for ${shipmentPlanner.name}|${event.messageId}, although the message completed`,
+      );
     }
   }
   const applied = (event: WorkloadEvent): Marker | undefined =>
@@ -197,9 +263,8 @@ export async function verify(
       `${acceptedCopies} copies enqueued, but ${completed.length} completed + ${deadLetters.length} dead-lettered`,
     );
   }
-  for (const event of workload.events) {
-    if (!copies.has(event.messageId))
-      settledProblems.push(`${event.messageId} was neither completed nor dead-lettered`);
+  for (const { messageId } of [...workload.events, ...staged.values()]) {
+    if (!copies.has(messageId)) settledProblems.push(`${messageId} was neither completed nor dead-lettered`);
   }
 
   // ── dead letters: only poison or exhausted, each with its reason ─────────────────────────────
@@ -247,7 +312,11 @@ export async function verify(
   }
 
   // ── duplicates: injected = dropped by the broker + absorbed by the inbox ─────────────────────
+  // Extra copies come from the producer's resends and from the relay's (a retried page, a send whose
+  // acknowledgement was lost, the sweeper): each is dropped by the broker or absorbed by an inbox.
   const droppedByBroker = [...broker.topics.values()].reduce((sum, t) => sum + t.stats.droppedAsDuplicate, 0);
+  const publishedIds = new Set(published.map((p) => p.messageId));
+  const relayResends = published.length - publishedIds.size;
   const injectedDuplicates = workload.sends.length - workload.events.length;
   const settledValidCopies = [...completed, ...deadLetters].filter(
     (m: BrokerMessage) => eventsById.get(m.messageId ?? '')?.kind !== 'poison',
@@ -255,9 +324,54 @@ export async function verify(
   const uniqueValid = new Set(settledValidCopies.map((m) => m.messageId)).size;
   const absorbedByInbox = settledValidCopies.length - uniqueValid;
   const duplicateProblems =
-    injectedDuplicates === droppedByBroker + absorbedByInbox
+    injectedDuplicates + relayResends === droppedByBroker + absorbedByInbox
       ? []
-      : [`${injectedDuplicates} injected ≠ ${droppedByBroker} dropped + ${absorbedByInbox} absorbed`];
+      : [
+          `${injectedDuplicates} + ${relayResends} injected ≠ ${droppedByBroker} dropped + ${absorbedByInbox} absorbed`,
+        ];
+
+  // ── outbox: published once each, applied downstream once, none pending, none without a commit ──
+  const outboxProblems: string[] = [];
+  const outboxDocuments = ofType<OutboxDocument>(OUTBOX_TYPE);
+  for (const document of outboxDocuments) {
+    if (!staged.has(document.messageId))
+      outboxProblems.push(
+        `outbox ${document.messageId} (${document.subject}) without a committed reservation`,
+      );
+    if (document.status !== 'dispatched')
+      outboxProblems.push(`outbox ${document.messageId} left ${document.status}`);
+  }
+  if (outboxDocuments.length !== staged.size)
+    outboxProblems.push(
+      `${outboxDocuments.length} outbox documents for ${staged.size} committed reservations`,
+    );
+  for (const id of publishedIds) {
+    if (!staged.has(id)) outboxProblems.push(`published ${id}, which no committed batch staged`);
+  }
+  for (const event of staged.values()) {
+    if (!publishedIds.has(event.messageId))
+      outboxProblems.push(`${event.subject} ${event.messageId} never published`);
+  }
+  const deadLetteredIds = new Set(deadLetters.map((m) => m.messageId));
+  const shipments = ofType<Shipment>('shipment');
+  const shipmentsByOrder = new Map(shipments.map((shipment) => [shipment.orderId, shipment]));
+  for (const event of staged.values()) {
+    const shipment = shipmentsByOrder.get(event.orderId);
+    const plannedFrom = markerKeys.get(`${shipmentPlanner.name}|${event.messageId}`);
+    if (!plannedFrom) {
+      // A valid message may be exhausted by faults: then it is in the dead-letter queue, not applied.
+      if (!deadLetteredIds.has(event.messageId)) outboxProblems.push(`${event.messageId} applied by no one`);
+      if (shipment) outboxProblems.push(`order ${event.orderId}: a shipment without its event applied`);
+      continue;
+    }
+    const expected = event.subject === SUBJECTS.stockReserved ? 'ready' : 'awaiting-stock';
+    if (shipment?.status !== expected)
+      outboxProblems.push(
+        `order ${event.orderId}: shipment ${shipment?.status ?? 'missing'}, expected ${expected}`,
+      );
+  }
+  if (shipments.length > staged.size)
+    outboxProblems.push(`${shipments.length} shipments for ${staged.size} published events`);
 
   const invariant = (name: Invariant['name'], problems: string[], checked: string): Invariant => ({
     name,
@@ -290,7 +404,12 @@ export async function verify(
       invariant(
         'duplicates',
         duplicateProblems,
-        `${injectedDuplicates} injected = ${droppedByBroker} dropped by the broker + ${absorbedByInbox} absorbed by the inbox`,
+        `${injectedDuplicates} injected by the producer + ${relayResends} resent by the relay = ${droppedByBroker} dropped by the broker + ${absorbedByInbox} absorbed by the inbox`,
+      ),
+      invariant(
+        'outbox',
+        outboxProblems,
+        `${staged.size} events staged, each published and dispatched, ${shipments.length} applied downstream once, none without a commit`,
       ),
     ],
     accounting: {
@@ -307,6 +426,13 @@ export async function verify(
         reservations,
         backorders: backorders.length,
         statusVersions: statuses.length,
+        shipments: shipments.length,
+      },
+      outbox: {
+        staged: staged.size,
+        sends: published.length,
+        resends: relayResends,
+        droppedResends: published.filter((p) => !p.accepted).length,
       },
     },
   };
