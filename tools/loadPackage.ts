@@ -12,12 +12,13 @@ import {
 /**
  * Boots a deployment package in this (fresh) process the way the Azure Functions Node.js worker
  * does, and prints one JSON line: how long `main` took to load, what it registered, which settings
- * it read, and the outcome of each planned Service Bus invocation. `npm run package` and the package
+ * it read, and the outcome of each planned invocation. `npm run package` and the package
  * tests run it with plain `node` after bundling it (no tsx hooks in the timing).
  *
  *   node loadPackage.js <package folder> [<plan.json>]
  *
- * plan.json: { "invocations": [{ "function": "billing-payment-applier", "delivery": { "body": "...", ... } }],
+ * plan.json: { "invocations": [{ "function": "billing-payment-applier", "delivery": { "body": "...", ... } },
+ *                              { "function": "outboxRelay", "documents": [ ...a change feed page ] }],
  *              "lingerMs": 0 }
  */
 export interface LoadReport {
@@ -37,7 +38,11 @@ export interface LoadReport {
 }
 
 interface Plan {
-  invocations?: { function: string; delivery: Omit<ServiceBusDelivery, 'enqueuedTimeUtc'> }[];
+  /** A Service Bus delivery, or a page of changes for a Cosmos DB trigger. */
+  invocations?: (
+    | { function: string; delivery: Omit<ServiceBusDelivery, 'enqueuedTimeUtc'> }
+    | { function: string; documents: unknown[] }
+  )[];
   /** Keep the process alive this long after the invocations (for telemetry to be exported). */
   lingerMs?: number;
 }
@@ -80,8 +85,12 @@ async function main(directory: string, planFile: string | undefined): Promise<Lo
   const deferredMs = performance.now() - deferredStart;
 
   const invocations: LoadReport['invocations'] = [];
-  for (const { function: name, delivery } of plan.invocations ?? []) {
-    const result = await app.invokeServiceBus(name, delivery);
+  for (const invocation of plan.invocations ?? []) {
+    const name = invocation.function;
+    const result =
+      'documents' in invocation
+        ? await app.invokeCosmosDB(name, invocation.documents, { retryCount: 0, maxRetryCount: 8 })
+        : await app.invokeServiceBus(name, invocation.delivery);
     const outcome = loggedOutcome(result.logs);
     invocations.push({
       function: name,

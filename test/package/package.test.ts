@@ -16,13 +16,16 @@ import { gunzipSync } from 'node:zlib';
 import { unzipSync } from 'fflate';
 import { generate } from 'selfsigned';
 
-import { METRIC_NAMES } from '../../src/inbox/internal';
+import { type LocalServiceBus, start as startServiceBus } from '../../offline/servicebus/amqp';
+import { scaledClock } from '../../offline/servicebus/clock';
+import { METRIC_NAMES, OUTBOX_TYPE, outgoingMessageId, processDelivery } from '../../src/inbox/internal';
 import {
   type Invoice,
   invoicePartition,
   invoiceStatusId,
   type Product,
   productPartition,
+  stockReserver,
 } from '../../src/sample';
 import { functionNameOf, topology } from '../../src/topology';
 import { azdRemoteBuild, azdZipEntries, listFiles, readAzureYaml } from '../../tools/azd';
@@ -34,6 +37,7 @@ import {
   type PackageReport,
   ROOT,
 } from '../../tools/package';
+import { delivery, dependencies, documentsIn } from '../inbox/support';
 import { appSettings, describeInfra } from '../infra/bicep';
 import { useLocalStack } from '../support/localStack';
 
@@ -155,23 +159,31 @@ describe('npm run package', () => {
     );
   });
 
-  it('bundles every runtime dependency and no development-only one', () => {
+  it('bundles every runtime dependency and no development-only one, the heavy ones off the start-up file', () => {
     // esbuild marks each module it bundles with a `// node_modules/<package>/...` comment.
-    const bundled = new Set<string>();
-    for (const file of ['app.js', 'azureMonitor.js', 'serviceBusPublisher.js']) {
-      for (const match of readFileSync(join(extracted, file), 'utf8').matchAll(
-        /^\/\/ node_modules\/((?:@[^/\n]+\/)?[^/\n]+)\//gm,
-      )) {
-        bundled.add(match[1]!);
-      }
-    }
+    const bundledIn = (file: string): Set<string> =>
+      new Set(
+        [
+          ...readFileSync(join(extracted, file), 'utf8').matchAll(
+            /^\/\/ node_modules\/((?:@[^/\n]+\/)?[^/\n]+)\//gm,
+          ),
+        ].map((match) => match[1]!),
+      );
+    const files = ['app.js', 'azureMonitor.js', 'serviceBusPublisher.js'];
+    const bundled = new Set(files.flatMap((file) => [...bundledIn(file)]));
 
     expect(Object.keys(manifest.dependencies).filter((name) => !bundled.has(name))).toEqual([]);
-    // package-lock.json marks what only development needs (`dev: true`); none of it may ship.
+    // package-lock.json marks what only development needs (`dev: true`); none of it may ship. The
+    // local Cosmos DB server's query engine is one: the app never needs it.
     const developmentOnly = developmentOnlyPackages();
-    expect(developmentOnly).toContain('@azure/service-bus');
+    expect(developmentOnly).toContain('@zeit/cosmosdb-query');
     expect([...bundled].filter((name) => developmentOnly.includes(name))).toEqual([]);
-    expect(bundled.has('@azure/service-bus')).toBe(false);
+    // The OpenTelemetry SDK and the Service Bus client load after registration (src/app.ts).
+    const startup = bundledIn('app.js');
+    expect(['applicationinsights', '@azure/service-bus', 'rhea'].filter((name) => startup.has(name))).toEqual(
+      [],
+    );
+    expect(bundledIn('serviceBusPublisher.js').has('@azure/service-bus')).toBe(true);
   });
 
   it('refuses a bad option with its usage and exit code 2, before building anything', async () => {
@@ -202,11 +214,16 @@ describeInfra(
 
     let boot: LoadReport;
     let settings: Record<string, string>;
+    let serviceBus: LocalServiceBus;
     const stack = useLocalStack();
+    afterAll(() => serviceBus?.stop());
 
     const payment = { invoiceId: 'INV-PKG-1', paymentId: 'PAY-PKG-1', amount: 12.5, currency: 'EUR' };
     const order = { orderId: 'ORD-PKG-1', productId: 'SKU-PKG-1', quantity: 2 };
     const status = { invoiceId: 'INV-PKG-2', status: 'Issued', version: 3 };
+    // Reserved before the boot, so that its StockReserved waits in the outbox for the packaged relay.
+    const staged = { orderId: 'ORD-PKG-2', productId: 'SKU-PKG-2', quantity: 1 };
+    const stagedMessageId = outgoingMessageId(stockReserver.name, 'ord-pkg-2', 'stock-reserved');
     const twice = (fn: string, subject: string, messageId: string, body: object) =>
       [1, 2].map((deliveryCount) => ({
         function: fn,
@@ -239,6 +256,19 @@ describeInfra(
       };
       await stack.container.items.create(invoice);
       await stack.container.items.create(product);
+      await stack.container.items.create<Product>({
+        ...product,
+        id: staged.productId,
+        partitionKey: productPartition(staged.productId),
+      });
+      await processDelivery(
+        stockReserver,
+        delivery(staged, { messageId: 'ord-pkg-2', subject: 'OrderCreated' }),
+        dependencies(stack.container),
+      );
+      // The change feed page the host would hand the relay: the product, the marker, the outbox document.
+      const page = await documentsIn(stack.container, productPartition(staged.productId));
+      serviceBus = await startServiceBus({ port: 0, clock: scaledClock(1) });
       const plan = join(work, 'plan.json');
       writeFileSync(
         plan,
@@ -247,6 +277,7 @@ describeInfra(
             ...twice('billing-payment-applier', 'PaymentReceived', 'pay-pkg-1', payment),
             ...twice('inventory-stock-reserver', 'OrderCreated', 'ord-pkg-1', order),
             ...twice('billing-invoice-status-projector', 'InvoiceStatusChanged', 'status-pkg-1', status),
+            { function: 'outboxRelay', documents: page },
           ],
         }),
       );
@@ -261,6 +292,8 @@ describeInfra(
         COSMOS_KEY: stack.server.key,
         COSMOS_DATABASE: templateDefault('cosmosDatabaseName'),
         COSMOS_CONTAINER: templateDefault('cosmosContainerName'),
+        // The local peer stands in for the namespace (whose name is an ARM expression, left out).
+        ServiceBusConnection: serviceBus.connectionString,
       };
       const [first] = await bootPackage(extracted, { plan, env });
       if (!first) throw new Error('the package did not boot');
@@ -320,7 +353,7 @@ describeInfra(
         connection: 'CosmosDBConnection',
         databaseName: templateDefault('cosmosDatabaseName'),
         containerName: templateDefault('cosmosContainerName'),
-        leaseContainerName: settings.COSMOS_LEASE_CONTAINER,
+        leaseContainerName: templateDefault('cosmosLeaseContainerName'),
         createLeaseContainerIfNotExists: false,
       });
     });
@@ -372,6 +405,7 @@ describeInfra(
         { function: 'inventory-stock-reserver', outcome: 'duplicate' },
         { function: 'billing-invoice-status-projector', outcome: 'processed' },
         { function: 'billing-invoice-status-projector', outcome: 'duplicate' },
+        { function: 'outboxRelay' },
       ]);
       const read = async <T extends object>(id: string, partitionKey: string): Promise<T | undefined> =>
         (await stack.container.item(id, partitionKey).read<T>()).resource;
@@ -388,6 +422,23 @@ describeInfra(
           version: 3,
         },
       );
+    });
+
+    it('relays the outbox with its own @azure/service-bus (the deferred file) and marks the document dispatched', async () => {
+      const received = serviceBus.broker
+        .subscription('business-events', 'shipping.shipment-planner')
+        .entity.peek();
+      const outbox = (await documentsIn(stack.container, productPartition(staged.productId))).filter(
+        (d) => d.type === OUTBOX_TYPE,
+      );
+
+      expect(received.map((m) => [m.messageId, m.subject, m.contentType])).toEqual([
+        [stagedMessageId, 'StockReserved', 'application/json'],
+      ]);
+      const body = received[0]?.body;
+      expect(JSON.parse(Buffer.isBuffer(body) ? body.toString('utf8') : String(body))).toEqual(staged);
+      expect(outbox).toEqual([expect.objectContaining({ messageId: stagedMessageId, status: 'dispatched' })]);
+      expect(outbox[0]?.ttl).toEqual(expect.any(Number));
     });
   },
 );

@@ -39,6 +39,13 @@ const scenarios: fc.Arbitrary<ScenarioOptions> = fc.record({
     cosmosUnavailable: rate(0.15),
     cosmosDropAfterCommit: rate(0.1),
     slowHandler: rate(0.03),
+    // The outbox relay: failed or unacknowledged sends, an instance dying before its checkpoint, a
+    // lost checkpoint, a host stopping mid-page.
+    relaySendFailure: rate(0.3),
+    relayAckLost: rate(0.2),
+    relayCrash: rate(0.2),
+    relayCheckpointLost: rate(0.2),
+    relayRestart: rate(0.1),
     // At most one window, up to 30 model minutes, of a Cosmos DB outage (503) or of throttling
     // beyond the SDK's retries (429); the circuit breaker holds deliveries through it.
     cosmosOutages: fc.array(
