@@ -163,7 +163,8 @@ export function outboxSweeperTimer(): [functionName: string, options: TimerFunct
   return [
     'outboxSweeper',
     {
-      schedule: sweepSchedule(startupSettings),
+      // loadSettings refuses an interval no schedule repeats evenly, so there is always one.
+      schedule: sweepSchedule(startupSettings) ?? '0 * * * * *',
       runOnStartup: false,
       handler: outboxSweepHandler(inboxRuntime),
     },

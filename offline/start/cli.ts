@@ -21,8 +21,10 @@ import { buildPackage, ROOT } from '../../tools/package';
 import { ensureAppContainer } from '../appContainer';
 import { DEFAULT_KEY } from '../cosmos/server';
 import { startInWorker } from '../cosmos/workerHost';
+import { ChangeFeedTrigger } from '../functions/changeFeedTrigger';
 import { loadFunctionApp } from '../functions/worker';
 import { start as startServiceBus } from '../servicebus/amqp/server';
+import { scaledClock } from '../servicebus/clock';
 import { LiveOutput } from './output';
 import { TimerTriggers } from './timers';
 import { ServiceBusTriggers, triggerSettings } from './triggers';
@@ -115,6 +117,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     );
   }
   const { database: databaseId, container: containerId } = settings.cosmos;
+  const sweep = fitSweeper(settings.outbox, duplicateWindowSeconds);
   const stops: (() => unknown)[] = [];
   let printTotals = (): Promise<void> => Promise.resolve();
   const stopAll = async (): Promise<void> => {
@@ -185,6 +188,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
       COSMOS_ENDPOINT: cosmos.endpoint,
       COSMOS_KEY: cosmos.key,
       ServiceBusConnection: serviceBus.connectionString,
+      ...sweep.environment,
     });
     delete process.env.ServiceBusConnection__fullyQualifiedNamespace;
     const app = await loadFunctionApp(appDirectory);
@@ -206,6 +210,25 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     const timers = new TimerTriggers(app.timers, (run) => output.timerRun(run));
     const armed = timers.start();
     stops.push(() => timers.stop());
+    // The Cosmos DB triggers (the outbox relay) on the change feed, their lease containers created
+    // as the Bicep creates them (the trigger does not: createLeaseContainerIfNotExists is false).
+    const changeFeeds: ChangeFeedTrigger[] = [];
+    for (const registration of app.cosmosDB) {
+      const triggerDatabase = cosmosClient.database(registration.databaseName);
+      const { container: leases } = await triggerDatabase.containers.createIfNotExists({
+        id: registration.leaseContainerName,
+        partitionKey: { paths: ['/id'] },
+      });
+      const changeFeed = new ChangeFeedTrigger(registration, {
+        clock: scaledClock(1),
+        monitored: triggerDatabase.container(registration.containerName),
+        leases,
+        onPage: (page, logs) => output.changeFeedPage(page, logs),
+      });
+      await changeFeed.start();
+      stops.push(() => changeFeed.stop());
+      changeFeeds.push(changeFeed);
+    }
 
     writeLocalRun(runFile, {
       pid: process.pid,
@@ -220,6 +243,8 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
         COSMOS_DATABASE: databaseId,
         COSMOS_CONTAINER: containerId,
         INBOX_RETENTION: appSettings.INBOX_RETENTION ?? '',
+        // The tools validate the app's settings too: the sweeper's must fit the window.
+        ...sweep.environment,
       },
     });
     stops.push(() => removeLocalRun(runFile, process.pid));
@@ -238,6 +263,10 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
           `functionTimeout ${trigger.functionTimeoutMs / 1000} s):`,
         ...app.serviceBus.map((f) => `  ${f.name}: ${f.topicName}/Subscriptions/${f.subscriptionName}`),
         ...armed.map((t) => `  ${t.function}: timer, next run ${t.next.toISOString()}`),
+        ...app.cosmosDB.map(
+          (f) =>
+            `  ${f.name}: change feed of ${f.databaseName}/${f.containerName}, leases in ${f.leaseContainerName}`,
+        ),
         `For another terminal (npm run send, peek and dead-letters read them from ${shown(runFile)}):`,
         `  SERVICEBUS_CONNECTION_STRING="${serviceBus.connectionString}"`,
         `  COSMOS_ENDPOINT=${cosmos.endpoint}`,
@@ -355,4 +384,34 @@ function shown(path: string): string {
 
 if (require.main === module) {
   void runWithFlags('start', FLAGS, USAGE, main).then((code) => process.exit(code));
+}
+
+/**
+ * The app refuses a sweeper whose first resend could come after the broker's duplicate window
+ * (OUTBOX_SWEEP_AGE + OUTBOX_SWEEP_INTERVAL ≤ SERVICEBUS_DUPLICATE_WINDOW). npm start tells the app
+ * its broker's window, and keeps the settings file's sweeper when it fits; a short window (as in
+ * the README's walkthrough, PT20S) gets a sweeper that fits: every 5, 10 or 60 seconds, resending
+ * what is pending for the rest of the window.
+ */
+function fitSweeper(
+  outbox: { sweepAgeSeconds: number; sweepIntervalSeconds: number },
+  windowSeconds: number,
+): { adjusted: boolean; environment: Record<string, string> } {
+  const fits = outbox.sweepAgeSeconds + outbox.sweepIntervalSeconds <= windowSeconds;
+  const interval = fits
+    ? outbox.sweepIntervalSeconds
+    : windowSeconds >= 120
+      ? 60
+      : windowSeconds >= 40
+        ? 10
+        : 5;
+  const age = fits ? outbox.sweepAgeSeconds : windowSeconds - interval;
+  return {
+    adjusted: !fits,
+    environment: {
+      SERVICEBUS_DUPLICATE_WINDOW: formatDuration(windowSeconds),
+      OUTBOX_SWEEP_AGE: formatDuration(age),
+      OUTBOX_SWEEP_INTERVAL: formatDuration(interval),
+    },
+  };
 }

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 
 import { bounded } from '../../tools/errors';
+import type { ChangeFeedInvocation } from '../functions/changeFeedTrigger';
+import type { LogLine } from '../functions/worker';
 import type { BrokerMessage, OutgoingMessage } from '../servicebus/broker';
 import type { TimerRunReport } from './timers';
 import type { TriggerDelivery } from './triggers';
@@ -73,6 +75,16 @@ export class LiveOutput {
       ? `failed (${bounded(`${result.error.name}: ${result.error.message}`, 160)})`
       : `ran${last === undefined ? '' : `: ${bounded(last, 200)}`}`;
     this.line(`${name} (timer) ${said} in ${Math.round(runMs)} ms`);
+  }
+
+  /** A page of changes the relay (a Cosmos DB trigger) was given: printed when it sent or failed. */
+  changeFeedPage(page: ChangeFeedInvocation, logs: readonly LogLine[]): void {
+    const said = logs.filter((line) => line.category !== 'system').at(-1)?.text;
+    if (page.outcome === 'succeeded' && said === undefined) return;
+    this.line(
+      `${page.function} (change feed, ${page.ids.length} changes, ${page.attempts} attempt${page.attempts === 1 ? '' : 's'}) ` +
+        `${page.outcome}${said === undefined ? '' : `: ${bounded(said, 200)}`}`,
+    );
   }
 
   line(text: string): void {

@@ -59,14 +59,15 @@ export interface Settings {
   outbox: {
     /**
      * OUTBOX_SWEEP_AGE: the sweeper resends an outbox message still pending this long after its
-     * batch committed. At least PT1M (the relay's normal delay is seconds); with the interval, at
-     * most the duplicate detection window, so a resend of a message the relay sent is dropped by the broker.
+     * batch committed. At least PT10S (the relay's normal delay is a poll or two, 5 s each); with the
+     * interval, at most the duplicate detection window, so a resend of a message the relay sent is
+     * dropped by the broker.
      * @default PT5M
      */
     sweepAgeSeconds: number;
     /**
-     * OUTBOX_SWEEP_INTERVAL: how often the sweeper runs: whole minutes that divide an hour (PT1M,
-     * PT2M, PT5M, ... PT30M).
+     * OUTBOX_SWEEP_INTERVAL: how often the sweeper runs: whole seconds that divide a minute (PT5S,
+     * PT10S, ... PT30S) or whole minutes that divide an hour (PT1M, PT2M, PT5M, ... PT30M).
      * @default PT1M
      */
     sweepIntervalSeconds: number;
@@ -347,15 +348,14 @@ const EMULATOR_FLAG = /(^|;)\s*UseDevelopmentEmulator\s*=\s*true\s*(;|$)/i;
  */
 function outboxProblems({ outbox, serviceBus }: Settings): string[] {
   const problems: string[] = [];
-  const minutes = outbox.sweepIntervalSeconds / 60;
-  if (!Number.isInteger(minutes) || minutes < 1 || minutes > 30 || 60 % minutes !== 0) {
+  if (sweepSchedule({ outbox }) === undefined) {
     problems.push(
-      `OUTBOX_SWEEP_INTERVAL=${formatDuration(outbox.sweepIntervalSeconds)} must be whole minutes that divide an hour (PT1M, PT2M, PT3M, PT4M, PT5M, PT6M, PT10M, PT12M, PT15M, PT20M, PT30M).`,
+      `OUTBOX_SWEEP_INTERVAL=${formatDuration(outbox.sweepIntervalSeconds)} must divide a minute or an hour in whole seconds or minutes (PT5S, PT10S, PT15S, PT20S, PT30S, PT1M, PT2M, PT5M, PT10M, PT15M, PT20M, PT30M, ...).`,
     );
   }
-  if (outbox.sweepAgeSeconds < 60) {
+  if (outbox.sweepAgeSeconds < MIN_SWEEP_AGE_SECONDS) {
     problems.push(
-      `OUTBOX_SWEEP_AGE=${formatDuration(outbox.sweepAgeSeconds)} is under PT1M: the sweeper would resend what the relay is about to send.`,
+      `OUTBOX_SWEEP_AGE=${formatDuration(outbox.sweepAgeSeconds)} is under PT10S, two polls of the change feed: the sweeper would resend what the relay is about to send.`,
     );
   }
   const latest = outbox.sweepAgeSeconds + outbox.sweepIntervalSeconds;
@@ -381,12 +381,25 @@ function outboxProblems({ outbox, serviceBus }: Settings): string[] {
   return problems;
 }
 
-/** The sweeper's NCRONTAB schedule for OUTBOX_SWEEP_INTERVAL (validated: whole minutes dividing an hour). */
-export function sweepSchedule(settings: Pick<Settings, 'outbox'>): string {
-  const minutes = settings.outbox.sweepIntervalSeconds / 60;
-  return minutes === 1 ? '0 * * * * *' : `0 */${minutes} * * * *`;
-}
+/** The shortest OUTBOX_SWEEP_AGE: two polls of the change feed (5 s each) after the commit. */
+export const MIN_SWEEP_AGE_SECONDS = 10;
 
+/**
+ * The sweeper's NCRONTAB schedule (six fields, seconds first) for OUTBOX_SWEEP_INTERVAL: whole
+ * seconds that divide a minute, or whole minutes that divide an hour; undefined for any other
+ * interval, which a schedule cannot repeat evenly.
+ */
+export function sweepSchedule(settings: Pick<Settings, 'outbox'>): string | undefined {
+  const seconds = settings.outbox.sweepIntervalSeconds;
+  if (Number.isInteger(seconds) && seconds >= 1 && seconds < 60 && 60 % seconds === 0) {
+    return seconds === 1 ? '* * * * * *' : `*/${seconds} * * * * *`;
+  }
+  const minutes = seconds / 60;
+  if (Number.isInteger(minutes) && minutes >= 1 && minutes < 60 && 60 % minutes === 0) {
+    return minutes === 1 ? '0 * * * * *' : `0 */${minutes} * * * *`;
+  }
+  return undefined;
+}
 /** The defaults of HOST_MAX_AUTO_LOCK_RENEWAL and HOST_FUNCTION_TIMEOUT: what this project's host.json sets. */
 export const HOST_JSON_DEFAULTS = { maxAutoLockRenewal: 'PT5M', functionTimeout: 'PT5M' } as const;
 
