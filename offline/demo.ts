@@ -265,7 +265,7 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
     'Outbox',
     `  events staged       ${a.outbox.staged} (one per reservation or backorder, in its batch)`,
     `  sends               ${a.outbox.sends} (${a.outbox.resends} resends: ${a.outbox.droppedResends} dropped by the broker's duplicate detection)`,
-    `  relay pages         ${list(report.relay.pages) || 'none'}; ${report.relay.sendFailures} failed sends`,
+    `  relay pages         ${list(report.relay.pages) || 'none'}, in ${report.relay.invocations} invocations (retries included); ${report.relay.sendFailures} failed sends`,
     `  sweeper             ${report.relay.sweeperRuns} runs, ${report.relay.sweeperResent} messages resent`,
     '',
     'Speed (this machine: one Node.js process hosts the app, the broker model and the Cosmos server)',

@@ -7,7 +7,7 @@ import { CircuitBreaker, OUTBOX_TYPE, survivableOutageSeconds } from '../../src/
 import { topology } from '../../src/topology';
 import { freshAppContainer } from '../appContainer';
 import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../cosmos';
-import { type ChangeFeedFaults,ChangeFeedTrigger } from '../functions/changeFeedTrigger';
+import { type ChangeFeedFaults, ChangeFeedTrigger } from '../functions/changeFeedTrigger';
 import { type FunctionApp, loadFunctionApp } from '../functions/worker';
 import { seededRandom } from '../random';
 import { Broker, type Topic } from '../servicebus/broker';
@@ -100,7 +100,14 @@ type AppModule = typeof App;
 export interface ScenarioReport {
   seed: number;
   /** The outbox relay (change feed pages, by outcome) and the sweeper's runs. */
-  relay: { pages: Record<string, number>; sweeperRuns: number; sweeperResent: number; sendFailures: number };
+  relay: {
+    pages: Record<string, number>;
+    /** Invocations of the relay: one per page, and one per retry. */
+    invocations: number;
+    sweeperRuns: number;
+    sweeperResent: number;
+    sendFailures: number;
+  };
   ok: boolean;
   invariants: Invariant[];
   accounting: Accounting;
@@ -434,6 +441,7 @@ export class ScenarioEnvironment {
       seed: options.seed,
       relay: {
         pages: count(relay.invocations.map((i) => i.outcome)),
+        invocations: relay.invocations.reduce((sum, i) => sum + i.attempts, 0),
         sweeperRuns: sweeper.runs,
         sweeperResent: sweeper.resent,
         sendFailures: publisher.failures,

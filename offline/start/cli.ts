@@ -36,7 +36,8 @@ server (database and container created as the Bicep creates them), the local Ser
 (topics and subscriptions from src/topology.json, duplicate detection, peek-lock, delivery counts,
 dead-lettering), and the app built as azd deploys it (npm run build, into --app) and loaded through
 the Node.js worker's path, its Service Bus triggers receiving from the peer with host.json's
-settings and its timers on their schedules. Everything is in memory: it is gone when it stops.
+settings, its timers on their schedules and its Cosmos DB trigger (the outbox relay) on the
+container's change feed. Everything is in memory: it is gone when it stops.
 
 It prints a line per delivery and the totals once things go quiet, and writes the settings the
 other tools need to .cache/local-run.json (LOCAL_RUN_FILE moves it), so that in another terminal

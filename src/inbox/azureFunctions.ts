@@ -152,7 +152,8 @@ export function outboxRelayHandler(runtime: () => InboxRuntime): CosmosDBHandler
     const { container, publisher, now, settings, telemetry } = runtime();
     const started = performance.now();
     try {
-      const report = await relayOutbox(documents, { container, publisher, now, settings });
+      const retrying = (context.retryContext?.retryCount ?? 0) > 0;
+      const report = await relayOutbox(documents, { container, publisher, now, settings }, retrying);
       telemetry.outboxRelayed(report.sent);
       if (report.unsendable > 0) logUnsendable(context, report.unsendable, report.unsendableIds);
       if (report.sent === 0) return;

@@ -58,16 +58,34 @@ export interface DispatchReport {
 /**
  * The relay's work on one page of changes: sends the pending outbox documents, grouped by topic in
  * the page's order, then marks each dispatched. Anything that fails throws, and the trigger's retry
- * policy runs the page again (the sends again, dropped as duplicates by the broker).
+ * policy runs the page again. A retry (`retrying`) first reads each document again and leaves out
+ * those marked since, so one failed mark does not resend the whole page; what it does resend carries
+ * the same MessageIds, which the broker drops.
  */
 export async function relayOutbox(
   documents: readonly unknown[],
   deps: RelayDependencies,
+  retrying = false,
 ): Promise<DispatchReport> {
   const pending = documents.filter(
     (document): document is OutboxDocument => isOutboxDocument(document) && document.status === 'pending',
   );
-  return dispatch(pending, deps);
+  if (!retrying) return dispatch(pending, deps);
+  let requestCharge = 0;
+  const current = await Promise.all(
+    pending.map(async (document) => {
+      const response = await deps.container.item(document.id, document.partitionKey).read<OutboxDocument>();
+      requestCharge += response.requestCharge;
+      return response.resource as OutboxDocument | undefined;
+    }),
+  );
+  const still = current.filter((document): document is OutboxDocument => document?.status === 'pending');
+  const report = await dispatch(still, deps);
+  return {
+    ...report,
+    alreadyMarked: report.alreadyMarked + pending.length - still.length,
+    requestCharge: report.requestCharge + requestCharge,
+  };
 }
 
 export interface SweepReport extends DispatchReport {
@@ -185,6 +203,9 @@ async function dispatch(
     ...unsendable.map((document) => ({ document, operations: setAside })),
   ];
   let next = 0;
+  // Every mark is tried, and the first failure thrown once all have ended: a write must not be left
+  // running after the invocation that started it has returned.
+  let failure: { error: unknown } | undefined;
   const worker = async (): Promise<void> => {
     for (let index = next++; index < marks.length; index = next++) {
       const { document, operations } = marks[index] as (typeof marks)[number];
@@ -199,11 +220,12 @@ async function dispatch(
         // 412: the relay and the sweeper both sent it, and the other marked it first; 404: it was
         // marked and has expired since. Either way it is dispatched.
         const code = (error as { code?: unknown }).code;
-        if (code !== 412 && code !== 404) throw error;
-        report.alreadyMarked++;
+        if (code === 412 || code === 404) report.alreadyMarked++;
+        else failure ??= { error };
       }
     }
   };
   await Promise.all(Array.from({ length: Math.min(MARK_CONCURRENCY, marks.length) }, worker));
+  if (failure) throw failure.error;
   return report;
 }

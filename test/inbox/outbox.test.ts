@@ -261,6 +261,24 @@ describe('the relay and the sweeper', () => {
     expect(again).toMatchObject({ sent: 2, marked: 0, alreadyMarked: 2 });
   });
 
+  it('tries every mark before throwing, and on the retry resends only what is still pending', async () => {
+    const account = nextAccount();
+    const now = new Date();
+    await published(account, 'relay-4', now);
+    const publisher = new RecordingPublisher();
+    const page = await documentsIn(stack.container, `account:${account}`);
+    stack.server.faults.inject({ kind: 'unavailable', on: 'write', times: 1 });
+
+    await expect(relayOutbox(page, relayDependencies(stack.container, publisher, now))).rejects.toThrow();
+    const statuses = (await outboxIn(stack.container, `account:${account}`)).map((d) => d.status).sort();
+    const retried = await relayOutbox(page, relayDependencies(stack.container, publisher, now), true);
+
+    // One mark failed, the other went through all the same; the retry sends the one left.
+    expect(statuses).toEqual(['dispatched', 'pending']);
+    expect(retried).toMatchObject({ sent: 1, marked: 1, alreadyMarked: 1 });
+    expect(publisher.sent).toHaveLength(3);
+  });
+
   it('throws when Service Bus fails, leaving the documents pending for the retry or the sweeper', async () => {
     const account = nextAccount();
     const now = new Date();
