@@ -76,7 +76,7 @@ export async function relayOutbox(
     pending.map(async (document) => {
       const response = await deps.container.item(document.id, document.partitionKey).read<OutboxDocument>();
       requestCharge += response.requestCharge;
-      return response.resource as OutboxDocument | undefined;
+      return response.resource;
     }),
   );
   const still = current.filter((document): document is OutboxDocument => document?.status === 'pending');
