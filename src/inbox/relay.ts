@@ -72,14 +72,16 @@ export async function relayOutbox(
   );
   if (!retrying) return dispatch(pending, deps);
   let requestCharge = 0;
-  const current = await Promise.all(
+  const still: OutboxDocument[] = [];
+  await Promise.all(
     pending.map(async (document) => {
       const response = await deps.container.item(document.id, document.partitionKey).read<OutboxDocument>();
       requestCharge += response.requestCharge;
-      return response.resource;
+      if (response.resource?.status === 'pending') still.push(response.resource);
     }),
   );
-  const still = current.filter((document): document is OutboxDocument => document?.status === 'pending');
+  // In the page's order, which the reads may not have kept.
+  still.sort((a, b) => pending.findIndex((d) => d.id === a.id) - pending.findIndex((d) => d.id === b.id));
   const report = await dispatch(still, deps);
   return {
     ...report,
