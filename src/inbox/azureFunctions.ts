@@ -190,7 +190,20 @@ export function outboxSweepHandler(runtime: () => InboxRuntime): TimerHandler {
     const report = await sweepOutbox({ container, publisher, now, settings });
     telemetry.outboxSweep(report);
     if (report.unsendable > 0) logUnsendable(context, report.unsendable, report.unsendableIds);
-    const fields = { ...report, requestCharge: Math.round(report.requestCharge * 100) / 100 };
+    const { failure, ...measured } = report;
+    const fields = { ...measured, requestCharge: Math.round(report.requestCharge * 100) / 100 };
+    if (failure !== undefined) {
+      log(
+        context,
+        'warn',
+        `Outbox sweeper could not resend: ${report.pending} messages wait, pending, for the next run`,
+        {
+          ...fields,
+          error: bounded(`${failure.name}: ${failure.message}`, 1000),
+        },
+      );
+      throw failure;
+    }
     if (report.sent > 0) {
       log(
         context,

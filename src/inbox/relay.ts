@@ -97,6 +97,11 @@ export interface SweepReport extends DispatchReport {
   oldestPendingAgeSeconds: number;
   /** More were old enough than OUTBOX_SWEEP_MAX_ITEMS: the next run goes on. */
   capped: boolean;
+  /**
+   * Why the resend failed (Service Bus down, a mark refused): the measurements above still stand,
+   * so that the pending metrics (and the alert on them) keep reporting while nothing can be sent.
+   */
+  failure?: Error;
 }
 
 const PENDING_FILTER = `c.type = '${OUTBOX_TYPE}' AND c.pendingSinceEpochSeconds <= @cutoff`;
@@ -130,9 +135,23 @@ export async function sweepOutbox(deps: RelayDependencies): Promise<SweepReport>
     `SELECT TOP ${limit + 1} * FROM c WHERE ${PENDING_FILTER}`,
     cutoff,
   );
-  const report = await dispatch(due.filter(isOutboxDocument).slice(0, limit), deps);
+  let report: DispatchReport = {
+    sent: 0,
+    marked: 0,
+    alreadyMarked: 0,
+    unsendable: 0,
+    unsendableIds: [],
+    requestCharge: 0,
+  };
+  let failure: { failure: Error } | undefined;
+  try {
+    report = await dispatch(due.filter(isOutboxDocument).slice(0, limit), deps);
+  } catch (error) {
+    failure = { failure: error instanceof Error ? error : new Error(String(error)) };
+  }
   return {
     ...report,
+    ...failure,
     requestCharge: report.requestCharge + measured + queried,
     pending: count,
     oldestPendingAgeSeconds: oldest === null ? 0 : Math.max(0, nowSeconds - oldest),

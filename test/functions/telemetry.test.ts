@@ -166,4 +166,36 @@ describe('telemetry', () => {
       runtime.publisher = publisher;
     }
   });
+
+  it('keeps reporting what is pending while the sweeper cannot send, and fails the run', async () => {
+    const publishing = testConsumer((_message, tx) => {
+      tx.publish({ topic: 'business-events', subject: 'Audited', body: {} });
+    });
+    await processDelivery(
+      publishing,
+      delivery({ accountId: 'outbox-outage', amount: 1 }, { messageId: 'o-outage' }),
+      dependencies(stack.container, { now: () => new Date(Date.now() - 3_600_000) }),
+    );
+    const pending = (
+      await stack.container.items
+        .query<number>('SELECT VALUE COUNT(1) FROM c WHERE c.type = "outbox" AND c.status = "pending"')
+        .fetchAll()
+    ).resources[0] as number;
+    const runtime = inboxRuntime();
+    const { publisher } = runtime;
+    runtime.publisher = {
+      send: () => Promise.reject(new Error('ServiceBusError: ServiceCommunicationProblem')),
+      close: () => Promise.resolve(),
+    };
+    try {
+      const run = await runTimer('outboxSweeper');
+
+      expect(run.error?.message).toContain('ServiceCommunicationProblem');
+      expect(run.logs.map((line) => line.text).join('\n')).toContain('Outbox sweeper could not resend');
+      expect(await sink.value(METRIC_NAMES.outboxPending)).toBe(pending);
+      expect(await sink.value(METRIC_NAMES.outboxOldestPendingAge)).toBeGreaterThanOrEqual(3_600);
+    } finally {
+      runtime.publisher = publisher;
+    }
+  });
 });
