@@ -4,8 +4,9 @@
 //   npx tsx emulators/localSettings.ts            # refuses to replace an existing local.settings.json
 //   npx tsx emulators/localSettings.ts --force
 //
-// In Azure the trigger connects with the app's identity (ServiceBusConnection__fullyQualifiedNamespace);
-// the emulator has no Microsoft Entra ID, so locally the trigger gets its connection string instead.
+// In Azure the triggers connect with the app's identity (ServiceBusConnection__fullyQualifiedNamespace,
+// CosmosDBConnection__accountEndpoint); the emulators have no Microsoft Entra ID, so locally each
+// trigger gets its connection string instead.
 
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -26,10 +27,15 @@ export interface LocalSettingsFile {
   [key: string]: unknown;
 }
 
+/** The Cosmos DB emulator as the outbox relay's trigger connects to it: its endpoint and published key. */
+export const COSMOS_EMULATOR_CONNECTION_STRING = `AccountEndpoint=${COSMOS_EMULATOR.endpoint};AccountKey=${COSMOS_EMULATOR.key};`;
+
 /** The sample's settings, pointed at the emulators. */
 export function emulatorLocalSettings(sample: LocalSettingsFile): LocalSettingsFile {
   const values = Object.fromEntries(
-    Object.entries(sample.Values).filter(([name]) => !name.startsWith('ServiceBusConnection__')),
+    Object.entries(sample.Values).filter(
+      ([name]) => !name.startsWith('ServiceBusConnection__') && !name.startsWith('CosmosDBConnection__'),
+    ),
   );
   return {
     ...sample,
@@ -37,6 +43,7 @@ export function emulatorLocalSettings(sample: LocalSettingsFile): LocalSettingsF
       ...values,
       AzureWebJobsStorage: 'UseDevelopmentStorage=true',
       ServiceBusConnection: SERVICE_BUS_EMULATOR_CONNECTION_STRING,
+      CosmosDBConnection: COSMOS_EMULATOR_CONNECTION_STRING,
       COSMOS_ENDPOINT: COSMOS_EMULATOR.endpoint,
       COSMOS_KEY: COSMOS_EMULATOR.key,
     },

@@ -7,6 +7,7 @@ import path from 'node:path';
 
 import type { LocalSettingsFile } from '../../emulators/localSettings';
 import {
+  COSMOS_EMULATOR_CONNECTION_STRING,
   emulatorLocalSettings,
   SAMPLE_PATH,
   SERVICE_BUS_EMULATOR_CONNECTION_STRING,
@@ -40,12 +41,29 @@ describe('emulators/localSettings.ts', () => {
     expect(Object.keys(sample.Values)).toContain('ServiceBusConnection__fullyQualifiedNamespace');
   });
 
+  it("connects the outbox relay's Cosmos DB trigger with the emulator's endpoint and key", () => {
+    expect(settings.Values['CosmosDBConnection']).toBe(COSMOS_EMULATOR_CONNECTION_STRING);
+    expect(COSMOS_EMULATOR_CONNECTION_STRING).toBe(
+      `AccountEndpoint=${COSMOS_EMULATOR.endpoint};AccountKey=${COSMOS_EMULATOR.key};`,
+    );
+    expect(Object.keys(settings.Values).filter((name) => name.startsWith('CosmosDBConnection__'))).toEqual(
+      [],
+    );
+    expect(Object.keys(sample.Values)).toContain('CosmosDBConnection__accountEndpoint');
+  });
+
   it('uses Azurite for the host storage and keeps every other setting of the sample', () => {
-    const replaced = ['AzureWebJobsStorage', 'ServiceBusConnection', 'COSMOS_ENDPOINT', 'COSMOS_KEY'];
+    const replaced = [
+      'AzureWebJobsStorage',
+      'ServiceBusConnection',
+      'CosmosDBConnection',
+      'COSMOS_ENDPOINT',
+      'COSMOS_KEY',
+    ];
 
     expect(settings.Values['AzureWebJobsStorage']).toBe('UseDevelopmentStorage=true');
     for (const [name, value] of Object.entries(sample.Values)) {
-      if (!replaced.includes(name) && !name.startsWith('ServiceBusConnection__')) {
+      if (!replaced.includes(name) && !/^(ServiceBus|CosmosDB)Connection__/.test(name)) {
         expect({ name, value: settings.Values[name] }).toEqual({ name, value });
       }
     }
@@ -57,7 +75,13 @@ describe('emulators/localSettings.ts', () => {
     const documented = JSON.parse(block ?? '{}') as Record<string, string>;
 
     expect(Object.keys(documented).sort()).toEqual(
-      ['AzureWebJobsStorage', 'COSMOS_ENDPOINT', 'COSMOS_KEY', 'ServiceBusConnection'].sort(),
+      [
+        'AzureWebJobsStorage',
+        'COSMOS_ENDPOINT',
+        'COSMOS_KEY',
+        'CosmosDBConnection',
+        'ServiceBusConnection',
+      ].sort(),
     );
     for (const [name, value] of Object.entries(documented)) {
       expect({ name, value: settings.Values[name] }).toEqual({ name, value });
