@@ -342,19 +342,37 @@ export class ScenarioEnvironment {
     // Idle: no delivery running or waiting, the relay caught up after a read that came after every
     // write so far (one more poll), and nothing left pending in the outbox (the sweeper's, once the
     // relay's retries are spent).
+    let relayStarting: Promise<void> = Promise.resolve();
+    let relayStarted = false;
+    // A relay whose listener could not start yet reads nothing: only what is pending keeps the run going.
+    const relayIdle = (): boolean => !relayStarted || relay.idle;
     const drained = async (): Promise<void> => {
       const pollMs = relayRegistration.feedPollDelay ?? 5_000;
       for (;;) {
-        await simulation.until(() => host.idle && relay.idle);
+        await simulation.until(() => host.idle && relayIdle());
         const before = host.deliveries.length + relay.invocations.length;
         await clock.sleep(pollMs + 1);
-        await simulation.until(() => host.idle && relay.idle);
+        await simulation.until(() => host.idle && relayIdle());
         if (host.deliveries.length + relay.invocations.length === before && (await pendingOutbox()) === 0)
           return;
       }
     };
     try {
-      await simulation.drive(relay.start());
+      // The host retries a listener that fails to start (the lease container unreachable, a lease
+      // write whose response was lost) while the other functions run.
+      relayStarting = (async (): Promise<void> => {
+        while (!sweeper.stopped) {
+          const started = await relay.start().then(
+            () => true,
+            () => false,
+          );
+          if (started) {
+            relayStarted = true;
+            return;
+          }
+          await clock.sleep(relayRegistration.feedPollDelay ?? 5_000);
+        }
+      })();
       scheduleSweep();
       host.start();
       const topicFor = (subject: string): Topic => {
@@ -409,7 +427,9 @@ export class ScenarioEnvironment {
       clearInterval(progress);
       // Handlers still running (given up at functionTimeout) finish on the model's turns.
       sweeper.stopped = true;
-      await simulation.drive(Promise.all([host.stop(), relay.stop(), sweeper.running]));
+      await simulation.drive(
+        Promise.all([host.stop(), relayStarting.then(() => relay.stop()), sweeper.running]),
+      );
       this.simulation = undefined;
       this.cosmos.setLatencyWait(undefined);
       this.cosmos.faults.clear();

@@ -27,7 +27,14 @@ describe('npm run demo', () => {
     const report = JSON.parse(readFileSync(file, 'utf8')) as {
       ok: boolean;
       seed: number;
-      accounting: { uniqueEvents: number; sends: number; droppedByBroker: number; absorbedByInbox: number };
+      accounting: {
+        uniqueEvents: number;
+        sends: number;
+        droppedByBroker: number;
+        absorbedByInbox: number;
+        effects: { reservations: number; backorders: number; shipments: number };
+        outbox: { staged: number; sends: number };
+      };
       deliveries: { total: number; byOutcome: Record<string, number> };
       invariants: { name: string; ok: boolean }[];
       latency: { handlerMs: { p50: number } };
@@ -46,7 +53,14 @@ describe('npm run demo', () => {
       'dead-letters',
       'markers',
       'duplicates',
+      'outbox',
     ]);
+    // Every reservation or backorder published its event through the outbox, and it was applied.
+    const { effects, outbox } = report.accounting;
+    expect(outbox.staged).toBeGreaterThan(0);
+    expect(outbox.staged).toBe(effects.reservations + effects.backorders);
+    expect(outbox.sends).toBeGreaterThanOrEqual(outbox.staged);
+    expect(effects.shipments).toBe(outbox.staged);
     expect(report.latency.handlerMs.p50).toBeGreaterThan(0);
     expect(prettier.status).toBe(0);
   });
