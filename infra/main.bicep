@@ -169,7 +169,7 @@ param duplicateShareWindow string = 'PT1H'
 @minValue(1)
 param duplicateShareMinDeliveries int = 20
 
-@description('Age of the oldest pending outbox message (ISO-8601) above which, throughout 15 minutes, to alert. Default: three times the sweeper\'s OUTBOX_SWEEP_AGE (PT5M), so that a message the sweeper resent twice without success is reported.')
+@description('Age of the oldest pending outbox message (ISO-8601) above which to alert. Default: three times the sweeper\'s OUTBOX_SWEEP_AGE (PT5M): a message that neither the relay nor ten minutes of sweeper runs could send.')
 param outboxPendingAgeThreshold string = 'PT15M'
 
 // ---------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import {
   type TimerHandler,
 } from './inbox/internal';
 import type * as ServiceBusPublisher from './serviceBusPublisher';
-import { functionNameOf } from './topology';
+import { functionNameOf, topicsPublishedBy } from './topology';
 
 /**
  * The composition root: what the function files share. Loading it validates every setting, so an
@@ -63,6 +63,8 @@ export function inboxRuntime(): InboxRuntime {
     sleep: (ms) => sleep(ms),
     random: Math.random,
     onEtagRetry: (consumer) => telemetry.etagRetry(consumer),
+    // The Bicep grants the app Data Sender on these topics only.
+    topicsPublishedBy: (consumer) => topicsPublishedBy(consumer),
     // Looked up per call: the offline host swaps in a breaker on its model clock.
     beforeStore: () => built.breaker.hold(),
     breaker: new CircuitBreaker({
@@ -130,7 +132,7 @@ export const purge: TimerHandler = purgeTimerHandler(inboxRuntime);
  * The outbox relay's registration (`app.cosmosDB(...outboxRelayTrigger())`): a Cosmos DB trigger
  * on the app's container, with its leases in COSMOS_LEASE_CONTAINER, signed in through the
  * `CosmosDBConnection__*` settings (the identity). A page whose relay throws is retried with an
- * exponential backoff, 8 times (from 5 s up to 5 min apart, about 17 minutes in all); then the
+ * exponential backoff, 8 times (from 5 s up to 5 min apart, about 11 minutes in all); then the
  * checkpoint moves on and the sweeper resends what is still pending (README "Publishing events").
  * It starts from the beginning of the change feed the first time it runs (no lease yet), so an
  * outbox document committed before the first deployment of the relay is sent too.

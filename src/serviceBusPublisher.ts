@@ -1,13 +1,7 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage, type ServiceBusSender } from '@azure/service-bus';
 
-import {
-  bounded,
-  type OutboxMessage,
-  type OutboxPublisher,
-  type Settings,
-  SettingsError,
-} from './inbox/internal';
+import { type OutboxMessage, type OutboxPublisher, type Settings, SettingsError } from './inbox/internal';
 
 /**
  * The outbox relay's publisher on `@azure/service-bus`: one client per process and one sender per
@@ -45,24 +39,21 @@ export function serviceBusPublisher(settings: Pick<Settings, 'serviceBus' | 'cos
         sender = connect().createSender(topic);
         senders.set(topic, sender);
       }
+      const tooLarge: string[] = [];
       let batch = await sender.createMessageBatch();
       for (const message of messages) {
         const outgoing = toServiceBusMessage(message);
         if (batch.tryAddMessage(outgoing)) continue;
-        if (batch.count === 0) {
-          throw new Error(
-            `The outbox message ${bounded(message.messageId)} does not fit one Service Bus message (${batch.maxSizeInBytes} bytes).`,
-          );
+        if (batch.count > 0) {
+          await sender.sendMessages(batch);
+          batch = await sender.createMessageBatch();
+          if (batch.tryAddMessage(outgoing)) continue;
         }
-        await sender.sendMessages(batch);
-        batch = await sender.createMessageBatch();
-        if (!batch.tryAddMessage(outgoing)) {
-          throw new Error(
-            `The outbox message ${bounded(message.messageId)} does not fit one Service Bus message (${batch.maxSizeInBytes} bytes).`,
-          );
-        }
+        // Alone in an empty batch and still too large: it never fits, and retrying cannot change that.
+        tooLarge.push(message.messageId);
       }
       if (batch.count > 0) await sender.sendMessages(batch);
+      return tooLarge;
     },
     async close() {
       await Promise.all([...senders.values()].map((sender) => sender.close()));

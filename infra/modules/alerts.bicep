@@ -270,20 +270,17 @@ resource breakerOpen 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
 }
 
 // The outbox sweeper (src/inbox/relay.ts) reports outbox.oldest_pending_age once a run (every
-// OUTBOX_SWEEP_INTERVAL, a minute by default), on whichever instance ran it: the age in seconds of the
-// oldest outbox message not yet sent, 0 when none is pending. The relay sends a message within
-// seconds of its commit and the sweeper resends what is older than OUTBOX_SWEEP_AGE, so an age above
-// the threshold at every run for 15 minutes means sends keep failing (Service Bus down, the app's
-// Data Sender role missing, a topic deleted) or neither the relay nor the sweeper gets them out:
-// published events are not reaching their subscribers. At least ten runs in the window, so that one
-// late report does not judge the quarter of an hour alone; a sweeper that fails before it reports is
-// left to the function-failures alert.
+// OUTBOX_SWEEP_INTERVAL, a minute by default), on whichever instance ran it, measured before it sends
+// (so even while every send fails): the age in seconds of the oldest outbox message not yet sent, 0
+// when none is pending. The relay sends a message within seconds of its commit and the sweeper
+// resends what is older than OUTBOX_SWEEP_AGE, so a message still pending after the threshold means
+// sends keep failing (Service Bus down, the app's Data Sender role missing, a topic deleted): published
+// events are not reaching their subscribers. The age only grows while a message waits, so one report
+// above the threshold is the signal, whatever the sweep interval; the window spans two runs at PT5M.
 var outboxPendingAgeQuery = '''
 customMetrics
 | where name == 'outbox.oldest_pending_age'
-| summarize oldestPendingAgeSeconds = min(valueMin), runs = count()
-| where runs >= 10
-| project oldestPendingAgeSeconds
+| summarize oldestPendingAgeSeconds = max(valueMax)
 '''
 
 resource outboxPendingAge 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
@@ -293,20 +290,20 @@ resource outboxPendingAge 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = 
   kind: 'LogAlert'
   properties: {
     displayName: 'Outbox messages pending for more than ${outboxPendingAgeThresholdSeconds} s'
-    description: 'Messages the consumers published (tx.publish) are not reaching Service Bus: the oldest pending outbox message was older than the threshold at every sweeper run for 15 minutes (outbox.oldest_pending_age). Check the outboxRelay and outboxSweeper failures and the app\'s Azure Service Bus Data Sender role on the topic.'
+    description: 'Messages the consumers published (tx.publish) are not reaching Service Bus: a sweeper run found an outbox message pending for longer than the threshold (outbox.oldest_pending_age). Check the outboxRelay and outboxSweeper failures and the app\'s Azure Service Bus Data Sender role on the topic.'
     severity: 2
     enabled: true
     scopes: [
       applicationInsightsId
     ]
     evaluationFrequency: 'PT5M'
-    windowSize: 'PT15M'
+    windowSize: 'PT10M'
     autoMitigate: true
     criteria: {
       allOf: [
         {
           query: outboxPendingAgeQuery
-          timeAggregation: 'Minimum'
+          timeAggregation: 'Maximum'
           metricMeasureColumn: 'oldestPendingAgeSeconds'
           operator: 'GreaterThan'
           threshold: outboxPendingAgeThresholdSeconds

@@ -346,7 +346,7 @@ async function measureRelay(
   const publisher: OutboxPublisher = {
     send: (_topic: string, messages: readonly OutboxMessage[]) => {
       published += messages.length;
-      return Promise.resolve();
+      return Promise.resolve([]);
     },
     close: () => Promise.resolve(),
   };

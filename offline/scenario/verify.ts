@@ -117,6 +117,7 @@ export async function verify(
     const messageId = outgoingMessageId(
       stockReserver.name,
       marker.messageId,
+      marker.partitionKey,
       backorder ? 'backorder-created' : 'stock-reserved',
     );
     staged.set(messageId, {

@@ -36,7 +36,7 @@ export class BrokerPublisher implements OutboxPublisher {
     private readonly random: () => number = Math.random,
   ) {}
 
-  send(topic: string, messages: readonly OutboxMessage[]): Promise<void> {
+  send(topic: string, messages: readonly OutboxMessage[]): Promise<readonly string[]> {
     if (this.outage || this.roll(this.faults.sendFailure)) {
       this.failures++;
       return Promise.reject(
@@ -68,7 +68,7 @@ export class BrokerPublisher implements OutboxPublisher {
         new Error('ServiceBusError (ServiceTimeout): the send timed out; Service Bus may have taken it.'),
       );
     }
-    return Promise.resolve();
+    return Promise.resolve([]);
   }
 
   close(): Promise<void> {

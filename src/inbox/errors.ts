@@ -43,6 +43,7 @@ export const POISON_REASONS = [
   'rejected-by-store',
   'rejected-by-handler',
   'invalid-outgoing-message',
+  'reserved-document',
   'unprocessable',
 ] as const;
 export type PoisonReason = (typeof POISON_REASONS)[number];

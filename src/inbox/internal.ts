@@ -39,12 +39,13 @@ export { type Marker, MARKER_TYPE, markerId, payloadHash } from './marker';
 export {
   buildOutboxDocument,
   isOutboxDocument,
-  MAX_OUTGOING_BODY_BYTES,
+  MAX_OUTGOING_MESSAGE_BYTES,
   OUTBOX_TYPE,
   type OutboxDocument,
   outboxDocumentId,
+  type OutboxEntry,
+  outboxEntryOf,
   type OutboxMessage,
-  outboxMessageOf,
   outgoingMessageId,
 } from './outbox';
 export {

@@ -23,7 +23,7 @@ export interface OutgoingMessage {
   topic: string;
   /** The Service Bus Subject (Label), which the subscriptions filter on. */
   subject: string;
-  /** A JSON value, sent as `application/json`; at most 192 KiB as JSON (MAX_OUTGOING_BODY_BYTES). */
+  /** A JSON value, sent as `application/json`; with the rest of the message, at most 192 KiB as JSON. */
   body: unknown;
   /**
    * A label for the message, unique among what one handler run publishes, and part of its MessageId
@@ -81,10 +81,11 @@ export type OutboxDocument = {
 };
 
 /**
- * At most this many bytes of JSON per body: Service Bus Standard carries 256 KiB per message,
- * properties and headers included, and the outbox document counts in the 2 MiB batch.
+ * At most this many bytes of JSON per message (body, subject, correlation id and application
+ * properties): Service Bus Standard carries 256 KiB per message, headers included, and the outbox
+ * document counts in the 2 MiB batch.
  */
-export const MAX_OUTGOING_BODY_BYTES = 192 * 1024;
+export const MAX_OUTGOING_MESSAGE_BYTES = 192 * 1024;
 /** Service Bus limits MessageId, CorrelationId and Subject to 128 characters. */
 const MAX_PROPERTY_CHARS = 128;
 /** Entity names as Service Bus accepts them (src/topology.ts ENTITY_NAME). */
@@ -93,12 +94,14 @@ const MAX_APPLICATION_PROPERTIES = 32;
 
 /**
  * The MessageId of a published message: SHA-256 of the consumer, the incoming message's marker key
- * and the message's name, 32 hex digits. A handler re-run (after a failed condition or an ETag
- * conflict) and a redelivery stage the same ids, so every layer downstream can deduplicate: the
- * broker's duplicate detection drops a relay resend inside its window, the downstream inbox the rest.
+ * and partition, and the message's name, 32 hex digits. A handler re-run (after a failed condition
+ * or an ETag conflict) and a redelivery stage the same ids, so every layer downstream can
+ * deduplicate: the broker's duplicate detection drops a relay resend inside its window, the
+ * downstream inbox the rest. The partition keeps apart two different messages that reuse one
+ * MessageId (a producer bug) and land in different partitions: both commit, so both publish.
  */
-export function outgoingMessageId(consumer: string, key: string, name: string): string {
-  return hash('sha256', `${consumer}\u0000${key}\u0000${name}`, 'hex').slice(0, 32);
+export function outgoingMessageId(consumer: string, key: string, partitionKey: string, name: string): string {
+  return hash('sha256', `${consumer}\u0000${key}\u0000${partitionKey}\u0000${name}`, 'hex').slice(0, 32);
 }
 
 export const outboxDocumentId = (messageId: string): string => `outbox-${messageId}`;
@@ -109,6 +112,11 @@ export interface OutboxSource {
   key: string;
   messageId: string;
   correlationId: string | undefined;
+  /**
+   * The topics this consumer may publish to (src/topology.json `publishers`: the Bicep grants the
+   * app Azure Service Bus Data Sender on those only); undefined: not checked.
+   */
+  topics?: readonly string[];
 }
 
 /**
@@ -122,12 +130,17 @@ export function buildOutboxDocument(
   partitionKey: string,
   now: Date,
 ): OutboxDocument {
-  const problem = outgoingProblem(message);
+  const problem =
+    outgoingProblem(message) ??
+    (source.topics === undefined || source.topics.includes(message.topic)
+      ? undefined
+      : `the topic ${echo(message.topic)} does not list ${source.consumer} among its publishers (src/topology.json), ` +
+        'so the app may not send to it.');
   if (problem !== undefined) {
     throw new PoisonMessageError('invalid-outgoing-message', `tx.publish: ${problem}`);
   }
   const name = message.name ?? `#${position}`;
-  const messageId = outgoingMessageId(source.consumer, source.key, name);
+  const messageId = outgoingMessageId(source.consumer, source.key, partitionKey, name);
   const createdAtEpochSeconds = Math.floor(now.getTime() / 1000);
   const outgoing: OutboxMessage = {
     messageId,
@@ -135,8 +148,9 @@ export function buildOutboxDocument(
     subject: message.subject,
     body: message.body,
     contentType: 'application/json',
+    // Cut, not bounded: Service Bus takes at most 128 characters, and a marker would add to them.
     correlationId:
-      message.correlationId ?? source.correlationId ?? bounded(source.messageId, MAX_PROPERTY_CHARS),
+      message.correlationId ?? (source.correlationId ?? source.messageId).slice(0, MAX_PROPERTY_CHARS),
     applicationProperties: message.applicationProperties,
   };
   return {
@@ -151,7 +165,7 @@ export function buildOutboxDocument(
     messageId,
     topic: message.topic,
     subject: message.subject,
-    message: JSON.stringify(outgoing),
+    message: JSON.stringify({ ...outgoing, partitionKey }),
   };
 }
 
@@ -193,15 +207,16 @@ function outgoingProblem(message: OutgoingMessage): string | undefined {
       return `the application property ${echo(wrong[0])} must be a string (up to 1024), number or boolean.`;
   }
   if (body === undefined) return 'the body is undefined; publish a JSON value.';
-  if (jsonBytesBound(body) > MAX_OUTGOING_BODY_BYTES) {
+  const sent = { subject, correlationId, applicationProperties, body };
+  if (jsonBytesBound(sent) > MAX_OUTGOING_MESSAGE_BYTES) {
     let bytes: number;
     try {
-      bytes = Buffer.byteLength(JSON.stringify(body));
+      bytes = Buffer.byteLength(JSON.stringify(sent));
     } catch (error) {
       return `the body cannot be written as JSON (${bounded((error as Error).message)}).`;
     }
-    if (bytes > MAX_OUTGOING_BODY_BYTES) {
-      return `the body takes ${bytes} bytes as JSON; at most ${MAX_OUTGOING_BODY_BYTES}.`;
+    if (bytes > MAX_OUTGOING_MESSAGE_BYTES) {
+      return `the message takes ${bytes} bytes as JSON (body and properties); at most ${MAX_OUTGOING_MESSAGE_BYTES}.`;
     }
   }
   return undefined;
@@ -212,40 +227,43 @@ function echo(value: unknown): string {
   return typeof value === 'string' ? JSON.stringify(bounded(value)) : typeof value;
 }
 
+/** What the relay sends for an outbox document, and the partition to mark it in. */
+export interface OutboxEntry {
+  message: OutboxMessage;
+  /** From the JSON text, which the trigger's rewriting of date-like strings does not reach. */
+  partitionKey: string;
+}
+
 /**
- * The message an outbox document holds, or undefined when it holds none the relay can send (a
- * document not written by `tx.publish`).
+ * The message an outbox document holds, checked again as `tx.publish` checks it, or undefined when
+ * it holds none the relay can send (a document not written by `tx.publish`).
  */
-export function outboxMessageOf(document: OutboxDocument): OutboxMessage | undefined {
+export function outboxEntryOf(document: OutboxDocument): OutboxEntry | undefined {
   const text = (value: unknown): value is string => typeof value === 'string' && value.length > 0;
-  if (!text(document.id) || !text(document.partitionKey) || typeof document.message !== 'string')
-    return undefined;
-  let message: Partial<OutboxMessage> | null;
+  if (typeof document.message !== 'string') return undefined;
+  let stored: (Partial<OutboxMessage> & { partitionKey?: unknown }) | null;
   try {
-    message = JSON.parse(document.message) as Partial<OutboxMessage> | null;
+    stored = JSON.parse(document.message) as (Partial<OutboxMessage> & { partitionKey?: unknown }) | null;
   } catch {
     return undefined;
   }
-  if (typeof message !== 'object' || message === null) return undefined;
-  if (
-    !text(message.messageId) ||
-    !text(message.topic) ||
-    !text(message.subject) ||
-    message.body === undefined
-  ) {
+  if (typeof stored !== 'object' || stored === null) return undefined;
+  const { messageId, topic, subject, body, correlationId, applicationProperties, partitionKey } = stored;
+  if (!text(messageId) || !text(partitionKey) || document.id !== outboxDocumentId(messageId))
     return undefined;
-  }
+  const checked = { topic, subject, body, correlationId, applicationProperties } as OutgoingMessage;
+  if (outgoingProblem(checked) !== undefined) return undefined;
   return {
-    messageId: message.messageId,
-    topic: message.topic,
-    subject: message.subject,
-    body: message.body,
-    contentType: 'application/json',
-    correlationId: typeof message.correlationId === 'string' ? message.correlationId : undefined,
-    applicationProperties:
-      typeof message.applicationProperties === 'object' && message.applicationProperties !== null
-        ? message.applicationProperties
-        : undefined,
+    message: {
+      messageId,
+      topic: checked.topic,
+      subject: checked.subject,
+      body,
+      contentType: 'application/json',
+      correlationId,
+      applicationProperties,
+    },
+    partitionKey,
   };
 }
 

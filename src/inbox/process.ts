@@ -29,6 +29,11 @@ export interface ProcessDependencies {
   /** Waits between handler runs after an ETag conflict. */
   sleep: (ms: number) => Promise<void>;
   random: () => number;
+  /**
+   * The topics a consumer may publish to (src/topology.json `publishers`); `tx.publish` to any
+   * other is poison. Unset: not checked (tests, tools).
+   */
+  topicsPublishedBy?: (consumer: string) => readonly string[];
   /** Told each time an ETag conflict makes the handler run again. */
   onEtagRetry?: (consumer: string) => void;
   /**
@@ -208,6 +213,7 @@ async function processWithInbox<M>(
         key,
         messageId: parsed.messageId,
         correlationId: delivery.correlationId,
+        topics: deps.topicsPublishedBy?.(consumer.name),
       },
       now: deps.now(),
     });
@@ -268,6 +274,11 @@ async function processWithInbox<M>(
         `Cosmos DB reported a failure at operation ${failedAt} of ${operations.length}.`,
         status,
       );
+    // An outbox document of this message is there although its marker is not (purged, or never
+    // read back): the batch that staged it committed long ago. A duplicate, like a 409 on the marker.
+    if (write.kind === 'publish' && status === 409) {
+      return { outcome: 'duplicate', requestCharge, requests, attempts: attempt };
+    }
     if (status === 400 || status === 413) {
       throw new PoisonMessageError(
         'rejected-by-store',

@@ -5,8 +5,9 @@ import {
   isOutboxDocument,
   OUTBOX_TYPE,
   type OutboxDocument,
+  type OutboxEntry,
+  outboxEntryOf,
   type OutboxMessage,
-  outboxMessageOf,
 } from './outbox';
 import type { Settings } from './settings';
 
@@ -25,8 +26,11 @@ import type { Settings } from './settings';
 
 /** Sends outbox messages to Service Bus; throws when a message may not have been taken. */
 export interface OutboxPublisher {
-  /** Sends the messages to the topic, in order, in as few batches as they fit. */
-  send(topic: string, messages: readonly OutboxMessage[]): Promise<void>;
+  /**
+   * Sends the messages to the topic, in order, in as few batches as they fit. Returns the
+   * MessageIds of those that can never be sent (larger than Service Bus takes), which it skipped.
+   */
+  send(topic: string, messages: readonly OutboxMessage[]): Promise<readonly string[]>;
   close(): Promise<void>;
 }
 
@@ -46,8 +50,9 @@ export interface DispatchReport {
   /** Documents someone else marked (or that expired) between the send and the mark. */
   alreadyMarked: number;
   /**
-   * Outbox documents that do not hold a message the relay can send (written by something other
-   * than `tx.publish`): marked `unsendable` (kept, no ttl) so that no run tries them again, and logged.
+   * Outbox documents that hold no message the relay can send (written by something other than
+   * `tx.publish`, or larger than Service Bus takes): marked `unsendable` (kept, no ttl) so that no
+   * run tries them again, and logged.
    */
   unsendable: number;
   /** The first ten of their ids, bounded. */
@@ -72,16 +77,17 @@ export async function relayOutbox(
   );
   if (!retrying) return dispatch(pending, deps);
   let requestCharge = 0;
-  const still: OutboxDocument[] = [];
-  await Promise.all(
+  const current = await Promise.all(
     pending.map(async (document) => {
-      const response = await deps.container.item(document.id, document.partitionKey).read<OutboxDocument>();
+      const partitionKey = outboxEntryOf(document)?.partitionKey;
+      if (partitionKey === undefined) return document; // set aside by dispatch, unread
+      const response = await deps.container.item(document.id, partitionKey).read<OutboxDocument>();
       requestCharge += response.requestCharge;
-      if (response.resource?.status === 'pending') still.push(response.resource);
+      return response.resource;
     }),
   );
-  // In the page's order, which the reads may not have kept.
-  still.sort((a, b) => pending.findIndex((d) => d.id === a.id) - pending.findIndex((d) => d.id === b.id));
+  // In the page's order (Promise.all keeps it).
+  const still = current.filter((document): document is OutboxDocument => document?.status === 'pending');
   const report = await dispatch(still, deps);
   return {
     ...report,
@@ -130,33 +136,62 @@ export async function sweepOutbox(deps: RelayDependencies): Promise<SweepReport>
   const measured = counted.requestCharge + earliest.requestCharge;
   const cutoff = nowSeconds - settings.outbox.sweepAgeSeconds;
   const limit = settings.outbox.sweepMaxItems;
-  const { items: due, requestCharge: queried } = await queryAll<OutboxDocument>(
-    container,
-    `SELECT TOP ${limit + 1} * FROM c WHERE ${PENDING_FILTER}`,
-    cutoff,
+  // Oldest first, a page at a time: a document that keeps failing never hides the others for good,
+  // and a run holds one page of documents in memory, not OUTBOX_SWEEP_MAX_ITEMS of them.
+  const due = container.items.query<OutboxDocument>(
+    {
+      query: `SELECT * FROM c WHERE ${PENDING_FILTER} ORDER BY c.pendingSinceEpochSeconds`,
+      parameters: [{ name: '@cutoff', value: cutoff }],
+    },
+    { maxItemCount: SWEEP_PAGE },
   );
-  let report: DispatchReport = {
-    sent: 0,
-    marked: 0,
-    alreadyMarked: 0,
-    unsendable: 0,
-    unsendableIds: [],
-    requestCharge: 0,
-  };
+  const report: DispatchReport = emptyReport();
+  let requestCharge = measured;
+  let taken = 0;
+  let leftOver = false;
   let failure: { failure: Error } | undefined;
   try {
-    report = await dispatch(due.filter(isOutboxDocument).slice(0, limit), deps);
+    while (taken < limit && due.hasMoreResults()) {
+      const page = await due.fetchNext();
+      requestCharge += page.requestCharge;
+      const found = page.resources.filter(isOutboxDocument);
+      const documents = found.slice(0, limit - taken);
+      leftOver = found.length > documents.length;
+      taken += documents.length;
+      add(report, await dispatch(documents, deps));
+    }
   } catch (error) {
     failure = { failure: error instanceof Error ? error : new Error(String(error)) };
   }
   return {
     ...report,
     ...failure,
-    requestCharge: report.requestCharge + measured + queried,
+    requestCharge: report.requestCharge + requestCharge,
     pending: count,
     oldestPendingAgeSeconds: oldest === null ? 0 : Math.max(0, nowSeconds - oldest),
-    capped: due.length > limit,
+    capped: failure === undefined && taken === limit && (leftOver || due.hasMoreResults()),
   };
+}
+
+/** Documents the sweeper reads and sends at a time. */
+const SWEEP_PAGE = 100;
+
+const emptyReport = (): DispatchReport => ({
+  sent: 0,
+  marked: 0,
+  alreadyMarked: 0,
+  unsendable: 0,
+  unsendableIds: [],
+  requestCharge: 0,
+});
+
+function add(total: DispatchReport, part: DispatchReport): void {
+  total.sent += part.sent;
+  total.marked += part.marked;
+  total.alreadyMarked += part.alreadyMarked;
+  total.unsendable += part.unsendable;
+  total.unsendableIds.push(...part.unsendableIds.slice(0, 10 - total.unsendableIds.length));
+  total.requestCharge += part.requestCharge;
 }
 
 async function queryAll<T>(
@@ -182,31 +217,42 @@ async function dispatch(
   documents: readonly OutboxDocument[],
   deps: RelayDependencies,
 ): Promise<DispatchReport> {
-  const report: DispatchReport = {
-    sent: 0,
-    marked: 0,
-    alreadyMarked: 0,
-    unsendable: 0,
-    unsendableIds: [],
-    requestCharge: 0,
-  };
+  const report = emptyReport();
   if (documents.length === 0) return report;
-  const sendable: { document: OutboxDocument; message: OutboxMessage }[] = [];
-  const unsendable: OutboxDocument[] = [];
+  const sendable: { document: OutboxDocument; entry: OutboxEntry }[] = [];
+  const unsendable: { document: OutboxDocument; partitionKey: unknown }[] = [];
   for (const document of documents) {
-    const message = outboxMessageOf(document);
-    if (message) sendable.push({ document, message });
-    else unsendable.push(document);
+    const entry = outboxEntryOf(document);
+    if (entry) sendable.push({ document, entry });
+    else unsendable.push({ document, partitionKey: document.partitionKey });
   }
-  const byTopic = new Map<string, OutboxMessage[]>();
-  for (const { message } of sendable) {
-    const messages = byTopic.get(message.topic) ?? [];
-    messages.push(message);
-    byTopic.set(message.topic, messages);
+  // Topic by topic: a topic that refuses the send (a missing role, an outage of one entity) does not
+  // hold back the others, whose documents are marked before the failure is thrown.
+  const byTopic = new Map<string, { document: OutboxDocument; entry: OutboxEntry }[]>();
+  for (const item of sendable) {
+    const group = byTopic.get(item.entry.message.topic) ?? [];
+    group.push(item);
+    byTopic.set(item.entry.message.topic, group);
   }
-  for (const [topic, messages] of byTopic) {
-    await deps.publisher.send(topic, messages);
-    report.sent += messages.length;
+  const sent: { document: OutboxDocument; entry: OutboxEntry }[] = [];
+  let failure: { error: unknown } | undefined;
+  for (const [topic, group] of byTopic) {
+    try {
+      const tooLarge = new Set(
+        await deps.publisher.send(
+          topic,
+          group.map(({ entry }) => entry.message),
+        ),
+      );
+      for (const item of group) {
+        if (tooLarge.has(item.entry.message.messageId)) {
+          unsendable.push({ document: item.document, partitionKey: item.entry.partitionKey });
+        } else sent.push(item);
+      }
+      report.sent += group.length - tooLarge.size;
+    } catch (error) {
+      failure ??= { error };
+    }
   }
   const nowSeconds = Math.floor(deps.now().getTime() / 1000);
   const mark: PatchOperation[] = [
@@ -215,24 +261,31 @@ async function dispatch(
     { op: 'set', path: '/ttl', value: deps.settings.outbox.dispatchedRetentionSeconds },
     { op: 'remove', path: '/pendingSinceEpochSeconds' },
   ];
-  const setAside: PatchOperation[] = [
+  const setAside = (document: OutboxDocument): PatchOperation[] => [
     { op: 'set', path: '/status', value: 'unsendable' },
-    { op: 'remove', path: '/pendingSinceEpochSeconds' },
+    // A patch's remove needs the property: a foreign document may not have it.
+    ...(document.pendingSinceEpochSeconds === undefined
+      ? []
+      : [{ op: 'remove', path: '/pendingSinceEpochSeconds' } as const]),
   ];
   const marks = [
-    ...sendable.map(({ document }) => ({ document, operations: mark })),
-    ...unsendable.map((document) => ({ document, operations: setAside })),
+    ...sent.map(({ document, entry }) => ({ document, partitionKey: entry.partitionKey, operations: mark })),
+    ...unsendable
+      .filter(
+        (item): item is { document: OutboxDocument; partitionKey: string } =>
+          typeof item.partitionKey === 'string',
+      )
+      .map(({ document, partitionKey }) => ({ document, partitionKey, operations: setAside(document) })),
   ];
   let next = 0;
   // Every mark is tried, and the first failure thrown once all have ended: a write must not be left
   // running after the invocation that started it has returned.
-  let failure: { error: unknown } | undefined;
   const worker = async (): Promise<void> => {
     for (let index = next++; index < marks.length; index = next++) {
-      const { document, operations } = marks[index] as (typeof marks)[number];
+      const { document, partitionKey, operations } = marks[index] as (typeof marks)[number];
       try {
         const response = await deps.container
-          .item(document.id, document.partitionKey)
+          .item(document.id, partitionKey)
           .patch({ operations, condition: "from c where c.status = 'pending'" });
         report.requestCharge += response.requestCharge;
         if (operations === mark) report.marked++;

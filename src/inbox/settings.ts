@@ -77,7 +77,8 @@ export interface Settings {
      */
     sweepMaxItems: number;
     /**
-     * OUTBOX_DISPATCHED_RETENTION: how long a dispatched outbox document stays (its `ttl`), for triage.
+     * OUTBOX_DISPATCHED_RETENTION: how long a dispatched outbox document stays (its `ttl`), for
+     * triage: whole seconds from PT1M to INBOX_RETENTION.
      * @default P1D
      */
     dispatchedRetentionSeconds: number;
@@ -346,8 +347,16 @@ const EMULATOR_FLAG = /(^|;)\s*UseDevelopmentEmulator\s*=\s*true\s*(;|$)/i;
  * comes after the commit) within SERVICEBUS_DUPLICATE_WINDOW. Later resends (a message pending
  * through a long outage) are the downstream inbox's to absorb, as any redelivery is.
  */
-function outboxProblems({ outbox, serviceBus }: Settings): string[] {
+function outboxProblems({ outbox, serviceBus, inbox }: Settings): string[] {
   const problems: string[] = [];
+  // A dispatched document's ttl: whole seconds Cosmos DB takes; kept no longer than the markers,
+  // so that no outbox document outlives the marker that says its message was processed.
+  const retention = outbox.dispatchedRetentionSeconds;
+  if (!Number.isInteger(retention) || retention < 60 || retention > inbox.retentionSeconds) {
+    problems.push(
+      `OUTBOX_DISPATCHED_RETENTION=${formatDuration(retention)} must be whole seconds from PT1M to INBOX_RETENTION=${formatDuration(inbox.retentionSeconds)}.`,
+    );
+  }
   if (sweepSchedule({ outbox }) === undefined) {
     problems.push(
       `OUTBOX_SWEEP_INTERVAL=${formatDuration(outbox.sweepIntervalSeconds)} must divide a minute or an hour in whole seconds or minutes (PT5S, PT10S, PT15S, PT20S, PT30S, PT1M, PT2M, PT5M, PT10M, PT15M, PT20M, PT30M, ...).`,

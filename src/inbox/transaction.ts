@@ -1,7 +1,11 @@
 import type { Container, JSONObject, OperationInput, PatchOperation } from '@azure/cosmos';
 
-import { PoisonMessageError } from './errors';
-import { buildOutboxDocument, type OutboxSource, type OutgoingMessage } from './outbox';
+import { bounded, PoisonMessageError } from './errors';
+import { MARKER_TYPE } from './marker';
+import { buildOutboxDocument, OUTBOX_TYPE, type OutboxSource, type OutgoingMessage } from './outbox';
+
+/** Ids of the inbox's own documents (markerId, outboxDocumentId): no handler writes them. */
+const RESERVED_ID = /^(?:inbox|outbox)-/;
 
 /**
  * A document a handler reads or writes: any JSON object with an `id`, stored in the message's
@@ -266,7 +270,7 @@ export class PartitionTransaction {
     if (this.publishedNames.has(name)) {
       throw new PoisonMessageError(
         'invalid-outgoing-message',
-        `tx.publish: the name '${name.slice(0, 128)}' is used twice in one run; each published message needs its own.`,
+        `tx.publish: the name ${JSON.stringify(bounded(name))} is used twice in one run; each published message needs its own.`,
       );
     }
     this.publishedNames.add(name);
@@ -300,14 +304,26 @@ export class PartitionTransaction {
     guard: StagedWrite['guard'],
     operation: OperationInput,
   ): void {
+    if (kind !== 'publish' && typeof id === 'string' && RESERVED_ID.test(id)) {
+      throw new PoisonMessageError(
+        'reserved-document',
+        `The handler staged a ${kind} of ${JSON.stringify(bounded(id))}: ids starting inbox- or outbox- are the inbox's markers and outbox documents.`,
+      );
+    }
     this.writes.push({ name: options.name, kind, id, guard, operation });
   }
 
   private own(document: BusinessDocument): JSONObject {
+    if (document.type === MARKER_TYPE || document.type === OUTBOX_TYPE) {
+      throw new PoisonMessageError(
+        'reserved-document',
+        `The handler staged a document of type '${String(document.type)}', which only the inbox writes (its markers and outbox documents).`,
+      );
+    }
     if (document.partitionKey !== undefined && document.partitionKey !== this.partitionKey) {
       throw new Error(
-        `Document '${document.id}' names partition '${document.partitionKey}', but this message's writes go to ` +
-          `'${this.partitionKey}': one transactional batch covers one logical partition.`,
+        `Document ${JSON.stringify(bounded(String(document.id)))} names partition ${JSON.stringify(bounded(String(document.partitionKey)))}, ` +
+          `but this message's writes go to ${JSON.stringify(bounded(this.partitionKey))}: one transactional batch covers one logical partition.`,
       );
     }
     return { ...document, partitionKey: this.partitionKey };

@@ -1,4 +1,4 @@
-import { type OutboxDocument, type OutboxMessage, outboxMessageOf } from '../../src/inbox/internal';
+import { type OutboxDocument, outboxEntryOf, type OutboxMessage } from '../../src/inbox/internal';
 import { type Backorder, type Product, productPartition } from '../../src/sample';
 import { deliver } from '../support/deliveries';
 import { useLocalStack } from '../support/localStack';
@@ -34,7 +34,7 @@ const outbox = async (
         partitionKey: productPartition(productId),
       })
       .fetchAll()
-  ).resources.map((document) => ({ ...document, message: outboxMessageOf(document) }));
+  ).resources.map((document) => ({ ...document, message: outboxEntryOf(document)?.message }));
 
 const backorders = async (productId: string): Promise<Backorder[]> =>
   (

@@ -1,4 +1,9 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { retryDelays } from '../../offline/functions/changeFeedTrigger';
 import { jsonNetDate } from '../../offline/functions/triggerData';
+import { loadFunctionApp } from '../../offline/functions/worker';
 import { inboxRuntime } from '../../src/app';
 import {
   OUTBOX_TYPE,
@@ -24,7 +29,7 @@ const recording: OutboxPublisher = {
   send: (_topic, messages) =>
     failSends
       ? Promise.reject(new Error('ServiceBusError: ServiceCommunicationProblem'))
-      : Promise.resolve(void sent.push(...messages)),
+      : Promise.resolve((sent.push(...messages), [])),
   close: () => Promise.resolve(),
 };
 let original: OutboxPublisher;
@@ -98,5 +103,28 @@ describe('the outbox relay function', () => {
     expect(result.error).toBeUndefined();
     expect(sent).toEqual([]);
     expect(result.logs.filter((line) => line.category !== 'system')).toEqual([]);
+  });
+
+  it('retries a page for as long as the READMEs say before the sweeper takes over', async () => {
+    const relay = (await loadFunctionApp()).cosmosDB.find((f) => f.name === 'outboxRelay');
+    const policy = relay?.retry;
+    if (!policy) throw new Error('the relay has no retry policy');
+    // The host's exponential backoff, its jitter at the middle of its range.
+    const next = retryDelays(policy, () => 0.5);
+    const totalMs = Array.from({ length: policy.maxRetryCount }, () => next()).reduce((a, b) => a + b, 0);
+    const minutes = Math.round(totalMs / 60_000);
+
+    for (const readme of ['README.md', join('src', 'inbox', 'README.md')]) {
+      const text = readFileSync(join(__dirname, '..', '..', readme), 'utf8');
+      expect({ readme, stated: /retries the page 8 times|8 retries/.test(text) }).toEqual({
+        readme,
+        stated: true,
+      });
+      expect({ readme, minutes: /about (\d+) minutes\)/.exec(text)?.[1] }).toEqual({
+        readme,
+        minutes: String(minutes),
+      });
+    }
+    expect(policy.maxRetryCount).toBe(8);
   });
 });

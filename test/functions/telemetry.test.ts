@@ -150,7 +150,7 @@ describe('telemetry', () => {
     const runtime = inboxRuntime();
     const { publisher } = runtime;
     runtime.publisher = {
-      send: (_topic, messages) => Promise.resolve(void sent.push(...messages)),
+      send: (_topic, messages) => Promise.resolve((sent.push(...messages), [])),
       close: () => Promise.resolve(),
     };
     try {

@@ -1,7 +1,8 @@
 import type { Container } from '@azure/cosmos';
 
+import type { PartitionTransaction } from '../../src/inbox/internal';
 import {
-  MAX_OUTGOING_BODY_BYTES,
+  MAX_OUTGOING_MESSAGE_BYTES,
   OUTBOX_TYPE,
   type OutboxDocument,
   type OutboxMessage,
@@ -26,13 +27,17 @@ class RecordingPublisher implements OutboxPublisher {
   readonly sent: { topic: string; message: OutboxMessage }[] = [];
   failures = 0;
 
-  send(topic: string, messages: readonly OutboxMessage[]): Promise<void> {
+  /** MessageIds to report as larger than Service Bus takes. */
+  readonly tooLarge = new Set<string>();
+
+  send(topic: string, messages: readonly OutboxMessage[]): Promise<readonly string[]> {
     if (this.failures > 0) {
       this.failures--;
       return Promise.reject(new Error('ServiceBusError: ServiceUnavailable'));
     }
-    for (const message of messages) this.sent.push({ topic, message });
-    return Promise.resolve();
+    for (const message of messages)
+      if (!this.tooLarge.has(message.messageId)) this.sent.push({ topic, message });
+    return Promise.resolve(messages.filter((m) => this.tooLarge.has(m.messageId)).map((m) => m.messageId));
   }
 
   close(): Promise<void> {
@@ -85,30 +90,31 @@ describe('tx.publish: outbox documents in the same batch as the marker and the e
     expect(result).toMatchObject({ outcome: 'processed', published: 2 });
     expect(outbox.map((d) => d.messageId).sort()).toEqual(
       [
-        outgoingMessageId('test.consumer', 'm-1', 'opened'),
-        outgoingMessageId('test.consumer', 'm-1', '#1'),
+        outgoingMessageId('test.consumer', 'm-1', `account:${account}`, 'opened'),
+        outgoingMessageId('test.consumer', 'm-1', `account:${account}`, '#1'),
       ].sort(),
     );
     const opened = outbox.find((d) => d.subject === 'BalanceOpened');
     expect(opened).toMatchObject({
-      id: `outbox-${outgoingMessageId('test.consumer', 'm-1', 'opened')}`,
+      id: `outbox-${outgoingMessageId('test.consumer', 'm-1', `account:${account}`, 'opened')}`,
       partitionKey: `account:${account}`,
       status: 'pending',
       consumer: 'test.consumer',
       sourceMessageId: 'm-1',
       createdAtEpochSeconds: now.getTime() / 1000,
       pendingSinceEpochSeconds: now.getTime() / 1000,
-      messageId: outgoingMessageId('test.consumer', 'm-1', 'opened'),
+      messageId: outgoingMessageId('test.consumer', 'm-1', `account:${account}`, 'opened'),
       topic: 'business-events',
       subject: 'BalanceOpened',
     });
     expect(JSON.parse(opened?.message ?? '')).toEqual({
-      messageId: outgoingMessageId('test.consumer', 'm-1', 'opened'),
+      messageId: outgoingMessageId('test.consumer', 'm-1', `account:${account}`, 'opened'),
       topic: 'business-events',
       subject: 'BalanceOpened',
       body: { amount: 7 },
       contentType: 'application/json',
       correlationId: 'conversation-9',
+      partitionKey: `account:${account}`,
     });
     expect(opened?.ttl).toBeUndefined();
   });
@@ -190,8 +196,8 @@ describe('tx.publish: outbox documents in the same batch as the marker and the e
     ['an undefined body', { topic: 't', subject: 'S', body: undefined }, /the body is undefined/],
     [
       'a body over the limit',
-      { topic: 't', subject: 'S', body: { text: 'x'.repeat(MAX_OUTGOING_BODY_BYTES) } },
-      new RegExp(`at most ${MAX_OUTGOING_BODY_BYTES}`),
+      { topic: 't', subject: 'S', body: { text: 'x'.repeat(MAX_OUTGOING_MESSAGE_BYTES) } },
+      new RegExp(`at most ${MAX_OUTGOING_MESSAGE_BYTES}`),
     ],
   ])('makes %s poison (invalid-outgoing-message), writing nothing', async (_what, message, reason) => {
     const account = nextAccount();
@@ -211,6 +217,69 @@ describe('tx.publish: outbox documents in the same batch as the marker and the e
     expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
   });
 
+  it('refuses a topic that does not list the consumer among its publishers, when the app says which it may use', async () => {
+    const account = nextAccount();
+    const error = await processDelivery(
+      publishing,
+      delivery({ accountId: account, amount: 1 }),
+      dependencies(stack.container, { topicsPublishedBy: () => ['other-topic'] }),
+    ).catch((caught: unknown) => caught);
+
+    expect((error as PoisonMessageError).reason).toBe('invalid-outgoing-message');
+    expect((error as Error).message).toContain('does not list test.consumer among its publishers');
+    expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
+  });
+
+  it.each([
+    [
+      'a document typed as an outbox document',
+      (tx: PartitionTransaction) => tx.create({ id: 'x', type: OUTBOX_TYPE }),
+    ],
+    ['a marker id', (tx: PartitionTransaction) => tx.upsert({ id: 'inbox-abc' })],
+    ['an outbox id', (tx: PartitionTransaction) => tx.delete('outbox-abc')],
+  ])('refuses %s: only the inbox writes its own documents (reserved-document)', async (_what, write) => {
+    const account = nextAccount();
+    const error = await processDelivery(
+      testConsumer((_message, tx) => write(tx)),
+      delivery({ accountId: account, amount: 1 }),
+      dependencies(stack.container),
+    ).catch((caught: unknown) => caught);
+
+    expect((error as PoisonMessageError).reason).toBe('reserved-document');
+    expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
+  });
+
+  it('takes an outbox document already there (its marker purged) for a duplicate, not a conflict', async () => {
+    const account = nextAccount();
+    const first = await processDelivery(
+      publishing,
+      delivery({ accountId: account, amount: 2 }, { messageId: 'old-1' }),
+      dependencies(stack.container),
+    );
+    const marker = (await documentsIn(stack.container, `account:${account}`)).find(
+      (d) => d.type === 'inbox-marker',
+    );
+    await stack.container.item(String(marker?.id), `account:${account}`).delete();
+
+    // The balance document exists too: without the outbox's 409 the create of it would conflict first.
+    const other = testConsumer((message, tx) => {
+      tx.publish({
+        topic: 'business-events',
+        subject: 'BalanceOpened',
+        name: 'opened',
+        body: { amount: message.amount },
+      });
+    });
+    const again = await processDelivery(
+      other,
+      delivery({ accountId: account, amount: 2 }, { messageId: 'old-1' }),
+      dependencies(stack.container),
+    );
+
+    expect(first.outcome).toBe('processed');
+    expect(again).toMatchObject({ outcome: 'duplicate', attempts: 1 });
+  });
+
   it('refuses one name for two publishes of a run', async () => {
     const consumer = testConsumer((_message, tx) => {
       tx.publish({ topic: 't', subject: 'A', name: 'same', body: 1 });
@@ -223,7 +292,7 @@ describe('tx.publish: outbox documents in the same batch as the marker and the e
     ).catch((caught: unknown) => caught);
 
     expect((error as PoisonMessageError).reason).toBe('invalid-outgoing-message');
-    expect((error as Error).message).toContain("the name 'same' is used twice");
+    expect((error as Error).message).toContain('the name "same" is used twice');
   });
 });
 
@@ -279,6 +348,78 @@ describe('the relay and the sweeper', () => {
     expect(publisher.sent).toHaveLength(3);
   });
 
+  it('marks what one topic took when another refuses the send, then throws', async () => {
+    const account = nextAccount();
+    const now = new Date();
+    const twoTopics = testConsumer((_message, tx) => {
+      tx.publish({ topic: 'accepting', subject: 'A', body: 1 });
+      tx.publish({ topic: 'refusing', subject: 'B', body: 2 });
+    });
+    await processDelivery(
+      twoTopics,
+      delivery({ accountId: account, amount: 1 }),
+      dependencies(stack.container),
+    );
+    const sent: string[] = [];
+    const publisher: OutboxPublisher = {
+      send: (topic, messages) =>
+        topic === 'refusing'
+          ? Promise.reject(new Error('UnauthorizedAccess: no Data Sender on refusing'))
+          : Promise.resolve((sent.push(...messages.map((m) => m.subject)), [])),
+      close: () => Promise.resolve(),
+    };
+    const page = await documentsIn(stack.container, `account:${account}`);
+
+    await expect(relayOutbox(page, relayDependencies(stack.container, publisher, now))).rejects.toThrow(
+      'UnauthorizedAccess',
+    );
+    const outbox = await outboxIn(stack.container, `account:${account}`);
+
+    expect(sent).toEqual(['A']);
+    expect(outbox.map((d) => [d.topic, d.status]).sort()).toEqual([
+      ['accepting', 'dispatched'],
+      ['refusing', 'pending'],
+    ]);
+  });
+
+  it('sets aside a message Service Bus can never take (too large), and marks the others', async () => {
+    const account = nextAccount();
+    const now = new Date();
+    const pending = await published(account, 'relay-5', now);
+    const publisher = new RecordingPublisher();
+    const [tooLarge] = pending;
+    publisher.tooLarge.add(tooLarge?.messageId ?? '');
+    const page = await documentsIn(stack.container, `account:${account}`);
+
+    const report = await relayOutbox(page, relayDependencies(stack.container, publisher, now));
+    const statuses = Object.fromEntries(
+      (await outboxIn(stack.container, `account:${account}`)).map((d) => [d.messageId, d.status]),
+    );
+
+    expect(report).toMatchObject({ sent: 1, marked: 1, unsendable: 1 });
+    expect(statuses[tooLarge?.messageId ?? '']).toBe('unsendable');
+  });
+
+  it('marks in the partition its JSON text names, whatever the trigger did to the partitionKey property', async () => {
+    const account = nextAccount();
+    const now = new Date();
+    await published(account, 'relay-6', now);
+    const publisher = new RecordingPublisher();
+    // As if Json.NET had rewritten a date-like partition key on the way to the relay.
+    const page = (await documentsIn(stack.container, `account:${account}`)).map((d) => ({
+      ...d,
+      partitionKey: '2026-01-01T00:00:00+00:00',
+    }));
+
+    const report = await relayOutbox(page, relayDependencies(stack.container, publisher, now));
+
+    expect(report).toMatchObject({ sent: 2, marked: 2 });
+    expect((await outboxIn(stack.container, `account:${account}`)).map((d) => d.status)).toEqual([
+      'dispatched',
+      'dispatched',
+    ]);
+  });
+
   it('throws when Service Bus fails, leaving the documents pending for the retry or the sweeper', async () => {
     const account = nextAccount();
     const now = new Date();
@@ -308,6 +449,13 @@ describe('the relay and the sweeper', () => {
       message: JSON.stringify({ topic: 'business-events' }),
     };
     await stack.container.items.create(broken);
+    // A foreign document without the pending field: setting it aside must not remove what is not there.
+    await stack.container.items.create({
+      id: 'outbox-foreign',
+      partitionKey,
+      type: OUTBOX_TYPE,
+      status: 'pending',
+    });
     const publisher = new RecordingPublisher();
     const page = await documentsIn(stack.container, partitionKey);
 
@@ -315,7 +463,8 @@ describe('the relay and the sweeper', () => {
     const stored = (await stack.container.item(broken.id, partitionKey).read<Record<string, unknown>>())
       .resource;
 
-    expect(report).toMatchObject({ sent: 2, marked: 2, unsendable: 1, unsendableIds: ['outbox-broken'] });
+    expect(report).toMatchObject({ sent: 2, marked: 2, unsendable: 2 });
+    expect([...report.unsendableIds].sort()).toEqual(['outbox-broken', 'outbox-foreign']);
     expect(stored).toMatchObject({ status: 'unsendable' });
     expect(stored?.pendingSinceEpochSeconds).toBeUndefined();
     expect(stored?.ttl).toBeUndefined();

@@ -187,6 +187,17 @@ describe('settings', () => {
     }
   });
 
+  it('keeps a dispatched outbox document no longer than the markers, in whole seconds Cosmos DB takes as a ttl', () => {
+    expect(problems({ ...base, OUTBOX_DISPATCHED_RETENTION: 'P30D' })).toEqual([]);
+    for (const value of ['PT0S', 'PT0.5S', 'PT30S', 'P31D']) {
+      expect(problems({ ...base, OUTBOX_DISPATCHED_RETENTION: value })).toEqual([
+        expect.stringContaining(
+          `OUTBOX_DISPATCHED_RETENTION=${value} must be whole seconds from PT1M to INBOX_RETENTION=P30D`,
+        ),
+      ]);
+    }
+  });
+
   it('accepts a Service Bus connection string only for the emulator or the local peer', () => {
     const local =
       'Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=x;UseDevelopmentEmulator=true;';

@@ -223,7 +223,12 @@ describeInfra(
     const status = { invoiceId: 'INV-PKG-2', status: 'Issued', version: 3 };
     // Reserved before the boot, so that its StockReserved waits in the outbox for the packaged relay.
     const staged = { orderId: 'ORD-PKG-2', productId: 'SKU-PKG-2', quantity: 1 };
-    const stagedMessageId = outgoingMessageId(stockReserver.name, 'ord-pkg-2', 'stock-reserved');
+    const stagedMessageId = outgoingMessageId(
+      stockReserver.name,
+      'ord-pkg-2',
+      productPartition(staged.productId),
+      'stock-reserved',
+    );
     const twice = (fn: string, subject: string, messageId: string, body: object) =>
       [1, 2].map((deliveryCount) => ({
         function: fn,
