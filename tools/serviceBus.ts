@@ -1,6 +1,7 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage } from '@azure/service-bus';
 
+import { EMULATOR_FLAG } from '../src/inbox/internal';
 import { topology } from '../src/topology';
 import { bounded, EnvironmentError, UsageError } from './errors';
 import type { OutgoingEvent } from './events';
@@ -16,8 +17,6 @@ export const ENVIRONMENT = {
   namespace: 'SERVICEBUS_NAMESPACE',
   connectionString: 'SERVICEBUS_CONNECTION_STRING',
 } as const;
-
-const EMULATOR_FLAG = /(^|;)\s*UseDevelopmentEmulator\s*=\s*true\s*(;|$)/i;
 
 export interface ServiceBusTarget {
   client: ServiceBusClient;

@@ -66,6 +66,7 @@ export {
   type SweepReport,
 } from './relay';
 export {
+  EMULATOR_FLAG,
   HOST_JSON_DEFAULTS,
   hostJsonProblems,
   loadSettings,

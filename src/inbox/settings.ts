@@ -339,7 +339,8 @@ export function loadSettings(env: Environment = process.env): Settings {
   return settings;
 }
 
-const EMULATOR_FLAG = /(^|;)\s*UseDevelopmentEmulator\s*=\s*true\s*(;|$)/i;
+/** A connection string for the Service Bus emulator or the local peer, the only ones accepted. */
+export const EMULATOR_FLAG = /(^|;)\s*UseDevelopmentEmulator\s*=\s*true\s*(;|$)/i;
 
 /**
  * The sweeper must resend a message the relay sent but could not mark while the broker still
