@@ -30,7 +30,7 @@ import {
   type TimerHandler,
 } from './inbox/internal';
 import type * as ServiceBusPublisher from './serviceBusPublisher';
-import { functionNameOf, topicsPublishedBy } from './topology';
+import { functionNameOf, outboxRoutesOf } from './topology';
 
 /**
  * The composition root: what the function files share. Loading it validates every setting, so an
@@ -64,7 +64,7 @@ export function inboxRuntime(): InboxRuntime {
     random: Math.random,
     onEtagRetry: (consumer) => telemetry.etagRetry(consumer),
     // The Bicep grants the app Data Sender on these topics only.
-    topicsPublishedBy: (consumer) => topicsPublishedBy(consumer),
+    outboxRoutes: (consumer) => outboxRoutesOf(consumer),
     // Looked up per call: the offline host swaps in a breaker on its model clock.
     beforeStore: () => built.breaker.hold(),
     breaker: new CircuitBreaker({

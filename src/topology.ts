@@ -23,6 +23,13 @@ export interface TopicDeclaration {
    * declared here; a consumer not listed may not publish on it.
    */
   publishers?: string[];
+  /**
+   * Subjects published on the topic that no subscription declared here takes, on purpose (another
+   * app subscribes to them, or no one needs them yet). Service Bus discards a message no
+   * subscription takes, so `tx.publish` refuses any other subject that no subscription takes: a
+   * typo would otherwise lose every such event without a word.
+   */
+  unsubscribedSubjects?: string[];
   subscriptions: SubscriptionDeclaration[];
 }
 
@@ -85,8 +92,27 @@ export function topicsPublishedBy(consumer: string, source: Topology = topology)
 }
 
 /**
+ * Where `consumer` may publish through its outbox: each topic it is a publisher of, with the
+ * subjects that reach someone there (a subscription takes them, or they are declared unsubscribed).
+ */
+export function outboxRoutesOf(
+  consumer: string,
+  source: Topology = topology,
+): ReadonlyMap<string, ReadonlySet<string>> {
+  return new Map(
+    source.topics
+      .filter((t) => t.publishers?.includes(consumer) === true)
+      .map((t) => [
+        t.name,
+        new Set([...t.subscriptions.flatMap((s) => s.subjects), ...(t.unsubscribedSubjects ?? [])]),
+      ]),
+  );
+}
+
+/**
  * Checks a declaration: names Service Bus accepts, each consumer (and so each function) once,
- * subjects to filter on, and publishers that are declared consumers, each listed once per topic.
+ * subjects to filter on, publishers that are declared consumers, each listed once per topic, and
+ * unsubscribed subjects that no subscription of their topic takes.
  */
 export function validateTopology(value: unknown): Topology {
   const problems: string[] = [];
@@ -131,8 +157,32 @@ export function validateTopology(value: unknown): Topology {
       else seen.add(publisher);
     }
   }
+  for (const topic of topics) problems.push(...unsubscribedSubjectProblems(topic));
   if (problems.length > 0) throw new Error(`src/topology.json is invalid:\n  - ${problems.join('\n  - ')}`);
   return value as Topology;
+}
+
+function unsubscribedSubjectProblems(topic: TopicDeclaration): string[] {
+  const declared = topic.unsubscribedSubjects as unknown;
+  if (declared === undefined) return [];
+  if (!Array.isArray(declared))
+    return [`topic '${topic.name}': "unsubscribedSubjects" must be an array of subjects`];
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  for (const subject of declared as unknown[]) {
+    const shown = String(JSON.stringify(subject)).slice(0, 102);
+    const taker = (topic.subscriptions ?? []).find((s) => s.subjects?.includes(subject as string));
+    if (typeof subject !== 'string' || !SUBJECT_NAME.test(subject))
+      problems.push(`topic '${topic.name}': unsubscribed subject ${shown} is not a subject name`);
+    else if (seen.has(subject))
+      problems.push(`topic '${topic.name}': unsubscribed subject '${subject}' is listed twice`);
+    else if (taker)
+      problems.push(
+        `topic '${topic.name}': subject '${subject}' is declared unsubscribed, but the subscription '${taker.name}' takes it`,
+      );
+    seen.add(String(subject));
+  }
+  return problems;
 }
 
 export const topology: Topology = validateTopology(declaration);

@@ -6,7 +6,7 @@ import { toDelivery } from './delivery';
 import { bounded, PoisonMessageError, TransientStoreError } from './errors';
 import { processDelivery, type ProcessDependencies } from './process';
 import { runPurge } from './purge';
-import { type OutboxPublisher, relayOutbox, sweepOutbox } from './relay';
+import { type DispatchReport, type OutboxPublisher, relayOutbox, sweepOutbox } from './relay';
 import type { Settings } from './settings';
 import type { InboxTelemetry, Outcome } from './telemetry';
 
@@ -143,9 +143,10 @@ export function purgeTimerHandler(runtime: () => InboxRuntime): TimerHandler {
 
 /**
  * The outbox relay's Cosmos DB trigger handler: sends the pending outbox documents among a page of
- * changes, then marks them dispatched. Throwing makes the trigger's retry policy run the page
- * again; once its retries are spent the checkpoint moves on, and the sweeper resends what is still
- * pending after OUTBOX_SWEEP_AGE.
+ * changes, then marks them dispatched. A topic that refuses its messages leaves them pending for the
+ * sweeper, and the page goes on; any other failure throws, and the trigger's retry policy runs the
+ * page again. Once its retries are spent the checkpoint moves on, and the sweeper resends what is
+ * still pending after OUTBOX_SWEEP_AGE.
  */
 export function outboxRelayHandler(runtime: () => InboxRuntime): CosmosDBHandler {
   return async (documents, context) => {
@@ -154,13 +155,23 @@ export function outboxRelayHandler(runtime: () => InboxRuntime): CosmosDBHandler
     try {
       const retrying = (context.retryContext?.retryCount ?? 0) > 0;
       const report = await relayOutbox(documents, { container, publisher, now, settings }, retrying);
-      telemetry.outboxRelayed(report.sent);
-      if (report.unsendable > 0) logUnsendable(context, report.unsendable, report.unsendableIds);
+      telemetry.outboxRelayed(report);
+      logSetAside(context, report);
+      for (const failure of report.failedTopics) {
+        log(
+          context,
+          failure.refused ? 'error' : 'warn',
+          failure.refused
+            ? `Topic ${failure.topic} refused ${failure.messages} outbox messages: left pending for the sweeper, which tries again after OUTBOX_SWEEP_AGE; the other topics go on`
+            : `Sending ${failure.messages} outbox messages to topic ${failure.topic} failed: the page will be retried`,
+          { topic: failure.topic, messages: failure.messages, error: failure.error },
+        );
+      }
+      if (report.retry) throw report.retry;
       if (report.sent === 0) return;
       log(context, 'info', `Relayed ${report.sent} outbox messages`, {
         changes: documents.length,
-        ...report,
-        requestCharge: Math.round(report.requestCharge * 100) / 100,
+        ...countsOf(report),
         durationMs: Math.round(performance.now() - started),
       });
     } catch (error) {
@@ -183,24 +194,47 @@ export function outboxRelayHandler(runtime: () => InboxRuntime): CosmosDBHandler
   };
 }
 
-/** The timer handler that resends outbox messages still pending after OUTBOX_SWEEP_AGE, a bounded number per run. */
+/**
+ * The timer handler that resends outbox messages still pending after OUTBOX_SWEEP_AGE, a bounded
+ * number per run, topic by topic. The run fails (after reporting its measurements) when a topic's
+ * send or a Cosmos DB request failed, so that the function's failures show it too.
+ */
 export function outboxSweepHandler(runtime: () => InboxRuntime): TimerHandler {
   return async (_timer, context) => {
     const { container, publisher, now, settings, telemetry } = runtime();
     const report = await sweepOutbox({ container, publisher, now, settings });
     telemetry.outboxSweep(report);
-    if (report.unsendable > 0) logUnsendable(context, report.unsendable, report.unsendableIds);
-    const { failure, ...measured } = report;
-    const fields = { ...measured, requestCharge: Math.round(report.requestCharge * 100) / 100 };
+    logSetAside(context, report);
+    const { failure, failedTopics } = report;
+    const fields = {
+      ...countsOf(report),
+      pending: report.pending,
+      oldestPendingAgeSeconds: report.oldestPendingAgeSeconds,
+      unsendableKept: report.unsendableKept,
+      capped: report.capped,
+    };
+    for (const topic of failedTopics) {
+      log(
+        context,
+        'error',
+        `Outbox sweeper: topic ${topic.topic} ${topic.refused ? 'refused' : 'failed'} its messages; they wait, pending, for the next run, and the other topics go on`,
+        { topic: topic.topic, messages: topic.messages, error: topic.error },
+      );
+    }
+    if (report.unsendableKept > 0) {
+      log(
+        context,
+        'error',
+        `Outbox: ${report.unsendableKept} messages are set aside as unsendable and wait for an operator (npm run outbox -- list --unsendable)`,
+        { unsendableKept: report.unsendableKept },
+      );
+    }
     if (failure !== undefined) {
       log(
         context,
         'warn',
-        `Outbox sweeper could not resend: ${report.pending} messages wait, pending, for the next run`,
-        {
-          ...fields,
-          error: bounded(`${failure.name}: ${failure.message}`, 1000),
-        },
+        `Outbox sweeper could not finish: ${report.pending} messages wait, pending, for the next run`,
+        { ...fields, error: bounded(`${failure.name}: ${failure.message}`, 1000) },
       );
       throw failure;
     }
@@ -214,15 +248,31 @@ export function outboxSweepHandler(runtime: () => InboxRuntime): TimerHandler {
     } else {
       log(context, 'info', `Outbox: ${report.pending} pending`, fields);
     }
+    const first = failedTopics[0];
+    if (first !== undefined) throw first.cause instanceof Error ? first.cause : new Error(first.error);
   };
 }
 
-function logUnsendable(context: InvocationContext, count: number, ids: readonly string[]): void {
+/** A dispatch's counts for a log line. */
+function countsOf(report: DispatchReport): object {
+  return {
+    sent: report.sent,
+    marked: report.marked,
+    alreadyMarked: report.alreadyMarked,
+    unsendable: report.unsendable,
+    failedTopics: report.failedTopics.map((failure) => failure.topic),
+    requestCharge: Math.round(report.requestCharge * 100) / 100,
+  };
+}
+
+/** Documents the relay or the sweeper set aside, with what was wrong with each (never the body). */
+function logSetAside(context: InvocationContext, report: DispatchReport): void {
+  if (report.unsendable === 0) return;
   log(
     context,
     'error',
-    `${count} outbox documents hold no message the relay can send (not written by tx.publish?): marked unsendable, kept for triage`,
-    { unsendable: count, ids },
+    `${report.unsendable} outbox documents set aside as unsendable, kept for an operator (npm run outbox -- list --unsendable; resend or discard)`,
+    { unsendable: report.unsendable, documents: report.setAside },
   );
 }
 

@@ -46,7 +46,11 @@ export {
   type OutboxEntry,
   outboxEntryOf,
   type OutboxMessage,
+  type OutboxRead,
+  type OutboxRoutes,
   outgoingMessageId,
+  UNSENDABLE_REASONS,
+  type UnsendableReason,
 } from './outbox';
 export {
   markerLocation,
@@ -59,11 +63,15 @@ export {
 export { type PurgeOptions, type PurgeReport, runPurge } from './purge';
 export {
   type DispatchReport,
+  isTopicRefusal,
   type OutboxPublisher,
   type RelayDependencies,
   relayOutbox,
+  type RelayReport,
+  type SetAside,
   sweepOutbox,
   type SweepReport,
+  type TopicFailure,
 } from './relay';
 export {
   EMULATOR_FLAG,

@@ -23,7 +23,12 @@ export interface OutgoingMessage {
   topic: string;
   /** The Service Bus Subject (Label), which the subscriptions filter on. */
   subject: string;
-  /** A JSON value, sent as `application/json`; with the rest of the message, at most 192 KiB as JSON. */
+  /**
+   * Plain data, sent as `application/json` text: objects, arrays, text, finite numbers, booleans,
+   * null (a Date, or anything with `toJSON`, as what that returns). Anything JSON would not keep as
+   * it is (NaN, Infinity, a function, a Map, a class instance, undefined in an array) is refused.
+   * With the rest of the message, at most 192 KiB as JSON.
+   */
   body: unknown;
   /**
    * A label for the message, unique among what one handler run publishes, and part of its MessageId
@@ -33,6 +38,7 @@ export interface OutgoingMessage {
   name?: string;
   /** @default the incoming message's CorrelationId, else its MessageId */
   correlationId?: string;
+  /** At most 32: text of up to 1024 characters, finite numbers, booleans. */
   applicationProperties?: Record<string, string | number | boolean>;
 }
 
@@ -50,10 +56,25 @@ export interface OutboxMessage {
 }
 
 /**
+ * Why the relay set an outbox document aside (status `unsendable`), never to try it again on its
+ * own (`npm run outbox -- resend` or `discard` is the operator's choice):
+ *
+ *   unreadable  its `message` is not the JSON text tx.publish writes (not JSON, a field missing, an
+ *               id that does not match): it was not written by tx.publish, or was changed since
+ *   invalid     the message it holds fails the checks tx.publish makes (written by another version
+ *               of the template, or by hand)
+ *   too-large   Service Bus refused its size (a namespace whose message size is below what
+ *               tx.publish allows)
+ */
+export const UNSENDABLE_REASONS = ['unreadable', 'invalid', 'too-large'] as const;
+export type UnsendableReason = (typeof UNSENDABLE_REASONS)[number];
+
+/**
  * An outbox document, in the logical partition of the message that staged it. `pendingSinceEpochSeconds`
  * exists only while it is pending (the sweeper's query and the pending metrics filter on it, with the
  * container's index); the relay's dispatch mark removes it and sets `ttl`, so the document deletes
- * itself after OUTBOX_DISPATCHED_RETENTION.
+ * itself after OUTBOX_DISPATCHED_RETENTION. A document set aside carries
+ * `unsendableSinceEpochSeconds` instead (indexed too: the sweeper counts them), with the reason.
  *
  * The message is kept as JSON text: the Cosmos DB trigger hands the relay its documents re-read by
  * Json.NET, which rewrites every string that looks like an ISO date (`…00.120Z` becomes `…00.12Z`,
@@ -72,6 +93,10 @@ export type OutboxDocument = {
   createdAtEpochSeconds: number;
   pendingSinceEpochSeconds?: number;
   dispatchedAtEpochSeconds?: number;
+  unsendableSinceEpochSeconds?: number;
+  unsendableReason?: UnsendableReason;
+  /** What was wrong with it, for the operator (bounded; never the body). */
+  unsendableDetail?: string;
   ttl?: number;
   messageId: string;
   topic: string;
@@ -106,6 +131,13 @@ export function outgoingMessageId(consumer: string, key: string, partitionKey: s
 
 export const outboxDocumentId = (messageId: string): string => `outbox-${messageId}`;
 
+/**
+ * Where a consumer may publish: each topic src/topology.json lists it among the publishers of, with
+ * the subjects that reach someone there (a subscription's filter takes them, or the topology declares
+ * them unsubscribed on purpose). Service Bus accepts a message no subscription takes, and discards it.
+ */
+export type OutboxRoutes = ReadonlyMap<string, ReadonlySet<string>>;
+
 export interface OutboxSource {
   consumer: string;
   /** The incoming message's marker key (markerKey). */
@@ -113,15 +145,18 @@ export interface OutboxSource {
   messageId: string;
   correlationId: string | undefined;
   /**
-   * The topics this consumer may publish to (src/topology.json `publishers`: the Bicep grants the
-   * app Azure Service Bus Data Sender on those only); undefined: not checked.
+   * Where this consumer may publish (the Bicep grants the app Azure Service Bus Data Sender on
+   * those topics only); undefined: not checked.
    */
-  topics?: readonly string[];
+  routes?: OutboxRoutes;
 }
 
 /**
- * The outbox document for one `tx.publish`, validated: anything Service Bus would refuse, or that
- * could never fit, is poison (`invalid-outgoing-message`): it would fail the same way on every delivery.
+ * The outbox document for one `tx.publish`, validated on what will be stored: the message is
+ * written as JSON text first, and that text must read back as the relay reads it. Anything Service
+ * Bus would refuse or discard, anything JSON would not keep (NaN, a function, a Map, ...), or
+ * anything that could never fit, is poison (`invalid-outgoing-message`): it would fail the same way
+ * on every delivery, and nothing is written.
  */
 export function buildOutboxDocument(
   message: OutgoingMessage,
@@ -130,15 +165,8 @@ export function buildOutboxDocument(
   partitionKey: string,
   now: Date,
 ): OutboxDocument {
-  const problem =
-    outgoingProblem(message) ??
-    (source.topics === undefined || source.topics.includes(message.topic)
-      ? undefined
-      : `the topic ${echo(message.topic)} does not list ${source.consumer} among its publishers (src/topology.json), ` +
-        'so the app may not send to it.');
-  if (problem !== undefined) {
-    throw new PoisonMessageError('invalid-outgoing-message', `tx.publish: ${problem}`);
-  }
+  const problem = outgoingProblem(message) ?? routeProblem(message, source);
+  if (problem !== undefined) throw invalid(problem);
   const name = message.name ?? `#${position}`;
   const messageId = outgoingMessageId(source.consumer, source.key, partitionKey, name);
   const createdAtEpochSeconds = Math.floor(now.getTime() / 1000);
@@ -153,8 +181,14 @@ export function buildOutboxDocument(
       message.correlationId ?? (source.correlationId ?? source.messageId).slice(0, MAX_PROPERTY_CHARS),
     applicationProperties: message.applicationProperties,
   };
+  const written = losslessJson({ ...outgoing, partitionKey });
+  if (typeof written !== 'string') throw invalid(written.problem);
+  const id = outboxDocumentId(messageId);
+  // What the relay will read: tx.publish accepts nothing the relay would set aside.
+  const read = readOutboxMessage(written, id);
+  if (!read.ok) throw invalid(read.detail);
   return {
-    id: outboxDocumentId(messageId),
+    id,
     partitionKey,
     type: OUTBOX_TYPE,
     status: 'pending',
@@ -165,8 +199,34 @@ export function buildOutboxDocument(
     messageId,
     topic: message.topic,
     subject: message.subject,
-    message: JSON.stringify({ ...outgoing, partitionKey }),
+    message: written,
   };
+}
+
+const invalid = (problem: string): PoisonMessageError =>
+  new PoisonMessageError('invalid-outgoing-message', `tx.publish: ${problem}`);
+
+/** How many subjects a refusal lists, of those the topic's subscriptions take. */
+const LISTED_SUBJECTS = 10;
+
+function routeProblem(message: OutgoingMessage, source: OutboxSource): string | undefined {
+  if (source.routes === undefined) return undefined;
+  const subjects = source.routes.get(message.topic);
+  if (subjects === undefined) {
+    return (
+      `the topic ${echo(message.topic)} does not list ${source.consumer} among its publishers (src/topology.json), ` +
+      'so the app may not send to it.'
+    );
+  }
+  if (subjects.has(message.subject)) return undefined;
+  const taken = [...subjects].sort();
+  const listed = taken.slice(0, LISTED_SUBJECTS).join(', ') + (taken.length > LISTED_SUBJECTS ? ', ...' : '');
+  return (
+    `no subscription of the topic ${echo(message.topic)} takes the subject ${echo(message.subject)} ` +
+    `(they take: ${taken.length > 0 ? listed : 'none'}), so Service Bus would accept the message and discard it. ` +
+    'A new subject needs a subscription that filters on it (npm run new:consumer), or, when no one here ' +
+    'reads it on purpose, its name in the topic\'s "unsubscribedSubjects" in src/topology.json.'
+  );
 }
 
 function outgoingProblem(message: OutgoingMessage): string | undefined {
@@ -197,34 +257,114 @@ function outgoingProblem(message: OutgoingMessage): string | undefined {
     if (entries.length > MAX_APPLICATION_PROPERTIES) {
       return `${entries.length} applicationProperties; at most ${MAX_APPLICATION_PROPERTIES}.`;
     }
-    const wrong = entries.find(
-      ([key, value]) =>
-        key.length > MAX_PROPERTY_CHARS ||
-        !['string', 'number', 'boolean'].includes(typeof value) ||
-        (typeof value === 'string' && value.length > 1024),
-    );
+    const wrong = entries.find(([key, value]) => key.length > MAX_PROPERTY_CHARS || !isPropertyValue(value));
     if (wrong)
-      return `the application property ${echo(wrong[0])} must be a string (up to 1024), number or boolean.`;
+      return (
+        `the application property ${echo(wrong[0])} is ${describe(wrong[1])}; it must be a string ` +
+        `(up to ${MAX_PROPERTY_VALUE_CHARS} characters), a finite number or a boolean.`
+      );
   }
   if (body === undefined) return 'the body is undefined; publish a JSON value.';
-  const sent = { subject, correlationId, applicationProperties, body };
-  if (jsonBytesBound(sent) > MAX_OUTGOING_MESSAGE_BYTES) {
-    let bytes: number;
-    try {
-      bytes = Buffer.byteLength(JSON.stringify(sent));
-    } catch (error) {
-      return `the body cannot be written as JSON (${bounded((error as Error).message)}).`;
-    }
-    if (bytes > MAX_OUTGOING_MESSAGE_BYTES) {
-      return `the message takes ${bytes} bytes as JSON (body and properties); at most ${MAX_OUTGOING_MESSAGE_BYTES}.`;
-    }
-  }
   return undefined;
 }
+
+/** Whether the message fits one Service Bus message, as JSON (body and properties). */
+function sizeProblem(message: OutgoingMessage): string | undefined {
+  const { subject, correlationId, applicationProperties, body } = message;
+  const sent = { subject, correlationId, applicationProperties, body };
+  if (jsonBytesBound(sent) <= MAX_OUTGOING_MESSAGE_BYTES) return undefined;
+  const bytes = Buffer.byteLength(JSON.stringify(sent));
+  return bytes > MAX_OUTGOING_MESSAGE_BYTES
+    ? `the message takes ${bytes} bytes as JSON (body and properties); at most ${MAX_OUTGOING_MESSAGE_BYTES}.`
+    : undefined;
+}
+
+const MAX_PROPERTY_VALUE_CHARS = 1024;
+
+const isPropertyValue = (value: unknown): boolean =>
+  typeof value === 'boolean' ||
+  (typeof value === 'number' && Number.isFinite(value)) ||
+  (typeof value === 'string' && value.length <= MAX_PROPERTY_VALUE_CHARS);
 
 /** A value for an error message: bounded text, or its type. */
 function echo(value: unknown): string {
   return typeof value === 'string' ? JSON.stringify(bounded(value)) : typeof value;
+}
+
+/** What a value is, for an error message, without its content (NaN and Infinity by name). */
+function describe(value: unknown): string {
+  if (typeof value === 'number') return Number.isFinite(value) ? 'a number' : String(value);
+  if (typeof value === 'string') return `text of ${value.length} characters`;
+  if (value === null) return 'null';
+  if (typeof value === 'object') return kindOf(value);
+  return `a ${typeof value}`;
+}
+
+function kindOf(value: object): string {
+  if (Array.isArray(value)) return 'an array';
+  const prototype = Object.getPrototypeOf(value) as { constructor?: { name?: unknown } } | null;
+  const name = prototype?.constructor?.name;
+  return typeof name === 'string' && name !== '' ? `a ${bounded(name, 40)}` : 'an object';
+}
+
+/** Path segments an error message shows, each bounded; the rest is elided. */
+const MAX_PATH_KEY_CHARS = 40;
+
+/**
+ * The JSON text of `value`, or the first thing in it that JSON would not keep as it is: a number
+ * that is not finite (written as null), a function, symbol or BigInt, undefined in an array (written
+ * as null), or an object that is not plain data (a Map or a Set is written as `{}`, a class instance
+ * as its own fields only, a Promise as `{}`). A value with `toJSON` (a Date) is what it returns, as
+ * JSON.stringify has it. An undefined property is left out, as JSON does. JSON.stringify walks the
+ * value (natively, so a cycle or too deep a value is its error, reported as such).
+ */
+export function losslessJson(value: unknown): string | { problem: string } {
+  const paths = new WeakMap<object, string>();
+  let problem: string | undefined;
+  const check = function (this: unknown, key: string, current: unknown): unknown {
+    if (problem !== undefined) return undefined;
+    const holder = this as object;
+    const parent = paths.get(holder) ?? '';
+    const path =
+      key === ''
+        ? ''
+        : Array.isArray(holder)
+          ? `${parent}[${key}]`
+          : `${parent}.${bounded(key, MAX_PATH_KEY_CHARS)}`;
+    const at = path === '' ? '' : ` at ${bounded(path.replace(/^\./, ''), 200)}`;
+    const lossy = (what: string): undefined => {
+      problem = `${what}${at}, which JSON cannot keep; publish plain data (objects, arrays, text, finite numbers, booleans, null).`;
+      return undefined;
+    };
+    switch (typeof current) {
+      case 'number':
+        return Number.isFinite(current) ? current : lossy(String(current));
+      case 'function':
+      case 'symbol':
+      case 'bigint':
+        return lossy(`a ${typeof current}`);
+      case 'undefined':
+        return Array.isArray(holder) ? lossy('undefined in an array') : current;
+      case 'object': {
+        if (current === null) return current;
+        const prototype = Object.getPrototypeOf(current) as unknown;
+        if (!Array.isArray(current) && prototype !== Object.prototype && prototype !== null)
+          return lossy(kindOf(current));
+        paths.set(current, path);
+        return current;
+      }
+      default:
+        return current;
+    }
+  };
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value, check);
+  } catch (error) {
+    return { problem: `the message cannot be written as JSON (${bounded((error as Error).message)}).` };
+  }
+  if (problem !== undefined) return { problem };
+  return text ?? { problem: 'the message is not a JSON value.' };
 }
 
 /** What the relay sends for an outbox document, and the partition to mark it in. */
@@ -234,38 +374,57 @@ export interface OutboxEntry {
   partitionKey: string;
 }
 
+export type OutboxRead =
+  { ok: true; entry: OutboxEntry } | { ok: false; reason: UnsendableReason; detail: string };
+
 /**
- * The message an outbox document holds, checked again as `tx.publish` checks it, or undefined when
- * it holds none the relay can send (a document not written by `tx.publish`).
+ * The message an outbox document holds, checked again as `tx.publish` checks it (tx.publish runs
+ * this very check on the text it stores), or why the relay cannot send it.
  */
-export function outboxEntryOf(document: OutboxDocument): OutboxEntry | undefined {
-  const text = (value: unknown): value is string => typeof value === 'string' && value.length > 0;
-  if (typeof document.message !== 'string') return undefined;
-  let stored: (Partial<OutboxMessage> & { partitionKey?: unknown }) | null;
+export function outboxEntryOf(document: OutboxDocument): OutboxRead {
+  if (typeof document.message !== 'string')
+    return { ok: false, reason: 'unreadable', detail: 'it has no "message" text.' };
+  return readOutboxMessage(document.message, document.id);
+}
+
+function readOutboxMessage(text: string, documentId: unknown): OutboxRead {
+  const unreadable = (detail: string): OutboxRead => ({ ok: false, reason: 'unreadable', detail });
+  let stored: unknown;
   try {
-    stored = JSON.parse(document.message) as (Partial<OutboxMessage> & { partitionKey?: unknown }) | null;
+    stored = JSON.parse(text);
   } catch {
-    return undefined;
+    return unreadable(`its "message" (${text.length} characters) is not JSON.`);
   }
-  if (typeof stored !== 'object' || stored === null) return undefined;
-  const { messageId, topic, subject, body, correlationId, applicationProperties, partitionKey } = stored;
-  if (!text(messageId) || !text(partitionKey) || document.id !== outboxDocumentId(messageId))
-    return undefined;
+  if (typeof stored !== 'object' || stored === null || Array.isArray(stored))
+    return unreadable('its "message" is not a JSON object.');
+  const { messageId, topic, subject, body, correlationId, applicationProperties, partitionKey } =
+    stored as Partial<OutboxMessage> & { partitionKey?: unknown };
+  if (!isText(messageId)) return unreadable('its "message" has no messageId.');
+  if (!isText(partitionKey)) return unreadable('its "message" has no partitionKey.');
+  if (documentId !== outboxDocumentId(messageId))
+    return unreadable(`its id is not ${echo(outboxDocumentId(messageId))}, the one its messageId gives.`);
   const checked = { topic, subject, body, correlationId, applicationProperties } as OutgoingMessage;
-  if (outgoingProblem(checked) !== undefined) return undefined;
+  // Parsed JSON: plain data, so the size is measured without a walk that could fail.
+  const problem = outgoingProblem(checked) ?? sizeProblem(checked);
+  if (problem !== undefined) return { ok: false, reason: 'invalid', detail: problem };
   return {
-    message: {
-      messageId,
-      topic: checked.topic,
-      subject: checked.subject,
-      body,
-      contentType: 'application/json',
-      correlationId,
-      applicationProperties,
+    ok: true,
+    entry: {
+      message: {
+        messageId,
+        topic: checked.topic,
+        subject: checked.subject,
+        body,
+        contentType: 'application/json',
+        correlationId,
+        applicationProperties,
+      },
+      partitionKey,
     },
-    partitionKey,
   };
 }
+
+const isText = (value: unknown): value is string => typeof value === 'string' && value.length > 0;
 
 /** The outbox documents among changes (a change feed page holds every kind of document). */
 export function isOutboxDocument(document: unknown): document is OutboxDocument {

@@ -13,6 +13,7 @@ import {
 } from './errors';
 import { jsonBytesBound } from './jsonBytes';
 import { buildMarker, type Marker, markerId, markerKey, payloadHash } from './marker';
+import type { OutboxRoutes } from './outbox';
 import type { Settings } from './settings';
 import type { Outcome } from './telemetry';
 import { type FailedWrite, PartitionTransaction } from './transaction';
@@ -30,10 +31,10 @@ export interface ProcessDependencies {
   sleep: (ms: number) => Promise<void>;
   random: () => number;
   /**
-   * The topics a consumer may publish to (src/topology.json `publishers`); `tx.publish` to any
-   * other is poison. Unset: not checked (tests, tools).
+   * Where a consumer may publish (src/topology.json: the topics it is a publisher of, and the
+   * subjects someone takes there); `tx.publish` anywhere else is poison. Unset: not checked (tests, tools).
    */
-  topicsPublishedBy?: (consumer: string) => readonly string[];
+  outboxRoutes?: (consumer: string) => OutboxRoutes;
   /** Told each time an ETag conflict makes the handler run again. */
   onEtagRetry?: (consumer: string) => void;
   /**
@@ -213,7 +214,7 @@ async function processWithInbox<M>(
         key,
         messageId: parsed.messageId,
         correlationId: delivery.correlationId,
-        topics: deps.topicsPublishedBy?.(consumer.name),
+        routes: deps.outboxRoutes?.(consumer.name),
       },
       now: deps.now(),
     });

@@ -8,6 +8,7 @@ import {
   type OutboxEntry,
   outboxEntryOf,
   type OutboxMessage,
+  type UnsendableReason,
 } from './outbox';
 import type { Settings } from './settings';
 
@@ -21,7 +22,11 @@ import type { Settings } from './settings';
  * MessageId is deterministic, and the broker's duplicate detection drops a resend within its window
  * (the downstream inbox absorbs a later one). The sweeper, a timer, resends what is still pending
  * after OUTBOX_SWEEP_AGE: the change feed delivers at least once, but a checkpoint can move past a
- * batch whose retries ran out.
+ * batch whose retries ran out, or past a topic that refused its messages.
+ *
+ * A failing topic costs only its own documents: each topic is sent on its own, a topic that
+ * refuses (see isTopicRefusal) is left pending for the sweeper while the relay's page goes on, and
+ * the sweeper leaves a topic that fails for its next run and goes on with the others.
  */
 
 /** Sends outbox messages to Service Bus; throws when a message may not have been taken. */
@@ -42,6 +47,18 @@ export interface RelayDependencies {
   settings: Pick<Settings, 'outbox'>;
 }
 
+/** A topic whose send failed: its documents stay pending, for a retry or the sweeper. */
+export interface TopicFailure {
+  topic: string;
+  /** Messages left pending for it by this send. */
+  messages: number;
+  /** The topic itself refused the send (isTopicRefusal): trying again at once cannot help. */
+  refused: boolean;
+  /** The error's name, code (a ServiceBusErrorCode) and message, bounded. */
+  error: string;
+  cause: unknown;
+}
+
 export interface DispatchReport {
   /** Messages sent to Service Bus. */
   sent: number;
@@ -50,49 +67,95 @@ export interface DispatchReport {
   /** Documents someone else marked (or that expired) between the send and the mark. */
   alreadyMarked: number;
   /**
-   * Outbox documents that hold no message the relay can send (written by something other than
-   * `tx.publish`, or larger than Service Bus takes): marked `unsendable` (kept, no ttl) so that no
-   * run tries them again, and logged.
+   * Outbox documents that hold no message the relay can send (UnsendableReason): marked
+   * `unsendable` (kept, no ttl, with the reason) so that no run tries them again, and logged.
    */
   unsendable: number;
-  /** The first ten of their ids, bounded. */
-  unsendableIds: string[];
+  /** The first ten of them: id, topic and reason, bounded. */
+  setAside: SetAside[];
+  /** Topics whose send failed, each once, in the order they failed. */
+  failedTopics: TopicFailure[];
   requestCharge: number;
+  /** A dispatch mark Cosmos DB refused (the first; every mark was tried). */
+  markFailure?: Error;
+}
+
+export interface SetAside {
+  id: string;
+  /** The topic the document names, or `unknown`. */
+  topic: string;
+  reason: UnsendableReason;
+  detail: string;
+}
+
+/**
+ * Service Bus errors (ServiceBusErrorCode) that say the topic itself refuses the send: it does not
+ * exist, the app may not send to it (its Data Sender role), it is disabled, or it is full. The SDK
+ * does not retry them, and neither should a page: the sweeper tries the topic again on its next run.
+ * Anything else (a timeout, a busy or unreachable namespace) is taken for transient.
+ */
+const REFUSALS: ReadonlySet<string> = new Set([
+  'MessagingEntityNotFound',
+  'UnauthorizedAccess',
+  'MessagingEntityDisabled',
+  'QuotaExceeded',
+]);
+
+export function isTopicRefusal(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { name, code } = error as { name?: unknown; code?: unknown };
+  return name === 'ServiceBusError' && typeof code === 'string' && REFUSALS.has(code);
+}
+
+export interface RelayReport extends DispatchReport {
+  /**
+   * Why the page must be tried again (the trigger's retry policy): a dispatch mark that failed, or
+   * a send that failed for a reason other than the topic refusing it. What was sent is marked first.
+   */
+  retry?: Error;
 }
 
 /**
  * The relay's work on one page of changes: sends the pending outbox documents, grouped by topic in
- * the page's order, then marks each dispatched. Anything that fails throws, and the trigger's retry
- * policy runs the page again. A retry (`retrying`) first reads each document again and leaves out
- * those marked since, so one failed mark does not resend the whole page; what it does resend carries
- * the same MessageIds, which the broker drops.
+ * the page's order, then marks each dispatched. A topic that refuses is left pending, and the page
+ * goes on (the sweeper resends those documents after OUTBOX_SWEEP_AGE); anything else that fails
+ * is returned as `retry`, and the trigger's retry policy runs the page again. A retry (`retrying`)
+ * first reads each document again and leaves out those marked since, so one failed mark does not
+ * resend the whole page; what it does resend carries the same MessageIds, which the broker drops.
  */
 export async function relayOutbox(
   documents: readonly unknown[],
   deps: RelayDependencies,
   retrying = false,
-): Promise<DispatchReport> {
+): Promise<RelayReport> {
   const pending = documents.filter(
     (document): document is OutboxDocument => isOutboxDocument(document) && document.status === 'pending',
   );
-  if (!retrying) return dispatch(pending, deps);
   let requestCharge = 0;
-  const current = await Promise.all(
-    pending.map(async (document) => {
-      const partitionKey = outboxEntryOf(document)?.partitionKey;
-      if (partitionKey === undefined) return document; // set aside by dispatch, unread
-      const response = await deps.container.item(document.id, partitionKey).read<OutboxDocument>();
-      requestCharge += response.requestCharge;
-      return response.resource;
-    }),
-  );
-  // In the page's order (Promise.all keeps it).
-  const still = current.filter((document): document is OutboxDocument => document?.status === 'pending');
+  let still = pending;
+  if (retrying) {
+    const current = await Promise.all(
+      pending.map(async (document) => {
+        const read = outboxEntryOf(document);
+        if (!read.ok) return document; // set aside by dispatch, unread
+        const response = await deps.container
+          .item(document.id, read.entry.partitionKey)
+          .read<OutboxDocument>();
+        requestCharge += response.requestCharge;
+        return response.resource;
+      }),
+    );
+    // In the page's order (Promise.all keeps it).
+    still = current.filter((document): document is OutboxDocument => document?.status === 'pending');
+  }
   const report = await dispatch(still, deps);
+  const transient = report.failedTopics.find((failure) => !failure.refused);
+  const retry = report.markFailure ?? (transient ? asError(transient.cause) : undefined);
   return {
     ...report,
     alreadyMarked: report.alreadyMarked + pending.length - still.length,
     requestCharge: report.requestCharge + requestCharge,
+    ...(retry === undefined ? {} : { retry }),
   };
 }
 
@@ -101,11 +164,14 @@ export interface SweepReport extends DispatchReport {
   pending: number;
   /** Seconds since the oldest of them was created, when the run started; 0 when none was pending. */
   oldestPendingAgeSeconds: number;
+  /** Outbox documents kept `unsendable`, waiting for an operator, when the run started. */
+  unsendableKept: number;
   /** More were old enough than OUTBOX_SWEEP_MAX_ITEMS: the next run goes on. */
   capped: boolean;
   /**
-   * Why the resend failed (Service Bus down, a mark refused): the measurements above still stand,
-   * so that the pending metrics (and the alert on them) keep reporting while nothing can be sent.
+   * Why the run stopped early (a query or a mark Cosmos DB refused): the measurements above still
+   * stand, so that the metrics (and the alerts on them) keep reporting while nothing can be sent.
+   * A failing topic is not a failure of the run: it is in `failedTopics`, and the run goes on.
    */
   failure?: Error;
 }
@@ -113,63 +179,103 @@ export interface SweepReport extends DispatchReport {
 const PENDING_FILTER = `c.type = '${OUTBOX_TYPE}' AND c.pendingSinceEpochSeconds <= @cutoff`;
 
 /**
- * One run of the sweeper: resends outbox documents pending for longer than OUTBOX_SWEEP_AGE, at
- * most OUTBOX_SWEEP_MAX_ITEMS of them, and measures what is pending (for the metrics and the alert).
- * The queries filter on `type` and `pendingSinceEpochSeconds`, the container's composite index.
+ * One run of the sweeper: resends outbox documents pending for longer than OUTBOX_SWEEP_AGE, oldest
+ * first, at most OUTBOX_SWEEP_MAX_ITEMS of them, and measures what is pending and what is kept
+ * unsendable (for the metrics and the alerts). A topic whose send fails is left out of the rest of
+ * the run, so that its documents, however many and however old, never stand in front of another
+ * topic's. The queries filter on `type`, `pendingSinceEpochSeconds`, `unsendableSinceEpochSeconds`
+ * and `topic`, the container's indexed paths.
  */
 export async function sweepOutbox(deps: RelayDependencies): Promise<SweepReport> {
   const { container, settings } = deps;
   const nowSeconds = Math.floor(deps.now().getTime() / 1000);
-  const counted = await queryAll<number>(
-    container,
-    `SELECT VALUE COUNT(1) FROM c WHERE ${PENDING_FILTER}`,
-    nowSeconds,
-  );
-  const earliest = await queryAll<number>(
-    container,
-    `SELECT VALUE MIN(c.pendingSinceEpochSeconds) FROM c WHERE ${PENDING_FILTER}`,
-    nowSeconds,
-  );
-  const count = counted.items.reduce((sum, value) => sum + value, 0);
-  const minima = earliest.items.filter((value) => typeof value === 'number');
-  const oldest = minima.length > 0 ? Math.min(...minima) : null;
-  const measured = counted.requestCharge + earliest.requestCharge;
+  const measured = await measureOutbox(container, nowSeconds);
   const cutoff = nowSeconds - settings.outbox.sweepAgeSeconds;
   const limit = settings.outbox.sweepMaxItems;
-  // Oldest first, a page at a time: a document that keeps failing never hides the others for good,
-  // and a run holds one page of documents in memory, not OUTBOX_SWEEP_MAX_ITEMS of them.
-  const due = container.items.query<OutboxDocument>(
+  const report: DispatchReport = emptyReport();
+  let requestCharge = measured.requestCharge;
+  let taken = 0;
+  let leftOver = false;
+  let due: ReturnType<typeof dueDocuments> | undefined;
+  let failure: Error | undefined;
+  const failing: string[] = [];
+  try {
+    // A query per topic that fails (there are few): the next one leaves it out and starts again
+    // from the oldest, which no longer includes what this run has marked.
+    for (let restart = true; restart && taken < limit;) {
+      restart = false;
+      due = dueDocuments(container, cutoff, failing);
+      while (taken < limit && due.hasMoreResults()) {
+        const page = await due.fetchNext();
+        requestCharge += page.requestCharge;
+        const found = page.resources.filter(isOutboxDocument);
+        const documents = found.slice(0, limit - taken);
+        leftOver = found.length > documents.length;
+        taken += documents.length;
+        const part = await dispatch(documents, deps);
+        add(report, part);
+        if (part.markFailure) throw part.markFailure;
+        const failed = part.failedTopics.map((f) => f.topic).filter((topic) => !failing.includes(topic));
+        if (failed.length > 0) {
+          failing.push(...failed);
+          restart = true;
+          break;
+        }
+      }
+    }
+  } catch (error) {
+    failure = asError(error);
+  }
+  const capped = failure === undefined && taken === limit && (leftOver || due?.hasMoreResults() === true);
+  return {
+    ...report,
+    ...(failure === undefined ? {} : { failure }),
+    requestCharge: report.requestCharge + requestCharge,
+    pending: measured.pending,
+    oldestPendingAgeSeconds: measured.oldest === null ? 0 : Math.max(0, nowSeconds - measured.oldest),
+    unsendableKept: measured.unsendable,
+    capped,
+  };
+}
+
+/** Pending documents older than `cutoff`, oldest first, a page at a time, but those of `failing` topics. */
+function dueDocuments(container: Container, cutoff: number, failing: readonly string[]) {
+  const skip = failing.map((topic, index) => ({ name: `@skip${index}`, value: topic }));
+  const without = skip.length === 0 ? '' : ` AND NOT (c.topic IN (${skip.map((p) => p.name).join(', ')}))`;
+  // A page at a time: a run holds one page of documents in memory, not OUTBOX_SWEEP_MAX_ITEMS of them.
+  return container.items.query<OutboxDocument>(
     {
-      query: `SELECT * FROM c WHERE ${PENDING_FILTER} ORDER BY c.pendingSinceEpochSeconds`,
-      parameters: [{ name: '@cutoff', value: cutoff }],
+      query: `SELECT * FROM c WHERE ${PENDING_FILTER}${without} ORDER BY c.pendingSinceEpochSeconds`,
+      parameters: [{ name: '@cutoff', value: cutoff }, ...skip],
     },
     { maxItemCount: SWEEP_PAGE },
   );
-  const report: DispatchReport = emptyReport();
-  let requestCharge = measured;
-  let taken = 0;
-  let leftOver = false;
-  let failure: { failure: Error } | undefined;
-  try {
-    while (taken < limit && due.hasMoreResults()) {
-      const page = await due.fetchNext();
-      requestCharge += page.requestCharge;
-      const found = page.resources.filter(isOutboxDocument);
-      const documents = found.slice(0, limit - taken);
-      leftOver = found.length > documents.length;
-      taken += documents.length;
-      add(report, await dispatch(documents, deps));
-    }
-  } catch (error) {
-    failure = { failure: error instanceof Error ? error : new Error(String(error)) };
-  }
+}
+
+/** Counts what is pending (and its oldest) and what is kept unsendable: three aggregates on indexed paths. */
+async function measureOutbox(
+  container: Container,
+  nowSeconds: number,
+): Promise<{ pending: number; oldest: number | null; unsendable: number; requestCharge: number }> {
+  const [counted, earliest, unsendable] = await Promise.all([
+    queryAll<number>(container, `SELECT VALUE COUNT(1) FROM c WHERE ${PENDING_FILTER}`, nowSeconds),
+    queryAll<number>(
+      container,
+      `SELECT VALUE MIN(c.pendingSinceEpochSeconds) FROM c WHERE ${PENDING_FILTER}`,
+      nowSeconds,
+    ),
+    queryAll<number>(
+      container,
+      `SELECT VALUE COUNT(1) FROM c WHERE c.type = '${OUTBOX_TYPE}' AND c.unsendableSinceEpochSeconds <= @cutoff`,
+      nowSeconds,
+    ),
+  ]);
+  const minima = earliest.items.filter((value) => typeof value === 'number');
   return {
-    ...report,
-    ...failure,
-    requestCharge: report.requestCharge + requestCharge,
-    pending: count,
-    oldestPendingAgeSeconds: oldest === null ? 0 : Math.max(0, nowSeconds - oldest),
-    capped: failure === undefined && taken === limit && (leftOver || due.hasMoreResults()),
+    pending: counted.items.reduce((sum, value) => sum + value, 0),
+    oldest: minima.length > 0 ? Math.min(...minima) : null,
+    unsendable: unsendable.items.reduce((sum, value) => sum + value, 0),
+    requestCharge: counted.requestCharge + earliest.requestCharge + unsendable.requestCharge,
   };
 }
 
@@ -181,7 +287,8 @@ const emptyReport = (): DispatchReport => ({
   marked: 0,
   alreadyMarked: 0,
   unsendable: 0,
-  unsendableIds: [],
+  setAside: [],
+  failedTopics: [],
   requestCharge: 0,
 });
 
@@ -190,7 +297,8 @@ function add(total: DispatchReport, part: DispatchReport): void {
   total.marked += part.marked;
   total.alreadyMarked += part.alreadyMarked;
   total.unsendable += part.unsendable;
-  total.unsendableIds.push(...part.unsendableIds.slice(0, 10 - total.unsendableIds.length));
+  total.setAside.push(...part.setAside.slice(0, MAX_LISTED - total.setAside.length));
+  total.failedTopics.push(...part.failedTopics);
   total.requestCharge += part.requestCharge;
 }
 
@@ -212,30 +320,51 @@ async function queryAll<T>(
 
 /** How many dispatch marks run at once. */
 const MARK_CONCURRENCY = 16;
+/** How many set-aside documents a report lists. */
+const MAX_LISTED = 10;
 
+interface Sendable {
+  document: OutboxDocument;
+  entry: OutboxEntry;
+}
+
+interface Unsendable {
+  document: OutboxDocument;
+  partitionKey: unknown;
+  reason: UnsendableReason;
+  detail: string;
+}
+
+/**
+ * Sends the documents topic by topic, then marks what was sent dispatched and sets aside what can
+ * never be sent. A topic whose send fails is reported in `failedTopics`, its documents left
+ * pending; a mark that fails is reported as `markFailure` once every mark has been tried (a write
+ * must not be left running after the invocation that started it has returned).
+ */
 async function dispatch(
   documents: readonly OutboxDocument[],
   deps: RelayDependencies,
 ): Promise<DispatchReport> {
   const report = emptyReport();
   if (documents.length === 0) return report;
-  const sendable: { document: OutboxDocument; entry: OutboxEntry }[] = [];
-  const unsendable: { document: OutboxDocument; partitionKey: unknown }[] = [];
+  const unsendable: Unsendable[] = [];
+  const byTopic = new Map<string, Sendable[]>();
   for (const document of documents) {
-    const entry = outboxEntryOf(document);
-    if (entry) sendable.push({ document, entry });
-    else unsendable.push({ document, partitionKey: document.partitionKey });
+    const read = outboxEntryOf(document);
+    if (!read.ok) {
+      unsendable.push({
+        document,
+        partitionKey: document.partitionKey,
+        reason: read.reason,
+        detail: read.detail,
+      });
+      continue;
+    }
+    const group = byTopic.get(read.entry.message.topic) ?? [];
+    group.push({ document, entry: read.entry });
+    byTopic.set(read.entry.message.topic, group);
   }
-  // Topic by topic: a topic that refuses the send (a missing role, an outage of one entity) does not
-  // hold back the others, whose documents are marked before the failure is thrown.
-  const byTopic = new Map<string, { document: OutboxDocument; entry: OutboxEntry }[]>();
-  for (const item of sendable) {
-    const group = byTopic.get(item.entry.message.topic) ?? [];
-    group.push(item);
-    byTopic.set(item.entry.message.topic, group);
-  }
-  const sent: { document: OutboxDocument; entry: OutboxEntry }[] = [];
-  let failure: { error: unknown } | undefined;
+  const sent: Sendable[] = [];
   for (const [topic, group] of byTopic) {
     try {
       const tooLarge = new Set(
@@ -245,13 +374,24 @@ async function dispatch(
         ),
       );
       for (const item of group) {
-        if (tooLarge.has(item.entry.message.messageId)) {
-          unsendable.push({ document: item.document, partitionKey: item.entry.partitionKey });
-        } else sent.push(item);
+        if (!tooLarge.has(item.entry.message.messageId)) sent.push(item);
+        else
+          unsendable.push({
+            document: item.document,
+            partitionKey: item.entry.partitionKey,
+            reason: 'too-large',
+            detail: 'Service Bus refused its size: larger than the namespace takes in one message.',
+          });
       }
       report.sent += group.length - tooLarge.size;
     } catch (error) {
-      failure ??= { error };
+      report.failedTopics.push({
+        topic,
+        messages: group.length,
+        refused: isTopicRefusal(error),
+        error: describeError(error),
+        cause: error,
+      });
     }
   }
   const nowSeconds = Math.floor(deps.now().getTime() / 1000);
@@ -261,45 +401,71 @@ async function dispatch(
     { op: 'set', path: '/ttl', value: deps.settings.outbox.dispatchedRetentionSeconds },
     { op: 'remove', path: '/pendingSinceEpochSeconds' },
   ];
-  const setAside = (document: OutboxDocument): PatchOperation[] => [
+  const setAside = ({ document, reason, detail }: Unsendable): PatchOperation[] => [
     { op: 'set', path: '/status', value: 'unsendable' },
+    { op: 'set', path: '/unsendableSinceEpochSeconds', value: nowSeconds },
+    { op: 'set', path: '/unsendableReason', value: reason },
+    { op: 'set', path: '/unsendableDetail', value: bounded(detail, 500) },
     // A patch's remove needs the property: a foreign document may not have it.
     ...(document.pendingSinceEpochSeconds === undefined
       ? []
       : [{ op: 'remove', path: '/pendingSinceEpochSeconds' } as const]),
   ];
+  // A document without a partition key cannot be marked: it is reported, and stays as it is.
+  for (const item of unsendable.filter((item) => typeof item.partitionKey !== 'string')) {
+    if (++report.unsendable <= MAX_LISTED) report.setAside.push(setAsideEntry(item));
+  }
   const marks = [
-    ...sent.map(({ document, entry }) => ({ document, partitionKey: entry.partitionKey, operations: mark })),
+    ...sent.map(({ document, entry }) => ({
+      document,
+      partitionKey: entry.partitionKey,
+      operations: mark,
+      aside: undefined,
+    })),
     ...unsendable
-      .filter(
-        (item): item is { document: OutboxDocument; partitionKey: string } =>
-          typeof item.partitionKey === 'string',
-      )
-      .map(({ document, partitionKey }) => ({ document, partitionKey, operations: setAside(document) })),
+      .filter((item): item is Unsendable & { partitionKey: string } => typeof item.partitionKey === 'string')
+      .map((item) => ({
+        document: item.document,
+        partitionKey: item.partitionKey,
+        operations: setAside(item),
+        aside: item,
+      })),
   ];
   let next = 0;
-  // Every mark is tried, and the first failure thrown once all have ended: a write must not be left
-  // running after the invocation that started it has returned.
   const worker = async (): Promise<void> => {
     for (let index = next++; index < marks.length; index = next++) {
-      const { document, partitionKey, operations } = marks[index] as (typeof marks)[number];
+      const { document, partitionKey, operations, aside } = marks[index] as (typeof marks)[number];
       try {
         const response = await deps.container
           .item(document.id, partitionKey)
           .patch({ operations, condition: "from c where c.status = 'pending'" });
         report.requestCharge += response.requestCharge;
-        if (operations === mark) report.marked++;
-        else if (++report.unsendable <= 10) report.unsendableIds.push(bounded(String(document.id)));
+        if (aside === undefined) report.marked++;
+        else if (++report.unsendable <= MAX_LISTED) report.setAside.push(setAsideEntry(aside));
       } catch (error) {
         // 412: the relay and the sweeper both sent it, and the other marked it first; 404: it was
         // marked and has expired since. Either way it is dispatched.
         const code = (error as { code?: unknown }).code;
         if (code === 412 || code === 404) report.alreadyMarked++;
-        else failure ??= { error };
+        else report.markFailure ??= asError(error);
       }
     }
   };
   await Promise.all(Array.from({ length: Math.min(MARK_CONCURRENCY, marks.length) }, worker));
-  if (failure) throw failure.error;
   return report;
 }
+
+const setAsideEntry = ({ document, reason, detail }: Unsendable): SetAside => ({
+  id: bounded(String(document.id)),
+  topic: typeof document.topic === 'string' ? bounded(document.topic) : 'unknown',
+  reason,
+  detail: bounded(detail, 300),
+});
+
+function describeError(error: unknown): string {
+  const { name, message } = asError(error);
+  const code = (error as { code?: unknown }).code;
+  return bounded(`${name}${typeof code === 'string' ? ` (${bounded(code, 40)})` : ''}: ${message}`, 1000);
+}
+
+const asError = (error: unknown): Error => (error instanceof Error ? error : new Error(String(error)));

@@ -8,7 +8,7 @@ import {
 } from '@opentelemetry/api';
 
 import type { PurgeReport } from './purge';
-import type { SweepReport } from './relay';
+import type { DispatchReport, SweepReport } from './relay';
 
 /**
  * Metrics, through the OpenTelemetry API. In Azure, applicationinsights (Azure Monitor) registers the
@@ -47,6 +47,8 @@ export const METRIC_NAMES = {
   outboxSent: 'outbox.sent',
   outboxPending: 'outbox.pending',
   outboxOldestPendingAge: 'outbox.oldest_pending_age',
+  outboxSendFailures: 'outbox.send_failures',
+  outboxUnsendable: 'outbox.unsendable',
 } as const;
 
 export class InboxTelemetry {
@@ -62,6 +64,8 @@ export class InboxTelemetry {
   private readonly outboxSent: Counter;
   private readonly outboxPending: Gauge;
   private readonly outboxOldestPendingAge: Gauge;
+  private readonly outboxSendFailures: Counter;
+  private readonly outboxUnsendable: Gauge;
   private breakerIsOpen: () => boolean = () => false;
 
   /** Create it after the meter provider is registered: the OpenTelemetry API does not proxy meters. */
@@ -103,6 +107,14 @@ export class InboxTelemetry {
       description: 'Age of the oldest pending outbox message (0 when none), measured by each sweeper run',
       unit: 's',
     });
+    this.outboxSendFailures = meter.createCounter(METRIC_NAMES.outboxSendFailures, {
+      description:
+        'Outbox sends to a topic that failed, by topic and source (relay, sweeper): the messages stay pending',
+    });
+    this.outboxUnsendable = meter.createGauge(METRIC_NAMES.outboxUnsendable, {
+      description:
+        'Outbox messages set aside as unsendable, waiting for an operator (npm run outbox), measured by each sweeper run',
+    });
     // Observed at every export, so an instance whose breaker stays open keeps reporting 1.
     meter
       .createObservableGauge(METRIC_NAMES.breakerOpen, {
@@ -138,13 +150,19 @@ export class InboxTelemetry {
     this.purgeThrottled.add(report.throttled);
   }
 
-  outboxRelayed(sent: number): void {
-    if (sent > 0) this.outboxSent.add(sent, { source: 'relay' });
+  outboxRelayed(report: DispatchReport): void {
+    this.outboxDispatch('relay', report);
   }
 
   outboxSweep(report: SweepReport): void {
-    if (report.sent > 0) this.outboxSent.add(report.sent, { source: 'sweeper' });
+    this.outboxDispatch('sweeper', report);
     this.outboxPending.record(report.pending);
     this.outboxOldestPendingAge.record(report.oldestPendingAgeSeconds);
+    this.outboxUnsendable.record(report.unsendableKept);
+  }
+
+  private outboxDispatch(source: 'relay' | 'sweeper', report: DispatchReport): void {
+    if (report.sent > 0) this.outboxSent.add(report.sent, { source });
+    for (const { topic } of report.failedTopics) this.outboxSendFailures.add(1, { topic, source });
   }
 }

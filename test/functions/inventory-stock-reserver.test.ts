@@ -34,7 +34,12 @@ const outbox = async (
         partitionKey: productPartition(productId),
       })
       .fetchAll()
-  ).resources.map((document) => ({ ...document, message: outboxEntryOf(document)?.message }));
+  ).resources.map((document) => ({ ...document, message: messageOf(document) }));
+
+function messageOf(document: OutboxDocument): OutboxMessage | undefined {
+  const read = outboxEntryOf(document);
+  return read.ok ? read.entry.message : undefined;
+}
 
 const backorders = async (productId: string): Promise<Backorder[]> =>
   (

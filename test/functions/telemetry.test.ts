@@ -191,7 +191,12 @@ describe('telemetry', () => {
       const run = await runTimer('outboxSweeper');
 
       expect(run.error?.message).toContain('ServiceCommunicationProblem');
-      expect(run.logs.map((line) => line.text).join('\n')).toContain('Outbox sweeper could not resend');
+      expect(run.logs.map((line) => line.text).join('\n')).toContain(
+        'Outbox sweeper: topic business-events failed its messages',
+      );
+      expect(
+        await sink.value(METRIC_NAMES.outboxSendFailures, { topic: 'business-events', source: 'sweeper' }),
+      ).toBe(1);
       expect(await sink.value(METRIC_NAMES.outboxPending)).toBe(pending);
       expect(await sink.value(METRIC_NAMES.outboxOldestPendingAge)).toBeGreaterThanOrEqual(3_600);
     } finally {

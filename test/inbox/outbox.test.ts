@@ -2,6 +2,7 @@ import type { Container } from '@azure/cosmos';
 
 import type { PartitionTransaction } from '../../src/inbox/internal';
 import {
+  isTopicRefusal,
   MAX_OUTGOING_MESSAGE_BYTES,
   OUTBOX_TYPE,
   type OutboxDocument,
@@ -21,6 +22,10 @@ const stack = useLocalStack();
 
 let accounts = 0;
 const nextAccount = (): string => `outbox-acct-${++accounts}`;
+
+/** An error as @azure/service-bus throws it: a ServiceBusError with its ServiceBusErrorCode. */
+const serviceBusError = (code: string): Error =>
+  Object.assign(new Error(`${code}: the namespace said no`), { name: 'ServiceBusError', code });
 
 /** A publisher that records what it was given, and can be told to fail the next sends. */
 class RecordingPublisher implements OutboxPublisher {
@@ -222,7 +227,7 @@ describe('tx.publish: outbox documents in the same batch as the marker and the e
     const error = await processDelivery(
       publishing,
       delivery({ accountId: account, amount: 1 }),
-      dependencies(stack.container, { topicsPublishedBy: () => ['other-topic'] }),
+      dependencies(stack.container, { outboxRoutes: () => new Map([['other-topic', new Set(['X'])]]) }),
     ).catch((caught: unknown) => caught);
 
     expect((error as PoisonMessageError).reason).toBe('invalid-outgoing-message');
@@ -330,7 +335,7 @@ describe('the relay and the sweeper', () => {
     expect(again).toMatchObject({ sent: 2, marked: 0, alreadyMarked: 2 });
   });
 
-  it('tries every mark before throwing, and on the retry resends only what is still pending', async () => {
+  it('tries every mark before asking for a retry, and on the retry resends only what is still pending', async () => {
     const account = nextAccount();
     const now = new Date();
     await published(account, 'relay-4', now);
@@ -338,19 +343,18 @@ describe('the relay and the sweeper', () => {
     const page = await documentsIn(stack.container, `account:${account}`);
     stack.server.faults.inject({ kind: 'unavailable', on: 'write', times: 1 });
 
-    await expect(relayOutbox(page, relayDependencies(stack.container, publisher, now))).rejects.toThrow();
+    const first = await relayOutbox(page, relayDependencies(stack.container, publisher, now));
     const statuses = (await outboxIn(stack.container, `account:${account}`)).map((d) => d.status).sort();
     const retried = await relayOutbox(page, relayDependencies(stack.container, publisher, now), true);
 
     // One mark failed, the other went through all the same; the retry sends the one left.
+    expect(first.retry?.message).toMatch(/503|unavailable/i);
     expect(statuses).toEqual(['dispatched', 'pending']);
     expect(retried).toMatchObject({ sent: 1, marked: 1, alreadyMarked: 1 });
     expect(publisher.sent).toHaveLength(3);
   });
 
-  it('marks what one topic took when another refuses the send, then throws', async () => {
-    const account = nextAccount();
-    const now = new Date();
+  async function twoTopicsPage(account: string): Promise<Record<string, unknown>[]> {
     const twoTopics = testConsumer((_message, tx) => {
       tx.publish({ topic: 'accepting', subject: 'A', body: 1 });
       tx.publish({ topic: 'refusing', subject: 'B', body: 2 });
@@ -360,26 +364,69 @@ describe('the relay and the sweeper', () => {
       delivery({ accountId: account, amount: 1 }),
       dependencies(stack.container),
     );
-    const sent: string[] = [];
-    const publisher: OutboxPublisher = {
-      send: (topic, messages) =>
-        topic === 'refusing'
-          ? Promise.reject(new Error('UnauthorizedAccess: no Data Sender on refusing'))
-          : Promise.resolve((sent.push(...messages.map((m) => m.subject)), [])),
-      close: () => Promise.resolve(),
-    };
-    const page = await documentsIn(stack.container, `account:${account}`);
+    return documentsIn(stack.container, `account:${account}`);
+  }
 
-    await expect(relayOutbox(page, relayDependencies(stack.container, publisher, now))).rejects.toThrow(
-      'UnauthorizedAccess',
-    );
+  const failingOn = (topic: string, error: Error, sent: string[]): OutboxPublisher => ({
+    send: (to, messages) =>
+      to === topic
+        ? Promise.reject(error)
+        : Promise.resolve((sent.push(...messages.map((m) => m.subject)), [])),
+    close: () => Promise.resolve(),
+  });
+
+  it('leaves the messages of a topic that refuses them pending, marks the others, and goes on (no retry)', async () => {
+    const account = nextAccount();
+    const sent: string[] = [];
+    const publisher = failingOn('refusing', serviceBusError('UnauthorizedAccess'), sent);
+    const page = await twoTopicsPage(account);
+
+    const report = await relayOutbox(page, relayDependencies(stack.container, publisher));
     const outbox = await outboxIn(stack.container, `account:${account}`);
 
+    expect(report.retry).toBeUndefined();
+    expect(report.failedTopics).toMatchObject([{ topic: 'refusing', messages: 1, refused: true }]);
     expect(sent).toEqual(['A']);
     expect(outbox.map((d) => [d.topic, d.status]).sort()).toEqual([
       ['accepting', 'dispatched'],
       ['refusing', 'pending'],
     ]);
+  });
+
+  it('asks for the page again when a send fails for another reason, after marking what another topic took', async () => {
+    const account = nextAccount();
+    const sent: string[] = [];
+    const publisher = failingOn('refusing', serviceBusError('ServiceTimeout'), sent);
+    const page = await twoTopicsPage(account);
+
+    const report = await relayOutbox(page, relayDependencies(stack.container, publisher));
+    const outbox = await outboxIn(stack.container, `account:${account}`);
+
+    expect(report.retry?.message).toContain('ServiceTimeout');
+    expect(report.failedTopics).toMatchObject([{ topic: 'refusing', refused: false }]);
+    expect(outbox.map((d) => [d.topic, d.status]).sort()).toEqual([
+      ['accepting', 'dispatched'],
+      ['refusing', 'pending'],
+    ]);
+  });
+
+  it.each([
+    ['MessagingEntityNotFound', true],
+    ['UnauthorizedAccess', true],
+    ['MessagingEntityDisabled', true],
+    ['QuotaExceeded', true],
+    ['ServiceBusy', false],
+    ['ServiceCommunicationProblem', false],
+    ['GeneralError', false],
+  ])('takes a ServiceBusError %s for a refusal by the topic: %s', (code, refused) => {
+    expect(isTopicRefusal(serviceBusError(code))).toBe(refused);
+  });
+
+  it('takes no other error for a refusal, whatever its message says', () => {
+    expect(isTopicRefusal(new Error('MessagingEntityNotFound'))).toBe(false);
+    expect(isTopicRefusal(Object.assign(new Error('x'), { code: 'UnauthorizedAccess' }))).toBe(false);
+    expect(isTopicRefusal('UnauthorizedAccess')).toBe(false);
+    expect(isTopicRefusal(null)).toBe(false);
   });
 
   it('sets aside a message Service Bus can never take (too large), and marks the others', async () => {
@@ -397,6 +444,7 @@ describe('the relay and the sweeper', () => {
     );
 
     expect(report).toMatchObject({ sent: 1, marked: 1, unsendable: 1 });
+    expect(report.setAside).toMatchObject([{ reason: 'too-large', topic: 'business-events' }]);
     expect(statuses[tooLarge?.messageId ?? '']).toBe('unsendable');
   });
 
@@ -420,16 +468,16 @@ describe('the relay and the sweeper', () => {
     ]);
   });
 
-  it('throws when Service Bus fails, leaving the documents pending for the retry or the sweeper', async () => {
+  it('asks for a retry when Service Bus fails, leaving the documents pending for the retry or the sweeper', async () => {
     const account = nextAccount();
     const now = new Date();
     await published(account, 'relay-2', now);
     const publisher = Object.assign(new RecordingPublisher(), { failures: 1 });
     const page = await documentsIn(stack.container, `account:${account}`);
 
-    await expect(relayOutbox(page, relayDependencies(stack.container, publisher, now))).rejects.toThrow(
-      'ServiceUnavailable',
-    );
+    const report = await relayOutbox(page, relayDependencies(stack.container, publisher, now));
+
+    expect(report.retry?.message).toContain('ServiceUnavailable');
     expect((await outboxIn(stack.container, `account:${account}`)).every((d) => d.status === 'pending')).toBe(
       true,
     );
@@ -464,8 +512,16 @@ describe('the relay and the sweeper', () => {
       .resource;
 
     expect(report).toMatchObject({ sent: 2, marked: 2, unsendable: 2 });
-    expect([...report.unsendableIds].sort()).toEqual(['outbox-broken', 'outbox-foreign']);
-    expect(stored).toMatchObject({ status: 'unsendable' });
+    expect(report.setAside.map((d) => [d.id, d.reason, d.detail]).sort()).toEqual([
+      ['outbox-broken', 'unreadable', 'its "message" has no messageId.'],
+      ['outbox-foreign', 'unreadable', 'it has no "message" text.'],
+    ]);
+    expect(stored).toMatchObject({
+      status: 'unsendable',
+      unsendableReason: 'unreadable',
+      unsendableDetail: 'its "message" has no messageId.',
+      unsendableSinceEpochSeconds: Math.floor(now.getTime() / 1000),
+    });
     expect(stored?.pendingSinceEpochSeconds).toBeUndefined();
     expect(stored?.ttl).toBeUndefined();
   });

@@ -1,4 +1,4 @@
-import { loadSettings, type OutboxMessage } from '../../../../src/inbox/internal';
+import { isTopicRefusal, loadSettings, type OutboxMessage } from '../../../../src/inbox/internal';
 import { serviceBusPublisher } from '../../../../src/serviceBusPublisher';
 import { ORDERS, PAYMENTS, receive, TOPIC, usePeer } from './support';
 
@@ -75,6 +75,17 @@ describe('the outbox publisher on @azure/service-bus', () => {
     const received = await receive(fixture.receiver(ORDERS), 3);
 
     expect(received.map((m) => m.messageId)).toEqual(['big-0', 'big-1', 'big-2']);
+  });
+
+  it('fails a send to a topic Service Bus does not have with an error the relay takes for a refusal', async () => {
+    const relay = publisher();
+    const error = await relay
+      .send('retired-events', [message('gone-1', 'OrderCreated', {})])
+      .catch((caught: unknown) => caught);
+    await relay.close();
+
+    expect(error).toMatchObject({ name: 'ServiceBusError', code: 'MessagingEntityNotFound' });
+    expect(isTopicRefusal(error)).toBe(true);
   });
 
   it('says which setting is missing when it has neither a namespace nor a local connection string', async () => {
