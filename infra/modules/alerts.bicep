@@ -1,6 +1,7 @@
-// Five alerts that matter for an idempotent consumer: messages given up on (dead-lettered), handler
+// Seven alerts that matter for an idempotent consumer: messages given up on (dead-lettered), handler
 // failures, a rise in the share of duplicate deliveries, a Cosmos DB circuit breaker that stays open,
-// and published messages that stay in the outbox. Each notifies the given action group and/or an
+// published messages that stay in the outbox, a topic that refuses the outbox's messages (named),
+// and outbox messages set aside as unsendable. Each notifies the given action group and/or an
 // action group created here for an e-mail address.
 
 @description('Azure region of the scheduled query rule (metric alerts are global).')
@@ -307,6 +308,112 @@ resource outboxPendingAge 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = 
           metricMeasureColumn: 'oldestPendingAgeSeconds'
           operator: 'GreaterThan'
           threshold: outboxPendingAgeThresholdSeconds
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: actionGroupIds
+    }
+  }
+}
+
+// The sweeper (src/inbox/relay.ts) sends a topic's messages only once they have been pending for
+// OUTBOX_SWEEP_AGE, so a send of the sweeper that fails (outbox.send_failures, source sweeper) means
+// a topic has been refusing or failing for that long: it was deleted, the app lost its Data Sender
+// role on it, it is disabled or full, or Service Bus is down. The other topics' messages go on; this
+// topic's wait, pending, and are sent once it takes them again. One alert per topic (its dimension).
+var outboxTopicFailingQuery = '''
+customMetrics
+| where name == 'outbox.send_failures'
+| extend topic = tostring(customDimensions['topic']), source = tostring(customDimensions['source'])
+| where source == 'sweeper'
+| summarize failedSends = sum(valueSum) by topic
+'''
+
+resource outboxTopicFailing 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
+  name: 'sqr-${namePrefix}-outbox-topic-failing'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'A topic refuses the outbox\'s messages'
+    description: 'The outbox sweeper could not send messages pending for longer than OUTBOX_SWEEP_AGE to this topic (outbox.send_failures, source sweeper). Its messages wait, pending; the other topics are not held. Check that the topic exists and is enabled, and the app\'s Azure Service Bus Data Sender role on it; the outboxSweeper logs name the Service Bus error.'
+    severity: 1
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: outboxTopicFailingQuery
+          timeAggregation: 'Total'
+          metricMeasureColumn: 'failedSends'
+          dimensions: [
+            {
+              name: 'topic'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: actionGroupIds
+    }
+  }
+}
+
+// Every sweeper run counts the outbox documents set aside as unsendable (outbox.unsendable): a
+// message the relay will never send on its own, because what the document holds is not a message
+// tx.publish would have accepted, or Service Bus refused its size. It waits for an operator to
+// resend or discard it (npm run outbox), so the alert stays on while any is kept.
+var outboxUnsendableQuery = '''
+customMetrics
+| where name == 'outbox.unsendable'
+| summarize unsendable = max(valueMax)
+'''
+
+resource outboxUnsendable 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
+  name: 'sqr-${namePrefix}-outbox-unsendable'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Outbox messages set aside as unsendable'
+    description: 'The outbox relay set aside messages it can never send (outbox.unsendable): each keeps its reason. List them with `npm run outbox -- list --unsendable`, then resend or discard each (infra/monitoring.md, "Unsendable outbox messages").'
+    severity: 1
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT10M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: outboxUnsendableQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'unsendable'
+          operator: 'GreaterThan'
+          threshold: 0
           failingPeriods: {
             numberOfEvaluationPeriods: 1
             minFailingPeriodsToAlert: 1

@@ -116,17 +116,21 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
       }
       // -1: TTL is on, but nothing expires unless it carries its own `ttl` (inbox markers may).
       defaultTtl: -1
-      // Every access but two is a point read or a transactional batch, which need no index. The two
+      // Every access but a few is a point read or a transactional batch, which need no index. The
       // queries are the marker purge (src/inbox/purge.ts):
       //   SELECT TOP @limit c.id, c.partitionKey, c.expiresAtEpochSeconds, c._etag FROM c
       //   WHERE c.type = @type AND c.expiresAtEpochSeconds <= @now
-      // and the outbox sweeper's (src/inbox/relay.ts: the pending count, the oldest, the ones due):
+      // and the outbox sweeper's (src/inbox/relay.ts: the pending count, the oldest, the ones due,
+      // and the count of those set aside as unsendable):
       //   ... FROM c WHERE c.type = 'outbox' AND c.pendingSinceEpochSeconds <= @cutoff
+      //       [AND NOT (c.topic IN (...))]   once a topic has failed in the run
+      //   ... FROM c WHERE c.type = 'outbox' AND c.unsendableSinceEpochSeconds <= @cutoff
       // so only their filter paths are indexed and everything else is excluded, which makes every
       // write in every batch cheaper. Each composite index serves one query's equality on type and
       // its range in one index lookup (equality first, range last), which lowers its request charge.
-      // pendingSinceEpochSeconds exists only while an outbox document is pending, so its index holds
-      // the pending ones only. A new query must add its paths here, or it scans.
+      // pendingSinceEpochSeconds exists only while an outbox document is pending, and
+      // unsendableSinceEpochSeconds only while one is set aside, so their indexes hold those only.
+      // A new query must add its paths here, or it scans.
       indexingPolicy: {
         indexingMode: 'consistent'
         automatic: true
@@ -139,6 +143,12 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
           }
           {
             path: '/pendingSinceEpochSeconds/?'
+          }
+          {
+            path: '/unsendableSinceEpochSeconds/?'
+          }
+          {
+            path: '/topic/?'
           }
         ]
         excludedPaths: [
@@ -164,6 +174,16 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
             }
             {
               path: '/pendingSinceEpochSeconds'
+              order: 'ascending'
+            }
+          ]
+          [
+            {
+              path: '/type'
+              order: 'ascending'
+            }
+            {
+              path: '/unsendableSinceEpochSeconds'
               order: 'ascending'
             }
           ]

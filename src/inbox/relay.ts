@@ -177,6 +177,10 @@ export interface SweepReport extends DispatchReport {
 }
 
 const PENDING_FILTER = `c.type = '${OUTBOX_TYPE}' AND c.pendingSinceEpochSeconds <= @cutoff`;
+const UNSENDABLE_FILTER = `c.type = '${OUTBOX_TYPE}' AND c.unsendableSinceEpochSeconds <= @cutoff`;
+/** What leaves the documents of topics that failed in this run out of the sweeper's next query. */
+const SKIP_TOPICS = (parameters: readonly string[]): string =>
+  ` AND NOT (c.topic IN (${parameters.join(', ')}))`;
 
 /**
  * One run of the sweeper: resends outbox documents pending for longer than OUTBOX_SWEEP_AGE, oldest
@@ -241,7 +245,7 @@ export async function sweepOutbox(deps: RelayDependencies): Promise<SweepReport>
 /** Pending documents older than `cutoff`, oldest first, a page at a time, but those of `failing` topics. */
 function dueDocuments(container: Container, cutoff: number, failing: readonly string[]) {
   const skip = failing.map((topic, index) => ({ name: `@skip${index}`, value: topic }));
-  const without = skip.length === 0 ? '' : ` AND NOT (c.topic IN (${skip.map((p) => p.name).join(', ')}))`;
+  const without = skip.length === 0 ? '' : SKIP_TOPICS(skip.map((parameter) => parameter.name));
   // A page at a time: a run holds one page of documents in memory, not OUTBOX_SWEEP_MAX_ITEMS of them.
   return container.items.query<OutboxDocument>(
     {
@@ -264,11 +268,7 @@ async function measureOutbox(
       `SELECT VALUE MIN(c.pendingSinceEpochSeconds) FROM c WHERE ${PENDING_FILTER}`,
       nowSeconds,
     ),
-    queryAll<number>(
-      container,
-      `SELECT VALUE COUNT(1) FROM c WHERE c.type = '${OUTBOX_TYPE}' AND c.unsendableSinceEpochSeconds <= @cutoff`,
-      nowSeconds,
-    ),
+    queryAll<number>(container, `SELECT VALUE COUNT(1) FROM c WHERE ${UNSENDABLE_FILTER}`, nowSeconds),
   ]);
   const minima = earliest.items.filter((value) => typeof value === 'number');
   return {

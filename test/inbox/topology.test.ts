@@ -3,6 +3,7 @@ import { registeredConsumers } from '../../src/app';
 import {
   bindingOf,
   functionNameOf,
+  outboxRoutesOf,
   publishersOf,
   topicsPublishedBy,
   type Topology,
@@ -200,6 +201,55 @@ describe('src/topology.json', () => {
           `  - topic 'orders': publisher 'stock.reserver' is listed twice`,
           `  - topic 'orders': publisher 7 is not a consumer declared here`,
           `  - topic 'other': "publishers" must be an array of consumer names`,
+        ].join('\n'),
+      );
+    });
+  });
+
+  describe('outbox routes and unsubscribed subjects', () => {
+    const declared: Topology = {
+      topics: [
+        {
+          name: 'orders',
+          publishers: ['sales.order-taker'],
+          unsubscribedSubjects: ['OrderAudited'],
+          subscriptions: [
+            { name: 'stock.reserver', subjects: ['OrderCreated'] },
+            { name: 'billing.invoicer', subjects: ['OrderCreated', 'OrderCancelled'] },
+          ],
+        },
+        { name: 'intake', subscriptions: [{ name: 'sales.order-taker', subjects: ['Basket'] }] },
+      ],
+    };
+
+    it('are, per topic a consumer publishes on, the subjects a subscription takes and those declared unsubscribed', () => {
+      expect(validateTopology(declared)).toBe(declared);
+      expect(outboxRoutesOf('sales.order-taker', declared)).toEqual(
+        new Map([['orders', new Set(['OrderCreated', 'OrderCancelled', 'OrderAudited'])]]),
+      );
+      expect(outboxRoutesOf('stock.reserver', declared)).toEqual(new Map());
+    });
+
+    it('must be subject names, each once, that no subscription of the topic takes', () => {
+      const invalid = {
+        topics: [
+          {
+            name: 'orders',
+            unsubscribedSubjects: ['OrderCreated', 'Fine', 'Fine', '9lives', 7],
+            subscriptions: [{ name: 'stock.reserver', subjects: ['OrderCreated'] }],
+          },
+          { name: 'other', unsubscribedSubjects: 'Audited', subscriptions: [] },
+        ],
+      };
+
+      expect(() => validateTopology(invalid)).toThrow(
+        [
+          'src/topology.json is invalid:',
+          "  - topic 'orders': subject 'OrderCreated' is declared unsubscribed, but the subscription 'stock.reserver' takes it",
+          "  - topic 'orders': unsubscribed subject 'Fine' is listed twice",
+          `  - topic 'orders': unsubscribed subject "9lives" is not a subject name`,
+          "  - topic 'orders': unsubscribed subject 7 is not a subject name",
+          `  - topic 'other': "unsubscribedSubjects" must be an array of subjects`,
         ].join('\n'),
       );
     });

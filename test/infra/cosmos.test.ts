@@ -36,13 +36,22 @@ interface Filter {
  * The outbox sweeper's queries as src/inbox/relay.ts writes them (the pending count, the oldest
  * pending time, the ones due) share one filter, PENDING_FILTER, with the outbox type inlined.
  */
-function sweepQuery(): string {
-  const source = readFileSync(path.join(repoRoot, 'src', 'inbox', 'relay.ts'), 'utf8');
-  const filter = /const PENDING_FILTER = `([^`]*)`;/.exec(source)?.[1] ?? '';
+function sweepQuery(name: 'PENDING_FILTER' | 'UNSENDABLE_FILTER' = 'PENDING_FILTER'): string {
+  const filter = new RegExp(`const ${name} = \`([^\`]*)\`;`).exec(relaySource())?.[1] ?? '';
   const type = /export const OUTBOX_TYPE = '([^']*)';/.exec(
     readFileSync(path.join(repoRoot, 'src', 'inbox', 'outbox.ts'), 'utf8'),
   )?.[1];
   return `SELECT * FROM c WHERE ${filter.replace('${OUTBOX_TYPE}', String(type))}`;
+}
+
+const relaySource = (): string => readFileSync(path.join(repoRoot, 'src', 'inbox', 'relay.ts'), 'utf8');
+
+/** The path the sweeper's query filters on to leave out the topics that failed in its run. */
+function skippedTopicPath(): string {
+  const clause = /const SKIP_TOPICS = [^`]*`([^`]*)`/.exec(relaySource())?.[1] ?? '';
+  const parsed = /^ AND NOT \(c\.([A-Za-z_]+) IN /.exec(clause);
+  if (!parsed) throw new Error(`cannot read the sweeper's topic clause '${clause}'`);
+  return `/${parsed[1]}`;
 }
 
 const CONTAINER = 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers';
@@ -187,9 +196,21 @@ describeInfra(
         ]);
       });
 
-      it("indexes exactly the purge's and the sweep's filter paths, excludes everything else, and has one composite index for each", () => {
-        const queries = [filters(purgeQuery()), filters(sweepQuery())];
-        const paths = [...new Set(queries.flat().map((filter) => filter.path))];
+      it('reads an unsendable count that filters on type (equality) and the time set aside (range)', () => {
+        expect(filters(sweepQuery('UNSENDABLE_FILTER'))).toEqual([
+          { path: '/type', operator: '=' },
+          { path: '/unsendableSinceEpochSeconds', operator: '<=' },
+        ]);
+        expect(skippedTopicPath()).toBe('/topic');
+      });
+
+      it("indexes exactly the purge's and the sweeper's filter paths, excludes everything else, and has one composite index for each range", () => {
+        const queries = [
+          filters(purgeQuery()),
+          filters(sweepQuery()),
+          filters(sweepQuery('UNSENDABLE_FILTER')),
+        ];
+        const paths = [...new Set([...queries.flat().map((filter) => filter.path), skippedTopicPath()])];
 
         expect(policy()).toEqual({
           indexingMode: 'consistent',

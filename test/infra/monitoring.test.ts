@@ -1,5 +1,6 @@
 // Monitoring as deployed: Application Insights with Entra ID only, the alerts (dead letters, failed
-// executions, duplicate share, an open circuit breaker, outbox messages left pending) and whom they
+// executions, duplicate share, an open circuit breaker, outbox messages left pending, a topic that
+// refuses the outbox's messages, unsendable outbox messages) and whom they
 // notify, and the workbook.
 
 import { readFileSync } from 'node:fs';
@@ -166,6 +167,46 @@ describeInfra(
           });
         });
 
+        it('alerts, naming the topic, when the sweeper cannot send a topic the messages pending longer than OUTBOX_SWEEP_AGE (outbox.send_failures)', () => {
+          const { rule, criterion, query, readsApplicationInsights } = queryAlert(
+            defaults(),
+            '-outbox-topic-failing',
+          );
+
+          expect(readsApplicationInsights).toBe(true);
+          expect(query).toContain(`where name == '${METRIC_NAMES.outboxSendFailures}'`);
+          // The relay's failures are its own retries' business; a sweeper's means the topic has been
+          // failing for at least OUTBOX_SWEEP_AGE.
+          expect(query).toContain("where source == 'sweeper'");
+          expect(query).toContain('summarize failedSends = sum(valueSum) by topic');
+          expect(criterion).toMatchObject({
+            metricMeasureColumn: 'failedSends',
+            operator: 'GreaterThan',
+            threshold: 0,
+            dimensions: [{ name: 'topic', operator: 'Include', values: ['*'] }],
+          });
+          expect(rule?.properties).toMatchObject({ windowSize: 'PT15M', severity: 1, autoMitigate: true });
+        });
+
+        it('alerts while any outbox message is kept unsendable (outbox.unsendable, measured by every sweeper run)', () => {
+          const { rule, criterion, query, readsApplicationInsights } = queryAlert(
+            defaults(),
+            '-outbox-unsendable',
+          );
+
+          expect(readsApplicationInsights).toBe(true);
+          expect(query).toContain(`where name == '${METRIC_NAMES.outboxUnsendable}'`);
+          expect(query).toContain('unsendable = max(valueMax)');
+          expect(criterion).toMatchObject({
+            metricMeasureColumn: 'unsendable',
+            timeAggregation: 'Maximum',
+            operator: 'GreaterThan',
+            threshold: 0,
+          });
+          expect(String(at(rule, 'properties.description'))).toContain('npm run outbox -- list --unsendable');
+          expect(rule?.properties).toMatchObject({ severity: 1, autoMitigate: true });
+        });
+
         it('takes the outbox age threshold as an ISO-8601 duration, in seconds', () => {
           const { criterion, rule } = queryAlert(evaluated('outboxThresholdSet'), '-outbox-pending-age');
 
@@ -222,7 +263,7 @@ describeInfra(
           );
         }
         const rules = resources(notifying, 'Microsoft.Insights/scheduledQueryRules');
-        expect(rules).toHaveLength(3);
+        expect(rules).toHaveLength(5);
         for (const rule of rules) {
           expect(at(rule, 'properties.actions')).toEqual({ actionGroups: expected });
         }
