@@ -31,6 +31,15 @@ export function bounded(text: string, max = MAX_ECHOED_CHARS): string {
   return text.length <= max ? text : `${text.slice(0, max)}…(${text.length} characters)`;
 }
 
+/**
+ * The HTTP status of a Cosmos DB request that failed (@azure/cosmos throws an ErrorResponse whose
+ * `code` is the status), or undefined when the error is not one. The one place that reads it.
+ */
+export function storeStatusOf(error: unknown): number | undefined {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'number' ? code : undefined;
+}
+
 export const POISON_REASONS = [
   'missing-message-id',
   'metadata-shadowed-by-body',

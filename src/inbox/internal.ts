@@ -62,12 +62,14 @@ export {
 } from './process';
 export { type PurgeOptions, type PurgeReport, runPurge } from './purge';
 export {
+  discardUnsendable,
   type DispatchReport,
   isTopicRefusal,
   type OutboxPublisher,
   type RelayDependencies,
   relayOutbox,
   type RelayReport,
+  resendUnsendable,
   type SetAside,
   sweepOutbox,
   type SweepReport,

@@ -1,5 +1,6 @@
 import type { Container, CosmosDiagnostics, ErrorResponse, OperationInput } from '@azure/cosmos';
 
+import { storeStatusOf } from './errors';
 import { MARKER_TYPE } from './marker';
 
 /** How far one purge run may go (see runPurge). */
@@ -239,8 +240,8 @@ async function deletePartitionGroup(
       );
       report.purged++;
     } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      if (code !== 404 && code !== 412) throw error;
+      const status = storeStatusOf(error);
+      if (status !== 404 && status !== 412) throw error;
       budget.charge(error as ErrorResponse);
       report.skipped++;
     }

@@ -1,6 +1,6 @@
 import type { Container, PatchOperation } from '@azure/cosmos';
 
-import { bounded } from './errors';
+import { bounded, storeStatusOf } from './errors';
 import {
   isOutboxDocument,
   OUTBOX_TYPE,
@@ -445,8 +445,8 @@ async function dispatch(
       } catch (error) {
         // 412: the relay and the sweeper both sent it, and the other marked it first; 404: it was
         // marked and has expired since. Either way it is dispatched.
-        const code = (error as { code?: unknown }).code;
-        if (code === 412 || code === 404) report.alreadyMarked++;
+        const status = storeStatusOf(error);
+        if (status === 412 || status === 404) report.alreadyMarked++;
         else report.markFailure ??= asError(error);
       }
     }
@@ -469,3 +469,56 @@ function describeError(error: unknown): string {
 }
 
 const asError = (error: unknown): Error => (error instanceof Error ? error : new Error(String(error)));
+
+/**
+ * An operator's resend of an outbox document set aside as unsendable (npm run outbox -- resend),
+ * after fixing what made it so: back to pending, as if just published. The relay reads the change
+ * within seconds and sends it, or sets it aside again with its reason; the sweeper resends it after
+ * OUTBOX_SWEEP_AGE otherwise. False when the document is not unsendable (any more).
+ */
+export async function resendUnsendable(
+  container: Container,
+  document: OutboxDocument,
+  now: Date,
+): Promise<boolean> {
+  const reasonFields = ['unsendableSinceEpochSeconds', 'unsendableReason', 'unsendableDetail'] as const;
+  const operations: PatchOperation[] = [
+    { op: 'set', path: '/status', value: 'pending' },
+    { op: 'set', path: '/pendingSinceEpochSeconds', value: Math.floor(now.getTime() / 1000) },
+    // A patch's remove needs the property: a document set aside by an older version lacks them.
+    ...reasonFields
+      .filter((field) => document[field] !== undefined)
+      .map((field) => ({ op: 'remove', path: `/${field}` }) as const),
+  ];
+  try {
+    await container
+      .item(document.id, document.partitionKey)
+      .patch({ operations, condition: "from c where c.status = 'unsendable'" });
+    return true;
+  } catch (error) {
+    const status = storeStatusOf(error);
+    if (status === 412 || status === 404) return false;
+    throw error;
+  }
+}
+
+/**
+ * An operator's discard of an outbox document set aside as unsendable (npm run outbox -- discard):
+ * deleted, only as it was read (its ETag). False when it changed or went since.
+ */
+export async function discardUnsendable(
+  container: Container,
+  document: OutboxDocument & { _etag: string },
+): Promise<boolean> {
+  if (document.status !== 'unsendable') return false;
+  try {
+    await container
+      .item(document.id, document.partitionKey)
+      .delete({ accessCondition: { type: 'IfMatch', condition: document._etag } });
+    return true;
+  } catch (error) {
+    const status = storeStatusOf(error);
+    if (status === 412 || status === 404) return false;
+    throw error;
+  }
+}

@@ -1,6 +1,6 @@
 import type { Container } from '@azure/cosmos';
 
-import { ConcurrencyConflictError } from './errors';
+import { ConcurrencyConflictError, storeStatusOf } from './errors';
 import type { BusinessDocument } from './transaction';
 
 /**
@@ -49,8 +49,8 @@ export async function writeIfNewer(
       requestCharge += written.requestCharge;
       return { result: 'written', previousVersion, requestCharge, requests };
     } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      if (code !== 409 && code !== 412) throw error;
+      const status = storeStatusOf(error);
+      if (status !== 409 && status !== 412) throw error;
     }
   }
   throw new ConcurrencyConflictError(

@@ -81,19 +81,20 @@ describe('infra/workbook.json', () => {
         }
       }
       for (const [, dimension] of query.matchAll(/customDimensions\.(\w+)/g)) {
-        expect(['consumer', 'outcome', 'state', 'source']).toContain(dimension);
+        expect(['consumer', 'outcome', 'state', 'source', 'topic']).toContain(dimension);
       }
     }
   });
 
   it('adds up counters and histograms by valueSum and valueCount, as the exporter pre-aggregates them', () => {
     // Gauges report a value instead: the purge's inbox size, each instance's breaker, and what the
-    // outbox sweeper finds pending.
+    // outbox sweeper finds pending or set aside.
     const gauges = [
       "'inbox.markers'",
       "'inbox.breaker_open'",
       "'outbox.pending'",
       "'outbox.oldest_pending_age'",
+      "'outbox.unsendable'",
     ];
     for (const query of queries.filter((q) => !gauges.some((gauge) => q.includes(gauge)))) {
       expect(query).toMatch(/\bsum\(valueSum\)/);

@@ -39,6 +39,7 @@ const usageErrors = (
     ['send', ['--subject', 'OrderShipped', '--repeat'], "Option '--repeat <value>' argument missing"],
     ['dead-letters', ['show', 'payments.applier'], 'show needs the MessageId or sequence number'],
     ['peek', ['payments.applier', '--max', '0'], "--max must be an integer from 1 to 1000; got '0'"],
+    ['outbox', ['list', '--max', 'all'], "--max must be an integer from 1 to 1000; got 'all'"],
     ['test:live', ['--timeout-seconds', 'soon'], "--timeout-seconds must be a number of seconds; got 'soon'"],
     ['package', ['--record', join(missingDirectory, 'record.md')], '--record: the folder'],
     ['emulators:config', ['--check', 'now'], "Unexpected argument 'now'"],
