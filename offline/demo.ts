@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
 import { dirname, extname } from 'node:path';
 
+import { topology } from '../src/topology';
 import {
   EXIT_CODES,
   type ExitCode,
@@ -17,6 +18,7 @@ import {
   ScenarioEnvironment,
   type ScenarioOptions,
   type ScenarioReport,
+  type TopicOutage,
 } from './scenario/run';
 
 /**
@@ -49,6 +51,10 @@ const usage = `Usage: npm run demo -- [options]
                           starts, for that many minutes; repeatable
   --cosmos-throttling <start-minute>:<minutes>
                           every Cosmos DB request is throttled (429 beyond the SDK's retries); repeatable
+  --topic-refuses <topic>:<start-minute>:<minutes>
+                          the topic refuses every outbox send (its Data Sender role missing) from that
+                          model minute after publishing starts, for that many minutes; repeatable. The
+                          invariant 'topics' checks that the other topics' events are sent meanwhile
   --concurrency <n>       host.json maxConcurrentCalls per function (default 16)
   --json                  print one JSON object on stdout (progress still goes to stderr)
   --out <file>            write the report to this file instead of stdout, formatted as the repository's
@@ -67,6 +73,7 @@ const FLAGS = {
     out: { type: 'string' },
     'cosmos-outage': { type: 'string', multiple: true, default: [] as string[] },
     'cosmos-throttling': { type: 'string', multiple: true, default: [] as string[] },
+    'topic-refuses': { type: 'string', multiple: true, default: [] as string[] },
     help: { type: 'boolean', short: 'h', default: false },
     ...(Object.fromEntries(
       Object.entries(rateOptions).map(([name, rate]) => [name, { type: 'string', default: String(rate) }]),
@@ -88,6 +95,18 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
       durationMs: Math.round(number(name, minutes, { min: 0.01, max: 10_000 }) * 60_000),
       kind,
     };
+  };
+  const topicOutage = (text: string): TopicOutage => {
+    const [topic, start, minutes, ...rest] = text.split(':');
+    const known = topology.topics.map((t) => t.name);
+    if (rest.length > 0 || minutes === undefined || topic === undefined || !known.includes(topic)) {
+      throw usageError(
+        `--topic-refuses must be <topic>:<start-minute>:<minutes> with a topic of src/topology.json (${known.join(', ')}); got '${text.slice(0, 60)}'.`,
+        usage,
+      );
+    }
+    const window = outage('topic-refuses', `${start}:${minutes}`, 'unavailable');
+    return { topic, startMs: window.startMs, durationMs: window.durationMs };
   };
   const rate = (name: keyof typeof rateOptions): number =>
     number(name, (values as Record<string, unknown>)[name], { max: 1 });
@@ -119,6 +138,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
         ...values['cosmos-outage'].map((text) => outage('cosmos-outage', text, 'unavailable')),
         ...values['cosmos-throttling'].map((text) => outage('cosmos-throttling', text, 'throttle')),
       ],
+      topicOutages: values['topic-refuses'].map(topicOutage),
     },
     timeoutMs: 30 * 60_000,
     onProgress: progressPrinter(),
@@ -263,9 +283,9 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
       ` the app's reason for a poison message is in its logs: docs/poison-on-first-delivery.md)`,
     '',
     'Outbox',
-    `  events staged       ${a.outbox.staged} (one per reservation or backorder, in its batch)`,
-    `  sends               ${a.outbox.sends} (${a.outbox.resends} resends: ${a.outbox.droppedResends} dropped by the broker's duplicate detection)`,
-    `  relay pages         ${list(report.relay.pages) || 'none'}, in ${report.relay.invocations} invocations (retries included); ${report.relay.sendFailures} failed sends`,
+    `  events staged       ${a.outbox.staged} (one per reservation or backorder, and per shipment planned, in its batch)`,
+    `  sends               ${a.outbox.sends} (${a.outbox.resends} resends: ${a.outbox.droppedResends} dropped by the broker's duplicate detection, ${a.outbox.discardedResends} discarded: no subscription takes them)`,
+    `  relay pages         ${list(report.relay.pages) || 'none'}, in ${report.relay.invocations} invocations (retries included); ${report.relay.sendFailures} failed sends, ${report.relay.refusals} refused by a topic`,
     `  sweeper             ${report.relay.sweeperRuns} runs, ${report.relay.sweeperResent} messages resent`,
     '',
     'Speed (this machine: one Node.js process hosts the app, the broker model and the Cosmos server)',

@@ -85,6 +85,9 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   }
   const emulatorLines = writeEmulatorConfig(declared);
   const newTopic = !topology.topics.some((topic) => topic.name === request.topic);
+  const wasUnsubscribed = topology.topics.some(
+    (topic) => topic.name === request.topic && topic.unsubscribedSubjects?.includes(request.subject) === true,
+  );
 
   context.out(
     `Added the ${request.kind} consumer ${request.name} of ${request.subject} on ${request.topic}:`,
@@ -94,7 +97,8 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   );
   context.out(`  ${relative(files.functionFile)}   its function, ${functionNameOf(request.name)}`);
   context.out(
-    `  src/topology.json   the subscription ${request.name}${newTopic ? `, on the new topic ${request.topic}` : ''}`,
+    `  src/topology.json   the subscription ${request.name}${newTopic ? `, on the new topic ${request.topic}` : ''}` +
+      (wasUnsubscribed ? `; ${request.subject} is no longer among the topic's unsubscribedSubjects` : ''),
   );
   for (const line of emulatorLines) context.out(`  ${line}`);
   context.out(
@@ -163,17 +167,26 @@ function collisions(name: string, declared: Topology): string[] {
   return problems;
 }
 
-function withSubscription(declared: Topology, request: ConsumerRequest): Topology {
+/**
+ * The topology with the consumer's subscription. A subject the topic declared unsubscribed is one
+ * now: it leaves "unsubscribedSubjects" (and the key goes with its last subject).
+ */
+export function withSubscription(declared: Topology, request: ConsumerRequest): Topology {
   const subscription = { name: request.name, subjects: [request.subject] };
   const exists = declared.topics.some((topic) => topic.name === request.topic);
+  if (!exists)
+    return { topics: [...declared.topics, { name: request.topic, subscriptions: [subscription] }] };
   return {
-    topics: exists
-      ? declared.topics.map((topic) =>
-          topic.name === request.topic
-            ? { ...topic, subscriptions: [...topic.subscriptions, subscription] }
-            : topic,
-        )
-      : [...declared.topics, { name: request.topic, subscriptions: [subscription] }],
+    topics: declared.topics.map((topic) => {
+      if (topic.name !== request.topic) return topic;
+      const { unsubscribedSubjects, ...rest } = topic;
+      const left = (unsubscribedSubjects ?? []).filter((subject) => subject !== request.subject);
+      return {
+        ...rest,
+        ...(left.length > 0 ? { unsubscribedSubjects: left } : {}),
+        subscriptions: [...topic.subscriptions, subscription],
+      };
+    }),
   };
 }
 

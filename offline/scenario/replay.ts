@@ -62,5 +62,8 @@ export function replayCommand(options: ScenarioOptions): string {
     const flag = kind === 'throttle' ? 'cosmos-throttling' : 'cosmos-outage';
     flags.push(`--${flag} ${String(startMs / 60_000)}:${String(durationMs / 60_000)}`);
   }
+  for (const { topic, startMs, durationMs } of options.faults?.topicOutages ?? []) {
+    flags.push(`--topic-refuses ${topic}:${String(startMs / 60_000)}:${String(durationMs / 60_000)}`);
+  }
   return `npm run demo -- ${flags.join(' ')}`;
 }

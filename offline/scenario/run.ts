@@ -8,14 +8,14 @@ import { topology } from '../../src/topology';
 import { freshAppContainer } from '../appContainer';
 import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../cosmos';
 import { type ChangeFeedFaults, ChangeFeedTrigger } from '../functions/changeFeedTrigger';
-import { type FunctionApp, loadFunctionApp } from '../functions/worker';
+import { type FunctionApp, loadFunctionApp, type LogLine } from '../functions/worker';
 import { seededRandom } from '../random';
 import { Broker, type Topic } from '../servicebus/broker';
 import type { Clock } from '../servicebus/clock';
 import { type DeliveryRecord, FunctionsHost, type HostFaults } from '../servicebus/host';
 import { BrokerPublisher, type PublisherFaults } from '../servicebus/publisher';
 import { Simulation } from './simulation';
-import { type Accounting, type Invariant, verify } from './verify';
+import { type Accounting, type Invariant, type SweepRecord, verify } from './verify';
 import { generateWorkload, type WorkloadOptions } from './workload';
 
 /**
@@ -54,6 +54,17 @@ export interface OutboxFaults {
   relayCheckpointLost?: number;
   /** Chance that the host stops while the relay runs and a new instance takes the lease over. */
   relayRestart?: number;
+  /**
+   * Windows of model time, from the start of publishing, in which a topic refuses every send of the
+   * outbox (its Data Sender role missing, as a ServiceBusError UnauthorizedAccess).
+   */
+  topicOutages?: TopicOutage[];
+}
+
+export interface TopicOutage {
+  topic: string;
+  startMs: number;
+  durationMs: number;
 }
 
 export interface CosmosOutage {
@@ -107,6 +118,8 @@ export interface ScenarioReport {
     sweeperRuns: number;
     sweeperResent: number;
     sendFailures: number;
+    /** Sends a topic refused (topicOutages). */
+    refusals: number;
   };
   ok: boolean;
   invariants: Invariant[];
@@ -249,6 +262,7 @@ export class ScenarioEnvironment {
       broker,
       { sendFailure: faults.relaySendFailure, sendAckLost: faults.relayAckLost } satisfies PublisherFaults,
       seededRandom(options.seed ^ 0x3c6ef372),
+      () => clock.now(),
     );
     const relayRegistration = this.app.cosmosDB.find((f) => f.name === 'outboxRelay');
     if (!relayRegistration) throw new Error('The app registers no outboxRelay function.');
@@ -298,6 +312,7 @@ export class ScenarioEnvironment {
       },
     });
     const outages: OutageReport[] = [];
+    const topicOutages: TopicOutage[] = [];
 
     const startedAt = performance.now();
     let sent = 0;
@@ -317,16 +332,19 @@ export class ScenarioEnvironment {
     // The outbox sweeper, on its schedule in model time; a run in progress finishes before the next is set.
     const sweepMs = runtime.settings.outbox.sweepIntervalSeconds * 1000;
     const sweeper = { runs: 0, resent: 0, stopped: false, running: Promise.resolve() };
+    const sweeps: SweepRecord[] = [];
     const scheduleSweep = (): void => {
       if (sweeper.stopped) return;
       clock.after(sweepMs, () => {
         if (sweeper.stopped) return;
+        const startedAt = clock.now();
         sweeper.running = this.app
-          .invokeTimer('outboxSweeper', { firedAt: new Date(clock.now()) })
+          .invokeTimer('outboxSweeper', { firedAt: new Date(startedAt) })
           .then((run) => {
             sweeper.runs++;
-            const resent = /"sent":(\d+)/.exec(run.logs.at(-1)?.text ?? '')?.[1];
-            sweeper.resent += Number(resent ?? 0);
+            const sweep = sweepRecordOf(run.logs, startedAt, clock.now());
+            sweeper.resent += sweep.sent;
+            sweeps.push(sweep);
             scheduleSweep();
           });
       });
@@ -396,6 +414,7 @@ export class ScenarioEnvironment {
       };
       const settled = (async (): Promise<void> => {
         const outagesOver = this.scheduleOutages(options.faults?.cosmosOutages ?? [], clock, broker, outages);
+        topicOutages.push(...scheduleTopicOutages(faults.topicOutages ?? [], clock, publisher));
         await publish('now');
         await outagesOver;
         await drained();
@@ -451,6 +470,12 @@ export class ScenarioEnvironment {
       broker,
       host.deliveries,
       publisher.sends,
+      {
+        topicOutages,
+        sweepAgeSeconds: runtime.settings.outbox.sweepAgeSeconds,
+        sweeps,
+        relayErrors: relay.invocations.flatMap((invocation) => (invocation.error ? [invocation.error] : [])),
+      },
     );
     const count = (values: (string | undefined)[]): Record<string, number> =>
       values.reduce<Record<string, number>>(
@@ -465,6 +490,7 @@ export class ScenarioEnvironment {
         sweeperRuns: sweeper.runs,
         sweeperResent: sweeper.resent,
         sendFailures: publisher.failures,
+        refusals: publisher.refusals,
       },
       ok: invariants.every((i) => i.ok),
       invariants,
@@ -567,6 +593,53 @@ export class ScenarioEnvironment {
       injector.inject({ kind: 'latency', on, probability: faults.slowHandler, ms });
     }
   }
+}
+
+/**
+ * A sweeper run as its log line reports it: what it sent, the topics that failed, and whether it
+ * ran to its end (no Cosmos DB failure, not capped).
+ */
+function sweepRecordOf(logs: readonly LogLine[], startedAt: number, endedAt: number): SweepRecord {
+  const line = logs.find((log) => log.text.includes('"capped":'))?.text ?? '';
+  const fields = JSON.parse(/(\{.*\})$/.exec(line)?.[1] ?? '{}') as {
+    sent?: number;
+    failedTopics?: string[];
+    capped?: boolean;
+  };
+  const stoppedEarly = logs.some((log) => log.text.startsWith('Outbox sweeper could not finish'));
+  return {
+    startedAt,
+    endedAt,
+    sent: fields.sent ?? 0,
+    failedTopics: fields.failedTopics ?? [],
+    complete: line !== '' && !stoppedEarly && fields.capped !== true,
+  };
+}
+
+/**
+ * Makes each topic refuse the outbox's sends in its window of model time, from now; returns the
+ * windows in model time (epoch ms).
+ */
+function scheduleTopicOutages(
+  windows: readonly TopicOutage[],
+  clock: Clock,
+  publisher: BrokerPublisher,
+): TopicOutage[] {
+  const start = clock.now();
+  // Windows of one topic may overlap: it refuses while any of them lasts.
+  const open = new Map<string, number>();
+  for (const { topic, startMs, durationMs } of windows) {
+    clock.after(startMs, () => {
+      open.set(topic, (open.get(topic) ?? 0) + 1);
+      publisher.refusing.add(topic);
+    });
+    clock.after(startMs + durationMs, () => {
+      const left = (open.get(topic) ?? 1) - 1;
+      open.set(topic, left);
+      if (left === 0) publisher.refusing.delete(topic);
+    });
+  }
+  return windows.map((window) => ({ ...window, startMs: start + window.startMs }));
 }
 
 /** The outbox relay's lease container, as the Bicep creates it (COSMOS_LEASE_CONTAINER's default). */

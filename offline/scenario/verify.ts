@@ -25,6 +25,7 @@ import {
 import type { Broker, BrokerMessage } from '../servicebus/broker';
 import type { DeliveryRecord } from '../servicebus/host';
 import type { PublishRecord } from '../servicebus/publisher';
+import type { TopicOutage } from './run';
 import type { Workload, WorkloadEvent } from './workload';
 
 /**
@@ -34,11 +35,15 @@ import type { Workload, WorkloadEvent } from './workload';
  *   dead-letters the dead-letter queue holds only poison or exhausted messages, each with a reason
  *   markers      the markers are exactly the (consumer, MessageId) pairs that were processed
  *   duplicates   duplicates injected = dropped by the broker + absorbed by the inbox
- *   outbox       every event a committed batch staged is published, and applied downstream once;
- *                none is left pending; none is published for a batch that did not commit
+ *   outbox       every event a committed batch staged is published, and applied downstream once
+ *                (where a subscription takes it); none is left pending; none is published for a
+ *                batch that did not commit
+ *   topics       while a topic refused the outbox's sends, the other topics' events were each sent
+ *                within OUTBOX_SWEEP_AGE + OUTBOX_SWEEP_INTERVAL (and the relay's poll) of their
+ *                commit: one topic does not hold back another's
  */
 export interface Invariant {
-  name: 'effects' | 'settled' | 'dead-letters' | 'markers' | 'duplicates' | 'outbox';
+  name: 'effects' | 'settled' | 'dead-letters' | 'markers' | 'duplicates' | 'outbox' | 'topics';
   ok: boolean;
   /** What was checked, or the first problems found. */
   detail: string;
@@ -67,7 +72,32 @@ export interface Accounting {
     sends: number;
     resends: number;
     droppedResends: number;
+    /** Resends Service Bus accepted and discarded: no subscription takes their subject. */
+    discardedResends: number;
   };
+}
+
+/** What the `topics` invariant needs to know of the run (model times, epoch ms). */
+export interface TopicTiming {
+  /** When each topic refused the outbox's sends. */
+  topicOutages: readonly TopicOutage[];
+  /** OUTBOX_SWEEP_AGE: when a pending document becomes the sweeper's. */
+  sweepAgeSeconds: number;
+  /** The sweeper's runs, in order. */
+  sweeps: readonly SweepRecord[];
+  /** The last error of each relay page that failed. */
+  relayErrors: readonly string[];
+}
+
+/** One run of the outbox sweeper. */
+export interface SweepRecord {
+  startedAt: number;
+  endedAt: number;
+  sent: number;
+  /** The topics whose send failed in the run (it went on with the others). */
+  failedTopics: readonly string[];
+  /** It ran to its end: no Cosmos DB failure, and not capped by OUTBOX_SWEEP_MAX_ITEMS. */
+  complete: boolean;
 }
 
 export interface Verification {
@@ -91,6 +121,7 @@ export async function verify(
   broker: Broker,
   deliveries: readonly DeliveryRecord[],
   published: readonly PublishRecord[],
+  timing: TopicTiming = { topicOutages: [], sweepAgeSeconds: 0, sweeps: [], relayErrors: [] },
 ): Promise<Verification> {
   const { resources: documents } = await container.items
     .query<Record<string, unknown>>('SELECT * FROM c')
@@ -125,6 +156,19 @@ export async function verify(
       subject: backorder ? SUBJECTS.backorderCreated : SUBJECTS.stockReserved,
       orderId,
     });
+  }
+  // The events the shipment planner's committed batches staged: one ShipmentPlanned per shipment it
+  // planned (not for an order already planned), on a topic no subscription here reads.
+  const planned = new Map<string, StagedEvent>();
+  for (const marker of markers) {
+    if (marker.consumer !== shipmentPlanner.name || marker.alternative !== undefined) continue;
+    const messageId = outgoingMessageId(
+      shipmentPlanner.name,
+      marker.messageId,
+      marker.partitionKey,
+      'shipment-planned',
+    );
+    planned.set(messageId, { messageId, subject: SUBJECTS.shipmentPlanned, orderId: '' });
   }
   for (const marker of markers) {
     const key = `${marker.consumer}|${marker.messageId}`;
@@ -324,32 +368,36 @@ export async function verify(
   );
   const uniqueValid = new Set(settledValidCopies.map((m) => m.messageId)).size;
   const absorbedByInbox = settledValidCopies.length - uniqueValid;
+  // A resend no subscription takes (after the duplicate window) is discarded by Service Bus.
+  const unrouted = published.filter((p) => p.accepted && p.reached === 0);
+  const discardedResends = unrouted.length - new Set(unrouted.map((p) => p.messageId)).size;
   const duplicateProblems =
-    injectedDuplicates + relayResends === droppedByBroker + absorbedByInbox
+    injectedDuplicates + relayResends === droppedByBroker + absorbedByInbox + discardedResends
       ? []
       : [
-          `${injectedDuplicates} + ${relayResends} injected ≠ ${droppedByBroker} dropped + ${absorbedByInbox} absorbed`,
+          `${injectedDuplicates} + ${relayResends} injected ≠ ${droppedByBroker} dropped + ${absorbedByInbox} absorbed + ${discardedResends} discarded`,
         ];
 
   // ── outbox: published once each, applied downstream once, none pending, none without a commit ──
   const outboxProblems: string[] = [];
   const outboxDocuments = ofType<OutboxDocument>(OUTBOX_TYPE);
+  const stagedAll = new Map([...staged, ...planned]);
   for (const document of outboxDocuments) {
-    if (!staged.has(document.messageId))
+    if (!stagedAll.has(document.messageId))
       outboxProblems.push(
-        `outbox ${document.messageId} (${document.subject}) without a committed reservation`,
+        `outbox ${document.messageId} (${document.subject}) without a committed reservation or shipment`,
       );
     if (document.status !== 'dispatched')
       outboxProblems.push(`outbox ${document.messageId} left ${document.status}`);
   }
-  if (outboxDocuments.length !== staged.size)
+  if (outboxDocuments.length !== stagedAll.size)
     outboxProblems.push(
-      `${outboxDocuments.length} outbox documents for ${staged.size} committed reservations`,
+      `${outboxDocuments.length} outbox documents for ${staged.size} committed reservations and ${planned.size} shipments`,
     );
   for (const id of publishedIds) {
-    if (!staged.has(id)) outboxProblems.push(`published ${id}, which no committed batch staged`);
+    if (!stagedAll.has(id)) outboxProblems.push(`published ${id}, which no committed batch staged`);
   }
-  for (const event of staged.values()) {
+  for (const event of stagedAll.values()) {
     if (!publishedIds.has(event.messageId))
       outboxProblems.push(`${event.subject} ${event.messageId} never published`);
   }
@@ -373,6 +421,8 @@ export async function verify(
   }
   if (shipments.length > staged.size)
     outboxProblems.push(`${shipments.length} shipments for ${staged.size} published events`);
+
+  const topics = topicsInvariant(outboxDocuments, published, timing);
 
   const invariant = (name: Invariant['name'], problems: string[], checked: string): Invariant => ({
     name,
@@ -410,8 +460,9 @@ export async function verify(
       invariant(
         'outbox',
         outboxProblems,
-        `${staged.size} events staged, each published and dispatched, ${shipments.length} applied downstream once, none without a commit`,
+        `${stagedAll.size} events staged, each published and dispatched, ${shipments.length} applied downstream once, none without a commit`,
       ),
+      invariant('topics', topics.problems, topics.checked),
     ],
     accounting: {
       uniqueEvents: workload.events.length,
@@ -430,11 +481,71 @@ export async function verify(
         shipments: shipments.length,
       },
       outbox: {
-        staged: staged.size,
+        staged: stagedAll.size,
         sends: published.length,
         resends: relayResends,
         droppedResends: published.filter((p) => !p.accepted).length,
+        discardedResends,
       },
     },
+  };
+}
+
+/**
+ * The `topics` invariant: a topic that refuses costs only its own documents. The relay never asks
+ * for a page again because of a refusal, and every event of another topic, committed while a topic
+ * refused, was sent by the first sweeper run that found it due (pending for OUTBOX_SWEEP_AGE) and that
+ * ran to its end without that event's own topic failing. So it waited at most OUTBOX_SWEEP_AGE and
+ * an interval, unless something else (Cosmos DB, its own topic) held it: then the next such run.
+ */
+function topicsInvariant(
+  documents: readonly OutboxDocument[],
+  published: readonly PublishRecord[],
+  timing: TopicTiming,
+): { problems: string[]; checked: string } {
+  if (timing.topicOutages.length === 0)
+    return { problems: [], checked: 'no topic refused sends in this run' };
+  const problems = timing.relayErrors
+    .filter((error) => error.includes('UnauthorizedAccess'))
+    .map((error) => `a relay page was retried for a topic's refusal (${error.slice(0, 100)})`)
+    .slice(0, 3);
+  const firstSent = new Map<string, number>();
+  for (const send of published) if (!firstSent.has(send.messageId)) firstSent.set(send.messageId, send.at);
+  const refusing = (topic: string, at: number): boolean =>
+    timing.topicOutages.some(
+      (outage) => outage.topic === topic && at >= outage.startMs && at < outage.startMs + outage.durationMs,
+    );
+  let judged = 0;
+  let bySweeper = 0;
+  for (const document of documents) {
+    const committedMs = document.createdAtEpochSeconds * 1000;
+    const others = timing.topicOutages.some(
+      (outage) =>
+        outage.topic !== document.topic &&
+        committedMs >= outage.startMs &&
+        committedMs < outage.startMs + outage.durationMs,
+    );
+    if (!others) continue;
+    judged++;
+    const sentMs = firstSent.get(document.messageId) ?? Infinity;
+    const dueMs = (document.createdAtEpochSeconds + timing.sweepAgeSeconds) * 1000;
+    for (const sweep of timing.sweeps) {
+      if (sweep.startedAt < dueMs) continue;
+      if (sentMs <= sweep.endedAt) break;
+      const heldByItself =
+        sweep.failedTopics.includes(document.topic) || refusing(document.topic, sweep.startedAt);
+      if (sweep.complete && !heldByItself) {
+        problems.push(
+          `${document.subject} ${document.messageId} on ${document.topic} was still pending after a sweeper run that sent its topic (${Math.round((sweep.endedAt - committedMs) / 1000)} s after its commit)`,
+        );
+        break;
+      }
+    }
+    if (sentMs > dueMs) bySweeper++;
+  }
+  const refused = [...new Set(timing.topicOutages.map((o) => o.topic))].join(', ');
+  return {
+    problems,
+    checked: `while ${refused} refused sends, ${judged} events of other topics were each sent by the relay or by the first sweeper run that found them due (${bySweeper} by the sweeper); no relay page was retried for a refusal`,
   };
 }

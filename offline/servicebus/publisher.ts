@@ -20,6 +20,10 @@ export interface PublishRecord {
   subject: string;
   /** False when the broker's duplicate detection dropped it. */
   accepted: boolean;
+  /** The subscriptions it reached: 0 for a message no subscription takes (Service Bus discards it). */
+  reached: number;
+  /** Model time (epoch ms) of the send. */
+  at: number;
 }
 
 export class BrokerPublisher implements OutboxPublisher {
@@ -29,14 +33,37 @@ export class BrokerPublisher implements OutboxPublisher {
   failures = 0;
   /** When set, every send fails (a Service Bus outage) until it is cleared. */
   outage = false;
+  /**
+   * Topics that refuse every send until they are taken out (a topic deleted, the app's Data Sender
+   * role on it missing): the SDK's ServiceBusError UnauthorizedAccess, which it does not retry.
+   */
+  readonly refusing = new Set<string>();
+  /** Sends a refusing topic refused. */
+  refusals = 0;
 
   constructor(
     private readonly broker: Broker,
     private readonly faults: PublisherFaults = {},
     private readonly random: () => number = Math.random,
+    private readonly now: () => number = Date.now,
   ) {}
 
   send(topic: string, messages: readonly OutboxMessage[]): Promise<readonly string[]> {
+    if (this.refusing.has(topic)) {
+      this.refusals++;
+      return Promise.reject(
+        Object.assign(
+          new Error(
+            `Unauthorized access. 'Send' claim(s) are required to perform this operation on '${topic}'.`,
+          ),
+          {
+            name: 'ServiceBusError',
+            code: 'UnauthorizedAccess',
+            retryable: false,
+          },
+        ),
+      );
+    }
     if (this.outage || this.roll(this.faults.sendFailure)) {
       this.failures++;
       return Promise.reject(
@@ -60,6 +87,8 @@ export class BrokerPublisher implements OutboxPublisher {
         messageId: message.messageId,
         subject: message.subject,
         accepted: result.accepted,
+        reached: result.deliveredTo.length,
+        at: this.now(),
       });
     }
     if (this.roll(this.faults.sendAckLost)) {

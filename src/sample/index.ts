@@ -1,9 +1,9 @@
 import { invoiceStatusProjector } from './invoiceStatusProjector';
 import { paymentApplier } from './paymentApplier';
-import { shipmentPlanner } from './shipmentPlanner';
+import { SHIPPING_EVENTS, shipmentPlanner } from './shipmentPlanner';
 import { stockReserver } from './stockReserver';
 
 export * from './documents';
 export * from './messages';
-export { invoiceStatusProjector, paymentApplier, shipmentPlanner, stockReserver };
+export { invoiceStatusProjector, paymentApplier, SHIPPING_EVENTS, shipmentPlanner, stockReserver };
 export * from './events';

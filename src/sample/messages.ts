@@ -1,10 +1,12 @@
 import { z } from 'zod';
 
 /**
- * The sample business events. All travel on one topic; the Subject (Service Bus Label) says which
- * event a message is, and each subscription filters on the subjects its consumer reads. The first
- * three come from outside the app; StockReserved and BackorderCreated are published by the stock
- * reserver itself, through its outbox.
+ * The sample business events. All but one travel on the topic business-events; the Subject (Service
+ * Bus Label) says which event a message is, and each subscription filters on the subjects its
+ * consumer reads. The first three come from outside the app; StockReserved and BackorderCreated are
+ * published by the stock reserver itself, through its outbox. ShipmentPlanned is published by the
+ * shipment planner on shipping-events, for the carriers' integration, an app of its own that this
+ * one does not deploy: src/topology.json declares it unsubscribed here.
  */
 export const SUBJECTS = {
   paymentReceived: 'PaymentReceived',
@@ -12,6 +14,7 @@ export const SUBJECTS = {
   invoiceStatusChanged: 'InvoiceStatusChanged',
   stockReserved: 'StockReserved',
   backorderCreated: 'BackorderCreated',
+  shipmentPlanned: 'ShipmentPlanned',
 } as const;
 
 /** Business ids become document ids and partition keys, so they keep to characters Cosmos DB allows. */
@@ -72,6 +75,15 @@ export const BackorderCreated = z.object({
   reason: z.enum(BACKORDER_REASONS),
 });
 export type BackorderCreated = z.infer<typeof BackorderCreated>;
+
+/** The shipment planner planned an order's shipment: ready to ship, or waiting for stock. */
+export const ShipmentPlanned = z.object({
+  orderId: businessId,
+  productId: businessId,
+  quantity,
+  status: z.enum(['ready', 'awaiting-stock']),
+});
+export type ShipmentPlanned = z.infer<typeof ShipmentPlanned>;
 
 export const INVOICE_STATUSES = ['Draft', 'Issued', 'Paid', 'Void'] as const;
 

@@ -2,7 +2,10 @@ import { z } from 'zod';
 
 import { defineInboxConsumer, PoisonMessageError } from '../inbox';
 import { orderPartition, type Shipment, shipmentId } from './documents';
-import { BackorderCreated, StockReserved, SUBJECTS } from './messages';
+import { BackorderCreated, type ShipmentPlanned, StockReserved, SUBJECTS } from './messages';
+
+/** Where the planner publishes ShipmentPlanned (src/topology.json lists it among the topic's publishers). */
+export const SHIPPING_EVENTS = 'shipping-events';
 
 /**
  * Either outcome of the stock reserver. BackorderCreated comes first: StockReserved would also
@@ -20,6 +23,10 @@ const StockOutcome = z.union([BackorderCreated, StockReserved]);
  * StockReserved's, none on a BackorderCreated's) is poison. An order whose shipment is already
  * planned (the same order reserved again under another MessageId) keeps its shipment: the message
  * is recorded as the alternative `already-planned`.
+ *
+ * A planned shipment is published as ShipmentPlanned on shipping-events, in the same batch as the
+ * shipment (the outbox): a second topic, so that one topic refusing its messages can be seen not
+ * to hold back the other's.
  */
 export const shipmentPlanner = defineInboxConsumer({
   name: 'shipping.shipment-planner',
@@ -50,5 +57,17 @@ export const shipmentPlanner = defineInboxConsumer({
       ...(backordered ? { status: 'awaiting-stock', backorderReason: outcome.reason } : { status: 'ready' }),
     };
     tx.create(shipment, { name: 'plan' });
+    const planned: ShipmentPlanned = {
+      orderId: shipment.orderId,
+      productId: shipment.productId,
+      quantity: shipment.quantity,
+      status: shipment.status,
+    };
+    tx.publish({
+      topic: SHIPPING_EVENTS,
+      subject: SUBJECTS.shipmentPlanned,
+      name: 'shipment-planned',
+      body: planned,
+    });
   },
 });

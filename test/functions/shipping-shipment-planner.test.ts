@@ -1,14 +1,16 @@
 import { loggedField, loggedOutcome } from '../../offline/functions/worker';
 import { PoisonMessageError } from '../../src/inbox';
+import { type OutboxDocument, outboxEntryOf } from '../../src/inbox/internal';
 import {
   BackorderCreated,
   OrderCreated,
   orderPartition,
   type Shipment,
+  SHIPPING_EVENTS,
   shipmentId,
   StockReserved,
 } from '../../src/sample';
-import { bindingOf, publishersOf, topicsPublishedBy } from '../../src/topology';
+import { bindingOf, outboxRoutesOf, publishersOf, topicsPublishedBy } from '../../src/topology';
 import { deliver, type LogLine } from '../support/deliveries';
 import { useLocalStack } from '../support/localStack';
 
@@ -29,15 +31,28 @@ const backordered = (
   reason,
 });
 
-/** Every document of the order's partition but its markers. */
+/** Every business document of the order's partition: not its markers, not its outbox. */
 const orderDocuments = async (orderId: string): Promise<Shipment[]> =>
   (
     await stack.container.items
-      .query<Shipment>('SELECT * FROM c WHERE c.type != "inbox-marker"', {
+      .query<Shipment>('SELECT * FROM c WHERE c.type != "inbox-marker" AND c.type != "outbox"', {
         partitionKey: orderPartition(orderId),
       })
       .fetchAll()
   ).resources;
+
+/** What the planner published from the order's partition (subject, topic, body), through its outbox. */
+const publishedFrom = async (orderId: string): Promise<[string, string, unknown][]> =>
+  (
+    await stack.container.items
+      .query<OutboxDocument>('SELECT * FROM c WHERE c.type = "outbox"', {
+        partitionKey: orderPartition(orderId),
+      })
+      .fetchAll()
+  ).resources.map((document) => {
+    const read = outboxEntryOf(document);
+    return [document.subject, document.topic, read.ok ? read.entry.message.body : read.detail];
+  });
 
 const markersOf = async (orderId: string): Promise<number> => {
   const { resources } = await stack.container.items
@@ -49,9 +64,14 @@ const markersOf = async (orderId: string): Promise<number> => {
 };
 
 describe('shipping.shipment-planner', () => {
-  it('reads the events the stock reserver publishes, on the topic it publishes them on (src/topology.json)', () => {
+  it('reads the events the stock reserver publishes, on the topic it publishes them on, and publishes its own on shipping-events (src/topology.json)', () => {
     expect(topicsPublishedBy('inventory.stock-reserver')).toEqual(['business-events']);
     expect(publishersOf('business-events')).toEqual(['inventory.stock-reserver']);
+    expect(topicsPublishedBy('shipping.shipment-planner')).toEqual([SHIPPING_EVENTS]);
+    // No subscription here reads ShipmentPlanned: it is declared so, or tx.publish would refuse it.
+    expect(outboxRoutesOf('shipping.shipment-planner')).toEqual(
+      new Map([[SHIPPING_EVENTS, new Set(['ShipmentPlanned'])]]),
+    );
     expect(bindingOf('shipping.shipment-planner')).toEqual({
       topic: 'business-events',
       subscription: 'shipping.shipment-planner',
@@ -79,6 +99,13 @@ describe('shipping.shipment-planner', () => {
     ]);
     expect((await orderDocuments('ORD-S1'))[0]).not.toHaveProperty('backorderReason');
     expect(await markersOf('ORD-S1')).toBe(1);
+    expect(await publishedFrom('ORD-S1')).toEqual([
+      [
+        'ShipmentPlanned',
+        SHIPPING_EVENTS,
+        { orderId: 'ORD-S1', productId: 'SKU-1', quantity: 3, status: 'ready' },
+      ],
+    ]);
   });
 
   it.each([['insufficient-stock'], ['unknown-product']] as const)(
@@ -121,6 +148,7 @@ describe('shipping.shipment-planner', () => {
     expect(loggedOutcome(logs)).toBe('duplicate');
     expect(await orderDocuments('ORD-S2')).toHaveLength(1);
     expect(await markersOf('ORD-S2')).toBe(1);
+    expect(await publishedFrom('ORD-S2')).toHaveLength(1);
   });
 
   it('keeps the planned shipment when another message plans the same order: the alternative already-planned', async () => {
@@ -144,6 +172,10 @@ describe('shipping.shipment-planner', () => {
     ]);
     expect(await orderDocuments('ORD-S3')).toEqual([expect.objectContaining({ status: 'awaiting-stock' })]);
     expect(await markersOf('ORD-S3')).toBe(2);
+    // The alternative publishes nothing: the first plan's ShipmentPlanned is the only one.
+    expect((await publishedFrom('ORD-S3')).map(([, , body]) => body)).toEqual([
+      expect.objectContaining({ status: 'awaiting-stock' }),
+    ]);
   });
 
   it.each([
@@ -163,6 +195,7 @@ describe('shipping.shipment-planner', () => {
     expect((result.error as PoisonMessageError).reason).toBe('rejected-by-handler');
     expect(await orderDocuments('ORD-S4')).toEqual([]);
     expect(await markersOf('ORD-S4')).toBe(0);
+    expect(await publishedFrom('ORD-S4')).toEqual([]);
   });
 
   it('refuses a body that is neither event (schema-violation)', async () => {

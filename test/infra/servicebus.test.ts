@@ -188,7 +188,7 @@ describeInfra(
             at(assignment, 'properties.roleDefinitionId') === roleDefinitionId(role.serviceBusDataSender),
         );
 
-        expect(publishedTopics).toEqual(['business-events']);
+        expect(publishedTopics).toEqual(['business-events', 'shipping-events']);
         expect(senders.map(roleAssignmentScope).sort()).toEqual(
           topics
             .filter((topic) => publishedTopics.includes(topic.name.split('/')[1] ?? ''))

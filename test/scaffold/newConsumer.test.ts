@@ -1,7 +1,8 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 
-import { type Topology, topology } from '../../src/topology';
+import { type Topology, topology, validateTopology } from '../../src/topology';
+import { withSubscription } from '../../tools/newConsumer';
 import {
   checkProject,
   declaredSubscriptions,
@@ -30,7 +31,7 @@ const files = (): string[] =>
 describe('npm run new:consumer in a copy of the project', () => {
   it('scaffolds consumers that pass the checks, their tests and the topology test, and the Bicep deploys', async () => {
     const inbox = copy().tool('tools/newConsumer.ts', [
-      ...['--name', 'shipping.parcel-counter', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
+      ...['--name', 'shipping.parcel-counter', '--topic', 'parcel-events', '--subject', 'ParcelShipped'],
     ]);
     const versioned = copy().tool('tools/newConsumer.ts', [
       ...['--name', 'billing.credit-limit', '--topic', 'business-events', '--subject', 'CreditLimitSet'],
@@ -39,7 +40,7 @@ describe('npm run new:consumer in a copy of the project', () => {
 
     expect([inbox.status, inbox.stderr, versioned.status, versioned.stderr]).toEqual([0, '', 0, '']);
     expect(inbox.stdout).toContain('functions/shipping-parcel-counter.ts');
-    expect(inbox.stdout).toContain('on the new topic shipping-events');
+    expect(inbox.stdout).toContain('on the new topic parcel-events');
     expect(versioned.stdout).toContain('test/functions/billing-credit-limit.test.ts');
     expect(copy().read('functions/shipping-parcel-counter.ts')).toContain(
       'app.serviceBusTopic(...consumerTrigger(shippingParcelCounter));',
@@ -47,7 +48,7 @@ describe('npm run new:consumer in a copy of the project', () => {
     expect(declaredSubscriptions(copy())).toEqual(
       expect.arrayContaining([
         'business-events/billing.credit-limit',
-        'shipping-events/shipping.parcel-counter',
+        'parcel-events/shipping.parcel-counter',
       ]),
     );
     // A topic's publishers stay as they were; the new topic has none.
@@ -55,7 +56,7 @@ describe('npm run new:consumer in a copy of the project', () => {
       declared.topics.map((t) => [t.name, t.publishers ?? []]);
     expect(publishers(JSON.parse(copy().read('src/topology.json')) as Topology)).toEqual([
       ...publishers(topology),
-      ['shipping-events', []],
+      ['parcel-events', []],
     ]);
     const emulator = JSON.parse(copy().read('emulators/servicebus-config.json')) as {
       UserConfig: { Namespaces: { Topics: { Name: string; Subscriptions: { Name: string }[] }[] }[] };
@@ -97,9 +98,37 @@ describe('npm run new:consumer in a copy of the project', () => {
 
     const deployed = await deployedSubscriptions(copy());
     expect(deployed.subscriptions).toEqual(declaredSubscriptions(copy()));
-    expect(deployed.filters['shipping-events/shipping.parcel-counter']).toEqual({ label: 'ParcelShipped' });
+    expect(deployed.filters['parcel-events/shipping.parcel-counter']).toEqual({ label: 'ParcelShipped' });
     expect(path.basename(copy().root)).toMatch(/^template-copy-/);
   }, 900_000);
+
+  it('takes a subject the topic declared unsubscribed out of that list: a subscription takes it now', () => {
+    const declared: Topology = {
+      topics: [
+        {
+          name: 'shipping-events',
+          publishers: ['shipping.planner'],
+          unsubscribedSubjects: ['ShipmentPlanned', 'ShipmentAudited'],
+          subscriptions: [{ name: 'shipping.planner', subjects: ['Order'] }],
+        },
+      ],
+    };
+    const request = { name: 'shipping.notifier', topic: 'shipping-events', subject: 'ShipmentPlanned' };
+
+    const once = withSubscription(declared, { ...request, kind: 'inbox' });
+    const twice = withSubscription(
+      { topics: [{ ...declared.topics[0]!, unsubscribedSubjects: ['ShipmentPlanned'] }] },
+      { ...request, kind: 'inbox' },
+    );
+
+    expect(once.topics[0]?.unsubscribedSubjects).toEqual(['ShipmentAudited']);
+    expect(once.topics[0]?.subscriptions.at(-1)).toEqual({
+      name: 'shipping.notifier',
+      subjects: ['ShipmentPlanned'],
+    });
+    expect(validateTopology(once)).toBe(once);
+    expect(twice.topics[0]).not.toHaveProperty('unsubscribedSubjects');
+  });
 
   // After the scaffold above, so that its consumer is there to collide with.
   it('refuses usage errors and collisions with its usage and exit code 2, writing nothing', () => {

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 
 import { replayCommand } from '../../../offline/scenario/replay';
 import { ScenarioEnvironment, type ScenarioOptions } from '../../../offline/scenario/run';
+import { topology } from '../../../src/topology';
 import { startProgress } from '../../../tools/progress';
 
 /**
@@ -21,6 +22,9 @@ beforeAll(async () => {
 afterAll(async () => {
   await environment.stop();
 });
+
+/** The topics the app publishes on (src/topology.json `publishers`). */
+const publishedTopics = topology.topics.filter((t) => (t.publishers ?? []).length > 0).map((t) => t.name);
 
 const rate = (max: number): fc.Arbitrary<number> => fc.double({ min: 0, max, noNaN: true });
 
@@ -55,6 +59,16 @@ const scenarios: fc.Arbitrary<ScenarioOptions> = fc.record({
         kind: fc.constantFrom('unavailable' as const, 'throttle' as const),
       }),
       { maxLength: 1 },
+    ),
+    // At most one window, up to 30 model minutes, in which a topic the app publishes on refuses the
+    // outbox's sends: the other topic's events must go on (the invariant 'topics').
+    topicOutages: fc.array(
+      fc.record({
+        topic: fc.constantFrom(...publishedTopics),
+        startMs: fc.integer({ min: 0, max: 3 * 60_000 }),
+        durationMs: fc.integer({ min: 60_000, max: 30 * 60_000 }),
+      }),
+      { maxLength: publishedTopics.length > 0 ? 1 : 0 },
     ),
   }),
 });
