@@ -1,9 +1,9 @@
 import { invoiceStatusProjector } from './invoiceStatusProjector';
 import { paymentApplier } from './paymentApplier';
-import { SHIPPING_EVENTS, shipmentPlanner } from './shipmentPlanner';
+import { shipmentPlanner, SHIPPING_EVENTS } from './shipmentPlanner';
 import { stockReserver } from './stockReserver';
 
 export * from './documents';
 export * from './messages';
-export { invoiceStatusProjector, paymentApplier, SHIPPING_EVENTS, shipmentPlanner, stockReserver };
+export { invoiceStatusProjector, paymentApplier, shipmentPlanner, SHIPPING_EVENTS, stockReserver };
 export * from './events';

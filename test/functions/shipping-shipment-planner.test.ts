@@ -6,8 +6,8 @@ import {
   OrderCreated,
   orderPartition,
   type Shipment,
-  SHIPPING_EVENTS,
   shipmentId,
+  SHIPPING_EVENTS,
   StockReserved,
 } from '../../src/sample';
 import { bindingOf, outboxRoutesOf, publishersOf, topicsPublishedBy } from '../../src/topology';
