@@ -179,7 +179,13 @@ export class ScenarioEnvironment {
       functionTimeoutMs: options.functionTimeoutMs ?? 300_000,
       cosmosLatencyMs: options.cosmosLatencyMs ?? 0,
     };
-    const cosmos = await startCosmos({ latencyMs: settings.cosmosLatencyMs, seed: 1 });
+    let environment: ScenarioEnvironment | undefined = undefined;
+    // `_ts` (and so TTL and the change feed's times) on the run's model clock, real time outside a run.
+    const cosmos = await startCosmos({
+      latencyMs: settings.cosmosLatencyMs,
+      seed: 1,
+      now: () => environment?.simulation?.clock.now() ?? Date.now(),
+    });
     Object.assign(process.env, {
       COSMOS_ENDPOINT: cosmos.endpoint,
       COSMOS_KEY: cosmos.key,
@@ -190,7 +196,6 @@ export class ScenarioEnvironment {
       HOST_MAX_AUTO_LOCK_RENEWAL: `PT${settings.maxAutoLockRenewalMs / 1000}S`,
       HOST_FUNCTION_TIMEOUT: `PT${settings.functionTimeoutMs / 1000}S`,
     });
-    let environment: ScenarioEnvironment | undefined = undefined;
     // Every operation of a run takes its turn from the run's simulation; outside a run (setup,
     // verification) operations go straight through.
     const turns: PluginConfig = {

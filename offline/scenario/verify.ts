@@ -113,7 +113,12 @@ interface StagedEvent {
   messageId: string;
   subject: string;
   orderId: string;
+  /** When its batch committed (the marker's `_ts`, epoch seconds): a slow write commits late. */
+  committedAtSeconds: number;
 }
+
+/** A document's last write, epoch seconds (a marker is written once: its commit). */
+const writtenAt = (document: object): number => (document as { _ts?: number })._ts ?? 0;
 
 export async function verify(
   workload: Workload,
@@ -155,6 +160,7 @@ export async function verify(
       messageId,
       subject: backorder ? SUBJECTS.backorderCreated : SUBJECTS.stockReserved,
       orderId,
+      committedAtSeconds: writtenAt(marker),
     });
   }
   // The events the shipment planner's committed batches staged: one ShipmentPlanned per shipment it
@@ -168,7 +174,12 @@ export async function verify(
       marker.partitionKey,
       'shipment-planned',
     );
-    planned.set(messageId, { messageId, subject: SUBJECTS.shipmentPlanned, orderId: '' });
+    planned.set(messageId, {
+      messageId,
+      subject: SUBJECTS.shipmentPlanned,
+      orderId: '',
+      committedAtSeconds: writtenAt(marker),
+    });
   }
   for (const marker of markers) {
     const key = `${marker.consumer}|${marker.messageId}`;
@@ -422,7 +433,7 @@ export async function verify(
   if (shipments.length > staged.size)
     outboxProblems.push(`${shipments.length} shipments for ${staged.size} published events`);
 
-  const topics = topicsInvariant(outboxDocuments, published, timing);
+  const topics = topicsInvariant(outboxDocuments, stagedAll, published, timing);
 
   const invariant = (name: Invariant['name'], problems: string[], checked: string): Invariant => ({
     name,
@@ -500,6 +511,7 @@ export async function verify(
  */
 function topicsInvariant(
   documents: readonly OutboxDocument[],
+  staged: ReadonlyMap<string, StagedEvent>,
   published: readonly PublishRecord[],
   timing: TopicTiming,
 ): { problems: string[]; checked: string } {
@@ -528,7 +540,13 @@ function topicsInvariant(
     if (!others) continue;
     judged++;
     const sentMs = firstSent.get(document.messageId) ?? Infinity;
-    const dueMs = (document.createdAtEpochSeconds + timing.sweepAgeSeconds) * 1000;
+    // Due once it is OUTBOX_SWEEP_AGE old by its pendingSince, and only once its batch committed
+    // (the commit's second, rounded up): a slow write commits after the handler staged it.
+    const committedSeconds = staged.get(document.messageId)?.committedAtSeconds ?? 0;
+    const dueMs = Math.max(
+      (document.createdAtEpochSeconds + timing.sweepAgeSeconds) * 1000,
+      (committedSeconds + 1) * 1000,
+    );
     for (const sweep of timing.sweeps) {
       if (sweep.startedAt < dueMs) continue;
       if (sentMs <= sweep.endedAt) break;
