@@ -30,8 +30,10 @@ export default tseslint.config(
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,
-      globals: { module: 'readonly', require: 'readonly', process: 'readonly' },
+      globals: { module: 'readonly', require: 'readonly', process: 'readonly', __dirname: 'readonly' },
     },
   },
+  // CommonJS configuration files load their modules with require().
+  { files: ['**/*.js'], rules: { '@typescript-eslint/no-require-imports': 'off' } },
   prettier,
 );

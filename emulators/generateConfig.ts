@@ -9,8 +9,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { formatDuration, parseDurationSeconds } from '../src/inbox/duration';
-import { type Topology, topology as declaredTopology } from '../src/topology';
 import {
   EXIT_CODES,
   type ExitCode,
@@ -18,7 +16,9 @@ import {
   processContext,
   runTool,
   type ToolContext,
-} from '../tools/cli';
+} from '../cli/tool';
+import { formatDuration, parseDurationSeconds } from '../src/inbox/duration';
+import { type Topology, topology as declaredTopology } from '../src/topology';
 
 export const CONFIG_PATH = path.join(__dirname, 'servicebus-config.json');
 

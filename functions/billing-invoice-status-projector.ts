@@ -1,6 +1,6 @@
 import { app } from '@azure/functions';
 
+import { invoiceStatusProjector } from '../sample/src';
 import { consumerTrigger } from '../src/app';
-import { invoiceStatusProjector } from '../src/sample';
 
 app.serviceBusTopic(...consumerTrigger(invoiceStatusProjector));

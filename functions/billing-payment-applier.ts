@@ -1,6 +1,6 @@
 import { app } from '@azure/functions';
 
+import { paymentApplier } from '../sample/src';
 import { consumerTrigger } from '../src/app';
-import { paymentApplier } from '../src/sample';
 
 app.serviceBusTopic(...consumerTrigger(paymentApplier));

@@ -1,6 +1,6 @@
 import { app } from '@azure/functions';
 
+import { stockReserver } from '../sample/src';
 import { consumerTrigger } from '../src/app';
-import { stockReserver } from '../src/sample';
 
 app.serviceBusTopic(...consumerTrigger(stockReserver));

@@ -1,6 +1,6 @@
 import { app } from '@azure/functions';
 
+import { shipmentPlanner } from '../sample/src';
 import { consumerTrigger } from '../src/app';
-import { shipmentPlanner } from '../src/sample';
 
 app.serviceBusTopic(...consumerTrigger(shipmentPlanner));

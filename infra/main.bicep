@@ -35,7 +35,7 @@ param principalId string = ''
 ])
 param principalType string = 'User'
 
-@description('Object id of the service principal the CI live tests (tools/liveTests.ts) sign in as, granted only what they use: sending to the topics and creating, reading and querying items in the container; empty for none.')
+@description('Object id of the service principal the CI live tests (sample/liveTests.ts) sign in as, granted only what they use: sending to the topics and creating, reading and querying items in the container; empty for none.')
 param testPrincipalId string = ''
 
 // ---------------------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
-import { loadFunctionApp } from '../offline/functions/worker';
+import { loadFunctionApp } from '../local/host/worker';
 import type * as App from '../src/app';
 import type { Consumer } from '../src/inbox/internal';
 
 /**
  * The app's consumers, found as the host finds its functions: functions/*.ts loaded through the
- * worker path (offline/functions/worker.ts), each registering its consumer with consumerTrigger.
+ * worker path (local/host/worker.ts), each registering its consumer with consumerTrigger.
  * There is no other list of consumers.
  *
  * Loading src/app.ts validates the app's settings. A tool that only reads the consumers'

@@ -1,7 +1,7 @@
 import type { ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage } from '@azure/service-bus';
 import Long from 'long';
 
-import { bounded } from './errors';
+import { bounded } from '../cli/errors';
 import type { InboxState } from './inboxState';
 
 /**

@@ -2,8 +2,18 @@ import type { ParseArgsConfig } from 'node:util';
 
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 
+import { localRunContext } from '../build/localRun';
+import { bounded, EnvironmentError, UsageError } from '../cli/errors';
+import { table } from '../cli/table';
+import {
+  EXIT_CODES,
+  type ExitCode,
+  parseFlags,
+  processContext,
+  runTool,
+  type ToolContext,
+} from '../cli/tool';
 import { formatDuration, parseDurationSeconds } from '../src/inbox/duration';
-import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
 import {
   type DeadLetterQueue,
   describeQueue,
@@ -20,7 +30,6 @@ import {
   type Selection,
   sequenceOf,
 } from './deadLetterQueue';
-import { bounded, EnvironmentError, UsageError } from './errors';
 import {
   connectInbox,
   consumerOf,
@@ -30,9 +39,7 @@ import {
   type InboxStateName,
   inboxStateOf,
 } from './inboxState';
-import { localRunContext } from './localRun';
 import { connectServiceBus, routedSubjects, topicOfSubscription } from './serviceBus';
-import { table } from './table';
 
 const USAGE = `Usage:
   npm run dead-letters -- list <subscription> [--duplicate-window PT1H] [--clock-skew PT5M]

@@ -2,17 +2,17 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
+import { bounded } from '../cli/errors';
+import { UsageError } from '../cli/errors';
 import type { Consumer } from '../src/inbox/internal';
 import { loadConsumers } from './consumers';
-import { bounded } from './errors';
-import { UsageError } from './errors';
 
 /**
  * The events the send tool publishes: any Subject a consumer of the app reads, its body validated
  * with the schema of each consumer that reads it (found in the app as loaded through the worker
  * path), with a MessageId derived from the event, never random: sending the same event twice yields
  * the same MessageId, which is what lets broker duplicate detection and the consumers' inbox drop
- * the second copy. The sample's events (src/sample/events.ts) add their own MessageId rule and the
+ * the second copy. The sample's events (sample/src/events.ts) add their own MessageId rule and the
  * `payment`, `order` and `status` shortcuts.
  */
 export interface OutgoingEvent {
@@ -45,7 +45,7 @@ export interface EventShortcut {
 /** Service Bus refuses longer MessageIds. */
 const MAX_MESSAGE_ID_LENGTH = 128;
 
-const SAMPLE_CATALOGUE = path.join(__dirname, '..', 'src', 'sample', 'events.ts');
+const SAMPLE_CATALOGUE = path.join(__dirname, '..', 'sample', 'src', 'events.ts');
 
 /**
  * The sample's events, while the sample is in the project (`npm run remove:samples` deletes it,

@@ -2,6 +2,7 @@ import type { Container } from '@azure/cosmos';
 import { InvocationContext } from '@azure/functions';
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 
+import { EnvironmentError } from '../cli/errors';
 import {
   type Consumer,
   createCosmosClient,
@@ -15,7 +16,6 @@ import {
 } from '../src/inbox/internal';
 import { loadConsumers } from './consumers';
 import { idText } from './deadLetterQueue';
-import { EnvironmentError } from './errors';
 
 /**
  * What the consumer of a subscription knows about a dead letter: whether its inbox holds the

@@ -2,11 +2,18 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ParseArgsConfig } from 'node:util';
 
+import { UsageError } from '../cli/errors';
+import { formatted, PROJECT_ROOT, relative, writeTopology } from '../cli/project';
+import {
+  EXIT_CODES,
+  type ExitCode,
+  parseFlags,
+  processContext,
+  runTool,
+  type ToolContext,
+} from '../cli/tool';
 import { writeEmulatorConfig } from '../emulators/generateConfig';
 import { CONSUMER_NAME, ENTITY_NAME, functionNameOf, type Topology, topology } from '../src/topology';
-import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
-import { UsageError } from './errors';
-import { formatted, PROJECT_ROOT, relative, writeTopology } from './project';
 
 const USAGE = `Usage:
   npm run new:consumer -- --name <area.consumer> --topic <topic> --subject <Subject> [--kind inbox|versioned]
@@ -317,7 +324,7 @@ app.serviceBusTopic(...consumerTrigger(${identifier}));
 `;
 }
 
-const TEST_PREAMBLE = `import { loggedOutcome } from '../../offline/functions/worker';
+const TEST_PREAMBLE = `import { loggedOutcome } from '../../local/host/worker';
 import { PoisonMessageError } from '../../src/inbox';
 import { deliver, type LogLine } from '../support/deliveries';
 import { useLocalStack } from '../support/localStack';

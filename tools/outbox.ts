@@ -3,14 +3,9 @@ import type { ParseArgsConfig } from 'node:util';
 
 import type { Container } from '@azure/cosmos';
 
-import { formatDuration } from '../src/inbox/duration';
-import {
-  discardUnsendable,
-  OUTBOX_TYPE,
-  type OutboxDocument,
-  outboxEntryOf,
-  resendUnsendable,
-} from '../src/inbox/internal';
+import { localRunContext } from '../build/localRun';
+import { bounded, EnvironmentError } from '../cli/errors';
+import { table } from '../cli/table';
 import {
   EXIT_CODES,
   type ExitCode,
@@ -20,11 +15,16 @@ import {
   runTool,
   type ToolContext,
   usageError,
-} from './cli';
-import { bounded, EnvironmentError } from './errors';
+} from '../cli/tool';
+import { formatDuration } from '../src/inbox/duration';
+import {
+  discardUnsendable,
+  OUTBOX_TYPE,
+  type OutboxDocument,
+  outboxEntryOf,
+  resendUnsendable,
+} from '../src/inbox/internal';
 import { connectInbox } from './inboxState';
-import { localRunContext } from './localRun';
-import { table } from './table';
 
 const DEFAULT_MAX = 50;
 const MAX = 1000;

@@ -3,6 +3,9 @@ import type { ParseArgsConfig } from 'node:util';
 
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 
+import { localRunContext } from '../build/localRun';
+import { bounded } from '../cli/errors';
+import { table } from '../cli/table';
 import {
   EXIT_CODES,
   type ExitCode,
@@ -12,12 +15,9 @@ import {
   runTool,
   type ToolContext,
   usageError,
-} from './cli';
+} from '../cli/tool';
 import { type DeadLetterQueue, describeQueue, idText, peekQueue, sequenceOf } from './deadLetterQueue';
-import { bounded } from './errors';
-import { localRunContext } from './localRun';
 import { connectServiceBus, topicOfSubscription } from './serviceBus';
-import { table } from './table';
 
 const DEFAULT_MAX = 20;
 const MAX = 1000;

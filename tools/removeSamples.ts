@@ -4,10 +4,17 @@ import type { ParseArgsConfig } from 'node:util';
 
 import { parseDocument } from 'yaml';
 
+import { formatted, PROJECT_ROOT, writeTopology } from '../cli/project';
+import {
+  EXIT_CODES,
+  type ExitCode,
+  parseFlags,
+  processContext,
+  runTool,
+  type ToolContext,
+} from '../cli/tool';
 import { writeEmulatorConfig } from '../emulators/generateConfig';
 import { functionNameOf, topicsPublishedBy, type Topology, topology } from '../src/topology';
-import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
-import { formatted, PROJECT_ROOT, writeTopology } from './project';
 import { markdownFiles, withoutSamplePassages } from './sampleDocs';
 import { SAMPLE } from './samples';
 

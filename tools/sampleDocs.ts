@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from './project';
+import { PROJECT_ROOT } from '../cli/project';
 
 const SKIPPED_FOLDERS = new Set(['node_modules', '.cache', 'dist', '.git', 'coverage', '.scratch']);
 

@@ -1,9 +1,17 @@
 import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
 
-import { EXIT_CODES, type ExitCode, parseFlags, processContext, runTool, type ToolContext } from './cli';
-import { bounded } from './errors';
-import { UsageError } from './errors';
+import { LOCAL_RUN_FILE, localRunContext } from '../build/localRun';
+import { bounded } from '../cli/errors';
+import { UsageError } from '../cli/errors';
+import {
+  EXIT_CODES,
+  type ExitCode,
+  parseFlags,
+  processContext,
+  runTool,
+  type ToolContext,
+} from '../cli/tool';
 import {
   loadSubjectRules,
   type OutgoingEvent,
@@ -12,7 +20,6 @@ import {
   sampleShortcuts,
   type SubjectRules,
 } from './events';
-import { LOCAL_RUN_FILE, localRunContext } from './localRun';
 import { connectServiceBus, topicFor, toServiceBusMessage } from './serviceBus';
 
 const SHORTCUTS = sampleShortcuts();

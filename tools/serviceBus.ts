@@ -1,9 +1,9 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage } from '@azure/service-bus';
 
+import { bounded, EnvironmentError, UsageError } from '../cli/errors';
 import { EMULATOR_FLAG } from '../src/inbox/internal';
 import { topology } from '../src/topology';
-import { bounded, EnvironmentError, UsageError } from './errors';
 import type { OutgoingEvent } from './events';
 
 /**

@@ -20,7 +20,7 @@ import {
   npmCommands,
   readMarkdown,
   ROOT,
-} from './markdown';
+} from '../support/markdown';
 
 const docs = markdownFiles().map(readMarkdown);
 const readme = docs.find((doc) => doc.path === 'README.md')!;
@@ -44,7 +44,7 @@ function section(doc: Markdown, heading: string): Markdown['prose'] {
 describe('the docs', () => {
   it('covers the markdown of the whole repository', () => {
     expect(docs.map((doc) => doc.path)).toEqual(
-      expect.arrayContaining(['README.md', 'offline/README.md', 'src/inbox/README.md', 'infra/README.md']),
+      expect.arrayContaining(['README.md', 'local/README.md', 'src/inbox/README.md', 'infra/README.md']),
     );
   });
 

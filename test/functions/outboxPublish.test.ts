@@ -1,4 +1,4 @@
-import { type FunctionApp, loadFunctionApp } from '../../offline/functions/worker';
+import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
 import { inboxRuntime } from '../../src/app';
 import {
   OUTBOX_TYPE,
@@ -7,7 +7,7 @@ import {
   relayOutbox,
 } from '../../src/inbox/internal';
 import { outboxRoutesOf } from '../../src/topology';
-import { documentsIn } from '../inbox/support';
+import { documentsIn } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { retryDelays } from '../../offline/functions/changeFeedTrigger';
-import { jsonNetDate } from '../../offline/functions/triggerData';
-import { loadFunctionApp } from '../../offline/functions/worker';
+import { retryDelays } from '../../local/host/changeFeedTrigger';
+import { jsonNetDate } from '../../local/host/triggerData';
+import { loadFunctionApp } from '../../local/host/worker';
 import { inboxRuntime } from '../../src/app';
 import {
   OUTBOX_TYPE,
@@ -12,8 +12,8 @@ import {
   type OutboxPublisher,
   processDelivery,
 } from '../../src/inbox/internal';
-import { delivery, dependencies, documentsIn, testConsumer } from '../inbox/support';
 import { relayChanges } from '../support/deliveries';
+import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 
 /**

@@ -8,11 +8,11 @@ import {
   processDelivery,
 } from '../../src/inbox/internal';
 import { serviceBusPublisher } from '../../src/serviceBusPublisher';
-import { delivery, dependencies, documentsIn, testConsumer } from '../inbox/support';
-import { ORDERS, type PeerFixture, receive, startPeer, TOPIC } from '../offline/servicebus/amqp/support';
 import { relayChanges, runTimer } from '../support/deliveries';
+import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
+import { ORDERS, type PeerFixture, receive, startPeer, TOPIC } from '../support/peer';
 
 /**
  * One broken topic does not hold the others: the outbox relay and sweeper functions through the

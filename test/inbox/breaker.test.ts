@@ -13,7 +13,7 @@ import {
   survivableOutageSeconds,
   TransientStoreError,
 } from '../../src/inbox/internal';
-import { testConsumer } from './support';
+import { testConsumer } from '../support/inbox';
 
 /** Virtual time: timers fire only when the test advances it, in due order. */
 class ManualClock implements BreakerClock {

@@ -3,7 +3,7 @@ import path from 'node:path';
 
 import { InvocationContext } from '@azure/functions';
 
-import { loadFunctionApp, type ServiceBusDelivery } from '../../offline/functions/worker';
+import { loadFunctionApp, type ServiceBusDelivery } from '../../local/host/worker';
 import { type Delivery, markerId, payloadHash, toDelivery } from '../../src/inbox/internal';
 import { PROBE_FUNCTION, received } from '../support/probeFunction';
 

@@ -15,8 +15,8 @@ import {
   relayOutbox,
   sweepOutbox,
 } from '../../src/inbox/internal';
+import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
-import { delivery, dependencies, documentsIn, testConsumer } from './support';
 
 const stack = useLocalStack();
 

@@ -8,8 +8,8 @@ import {
   TransientStoreError,
 } from '../../src/inbox/internal';
 import { MAX_BODY_DEPTH } from '../../src/inbox/process';
+import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
-import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from './support';
 
 const stack = useLocalStack();
 

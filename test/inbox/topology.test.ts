@@ -1,4 +1,4 @@
-import { loadFunctionApp, type ServiceBusFunction } from '../../offline/functions/worker';
+import { loadFunctionApp, type ServiceBusFunction } from '../../local/host/worker';
 import { registeredConsumers } from '../../src/app';
 import {
   bindingOf,

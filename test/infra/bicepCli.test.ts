@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { type CliResult, describeInfra, infraDir, lint, repoRoot, unformattedFiles } from './bicep';
+import { type CliResult, describeInfra, infraDir, lint, repoRoot, unformattedFiles } from '../support/bicep';
 
 const findBicepScript = path.join(infraDir, 'find-bicep.sh');
 const pinnedBicepVersion = /BICEP_VERSION="\$\{BICEP_VERSION:-([0-9.]+)\}"/.exec(

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import type { PredictedResource, Snapshot } from './bicep';
+import type { PredictedResource, Snapshot } from '../support/bicep';
 import {
   appPrincipal,
   at,
@@ -18,7 +18,7 @@ import {
   repoRoot,
   resources,
   role,
-} from './bicep';
+} from '../support/bicep';
 
 /** The purge query as src/inbox/purge.ts writes it (string literals joined with +). */
 function purgeQuery(): string {

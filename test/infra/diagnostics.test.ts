@@ -3,8 +3,8 @@
 // every resource log category to it. Whether a category exists for a resource is Azure's to say;
 // `allLogs` takes whatever it offers.
 
-import type { PredictedResource } from './bicep';
-import { at, describeInfra, moduleOutput, only, resources } from './bicep';
+import type { PredictedResource } from '../support/bicep';
+import { at, describeInfra, moduleOutput, only, resources } from '../support/bicep';
 
 describeInfra(
   'logs',

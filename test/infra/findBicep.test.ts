@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { pinnedBicepVersion, repoRoot } from './bicep';
+import { pinnedBicepVersion, repoRoot } from '../support/bicep';
 
 function sandbox(): { bin: string; env: NodeJS.ProcessEnv; remove: () => void } {
   const root = mkdtempSync(path.join(tmpdir(), 'no-bicep-'));

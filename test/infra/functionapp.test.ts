@@ -16,7 +16,7 @@ import {
   roleAssignmentScope,
   roleDefinitionId,
   type Snapshot,
-} from './bicep';
+} from '../support/bicep';
 
 describeInfra(
   'the function app',

@@ -24,7 +24,7 @@ import {
   roleAssignmentScope,
   roleDefinitionId,
   type Snapshot,
-} from './bicep';
+} from '../support/bicep';
 
 /**
  * The scheduled query rule whose name ends with `suffix`, with its one criterion and its query, and

@@ -4,7 +4,7 @@
 // endpoint). Disabled is passed to all four, and refused with a Standard namespace, which has no
 // private endpoints.
 
-import { at, describeInfra, only } from './bicep';
+import { at, describeInfra, only } from '../support/bicep';
 
 const publicServices = [
   'Microsoft.ServiceBus/namespaces',

@@ -12,7 +12,7 @@ import path from 'node:path';
 
 import { parse } from 'yaml';
 
-import { at, describeInfra, repoRoot } from './bicep';
+import { at, describeInfra, repoRoot } from '../support/bicep';
 
 const scriptPath = 'infra/scripts/wait-for-deployment-storage.sh';
 const script = path.join(repoRoot, scriptPath);

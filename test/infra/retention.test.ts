@@ -3,7 +3,7 @@
 // one at or below it, saying why.
 
 import { loadSettings, parseDurationSeconds, retentionBoundSeconds } from '../../src/inbox/internal';
-import { appSettings, azdEnvironment, azdParameters, describeInfra, only } from './bicep';
+import { appSettings, azdEnvironment, azdParameters, describeInfra, only } from '../support/bicep';
 
 describeInfra(
   'inbox retention bound',

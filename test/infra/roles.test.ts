@@ -2,12 +2,12 @@
 // servicebus, cosmos, functionapp and monitoring tests), the developer (principalId: the principal
 // azd provisions as) and the service principal of the CI live tests (testPrincipalId). Neither may write
 // to the deployment container: a package written there runs as the app, with all the app's data
-// access. The live tests get exactly what tools/liveTests.ts does, read from its source.
+// access. The live tests get exactly what sample/liveTests.ts does, read from its source.
 
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import type { PredictedResource, Snapshot } from './bicep';
+import type { PredictedResource, Snapshot } from '../support/bicep';
 import {
   appRoleAssignments,
   armGuid,
@@ -25,7 +25,7 @@ import {
   roleAssignments,
   roleAssignmentScope,
   roleDefinitionId,
-} from './bicep';
+} from '../support/bicep';
 
 const testPrincipalId = '7e2c1b0e-2222-4333-8444-955566667777';
 /** Azure RBAC roles that can write blobs (Storage Blob Data Contributor is not used by the template). */
@@ -34,7 +34,7 @@ const cosmosAction = (action: string): string => `Microsoft.DocumentDB/databaseA
 const itemAction = (action: string): string => cosmosAction(`sqlDatabases/containers/${action}`);
 
 /**
- * The calls tools/liveTests.ts can make and the permission each needs. Every call the file makes
+ * The calls sample/liveTests.ts can make and the permission each needs. Every call the file makes
  * must be here; the test fails on a data call it does not know.
  */
 const liveTestCalls = [
@@ -157,7 +157,7 @@ describeInfra(
         }
       });
 
-      it('hold a custom Cosmos DB role of exactly the data actions tools/liveTests.ts needs, on the container only', () => {
+      it('hold a custom Cosmos DB role of exactly the data actions sample/liveTests.ts needs, on the container only', () => {
         const account = only(withPrincipals(), 'Microsoft.DocumentDB/databaseAccounts');
         const definition = only(withPrincipals(), 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions');
         const containerScope = `${account.id}/dbs/app/colls/state`;

@@ -26,7 +26,7 @@ import {
   type Snapshot,
   type Topology,
   topology,
-} from './bicep';
+} from '../support/bicep';
 
 /** Parameters of modules/servicebus.bicep, evaluated on its own with other declarations than src/. */
 const serviceBusModuleParameters = (topics: Topology['topics']): Record<string, unknown> => ({

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { describeInfra, environmentName, only, repoRoot } from './bicep';
+import { describeInfra, environmentName, only, repoRoot } from '../support/bicep';
 
 describeInfra(
   'parameters, outputs and tags',

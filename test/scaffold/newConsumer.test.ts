@@ -9,7 +9,7 @@ import {
   deployedSubscriptions,
   jestIn,
   useProjectCopy,
-} from './support';
+} from '../support/projectCopy';
 
 /**
  * `npm run new:consumer` as a user runs it on a fresh clone: in a copy of this checkout, one inbox

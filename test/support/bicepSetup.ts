@@ -7,7 +7,7 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 
-import { locateBicepShowingProgress, repoRoot, skippedInfraTests } from '../infra/bicep';
+import { locateBicepShowingProgress, repoRoot, skippedInfraTests } from './bicep';
 
 /** The part of jest's global config this reads. */
 interface RunConfig {

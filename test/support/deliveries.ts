@@ -5,7 +5,7 @@ import {
   type LogLine,
   type ServiceBusDelivery,
   type TimerRun,
-} from '../../offline/functions/worker';
+} from '../../local/host/worker';
 import { inboxRuntime } from '../../src/app';
 import { CircuitBreaker } from '../../src/inbox/internal';
 

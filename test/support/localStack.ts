@@ -1,8 +1,8 @@
 import type { Container } from '@azure/cosmos';
 import { CosmosClient } from '@azure/cosmos';
 
-import { ensureAppContainer } from '../../offline/appContainer';
-import { type LocalCosmos, type LocalCosmosOptions, start } from '../../offline/cosmos';
+import { type LocalCosmos, type LocalCosmosOptions, start } from '../../local/cosmos';
+import { ensureAppContainer } from '../../local/cosmos/appContainer';
 
 export interface LocalStack {
   server: LocalCosmos;

@@ -3,7 +3,7 @@ import { app } from '@azure/functions';
 import { inboxRuntime } from '../../src/app';
 import { type InboxConsumer, type OutboxRoutes, serviceBusHandler } from '../../src/inbox/internal';
 import { outboxRoutesOf, type Topology, validateTopology } from '../../src/topology';
-import { testConsumer, type TestMessage } from '../inbox/support';
+import { testConsumer, type TestMessage } from './inbox';
 
 /**
  * A consumer function whose handler the test writes (`onHandle`), registered as src/app.ts

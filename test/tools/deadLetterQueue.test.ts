@@ -1,8 +1,8 @@
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 import Long from 'long';
 
+import { bounded } from '../../cli/errors';
 import { planResubmit, resubmittedCopy } from '../../tools/deadLetterQueue';
-import { bounded } from '../../tools/errors';
 import type { InboxState } from '../../tools/inboxState';
 
 const NOW_MS = Date.UTC(2026, 10, 30, 12);

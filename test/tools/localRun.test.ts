@@ -11,9 +11,9 @@ import {
   readLocalRun,
   removeLocalRun,
   writeLocalRun,
-} from '../../tools/localRun';
-import { PAYMENTS, TOPIC, usePeer } from '../offline/servicebus/amqp/support';
-import { captured, peek } from './support';
+} from '../../build/localRun';
+import { PAYMENTS, TOPIC, usePeer } from '../support/peer';
+import { captured, peek } from '../support/tools';
 
 /**
  * The settings file npm start writes, as the tools read it. Every test writes its own file in a

@@ -1,4 +1,4 @@
-import { UsageError } from '../../tools/errors';
+import { UsageError } from '../../cli/errors';
 import { checkedRequest } from '../../tools/newConsumer';
 
 /** The refusals of npm run new:consumer, before anything is written (test/scaffold runs the tool itself). */

@@ -1,3 +1,4 @@
+import { runTool, type ToolContext } from '../../cli/tool';
 import {
   OUTBOX_TYPE,
   type OutboxDocument,
@@ -6,11 +7,10 @@ import {
   processDelivery,
   relayOutbox,
 } from '../../src/inbox/internal';
-import { runTool, type ToolContext } from '../../tools/cli';
 import { main } from '../../tools/outbox';
-import { delivery, dependencies, documentsIn, testConsumer } from '../inbox/support';
+import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
-import { captured } from './support';
+import { captured } from '../support/tools';
 
 /**
  * npm run outbox against the local Cosmos DB server: the outbox documents are staged by tx.publish

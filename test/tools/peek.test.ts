@@ -1,5 +1,5 @@
-import { PAYMENTS, receive, TOPIC, usePeer } from '../offline/servicebus/amqp/support';
-import { captured, peek, UNREACHABLE } from './support';
+import { PAYMENTS, receive, TOPIC, usePeer } from '../support/peer';
+import { captured, peek, UNREACHABLE } from '../support/tools';
 
 /**
  * `npm run peek` against the local peer through the real SDK. --topic names the peer's topic, so

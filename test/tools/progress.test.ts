@@ -1,4 +1,4 @@
-import { type Progress, type ProgressOptions, startProgress } from '../../tools/progress';
+import { type Progress, type ProgressOptions, startProgress } from '../../cli/progress';
 
 /** A reporter on a clock the test moves, and the lines it wrote. */
 function reporter(options: Partial<ProgressOptions> & Pick<ProgressOptions, 'total' | 'interactive'>): {

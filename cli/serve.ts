@@ -1,0 +1,34 @@
+import type { ParseArgsConfig } from 'node:util';
+
+import { EXIT_CODES, type FlagValues, runWithFlags, type ToolContext } from './tool';
+
+/** What a local server's command line starts. */
+export interface LocalServer {
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs a local server's command line: the flags through cli/tool.ts (usage errors exit 2 before
+ * `start` runs), then the server `start` returns keeps the process running until Ctrl+C (or
+ * SIGTERM) stops it, and the process exits 0.
+ */
+export function runServer<T extends ParseArgsConfig>(
+  name: string,
+  config: T,
+  usage: string,
+  start: (flags: FlagValues<T>, context: ToolContext) => Promise<LocalServer>,
+): void {
+  const serve = async (flags: FlagValues<T>, context: ToolContext): Promise<typeof EXIT_CODES.ok> => {
+    const server = await start(flags, context);
+    context.out('Press Ctrl+C to stop.');
+    const stop = (): void => {
+      void server.stop().then(() => process.exit(0));
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    return EXIT_CODES.ok;
+  };
+  void runWithFlags(name, config, usage, serve).then((code) => {
+    if (code !== EXIT_CODES.ok) process.exit(code);
+  });
+}

@@ -1,0 +1,664 @@
+import { createHash } from 'node:crypto';
+
+import { CosmosClient, type CosmosClientOptions, type PluginConfig, PluginOn } from '@azure/cosmos';
+
+import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../../local/cosmos';
+import { freshAppContainer } from '../../local/cosmos/appContainer';
+import { type DeliveryRecord, FunctionsHost, type HostFaults } from '../../local/host/brokerHost';
+import { type ChangeFeedFaults, ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
+import { type FunctionApp, loadFunctionApp, type LogLine } from '../../local/host/worker';
+import { seededRandom } from '../../local/random';
+import { Broker, type Topic } from '../../local/servicebus/broker';
+import type { Clock } from '../../local/servicebus/clock';
+import { BrokerPublisher, type PublisherFaults } from '../../local/servicebus/publisher';
+import type * as App from '../../src/app';
+import { CircuitBreaker, OUTBOX_TYPE, survivableOutageSeconds } from '../../src/inbox/internal';
+import { topology } from '../../src/topology';
+import { Simulation } from './simulation';
+import { type Accounting, type Invariant, type SweepRecord, verify } from './verify';
+import { generateWorkload, type WorkloadOptions } from './workload';
+
+/**
+ * One run of the whole pipeline offline: the local Cosmos DB server, the Service Bus model, the
+ * Functions host model invoking the registered functions through the worker path, a seeded
+ * workload with faults, and the invariants checked at the end. The run is deterministic: model
+ * time is virtual and every party takes its turn (see simulation.ts), every choice comes from the
+ * seed, so one seed and the same options replay the same deliveries.
+ */
+/** Cosmos DB faults hit writes: transactional batches and point writes (the versioned consumer's). */
+export interface ScenarioFaults extends HostFaults, OutboxFaults {
+  /** Chance that a write gets 503 (the SDK does not retry writes on 503). */
+  cosmosUnavailable?: number;
+  /** Chance that a write gets 429; the SDK waits and retries up to 9 times. */
+  cosmosThrottle?: number;
+  /** Chance that a write commits but its response is lost. */
+  cosmosDropAfterCommit?: number;
+  /** Chance that a write is so slow that the message's lock runs out while the handler still runs. */
+  slowHandler?: number;
+  /**
+   * Windows of model time, from the start of publishing, in which every data request fails: 503
+   * (`unavailable`, an outage) or 429 (`throttle`, throttling beyond the SDK's retries).
+   */
+  cosmosOutages?: CosmosOutage[];
+}
+
+/** The outbox relay's faults: its Service Bus sends, and the change feed trigger's processor. */
+export interface OutboxFaults {
+  /** Chance that a relay or sweeper send fails (nothing sent). */
+  relaySendFailure?: number;
+  /** Chance that a send is taken but reported failed (its acknowledgement lost). */
+  relayAckLost?: number;
+  /** Chance that the relay's instance dies after the function ran, before the checkpoint. */
+  relayCrash?: number;
+  /** Chance that the checkpoint write after a page is lost. */
+  relayCheckpointLost?: number;
+  /** Chance that the host stops while the relay runs and a new instance takes the lease over. */
+  relayRestart?: number;
+  /**
+   * Windows of model time, from the start of publishing, in which a topic refuses every send of the
+   * outbox (its Data Sender role missing, as a ServiceBusError UnauthorizedAccess).
+   */
+  topicOutages?: TopicOutage[];
+}
+
+export interface TopicOutage {
+  topic: string;
+  startMs: number;
+  durationMs: number;
+}
+
+export interface CosmosOutage {
+  startMs: number;
+  durationMs: number;
+  kind?: 'unavailable' | 'throttle';
+}
+
+export interface OutageReport extends Required<CosmosOutage> {
+  /** Messages in the subscriptions when Cosmos DB came back. */
+  pendingAtRecovery: number;
+  /** Model ms from the recovery to the first completed delivery after it; null when nothing was pending. */
+  resumedAfterMs: number | null;
+}
+
+export interface ScenarioOptions extends WorkloadOptions {
+  faults?: ScenarioFaults;
+  /** Duplicate detection window, model ms; default PT1H. */
+  duplicateWindowMs?: number;
+  /** host.json maxConcurrentCalls per function; default 16. */
+  maxConcurrentCalls?: number;
+  /** Called about every quarter second (real time) while the run is going. */
+  onProgress?: (progress: Progress) => void;
+  /** Real ms before a run that has not settled is abandoned; default 120 s. */
+  timeoutMs?: number;
+}
+
+export interface Progress {
+  sent: number;
+  sends: number;
+  settledCopies: number;
+  deliveries: number;
+}
+
+export interface Percentiles {
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+}
+
+type AppModule = typeof App;
+
+export interface ScenarioReport {
+  seed: number;
+  /** The outbox relay (change feed pages, by outcome) and the sweeper's runs. */
+  relay: {
+    pages: Record<string, number>;
+    /** Invocations of the relay: one per page, and one per retry. */
+    invocations: number;
+    sweeperRuns: number;
+    sweeperResent: number;
+    sendFailures: number;
+    /** Sends a topic refused (topicOutages). */
+    refusals: number;
+  };
+  ok: boolean;
+  invariants: Invariant[];
+  accounting: Accounting;
+  deliveries: {
+    total: number;
+    byOutcome: Record<string, number>;
+    bySettlement: Record<string, number>;
+    /** SHA-256 prefix of the delivery log (see logLine): equal for a run and its replay. */
+    digest: string;
+  };
+  /** Every delivery in the order it settled: what a replay of the seed repeats. */
+  deliveryLog: DeliveryRecord[];
+  throughput: { elapsedMs: number; eventsPerSecond: number; deliveriesPerSecond: number };
+  /** Real milliseconds in the handler (its turns included); model milliseconds from enqueue to settlement. */
+  latency: { handlerMs: Percentiles; endToEndMs: Percentiles };
+  /** The Cosmos DB circuit breaker: state changes, and each outage's recovery. */
+  breaker: {
+    opened: number;
+    closed: number;
+    outages: OutageReport[];
+    /** The longest outage the app's settings survive without dead-lettering (see src/inbox/breaker.ts). */
+    survivableOutageSeconds: number;
+  };
+}
+
+export interface EnvironmentOptions {
+  /** Broker lock duration (model ms), default PT1M; also SERVICEBUS_LOCK_DURATION for the app. */
+  lockDurationMs?: number;
+  /** Broker max delivery count, default 10; also SERVICEBUS_MAX_DELIVERY_COUNT for the app. */
+  maxDeliveryCount?: number;
+  /** host.json maxAutoLockRenewalDuration, model ms; default 5 minutes; also HOST_MAX_AUTO_LOCK_RENEWAL. */
+  maxAutoLockRenewalMs?: number;
+  /** host.json functionTimeout, model ms; default 5 minutes; also HOST_FUNCTION_TIMEOUT. */
+  functionTimeoutMs?: number;
+  /** Latency the local Cosmos server adds to every data request, model ms; default 0. */
+  cosmosLatencyMs?: number;
+}
+
+/**
+ * The parts that live for the whole process: the local Cosmos server and the function app (the
+ * Functions modules, like the host, are loaded once). Runs reuse them, each on a fresh container.
+ */
+export class ScenarioEnvironment {
+  private constructor(
+    readonly cosmos: LocalCosmos,
+    private readonly client: CosmosClient,
+    readonly app: FunctionApp,
+    private readonly options: Required<EnvironmentOptions>,
+  ) {}
+
+  static async start(options: EnvironmentOptions = {}): Promise<ScenarioEnvironment> {
+    const settings: Required<EnvironmentOptions> = {
+      lockDurationMs: options.lockDurationMs ?? 60_000,
+      maxDeliveryCount: options.maxDeliveryCount ?? 10,
+      maxAutoLockRenewalMs: options.maxAutoLockRenewalMs ?? 300_000,
+      functionTimeoutMs: options.functionTimeoutMs ?? 300_000,
+      cosmosLatencyMs: options.cosmosLatencyMs ?? 0,
+    };
+    let environment: ScenarioEnvironment | undefined = undefined;
+    // `_ts` (and so TTL and the change feed's times) on the run's model clock, real time outside a run.
+    const cosmos = await startCosmos({
+      latencyMs: settings.cosmosLatencyMs,
+      seed: 1,
+      now: () => environment?.simulation?.clock.now() ?? Date.now(),
+    });
+    Object.assign(process.env, {
+      COSMOS_ENDPOINT: cosmos.endpoint,
+      COSMOS_KEY: cosmos.key,
+      COSMOS_DATABASE: 'app',
+      COSMOS_CONTAINER: 'state',
+      SERVICEBUS_LOCK_DURATION: `PT${settings.lockDurationMs / 1000}S`,
+      SERVICEBUS_MAX_DELIVERY_COUNT: String(settings.maxDeliveryCount),
+      HOST_MAX_AUTO_LOCK_RENEWAL: `PT${settings.maxAutoLockRenewalMs / 1000}S`,
+      HOST_FUNCTION_TIMEOUT: `PT${settings.functionTimeoutMs / 1000}S`,
+    });
+    // Every operation of a run takes its turn from the run's simulation; outside a run (setup,
+    // verification) operations go straight through.
+    const turns: PluginConfig = {
+      on: PluginOn.operation,
+      plugin: (context, _diagnostics, next) => {
+        const simulation = environment?.simulation;
+        return simulation ? simulation.operation(() => next(context)) : next(context);
+      },
+    };
+    // `plugins` is an SDK option its published types leave out (marked hidden).
+    const clientOptions: CosmosClientOptions & { plugins: PluginConfig[] } = {
+      endpoint: cosmos.endpoint,
+      key: cosmos.key,
+      userAgentSuffix: 'idempotent-servicebus-consumers',
+      plugins: [turns],
+      // A real-time refresh of the account would be a request outside the model's turns.
+      connectionPolicy: { enableBackgroundEndpointRefreshing: false },
+    };
+    const client = new CosmosClient(clientOptions);
+    await client.databases.createIfNotExists({ id: 'app' });
+    environment = new ScenarioEnvironment(cosmos, client, await loadFunctionApp(), settings);
+    return environment;
+  }
+
+  /** The run going on now, if any. */
+  private simulation: Simulation | undefined;
+
+  async stop(): Promise<void> {
+    this.client.dispose();
+    await this.cosmos.stop();
+  }
+
+  async run(options: ScenarioOptions): Promise<ScenarioReport> {
+    const duplicateWindowMs = options.duplicateWindowMs ?? 3_600_000;
+    const workload = generateWorkload(options);
+    const database = this.client.database('app');
+    const container = await freshAppContainer(database);
+    await database
+      .container(LEASE_CONTAINER)
+      .delete()
+      .catch(() => undefined);
+    const { container: leases } = await database.containers.create({
+      id: LEASE_CONTAINER,
+      partitionKey: { paths: ['/id'] },
+    });
+    for (const document of [...workload.invoices, ...workload.products])
+      await container.items.create(document);
+
+    const simulation = new Simulation();
+    const { clock } = simulation;
+    const broker = new Broker({
+      topology,
+      clock,
+      duplicateWindowMs,
+      lockDurationMs: this.options.lockDurationMs,
+      maxDeliveryCount: this.options.maxDeliveryCount,
+    });
+    const random = seededRandom(options.seed ^ 0x5bd1e995);
+    const host = new FunctionsHost(broker, this.app.serviceBus, {
+      clock,
+      maxConcurrentCalls: options.maxConcurrentCalls ?? 16,
+      maxAutoLockRenewalMs: this.options.maxAutoLockRenewalMs,
+      functionTimeoutMs: this.options.functionTimeoutMs,
+      faults: options.faults ?? {},
+      random,
+    });
+    const faults = options.faults ?? {};
+    const publisher = new BrokerPublisher(
+      broker,
+      { sendFailure: faults.relaySendFailure, sendAckLost: faults.relayAckLost } satisfies PublisherFaults,
+      seededRandom(options.seed ^ 0x3c6ef372),
+      () => clock.now(),
+    );
+    const relayRegistration = this.app.cosmosDB.find((f) => f.name === 'outboxRelay');
+    if (!relayRegistration) throw new Error('The app registers no outboxRelay function.');
+    const relay = new ChangeFeedTrigger(relayRegistration, {
+      clock,
+      monitored: container,
+      leases,
+      faults: {
+        crashAfterInvoke: faults.relayCrash,
+        checkpointLost: faults.relayCheckpointLost,
+        restart: faults.relayRestart,
+      } satisfies ChangeFeedFaults,
+      random: seededRandom(options.seed ^ 0x7f4a7c15),
+    });
+    this.cosmos.faults.reseed(options.seed ^ 0x1b873593);
+    this.injectCosmosFaults(options.faults ?? {});
+
+    // The app's breaker (one per instance, as in Azure) on the model clock, fresh for each run.
+    // Required here, not imported: loading src/app.ts validates the settings start() has just set.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- deferred on purpose
+    const { inboxRuntime } = require('../../src/app') as AppModule;
+    const runtime = inboxRuntime();
+    const { options: appBreaker } = runtime.breaker;
+    const {
+      container: appContainer,
+      now: appNow,
+      sleep: appSleep,
+      random: appRandom,
+      publisher: appPublisher,
+    } = runtime;
+    // The app's Cosmos DB calls take their turns (the run's client); its waits and random choices
+    // are the model's.
+    runtime.container = container;
+    runtime.now = () => new Date(clock.now());
+    runtime.sleep = (ms) => clock.sleep(ms);
+    runtime.random = seededRandom(options.seed ^ 0x68e31da4);
+    runtime.publisher = publisher;
+    const transitions = { opened: 0, closed: 0 };
+    runtime.breaker = new CircuitBreaker({
+      ...appBreaker,
+      clock,
+      random: seededRandom(options.seed ^ 0x27d4eb2f),
+      probe: () => container.item('inbox-breaker-probe', 'inbox-breaker-probe').read(),
+      onTransition: (transition) => {
+        appBreaker.onTransition?.(transition);
+        transitions[transition.state === 'open' ? 'opened' : 'closed']++;
+      },
+    });
+    const outages: OutageReport[] = [];
+    const topicOutages: TopicOutage[] = [];
+
+    const startedAt = performance.now();
+    let sent = 0;
+    const report = (): void =>
+      options.onProgress?.({
+        sent,
+        sends: workload.sends.length,
+        settledCopies: broker.subscriptions.reduce(
+          (n, s) => n + s.entity.completed.length + s.deadLetterQueue.enqueued,
+          0,
+        ),
+        deliveries: host.deliveries.length,
+      });
+    const progress = setInterval(report, 250);
+    this.simulation = simulation;
+    this.cosmos.setLatencyWait((ms) => simulation.parked(ms));
+    // The outbox sweeper, on its schedule in model time; a run in progress finishes before the next is set.
+    const sweepMs = runtime.settings.outbox.sweepIntervalSeconds * 1000;
+    const sweeper = { runs: 0, resent: 0, stopped: false, running: Promise.resolve() };
+    const sweeps: SweepRecord[] = [];
+    const scheduleSweep = (): void => {
+      if (sweeper.stopped) return;
+      clock.after(sweepMs, () => {
+        if (sweeper.stopped) return;
+        const startedAt = clock.now();
+        sweeper.running = this.app
+          .invokeTimer('outboxSweeper', { firedAt: new Date(startedAt) })
+          .then((run) => {
+            sweeper.runs++;
+            const sweep = sweepRecordOf(run.logs, startedAt, clock.now());
+            sweeper.resent += sweep.sent;
+            sweeps.push(sweep);
+            scheduleSweep();
+          });
+      });
+    };
+    const pendingOutbox = async (): Promise<number> =>
+      (
+        await container.items
+          .query<number>(
+            `SELECT VALUE COUNT(1) FROM c WHERE c.type = '${OUTBOX_TYPE}' AND c.status = 'pending'`,
+          )
+          .fetchAll()
+      ).resources.reduce((sum, count) => sum + count, 0);
+    // Idle: no delivery running or waiting, the relay caught up after a read that came after every
+    // write so far (one more poll), and nothing left pending in the outbox (the sweeper's, once the
+    // relay's retries are spent).
+    let relayStarting: Promise<void> = Promise.resolve();
+    let relayStarted = false;
+    // A relay whose listener could not start yet reads nothing: only what is pending keeps the run going.
+    const relayIdle = (): boolean => !relayStarted || relay.idle;
+    const drained = async (): Promise<void> => {
+      const pollMs = relayRegistration.feedPollDelay ?? 5_000;
+      for (;;) {
+        await simulation.until(() => host.idle && relayIdle());
+        const before = host.deliveries.length + relay.invocations.length;
+        await clock.sleep(pollMs + 1);
+        await simulation.until(() => host.idle && relayIdle());
+        if (host.deliveries.length + relay.invocations.length === before && (await pendingOutbox()) === 0)
+          return;
+      }
+    };
+    try {
+      // The host retries a listener that fails to start (the lease container unreachable, a lease
+      // write whose response was lost) while the other functions run.
+      relayStarting = (async (): Promise<void> => {
+        while (!sweeper.stopped) {
+          const started = await relay.start().then(
+            () => true,
+            () => false,
+          );
+          if (started) {
+            relayStarted = true;
+            return;
+          }
+          await clock.sleep(relayRegistration.feedPollDelay ?? 5_000);
+        }
+      })();
+      scheduleSweep();
+      host.start();
+      const topicFor = (subject: string): Topic => {
+        const declared = topology.topics.find((t) =>
+          t.subscriptions.some((s) => s.subjects.includes(subject)),
+        );
+        return broker.topic(declared?.name ?? topology.topics[0]?.name ?? '');
+      };
+      const publish = async (when: 'now' | 'late'): Promise<void> => {
+        for (const [index, { event }] of workload.sends.filter((s) => s.when === when).entries()) {
+          topicFor(event.subject).send({
+            messageId: event.messageId,
+            subject: event.subject,
+            body: event.body,
+            contentType: 'application/json',
+          });
+          sent++;
+          // Let the host take messages while publishing goes on, at the same model moment.
+          if (index % 50 === 49) await clock.sleep(0);
+        }
+      };
+      const settled = (async (): Promise<void> => {
+        const outagesOver = this.scheduleOutages(options.faults?.cosmosOutages ?? [], clock, broker, outages);
+        topicOutages.push(...scheduleTopicOutages(faults.topicOutages ?? [], clock, publisher));
+        await publish('now');
+        await outagesOver;
+        await drained();
+        // Resends after the broker has forgotten their MessageIds (an outbox relay an hour later):
+        // jump past the duplicate detection window while nothing is locked; only the inbox can
+        // absorb these.
+        clock.advance(duplicateWindowMs + 1_000);
+        await publish('late');
+        await drained();
+      })();
+      const timeoutMs = options.timeoutMs ?? 120_000;
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        simulation.drive(settled).then(() => false),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs))),
+      ]);
+      clearTimeout(timer);
+      if (timedOut) {
+        simulation.stop();
+        const state = broker.subscriptions
+          .map((s) => `${s.name}: ${s.entity.activeCount} left (${s.entity.lockedCount} locked)`)
+          .join(', ');
+        throw new Error(
+          `Scenario seed ${options.seed} did not settle within ${timeoutMs} ms: ${sent}/${workload.sends.length} sent, ` +
+            `${host.inFlightCount} handlers running; ${state}.`,
+        );
+      }
+    } finally {
+      clearInterval(progress);
+      // Handlers still running (given up at functionTimeout) finish on the model's turns.
+      sweeper.stopped = true;
+      await simulation.drive(
+        Promise.all([host.stop(), relayStarting.then(() => relay.stop()), sweeper.running]),
+      );
+      this.simulation = undefined;
+      this.cosmos.setLatencyWait(undefined);
+      this.cosmos.faults.clear();
+      Object.assign(runtime, {
+        container: appContainer,
+        now: appNow,
+        sleep: appSleep,
+        random: appRandom,
+        publisher: appPublisher,
+      });
+      runtime.breaker = new CircuitBreaker(appBreaker);
+    }
+    const elapsedMs = performance.now() - startedAt;
+    report();
+
+    const { invariants, accounting } = await verify(
+      workload,
+      container,
+      broker,
+      host.deliveries,
+      publisher.sends,
+      {
+        topicOutages,
+        sweepAgeSeconds: runtime.settings.outbox.sweepAgeSeconds,
+        sweeps,
+        relayErrors: relay.invocations.flatMap((invocation) => (invocation.error ? [invocation.error] : [])),
+      },
+    );
+    const count = (values: (string | undefined)[]): Record<string, number> =>
+      values.reduce<Record<string, number>>(
+        (counts, value) => ({ ...counts, [value ?? 'none']: (counts[value ?? 'none'] ?? 0) + 1 }),
+        {},
+      );
+    return {
+      seed: options.seed,
+      relay: {
+        pages: count(relay.invocations.map((i) => i.outcome)),
+        invocations: relay.invocations.reduce((sum, i) => sum + i.attempts, 0),
+        sweeperRuns: sweeper.runs,
+        sweeperResent: sweeper.resent,
+        sendFailures: publisher.failures,
+        refusals: publisher.refusals,
+      },
+      ok: invariants.every((i) => i.ok),
+      invariants,
+      accounting,
+      deliveries: {
+        total: host.deliveries.length,
+        // A delivery the host crashed on before running the handler has no outcome of its own.
+        byOutcome: count(
+          host.deliveries.map((d) => d.outcome ?? (d.settlement === 'crashed' ? 'not-run' : 'unknown')),
+        ),
+        bySettlement: count(host.deliveries.map((d) => d.settlement)),
+        digest: createHash('sha256')
+          .update(host.deliveries.map(logLine).join('\n'))
+          .digest('hex')
+          .slice(0, 16),
+      },
+      deliveryLog: host.deliveries,
+      throughput: {
+        elapsedMs: Math.round(elapsedMs),
+        eventsPerSecond: Math.round((workload.events.length / elapsedMs) * 1000),
+        deliveriesPerSecond: Math.round((host.deliveries.length / elapsedMs) * 1000),
+      },
+      latency: {
+        handlerMs: percentiles(host.deliveries.map((d) => d.handlerMs)),
+        endToEndMs: percentiles(
+          host.deliveries.filter((d) => d.settlement === 'completed').map((d) => d.endToEndMs),
+        ),
+      },
+      breaker: {
+        ...transitions,
+        outages: outages.map((outage) => {
+          const end = outage.startMs + outage.durationMs;
+          const resumed = host.deliveries
+            .filter((d) => d.settlement === 'completed' && d.settledAt >= end)
+            .reduce((first, d) => Math.min(first, d.settledAt), Infinity);
+          return {
+            ...outage,
+            resumedAfterMs:
+              outage.pendingAtRecovery > 0 && Number.isFinite(resumed) ? Math.round(resumed - end) : null,
+          };
+        }),
+        survivableOutageSeconds: survivableOutageSeconds(runtime.settings),
+      },
+    };
+  }
+
+  /**
+   * Starts and ends each outage on the model clock; resolves when the last one is over. Reports
+   * them with model times (epoch ms) for the report to turn back into offsets.
+   */
+  private scheduleOutages(
+    windows: readonly CosmosOutage[],
+    clock: Clock,
+    broker: Broker,
+    reports: OutageReport[],
+  ): Promise<void> {
+    const start = clock.now();
+    return Promise.all(
+      windows.map(
+        ({ startMs, durationMs, kind = 'unavailable' }) =>
+          new Promise<void>((resolve) => {
+            let handle: FaultHandle | undefined;
+            clock.after(startMs, () => {
+              handle = this.cosmos.faults.inject(
+                kind === 'throttle' ? { kind, retryAfterMs: 2 } : { kind: 'unavailable' },
+              );
+            });
+            clock.after(startMs + durationMs, () => {
+              handle?.remove();
+              reports.push({
+                startMs: start + startMs,
+                durationMs,
+                kind,
+                pendingAtRecovery: broker.subscriptions.reduce((n, s) => n + s.entity.activeCount, 0),
+                resumedAfterMs: null,
+              });
+              resolve();
+            });
+          }),
+      ),
+    ).then(() => undefined);
+  }
+
+  private injectCosmosFaults(faults: ScenarioFaults): void {
+    const { faults: injector } = this.cosmos;
+    const on = ['batch', 'write'] as const;
+    if (faults.cosmosUnavailable) {
+      injector.inject({ kind: 'unavailable', on, probability: faults.cosmosUnavailable });
+    }
+    if (faults.cosmosThrottle) {
+      injector.inject({ kind: 'throttle', on, probability: faults.cosmosThrottle, retryAfterMs: 2 });
+    }
+    if (faults.cosmosDropAfterCommit) {
+      injector.inject({ kind: 'dropResponseAfterCommit', on, probability: faults.cosmosDropAfterCommit });
+    }
+    if (faults.slowHandler) {
+      // Longer than the lock can be kept by renewal: the lock runs out while the write is still on
+      // its way, and the message is delivered again, concurrently.
+      const ms = Math.ceil((this.options.maxAutoLockRenewalMs + this.options.lockDurationMs) * 1.5);
+      injector.inject({ kind: 'latency', on, probability: faults.slowHandler, ms });
+    }
+  }
+}
+
+/**
+ * A sweeper run as its log line reports it: what it sent, the topics that failed, and whether it
+ * ran to its end (no Cosmos DB failure, not capped).
+ */
+function sweepRecordOf(logs: readonly LogLine[], startedAt: number, endedAt: number): SweepRecord {
+  const line = logs.find((log) => log.text.includes('"capped":'))?.text ?? '';
+  const fields = JSON.parse(/(\{.*\})$/.exec(line)?.[1] ?? '{}') as {
+    sent?: number;
+    failedTopics?: string[];
+    capped?: boolean;
+  };
+  const stoppedEarly = logs.some((log) => log.text.startsWith('Outbox sweeper could not finish'));
+  return {
+    startedAt,
+    endedAt,
+    sent: fields.sent ?? 0,
+    failedTopics: fields.failedTopics ?? [],
+    complete: line !== '' && !stoppedEarly && fields.capped !== true,
+  };
+}
+
+/**
+ * Makes each topic refuse the outbox's sends in its window of model time, from now; returns the
+ * windows in model time (epoch ms).
+ */
+function scheduleTopicOutages(
+  windows: readonly TopicOutage[],
+  clock: Clock,
+  publisher: BrokerPublisher,
+): TopicOutage[] {
+  const start = clock.now();
+  // Windows of one topic may overlap: it refuses while any of them lasts.
+  const open = new Map<string, number>();
+  for (const { topic, startMs, durationMs } of windows) {
+    clock.after(startMs, () => {
+      open.set(topic, (open.get(topic) ?? 0) + 1);
+      publisher.refusing.add(topic);
+    });
+    clock.after(startMs + durationMs, () => {
+      const left = (open.get(topic) ?? 1) - 1;
+      open.set(topic, left);
+      if (left === 0) publisher.refusing.delete(topic);
+    });
+  }
+  return windows.map((window) => ({ ...window, startMs: start + window.startMs }));
+}
+
+/** The outbox relay's lease container, as the Bicep creates it (COSMOS_LEASE_CONTAINER's default). */
+const LEASE_CONTAINER = 'leases';
+
+/** A delivery as a replay must repeat it: function, MessageId, DeliveryCount, outcome, settlement. */
+export const logLine = (d: DeliveryRecord): string =>
+  [d.function, d.messageId, d.deliveryCount, d.outcome ?? '-', d.settlement].join(' ');
+
+function percentiles(values: number[]): Percentiles {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number): number =>
+    round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0);
+  return { p50: at(0.5), p95: at(0.95), p99: at(0.99), max: round(sorted.at(-1) ?? 0) };
+}
+
+const round = (value: number): number => Math.round(value * 100) / 100;

@@ -1,0 +1,122 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
+
+import { type VirtualClock, virtualClock } from '../../local/servicebus/clock';
+
+/**
+ * The driver of a deterministic scenario run. The parties (the runner's publisher, the host's
+ * deliveries, the app's handlers and breaker, the local Cosmos server) run one step at a time:
+ *
+ * - a Cosmos DB operation waits for its turn (`operation`, the client's operation plugin) and runs
+ *   alone: its HTTP exchange with the local server, the SDK's own retries included, ends before
+ *   anything else moves, so responses come back in one order however the loopback sockets are
+ *   scheduled;
+ * - model time (`clock`) stands still while anything works, and moves to the earliest timer only
+ *   when every party waits: no operation running, none waiting for its turn, and the event loop
+ *   quiet (two turns without a timer set or an operation started or finished);
+ * - a request the server delays (latency) waits in model time without holding the turn (`parked`).
+ *
+ * Each step's microtasks run in one order, so a seed and the options give the same run: the same
+ * deliveries, in the same order, with the same outcomes.
+ */
+export class Simulation {
+  readonly clock: VirtualClock = virtualClock();
+  private readonly turns: (() => void)[] = [];
+  private readonly conditions: { met: () => boolean; resolve: () => void }[] = [];
+  private readonly inOperation = new AsyncLocalStorage<true>();
+  private running = 0;
+  private activity = 0;
+  private wakeDriver: (() => void) | undefined;
+  private stopped = false;
+
+  constructor() {
+    this.clock.onActivity = () => this.activity++;
+  }
+
+  /** Runs a Cosmos DB operation in its turn. An operation the SDK starts inside another runs at once. */
+  async operation<T>(send: () => Promise<T>): Promise<T> {
+    if (this.inOperation.getStore()) return send();
+    await new Promise<void>((resolve) => {
+      this.turns.push(resolve);
+      this.activity++;
+    });
+    try {
+      return await this.inOperation.run(true, send);
+    } finally {
+      this.release();
+    }
+  }
+
+  /** Waits `ms` of model time inside a running operation (the server's latency) without holding the turn. */
+  async parked(ms: number): Promise<void> {
+    const waited = this.clock.sleep(ms);
+    this.release();
+    await waited;
+    this.running++;
+  }
+
+  /** Resolves at the first quiet moment at which `met` holds (checked before model time moves). */
+  until(met: () => boolean): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.conditions.push({ met, resolve });
+      this.activity++;
+    });
+  }
+
+  /** Drives the run until `work` settles (or `stop` is called); returns its result. */
+  async drive<T>(work: Promise<T>): Promise<T> {
+    let settled = false;
+    const watched = work.finally(() => {
+      settled = true;
+      this.activity++;
+    });
+    watched.catch(() => undefined);
+    while (!this.stopped) {
+      await this.quiet();
+      if (settled) return watched;
+      const ready = this.conditions.filter((condition) => condition.met());
+      if (ready.length > 0) {
+        for (const condition of ready) {
+          this.conditions.splice(this.conditions.indexOf(condition), 1);
+          condition.resolve();
+        }
+        continue;
+      }
+      const turn = this.turns.shift();
+      if (turn) {
+        this.running++;
+        turn();
+        continue;
+      }
+      // Nothing is scheduled: something outside the model (a real timer) is still to come.
+      if (!this.clock.fireNext()) await sleep(1);
+    }
+    return watched;
+  }
+
+  /** Ends `drive` at its next step (a run that timed out). */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  private release(): void {
+    this.running--;
+    this.activity++;
+    this.wakeDriver?.();
+  }
+
+  /** Returns once no operation runs and two event-loop turns pass without activity. */
+  private async quiet(): Promise<void> {
+    for (;;) {
+      const before = this.activity;
+      await yieldToEventLoop();
+      if (this.running > 0) {
+        await new Promise<void>((resolve) => (this.wakeDriver = resolve));
+        this.wakeDriver = undefined;
+        continue;
+      }
+      await yieldToEventLoop();
+      if (this.activity === before && this.running === 0) return;
+    }
+  }
+}

@@ -1,0 +1,556 @@
+import type { Container } from '@azure/cosmos';
+
+import type { DeliveryRecord } from '../../local/host/brokerHost';
+import type { Broker, BrokerMessage } from '../../local/servicebus/broker';
+import type { PublishRecord } from '../../local/servicebus/publisher';
+import {
+  type Marker,
+  MARKER_TYPE,
+  OUTBOX_TYPE,
+  type OutboxDocument,
+  outgoingMessageId,
+} from '../../src/inbox/internal';
+import type { Backorder, Invoice, InvoiceStatus, Product, Shipment, UnappliedPayment } from '../src';
+import { invoiceStatusProjector, SAMPLE_EVENTS, shipmentPlanner, stockReserver, SUBJECTS } from '../src';
+import type { TopicOutage } from './run';
+import type { Workload, WorkloadEvent } from './workload';
+
+/**
+ * The claims of the template, checked after a run against the stored state and the broker:
+ *   effects      every valid message's effect is applied exactly once
+ *   settled      every message ends completed or dead-lettered: none lost, none left locked
+ *   dead-letters the dead-letter queue holds only poison or exhausted messages, each with a reason
+ *   markers      the markers are exactly the (consumer, MessageId) pairs that were processed
+ *   duplicates   duplicates injected = dropped by the broker + absorbed by the inbox
+ *   outbox       every event a committed batch staged is published, and applied downstream once
+ *                (where a subscription takes it); none is left pending; none is published for a
+ *                batch that did not commit
+ *   topics       while a topic refused the outbox's sends, the other topics' events were each sent
+ *                within OUTBOX_SWEEP_AGE + OUTBOX_SWEEP_INTERVAL (and the relay's poll) of their
+ *                commit: one topic does not hold back another's
+ */
+export interface Invariant {
+  name: 'effects' | 'settled' | 'dead-letters' | 'markers' | 'duplicates' | 'outbox' | 'topics';
+  ok: boolean;
+  /** What was checked, or the first problems found. */
+  detail: string;
+}
+
+export interface Accounting {
+  uniqueEvents: number;
+  sends: number;
+  injectedDuplicates: number;
+  droppedByBroker: number;
+  absorbedByInbox: number;
+  completedCopies: number;
+  deadLettered: { total: number; poison: number; exhausted: number; byReason: Record<string, number> };
+  effects: {
+    payments: number;
+    unappliedPayments: number;
+    reservations: number;
+    backorders: number;
+    statusVersions: number;
+    shipments: number;
+  };
+  outbox: {
+    /** Events the committed batches staged (one per reservation or backorder). */
+    staged: number;
+    /** Sends by the relay and the sweeper, resends included, and how many the broker dropped. */
+    sends: number;
+    resends: number;
+    droppedResends: number;
+    /** Resends Service Bus accepted and discarded: no subscription takes their subject. */
+    discardedResends: number;
+  };
+}
+
+/** What the `topics` invariant needs to know of the run (model times, epoch ms). */
+export interface TopicTiming {
+  /** When each topic refused the outbox's sends. */
+  topicOutages: readonly TopicOutage[];
+  /** OUTBOX_SWEEP_AGE: when a pending document becomes the sweeper's. */
+  sweepAgeSeconds: number;
+  /** The sweeper's runs, in order. */
+  sweeps: readonly SweepRecord[];
+  /** The last error of each relay page that failed. */
+  relayErrors: readonly string[];
+}
+
+/** One run of the outbox sweeper. */
+export interface SweepRecord {
+  startedAt: number;
+  endedAt: number;
+  sent: number;
+  /** The topics whose send failed in the run (it went on with the others). */
+  failedTopics: readonly string[];
+  /** It ran to its end: no Cosmos DB failure, and not capped by OUTBOX_SWEEP_MAX_ITEMS. */
+  complete: boolean;
+}
+
+export interface Verification {
+  invariants: Invariant[];
+  accounting: Accounting;
+}
+
+const consumerOf = (kind: WorkloadEvent['kind']): string | undefined =>
+  kind === 'poison' ? undefined : SAMPLE_EVENTS[kind].consumer;
+
+/** An event the stock reserver's committed batch staged: what the relay must publish, once. */
+interface StagedEvent {
+  messageId: string;
+  subject: string;
+  orderId: string;
+  /** When its batch committed (the marker's `_ts`, epoch seconds): a slow write commits late. */
+  committedAtSeconds: number;
+}
+
+/** A document's last write, epoch seconds (a marker is written once: its commit). */
+const writtenAt = (document: object): number => (document as { _ts?: number })._ts ?? 0;
+
+export async function verify(
+  workload: Workload,
+  container: Container,
+  broker: Broker,
+  deliveries: readonly DeliveryRecord[],
+  published: readonly PublishRecord[],
+  timing: TopicTiming = { topicOutages: [], sweepAgeSeconds: 0, sweeps: [], relayErrors: [] },
+): Promise<Verification> {
+  const { resources: documents } = await container.items
+    .query<Record<string, unknown>>('SELECT * FROM c')
+    .fetchAll();
+  const ofType = <T>(type: string): T[] => documents.filter((d) => d.type === type) as T[];
+  const markers = ofType<Marker>(MARKER_TYPE);
+  const eventsById = new Map(workload.events.map((e) => [e.messageId, e]));
+
+  const subscriptions = broker.subscriptions;
+  const completed = subscriptions.flatMap((s) => s.entity.completed);
+  const deadLetters = subscriptions.flatMap((s) => s.deadLetterQueue.peek());
+  const completedIds = new Set(completed.map((m) => m.messageId));
+
+  // ── markers: exactly the processed (consumer, MessageId) pairs ───────────────────────────────
+  const markerProblems: string[] = [];
+  const markerKeys = new Map<string, Marker>();
+  // The events the stock reserver's committed batches staged: one per reservation marker, named by
+  // the branch that committed (see sample/src/stockReserver.ts), with the MessageId the outbox derives.
+  const staged = new Map<string, StagedEvent>();
+  for (const marker of markers) {
+    if (marker.consumer !== stockReserver.name) continue;
+    const orderId = eventsById.get(marker.messageId)?.order?.orderId ?? '';
+    const backorder = marker.alternative === 'backorder';
+    const messageId = outgoingMessageId(
+      stockReserver.name,
+      marker.messageId,
+      marker.partitionKey,
+      backorder ? 'backorder-created' : 'stock-reserved',
+    );
+    staged.set(messageId, {
+      messageId,
+      subject: backorder ? SUBJECTS.backorderCreated : SUBJECTS.stockReserved,
+      orderId,
+      committedAtSeconds: writtenAt(marker),
+    });
+  }
+  // The events the shipment planner's committed batches staged: one ShipmentPlanned per shipment it
+  // planned (not for an order already planned), on a topic no subscription here reads.
+  const planned = new Map<string, StagedEvent>();
+  for (const marker of markers) {
+    if (marker.consumer !== shipmentPlanner.name || marker.alternative !== undefined) continue;
+    const messageId = outgoingMessageId(
+      shipmentPlanner.name,
+      marker.messageId,
+      marker.partitionKey,
+      'shipment-planned',
+    );
+    planned.set(messageId, {
+      messageId,
+      subject: SUBJECTS.shipmentPlanned,
+      orderId: '',
+      committedAtSeconds: writtenAt(marker),
+    });
+  }
+  for (const marker of markers) {
+    const key = `${marker.consumer}|${marker.messageId}`;
+    if (markerKeys.has(key)) markerProblems.push(`two markers for ${key}`);
+    markerKeys.set(key, marker);
+    const valid =
+      marker.consumer === shipmentPlanner.name
+        ? staged.has(marker.messageId)
+        : consumerOf(eventsById.get(marker.messageId)?.kind ?? 'poison') === marker.consumer;
+    if (!valid) markerProblems.push(`a marker for ${key}, which is not a valid message of that consumer`);
+  }
+  for (const event of workload.events) {
+    const consumer = consumerOf(event.kind);
+    if (consumer === undefined || consumer === invoiceStatusProjector.name) continue; // poison; versioned: no marker
+    if (completedIds.has(event.messageId) && !markerKeys.has(`${consumer}|${event.messageId}`)) {
+      markerProblems.push(`no marker for ${consumer}|${event.messageId}, although the message completed`);
+    }
+  }
+  for (const event of staged.values()) {
+    if (completedIds.has(event.messageId) && !markerKeys.has(`${shipmentPlanner.name}|${event.messageId}`)) {
+      markerProblems.push(
+        `no marker for ${shipmentPlanner.name}|${event.messageId}, although the message completed`,
+      );
+    }
+  }
+  const applied = (event: WorkloadEvent): Marker | undefined =>
+    markerKeys.get(`${consumerOf(event.kind)}|${event.messageId}`);
+
+  // ── effects: exactly once ─────────────────────────────────────────────────────────────────────
+  const effectProblems: string[] = [];
+  const expectedPaid = new Map<string, number>();
+  const expectedUnapplied = new Set<string>();
+  let payments = 0;
+  for (const event of workload.events) {
+    const marker = event.payment && applied(event);
+    if (!event.payment || !marker) continue;
+    if (marker.alternative === 'unapplied-payment') expectedUnapplied.add(event.payment.paymentId);
+    else {
+      payments++;
+      expectedPaid.set(
+        event.payment.invoiceId,
+        (expectedPaid.get(event.payment.invoiceId) ?? 0) + event.payment.amountMinor,
+      );
+    }
+  }
+  for (const invoice of ofType<Invoice>('invoice')) {
+    const expected = expectedPaid.get(invoice.id) ?? 0;
+    if (invoice.paidMinor !== expected)
+      effectProblems.push(`invoice ${invoice.id}: paid ${invoice.paidMinor}, expected ${expected}`);
+    const shouldBePaid = invoice.paidMinor >= invoice.totalMinor;
+    if ((invoice.status === 'Paid') !== shouldBePaid) {
+      effectProblems.push(
+        `invoice ${invoice.id}: status ${invoice.status} with paid ${invoice.paidMinor} of ${invoice.totalMinor}`,
+      );
+    }
+  }
+  const unapplied = ofType<UnappliedPayment>('unapplied-payment');
+  if (
+    unapplied.length !== expectedUnapplied.size ||
+    unapplied.some((u) => !expectedUnapplied.has(u.paymentId))
+  ) {
+    effectProblems.push(`${unapplied.length} unapplied payments stored, ${expectedUnapplied.size} expected`);
+  }
+
+  const initialStock = new Map(workload.products.map((p) => [p.id, p.stock]));
+  const expectedReserved = new Map<string, number>();
+  const expectedBackorders = new Set<string>();
+  let reservations = 0;
+  for (const event of workload.events) {
+    const marker = event.order && applied(event);
+    if (!event.order || !marker) continue;
+    if (marker.alternative === 'backorder') expectedBackorders.add(event.order.orderId);
+    else {
+      reservations++;
+      expectedReserved.set(
+        event.order.productId,
+        (expectedReserved.get(event.order.productId) ?? 0) + event.order.quantity,
+      );
+    }
+  }
+  for (const product of ofType<Product>('product')) {
+    const initial = initialStock.get(product.id) ?? 0;
+    if (product.stock < 0) effectProblems.push(`product ${product.id}: stock ${product.stock} is below zero`);
+    if (product.stock + product.reserved !== initial) {
+      effectProblems.push(
+        `product ${product.id}: stock ${product.stock} + reserved ${product.reserved} ≠ ${initial}`,
+      );
+    }
+    if (product.reserved !== (expectedReserved.get(product.id) ?? 0)) {
+      effectProblems.push(
+        `product ${product.id}: reserved ${product.reserved}, expected ${expectedReserved.get(product.id) ?? 0}`,
+      );
+    }
+  }
+  const backorders = ofType<Backorder>('backorder');
+  if (
+    backorders.length !== expectedBackorders.size ||
+    backorders.some((b) => !expectedBackorders.has(b.orderId))
+  ) {
+    effectProblems.push(`${backorders.length} backorders stored, ${expectedBackorders.size} expected`);
+  }
+
+  const statusEvents = workload.events.filter((e) => e.status !== undefined);
+  const statuses = ofType<InvoiceStatus>('invoice-status');
+  for (const invoiceId of new Set(statusEvents.map((e) => e.status?.invoiceId))) {
+    const mine = statusEvents.filter((e) => e.status?.invoiceId === invoiceId);
+    const completedVersions = mine
+      .filter((e) => completedIds.has(e.messageId))
+      .map((e) => e.status?.version ?? 0);
+    const stored = statuses.find((s) => s.invoiceId === invoiceId);
+    const newestCompleted = Math.max(0, ...completedVersions);
+    if (newestCompleted > 0 && (stored?.version ?? 0) < newestCompleted) {
+      effectProblems.push(
+        `invoice ${String(invoiceId)}: status version ${stored?.version ?? 'none'}, but version ${newestCompleted} completed`,
+      );
+    }
+    const source = mine.find((e) => e.status?.version === stored?.version);
+    if (stored && source?.status?.status !== stored.status)
+      effectProblems.push(`invoice ${String(invoiceId)}: status does not match version ${stored.version}`);
+  }
+
+  // ── settled: none lost, none left locked ─────────────────────────────────────────────────────
+  const settledProblems: string[] = [];
+  for (const subscription of subscriptions) {
+    const left = subscription.entity.peek();
+    if (left.length > 0)
+      settledProblems.push(
+        `${subscription.name}: ${left.length} messages left (${subscription.entity.lockedCount} locked)`,
+      );
+  }
+  const copies = new Map<string, number>();
+  for (const message of [...completed, ...deadLetters])
+    copies.set(message.messageId ?? '', (copies.get(message.messageId ?? '') ?? 0) + 1);
+  const acceptedCopies = subscriptions.reduce((sum, s) => sum + s.entity.enqueued, 0);
+  if (completed.length + deadLetters.length !== acceptedCopies) {
+    settledProblems.push(
+      `${acceptedCopies} copies enqueued, but ${completed.length} completed + ${deadLetters.length} dead-lettered`,
+    );
+  }
+  for (const { messageId } of [...workload.events, ...staged.values()]) {
+    if (!copies.has(messageId)) settledProblems.push(`${messageId} was neither completed nor dead-lettered`);
+  }
+
+  // ── dead letters: only poison or exhausted, each with its reason ─────────────────────────────
+  // Service Bus's own reason is MaxDeliveryCountExceeded (or TTLExpiredException); the app's reason
+  // for a poison message is in its log lines, one per delivery, which must all say poison. A valid
+  // message may be exhausted by faults, but must never have been taken for poison.
+  const deadLetterProblems: string[] = [];
+  const byReason: Record<string, number> = {};
+  const outcomesOf = new Map<string, (string | undefined)[]>();
+  for (const record of deliveries) {
+    if (record.settlement === 'crashed' && record.outcome === undefined) continue; // the handler never ran
+    outcomesOf.set(record.messageId ?? '', [
+      ...(outcomesOf.get(record.messageId ?? '') ?? []),
+      record.outcome,
+    ]);
+  }
+  let poisonDeadLettered = 0;
+  let exhausted = 0;
+  for (const message of deadLetters) {
+    const reason = message.deadLetter?.reason ?? '(none)';
+    byReason[reason] = (byReason[reason] ?? 0) + 1;
+    if (
+      !['MaxDeliveryCountExceeded', 'TTLExpiredException'].includes(reason) ||
+      !message.deadLetter?.description
+    ) {
+      deadLetterProblems.push(`${message.messageId} was dead-lettered without a reason and description`);
+    }
+    if (eventsById.get(message.messageId ?? '')?.kind === 'poison') poisonDeadLettered++;
+    else exhausted++;
+  }
+  for (const event of workload.events) {
+    const outcomes = outcomesOf.get(event.messageId) ?? [];
+    if (event.kind === 'poison' && outcomes.some((outcome) => outcome !== 'poison')) {
+      deadLetterProblems.push(
+        `poison ${event.messageId} was not logged as poison on every delivery (${outcomes.join(', ')})`,
+      );
+    }
+    if (event.kind !== 'poison' && outcomes.includes('poison')) {
+      deadLetterProblems.push(`valid message ${event.messageId} was taken for poison`);
+    }
+  }
+  for (const message of completed) {
+    if (eventsById.get(message.messageId ?? '')?.kind === 'poison')
+      deadLetterProblems.push(`poison ${message.messageId} was completed`);
+  }
+
+  // ── duplicates: injected = dropped by the broker + absorbed by the inbox ─────────────────────
+  // Extra copies come from the producer's resends and from the relay's (a retried page, a send whose
+  // acknowledgement was lost, the sweeper): each is dropped by the broker or absorbed by an inbox.
+  const droppedByBroker = [...broker.topics.values()].reduce((sum, t) => sum + t.stats.droppedAsDuplicate, 0);
+  const publishedIds = new Set(published.map((p) => p.messageId));
+  const relayResends = published.length - publishedIds.size;
+  const injectedDuplicates = workload.sends.length - workload.events.length;
+  const settledValidCopies = [...completed, ...deadLetters].filter(
+    (m: BrokerMessage) => eventsById.get(m.messageId ?? '')?.kind !== 'poison',
+  );
+  const uniqueValid = new Set(settledValidCopies.map((m) => m.messageId)).size;
+  const absorbedByInbox = settledValidCopies.length - uniqueValid;
+  // A resend no subscription takes (after the duplicate window) is discarded by Service Bus.
+  const unrouted = published.filter((p) => p.accepted && p.reached === 0);
+  const discardedResends = unrouted.length - new Set(unrouted.map((p) => p.messageId)).size;
+  const duplicateProblems =
+    injectedDuplicates + relayResends === droppedByBroker + absorbedByInbox + discardedResends
+      ? []
+      : [
+          `${injectedDuplicates} + ${relayResends} injected ≠ ${droppedByBroker} dropped + ${absorbedByInbox} absorbed + ${discardedResends} discarded`,
+        ];
+
+  // ── outbox: published once each, applied downstream once, none pending, none without a commit ──
+  const outboxProblems: string[] = [];
+  const outboxDocuments = ofType<OutboxDocument>(OUTBOX_TYPE);
+  const stagedAll = new Map([...staged, ...planned]);
+  for (const document of outboxDocuments) {
+    if (!stagedAll.has(document.messageId))
+      outboxProblems.push(
+        `outbox ${document.messageId} (${document.subject}) without a committed reservation or shipment`,
+      );
+    if (document.status !== 'dispatched')
+      outboxProblems.push(`outbox ${document.messageId} left ${document.status}`);
+  }
+  if (outboxDocuments.length !== stagedAll.size)
+    outboxProblems.push(
+      `${outboxDocuments.length} outbox documents for ${staged.size} committed reservations and ${planned.size} shipments`,
+    );
+  for (const id of publishedIds) {
+    if (!stagedAll.has(id)) outboxProblems.push(`published ${id}, which no committed batch staged`);
+  }
+  for (const event of stagedAll.values()) {
+    if (!publishedIds.has(event.messageId))
+      outboxProblems.push(`${event.subject} ${event.messageId} never published`);
+  }
+  const deadLetteredIds = new Set(deadLetters.map((m) => m.messageId));
+  const shipments = ofType<Shipment>('shipment');
+  const shipmentsByOrder = new Map(shipments.map((shipment) => [shipment.orderId, shipment]));
+  for (const event of staged.values()) {
+    const shipment = shipmentsByOrder.get(event.orderId);
+    const plannedFrom = markerKeys.get(`${shipmentPlanner.name}|${event.messageId}`);
+    if (!plannedFrom) {
+      // A valid message may be exhausted by faults: then it is in the dead-letter queue, not applied.
+      if (!deadLetteredIds.has(event.messageId)) outboxProblems.push(`${event.messageId} applied by no one`);
+      if (shipment) outboxProblems.push(`order ${event.orderId}: a shipment without its event applied`);
+      continue;
+    }
+    const expected = event.subject === SUBJECTS.stockReserved ? 'ready' : 'awaiting-stock';
+    if (shipment?.status !== expected)
+      outboxProblems.push(
+        `order ${event.orderId}: shipment ${shipment?.status ?? 'missing'}, expected ${expected}`,
+      );
+  }
+  if (shipments.length > staged.size)
+    outboxProblems.push(`${shipments.length} shipments for ${staged.size} published events`);
+
+  const topics = topicsInvariant(outboxDocuments, stagedAll, published, timing);
+
+  const invariant = (name: Invariant['name'], problems: string[], checked: string): Invariant => ({
+    name,
+    ok: problems.length === 0,
+    detail:
+      problems.length === 0 ? checked : `${problems.length} problem(s): ${problems.slice(0, 5).join('; ')}`,
+  });
+  return {
+    invariants: [
+      invariant(
+        'effects',
+        effectProblems,
+        `${payments} payments, ${reservations} reservations, ${expectedBackorders.size} backorders, ${statuses.length} status projections as expected`,
+      ),
+      invariant(
+        'settled',
+        settledProblems,
+        `${acceptedCopies} copies: ${completed.length} completed, ${deadLetters.length} dead-lettered, none left`,
+      ),
+      invariant(
+        'dead-letters',
+        deadLetterProblems,
+        `${poisonDeadLettered} poison and ${exhausted} exhausted, each with its reason`,
+      ),
+      invariant(
+        'markers',
+        markerProblems,
+        `${markers.length} markers, one per processed (consumer, MessageId)`,
+      ),
+      invariant(
+        'duplicates',
+        duplicateProblems,
+        `${injectedDuplicates} injected by the producer + ${relayResends} resent by the relay = ${droppedByBroker} dropped by the broker + ${absorbedByInbox} absorbed by the inbox`,
+      ),
+      invariant(
+        'outbox',
+        outboxProblems,
+        `${stagedAll.size} events staged, each published and dispatched, ${shipments.length} applied downstream once, none without a commit`,
+      ),
+      invariant('topics', topics.problems, topics.checked),
+    ],
+    accounting: {
+      uniqueEvents: workload.events.length,
+      sends: workload.sends.length,
+      injectedDuplicates,
+      droppedByBroker,
+      absorbedByInbox,
+      completedCopies: completed.length,
+      deadLettered: { total: deadLetters.length, poison: poisonDeadLettered, exhausted, byReason },
+      effects: {
+        payments,
+        unappliedPayments: unapplied.length,
+        reservations,
+        backorders: backorders.length,
+        statusVersions: statuses.length,
+        shipments: shipments.length,
+      },
+      outbox: {
+        staged: stagedAll.size,
+        sends: published.length,
+        resends: relayResends,
+        droppedResends: published.filter((p) => !p.accepted).length,
+        discardedResends,
+      },
+    },
+  };
+}
+
+/**
+ * The `topics` invariant: a topic that refuses costs only its own documents. The relay never asks
+ * for a page again because of a refusal, and every event of another topic, committed while a topic
+ * refused, was sent by the first sweeper run that found it due (pending for OUTBOX_SWEEP_AGE) and that
+ * ran to its end without that event's own topic failing. So it waited at most OUTBOX_SWEEP_AGE and
+ * an interval, unless something else (Cosmos DB, its own topic) held it: then the next such run.
+ */
+function topicsInvariant(
+  documents: readonly OutboxDocument[],
+  staged: ReadonlyMap<string, StagedEvent>,
+  published: readonly PublishRecord[],
+  timing: TopicTiming,
+): { problems: string[]; checked: string } {
+  if (timing.topicOutages.length === 0)
+    return { problems: [], checked: 'no topic refused sends in this run' };
+  const problems = timing.relayErrors
+    .filter((error) => error.includes('UnauthorizedAccess'))
+    .map((error) => `a relay page was retried for a topic's refusal (${error.slice(0, 100)})`)
+    .slice(0, 3);
+  const firstSent = new Map<string, number>();
+  for (const send of published) if (!firstSent.has(send.messageId)) firstSent.set(send.messageId, send.at);
+  const refusing = (topic: string, at: number): boolean =>
+    timing.topicOutages.some(
+      (outage) => outage.topic === topic && at >= outage.startMs && at < outage.startMs + outage.durationMs,
+    );
+  let judged = 0;
+  let bySweeper = 0;
+  for (const document of documents) {
+    const committedMs = document.createdAtEpochSeconds * 1000;
+    const others = timing.topicOutages.some(
+      (outage) =>
+        outage.topic !== document.topic &&
+        committedMs >= outage.startMs &&
+        committedMs < outage.startMs + outage.durationMs,
+    );
+    if (!others) continue;
+    judged++;
+    const sentMs = firstSent.get(document.messageId) ?? Infinity;
+    // Due once it is OUTBOX_SWEEP_AGE old by its pendingSince, and only once its batch committed
+    // (the commit's second, rounded up): a slow write commits after the handler staged it.
+    const committedSeconds = staged.get(document.messageId)?.committedAtSeconds ?? 0;
+    const dueMs = Math.max(
+      (document.createdAtEpochSeconds + timing.sweepAgeSeconds) * 1000,
+      (committedSeconds + 1) * 1000,
+    );
+    for (const sweep of timing.sweeps) {
+      if (sweep.startedAt < dueMs) continue;
+      if (sentMs <= sweep.endedAt) break;
+      const heldByItself =
+        sweep.failedTopics.includes(document.topic) || refusing(document.topic, sweep.startedAt);
+      if (sweep.complete && !heldByItself) {
+        problems.push(
+          `${document.subject} ${document.messageId} on ${document.topic} was still pending after a sweeper run that sent its topic (${Math.round((sweep.endedAt - committedMs) / 1000)} s after its commit)`,
+        );
+        break;
+      }
+    }
+    if (sentMs > dueMs) bySweeper++;
+  }
+  const refused = [...new Set(timing.topicOutages.map((o) => o.topic))].join(', ');
+  return {
+    problems,
+    checked: `while ${refused} refused sends, ${judged} events of other topics were each sent by the relay or by the first sweeper run that found them due (${bySweeper} by the sweeper); no relay page was retried for a refusal`,
+  };
+}

@@ -1,0 +1,125 @@
+import { ScenarioEnvironment, type ScenarioReport } from '../../scenario/run';
+
+/**
+ * The whole pipeline offline (local Cosmos server, Service Bus model, host model, the real
+ * registered handlers), one fault at a time, with the invariants checked after each run.
+ */
+let environment: ScenarioEnvironment;
+beforeAll(async () => {
+  environment = await ScenarioEnvironment.start();
+});
+afterAll(async () => {
+  await environment.stop();
+});
+
+const failures = (report: ScenarioReport): string[] =>
+  report.invariants.filter((i) => !i.ok).map((i) => `${i.name}: ${i.detail} (seed ${report.seed})`);
+
+describe('scenarios', () => {
+  it('without faults: every event applied once, poison dead-lettered', async () => {
+    const report = await environment.run({
+      messages: 300,
+      seed: 11,
+      resendInsideWindow: 0,
+      resendOutsideWindow: 0,
+      poison: 0.03,
+    });
+
+    expect(failures(report)).toEqual([]);
+    expect(report.accounting.deadLettered.poison).toBeGreaterThan(0);
+    expect(report.accounting.deadLettered.exhausted).toBe(0);
+    expect(report.accounting.droppedByBroker + report.accounting.absorbedByInbox).toBe(0);
+  });
+
+  it('producer resends: the broker drops those inside the window, the inbox absorbs those after it', async () => {
+    const report = await environment.run({
+      messages: 300,
+      seed: 12,
+      resendInsideWindow: 0.2,
+      resendOutsideWindow: 0.2,
+    });
+
+    expect(failures(report)).toEqual([]);
+    expect(report.accounting.droppedByBroker).toBeGreaterThan(0);
+    expect(report.accounting.absorbedByInbox).toBeGreaterThan(0);
+    expect(report.accounting.droppedByBroker + report.accounting.absorbedByInbox).toBe(
+      report.accounting.injectedDuplicates,
+    );
+  });
+
+  it('crashes after commit and lost completions: the redeliveries are duplicates, nothing applies twice', async () => {
+    const report = await environment.run({
+      messages: 300,
+      seed: 13,
+      faults: { crashAfterCommit: 0.1, completionLost: 0.1 },
+    });
+
+    expect(failures(report)).toEqual([]);
+    expect(
+      (report.deliveries.bySettlement.crashed ?? 0) +
+        (report.deliveries.bySettlement['completion-lost'] ?? 0),
+    ).toBeGreaterThan(0);
+    expect(report.deliveries.byOutcome.duplicate).toBeGreaterThan(0);
+  });
+
+  it('a handler slower than functionTimeout and the lock: given up, redelivered concurrently, one effect', async () => {
+    const report = await environment.run({ messages: 120, seed: 14, faults: { slowHandler: 0.08 } });
+
+    expect(failures(report)).toEqual([]);
+    // The write outlasts functionTimeout (PT5M) before the lock renewal (PT5M) plus the lock run out.
+    expect(report.deliveries.bySettlement['timed-out']).toBeGreaterThan(0);
+  });
+
+  it('Cosmos DB throttling, outages and lost responses: retried by redelivery, applied once', async () => {
+    const report = await environment.run({
+      messages: 300,
+      seed: 15,
+      faults: {
+        cosmosThrottle: 0.2,
+        cosmosUnavailable: 0.1,
+        cosmosDropAfterCommit: 0.1,
+        crashBeforeCommit: 0.05,
+      },
+    });
+
+    expect(failures(report)).toEqual([]);
+    expect(report.deliveries.byOutcome.retried).toBeGreaterThan(0);
+  });
+
+  it('a store that never recovers: valid messages are dead-lettered as exhausted, with their reason, and nothing applies', async () => {
+    const report = await environment.run({
+      messages: 40,
+      seed: 16,
+      poison: 0,
+      resendInsideWindow: 0,
+      resendOutsideWindow: 0,
+      faults: { cosmosUnavailable: 1 },
+    });
+
+    expect(failures(report)).toEqual([]);
+    expect(report.accounting.deadLettered.exhausted).toBe(40);
+    expect(report.accounting.deadLettered.byReason).toEqual({ MaxDeliveryCountExceeded: 40 });
+    expect(report.accounting.effects.payments + report.accounting.effects.reservations).toBe(0);
+  });
+
+  it('a 30-minute Cosmos DB outage: the breaker holds deliveries, nothing valid is dead-lettered or lost, processing resumes', async () => {
+    const report = await environment.run({
+      messages: 150,
+      seed: 17,
+      poison: 0.02,
+      faults: { cosmosOutages: [{ startMs: 0, durationMs: 30 * 60_000 }] },
+    });
+
+    expect(failures(report)).toEqual([]);
+    expect(report.accounting.deadLettered.exhausted).toBe(0);
+    expect(report.accounting.deadLettered.total).toBe(report.accounting.deadLettered.poison);
+    expect(report.breaker.opened).toBeGreaterThan(0);
+    expect(report.breaker.closed).toBe(report.breaker.opened);
+    expect(report.deliveries.byOutcome.retried).toBeGreaterThan(0);
+    const [outage] = report.breaker.outages;
+    expect(outage?.pendingAtRecovery).toBeGreaterThan(0);
+    expect(outage?.resumedAfterMs).not.toBeNull();
+    expect(outage?.resumedAfterMs).toBeLessThanOrEqual(60_000);
+    expect(report.breaker.survivableOutageSeconds).toBeGreaterThan(30 * 60);
+  });
+});

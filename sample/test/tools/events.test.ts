@@ -1,0 +1,119 @@
+import { z } from 'zod';
+
+import { UsageError } from '../../../cli/errors';
+import { loadSubjectRules, parseEvent, parseEventLines, type SubjectRules } from '../../../tools/events';
+import { SAMPLE_EVENTS, shipmentPlanner } from '../../src';
+
+let rules: Map<string, SubjectRules>;
+beforeAll(async () => {
+  rules = await loadSubjectRules();
+});
+
+const messageIdOf = (subject: string, body: unknown): string =>
+  parseEvent({ subject, body }, 'here', rules).messageId;
+
+describe('the subjects the send tool knows', () => {
+  it('are those the consumers of the app read, each with its consumers’ schemas', () => {
+    // The catalogue's events come from outside the app; the shipment planner's are published by
+    // the stock reserver, and have no catalogue entry.
+    expect([...rules.keys()].sort()).toEqual(
+      [...Object.values(SAMPLE_EVENTS).map((event) => event.subject), ...shipmentPlanner.subjects].sort(),
+    );
+    for (const event of Object.values(SAMPLE_EVENTS)) {
+      expect([...(rules.get(event.subject)?.schemas.keys() ?? [])]).toEqual([event.consumer]);
+    }
+    for (const subject of shipmentPlanner.subjects) {
+      expect([...(rules.get(subject)?.schemas.keys() ?? [])]).toEqual([shipmentPlanner.name]);
+    }
+  });
+});
+
+describe('MessageIds of business events', () => {
+  it('follow the sample catalogue: the same for the same event, different between events', () => {
+    const payment = { paymentId: 'PAY-1', invoiceId: 'INV-1', amount: 1, currency: 'EUR' as const };
+
+    expect(messageIdOf('PaymentReceived', payment)).toBe('payment-PAY-1');
+    expect(messageIdOf('PaymentReceived', { ...payment, amount: 2 })).toBe('payment-PAY-1');
+    expect(messageIdOf('OrderCreated', { orderId: 'O-1', productId: 'S', quantity: 1 })).toBe('order-O-1');
+    expect(
+      [3, 4].map((version) =>
+        messageIdOf('InvoiceStatusChanged', { invoiceId: 'INV-1', status: 'Paid', version }),
+      ),
+    ).toEqual(['invoice-status-INV-1-v3', 'invoice-status-INV-1-v4']);
+  });
+
+  it('of an event the app publishes itself, sent by hand, derive from its body (the outbox derives its own)', () => {
+    const reserved = { orderId: 'O-1', productId: 'S', quantity: 1 };
+
+    expect(messageIdOf('StockReserved', reserved)).toMatch(/^StockReserved-[0-9a-f]{40}$/);
+    expect(messageIdOf('StockReserved', reserved)).not.toBe(
+      messageIdOf('StockReserved', { ...reserved, quantity: 2 }),
+    );
+    expect(messageIdOf('BackorderCreated', { ...reserved, reason: 'unknown-product' })).toMatch(
+      /^BackorderCreated-[0-9a-f]{40}$/,
+    );
+  });
+
+  it('of a subject without a rule, derive from the validated body: same event, same MessageId', () => {
+    const own = new Map<string, SubjectRules>([
+      ['ParcelShipped', { schemas: new Map([['shipping.counter', z.object({ id: z.string() })]]) }],
+    ]);
+    const id = (body: unknown): string =>
+      parseEvent({ subject: 'ParcelShipped', body }, 'here', own).messageId;
+
+    expect(id({ id: 'A' })).toBe(id({ id: 'A', ignored: true }));
+    expect(id({ id: 'A' })).not.toBe(id({ id: 'B' }));
+    expect(id({ id: 'A' })).toMatch(/^ParcelShipped-[0-9a-f]{40}$/);
+  });
+});
+
+describe('parsing events', () => {
+  it('validates the body with the schema of every consumer of its subject, naming the one that refuses it', () => {
+    const two = new Map<string, SubjectRules>([
+      [
+        'S',
+        {
+          schemas: new Map([
+            ['a.lenient', z.object({ id: z.string() })],
+            ['b.strict', z.object({ id: z.string(), n: z.number() })],
+          ]),
+        },
+      ],
+    ]);
+
+    expect(() => parseEvent({ subject: 'OrderCreated', body: { orderId: 'O-1' } }, 'here', rules)).toThrow(
+      /here: invalid event:\n {2}- productId/,
+    );
+    expect(() => parseEvent({ subject: 'S', body: { id: 'x' } }, 'here', two)).toThrow(
+      /here: invalid event for b\.strict:\n {2}- n:/,
+    );
+    expect(() => parseEvent({ subject: 'Refund', body: {} }, 'here', rules)).toThrow(
+      /subject must be one a consumer reads \(.*PaymentReceived.*\); got "Refund"/,
+    );
+  });
+
+  it('refuses a MessageId Service Bus would refuse', () => {
+    const body = { orderId: 'O-1', productId: 'S', quantity: 1 };
+
+    expect(() =>
+      parseEvent({ subject: 'OrderCreated', body, messageId: 'x'.repeat(129) }, 'here', rules),
+    ).toThrow(UsageError);
+    expect(
+      parseEvent({ subject: 'OrderCreated', body, messageId: 'x'.repeat(128) }, 'here', rules).messageId,
+    ).toHaveLength(128);
+  });
+
+  it('names the line of a JSON Lines file that is not JSON or has unknown fields', () => {
+    expect(() => parseEventLines('{"subject": "OrderCreated",\n', 'e.jsonl', rules)).toThrow(
+      /e\.jsonl:1: not JSON/,
+    );
+    expect(() =>
+      parseEventLines(
+        '{"subject":"OrderCreated","body":{"orderId":"O","productId":"S","quantity":1},"label":"x"}',
+        'e.jsonl',
+        rules,
+      ),
+    ).toThrow(/e\.jsonl:1: unexpected field\(s\) label/);
+    expect(() => parseEventLines('\n\n', 'e.jsonl', rules)).toThrow(/has no events/);
+  });
+});

@@ -1,0 +1,158 @@
+// The README's walkthrough ("Watch it work: `npm start`"), run as a user runs it: `npm start` in
+// one process group, the second terminal's commands one by one through bash, the first terminal's
+// output checked after each, then Ctrl+C (SIGINT to the group) and a clean stop. The commands are
+// read from the README, so the docs and this test cannot drift apart; only free ports, a temporary
+// build folder and a temporary settings file (LOCAL_RUN_FILE) are added.
+
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+import { readMarkdown, ROOT } from '../../test/support/markdown';
+
+const run = promisify(execFile);
+const HEADING = '### Watch it work: `npm start`';
+const work = mkdtempSync(join(tmpdir(), 'walkthrough-'));
+const runFile = join(work, 'local-run.json');
+
+/** A user's shell: no Service Bus or Cosmos DB settings (the test setup's placeholders are removed). */
+const env: NodeJS.ProcessEnv = {
+  ...Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([name]) => !/^(COSMOS_|SERVICEBUS_|INBOX_|PURGE_|HOST_|APPLICATIONINSIGHTS_)/.test(name),
+    ),
+  ),
+  LOCAL_RUN_FILE: runFile,
+};
+
+/** The walkthrough's two code blocks: the first terminal's command and the second's. */
+function walkthrough(): { start: string; commands: string[] } {
+  const readme = readMarkdown('README.md');
+  const heading = readme.prose.find(({ text }) => text === HEADING);
+  if (!heading) throw new Error(`README.md has no heading '${HEADING}'.`);
+  const [first, second] = readme.blocks.filter((block) => block.line > heading.line);
+  const lines = (text = ''): string[] =>
+    text
+      .split('\n')
+      .map((line) => line.replace(/\s+#.*$/, '').trim())
+      .filter(Boolean);
+  const [start, ...more] = lines(first?.text);
+  if (start === undefined || more.length > 0)
+    throw new Error('The first block must be the one npm start line.');
+  return { start, commands: lines(second?.text) };
+}
+
+/** What the first terminal must show after each command (keyed by the command, as the README has it). */
+const SHOWS: Record<string, RegExp[]> = {
+  'npm run send -- --file sample/examples/events.jsonl --allow-invalid': [
+    /messageId=payment-PAY-1: alternative \(unapplied-payment\) → completed/,
+    /duplicate detection dropped messageId=payment-PAY-1 \(the same MessageId was sent within PT20S/,
+    /delivery 10 messageId=payment-PAY-2: poison \(PoisonMessageError: .*schema.*\) → abandoned/,
+    /dead-lettered #\d+ messageId=payment-PAY-2 \(MaxDeliveryCountExceeded; body \d+ bytes, sha256 [0-9a-f]{12}\)/,
+    /delivery 10 messageId=payment-PAY-3: poison \(PoisonMessageError: The body is not JSON/,
+    /dead-lettered #\d+ messageId=payment-PAY-3 \(MaxDeliveryCountExceeded/,
+    /totals: .*poison 20, .*dead-lettered 2, .*\| inbox markers 1, messages waiting 0, in dead-letter queues 2/,
+  ],
+  'npm run peek -- billing.payment-applier --dead-letter': [],
+  'npm run dead-letters -- list billing.payment-applier': [],
+  'sleep 20': [],
+  // After the window Service Bus delivers it again; the inbox marker makes it a duplicate.
+  'npm run send -- payment --invoice INV-1 --payment PAY-1 --amount 12.50 --currency EUR': [
+    /billing-payment-applier #\d+ delivery 1 messageId=payment-PAY-1: duplicate → completed/,
+  ],
+  'npm run dead-letters -- resubmit billing.payment-applier --all': [
+    // The copies go through the consumer again and, still broken, come back.
+    /totals: .*duplicate 1, poison 40, .*dead-lettered 4, .*inbox markers 1, .*in dead-letter queues 2/,
+  ],
+  // The backorder and its event commit together; the relay sends the event, the planner applies it.
+  'npm run send -- order --order ORD-1 --product SKU-1 --quantity 2': [
+    /inventory-stock-reserver #\d+ delivery 1 messageId=order-ORD-1: alternative \(backorder\) → completed/,
+    /outboxRelay \(change feed, \d+ changes, 1 attempt\) succeeded: Relayed 1 outbox messages/,
+    /shipping-shipment-planner #\d+ delivery 1 messageId=[0-9a-f]{32}: processed → completed/,
+    /totals: .*inbox markers 3, messages waiting 0, in dead-letter queues 2/,
+  ],
+};
+
+let app: ChildProcess | undefined;
+let output = '';
+
+afterAll(() => {
+  // Only if the test failed before stopping it: the whole group, at once.
+  if (app?.exitCode === null && app.signalCode === null && app.pid !== undefined) {
+    process.kill(-app.pid, 'SIGKILL');
+  }
+});
+
+/**
+ * Waits until the first terminal shows `pattern` after `from`. Not a timing assert: the limit only
+ * turns a line that never comes into a failure that shows what came instead.
+ */
+async function shown(pattern: RegExp, from: number): Promise<number> {
+  const giveUp = Date.now() + 60_000;
+  for (;;) {
+    const match = pattern.exec(output.slice(from));
+    if (match) return from + match.index + match[0].length;
+    if (app?.exitCode !== null || Date.now() > giveUp) {
+      throw new Error(`npm start never showed ${String(pattern)}; it showed:\n${output.slice(from)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+it('runs the README walkthrough against npm start', async () => {
+  const { start, commands } = walkthrough();
+  expect(start).toBe('npm start -- --duplicate-window PT20S');
+
+  app = spawn(
+    'bash',
+    ['-c', `exec ${start} --cosmos-port 0 --servicebus-port 0 --app '${join(work, 'app')}'`],
+    {
+      cwd: ROOT,
+      env,
+      detached: true,
+    },
+  );
+  app.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  app.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  let at = await shown(/^Ready\. Press Ctrl\+C to stop\.$/m, 0);
+  expect(output).toContain('duplicate detection PT20S');
+  expect(JSON.parse(readFileSync(runFile, 'utf8'))).toMatchObject({
+    environment: { SERVICEBUS_DUPLICATE_WINDOW: 'PT20S' },
+  });
+
+  const printed: Record<string, string> = {};
+  for (const command of commands) {
+    expect(Object.keys(SHOWS)).toContain(command);
+    const { stdout, stderr } = await run('bash', ['-c', command], { cwd: ROOT, env });
+    printed[command] = stdout;
+    if (command.startsWith('npm run ')) expect(stderr).toContain('Using the app npm start runs');
+    const expected = SHOWS[command] ?? [];
+    // The broker and the triggers run side by side: the lines of one step come in either order.
+    const from = at;
+    for (const pattern of expected) at = Math.max(at, await shown(pattern, from));
+  }
+
+  // The second terminal's own output: the dead letters, seen without being taken, and resubmitted.
+  const peek = printed['npm run peek -- billing.payment-applier --dead-letter'] ?? '';
+  expect(peek).toMatch(/2 message\(s\), peeked: none locked or settled/);
+  expect(peek).toMatch(/payment-PAY-2 .*MaxDeliveryCountExceeded/);
+  expect(peek).toMatch(/payment-PAY-3 .*MaxDeliveryCountExceeded/);
+  expect(peek).not.toContain('not JSON'); // the body's content, which only its length and hash stand for
+  const list = printed['npm run dead-letters -- list billing.payment-applier'] ?? '';
+  expect(list).toMatch(/payment-PAY-2 .*poison \(schema-violation\)/);
+  expect(list).toMatch(/payment-PAY-3 .*poison \(body-not-json\)/);
+  const resubmit = printed['npm run dead-letters -- resubmit billing.payment-applier --all'] ?? '';
+  expect(resubmit).toMatch(/^Resubmitted 2, .* failed 0/m);
+
+  // Ctrl+C in the first terminal reaches the whole process group.
+  // npm and tsx pass the signal on and end the way their child did, or by the signal itself.
+  const exited = new Promise<string>((resolve) =>
+    app?.once('exit', (code, signal) => resolve(signal ?? `exit code ${code}`)),
+  );
+  process.kill(-app.pid!, 'SIGINT');
+  expect(['exit code 0', 'SIGINT']).toContain(await exited);
+  expect(output).toMatch(/Stopping: no new deliveries.*\n(.*\n)*Stopped\.\n?$/);
+  expect(existsSync(runFile)).toBe(false);
+}, 240_000);

@@ -1,0 +1,142 @@
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+import type { Topology } from '../../src/topology';
+import { azdEnvironment, azdParameters, build, locateBicep, repoRoot, resources, snapshot } from './bicep';
+
+/**
+ * A copy of this checkout in a temporary directory: the files git knows (committed or not, ignored
+ * ones left out), with node_modules and .cache (the Bicep CLI) linked, so the copy's own scripts
+ * run there as in a fresh clone after `npm ci`.
+ */
+export interface ProjectCopy {
+  root: string;
+  /** Runs a command in the copy; never throws. */
+  run(command: string, args: readonly string[]): { status: number | null; output: string };
+  /** Runs a tool of the copy with tsx, as `npm run` does. */
+  tool(file: string, args: readonly string[]): { status: number | null; stdout: string; stderr: string };
+  read(file: string): string;
+  remove(): void;
+}
+
+export function copyProject(): ProjectCopy {
+  const root = mkdtempSync(path.join(tmpdir(), 'template-copy-'));
+  const listed = spawnSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '-z'], {
+    cwd: repoRoot,
+    encoding: 'utf8',
+  });
+  if (listed.status !== 0) throw new Error(`git ls-files failed: ${listed.stderr}`);
+  // node_modules and .cache are linked below (in a worktree they may be symlinks git does not ignore).
+  const linked = new Set(['node_modules', '.cache']);
+  for (const file of listed.stdout.split('\0').filter((name) => name && !linked.has(name))) {
+    const source = path.join(repoRoot, file);
+    // A file deleted in the working tree but not yet in the index is not part of the checkout.
+    try {
+      mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
+      cpSync(source, path.join(root, file));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
+  for (const name of linked) symlinkSync(path.join(repoRoot, name), path.join(root, name));
+  const env = { ...process.env, APPLICATIONINSIGHTS_CONNECTION_STRING: '', FORCE_COLOR: '0' };
+  return {
+    root,
+    run(command, args) {
+      const result = spawnSync(command, args, {
+        cwd: root,
+        env,
+        encoding: 'utf8',
+        maxBuffer: 64 * 1024 * 1024,
+      });
+      return { status: result.status, output: `${result.stdout}${result.stderr}` };
+    },
+    tool(file, args) {
+      const result = spawnSync(process.execPath, [require.resolve('tsx/cli'), file, ...args], {
+        cwd: root,
+        env,
+        encoding: 'utf8',
+      });
+      return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+    },
+    read: (file) => readFileSync(path.join(root, file), 'utf8'),
+    remove: () => rmSync(root, { recursive: true, force: true }),
+  };
+}
+
+/** A copy of the project for the calling test file, made before its tests and removed after them. */
+export function useProjectCopy(): () => ProjectCopy {
+  let copy: ProjectCopy | undefined;
+  beforeAll(() => {
+    copy = copyProject();
+  });
+  afterAll(() => copy?.remove());
+  return () => {
+    if (!copy) throw new Error('the project copy is made in beforeAll');
+    return copy;
+  };
+}
+
+const bin = (name: string): string => path.join(repoRoot, 'node_modules', '.bin', name);
+
+/** `npm run check` of the copy: the type-check, ESLint and Prettier over the whole project. */
+export function checkProject(copy: ProjectCopy): string[] {
+  const failures: string[] = [];
+  for (const [command, args] of [
+    [bin('tsc'), ['-p', 'tsconfig.json', '--noEmit']],
+    [bin('eslint'), ['.', '--max-warnings', '0']],
+    [bin('prettier'), ['--check', '.']],
+  ] as const) {
+    const { status, output } = copy.run(command, args);
+    if (status !== 0) failures.push(`${path.basename(command)} failed:\n${output}`);
+  }
+  return failures;
+}
+
+/** Runs these jest suites of the copy with the copy's jest.config.js; the output when one fails. */
+export function jestIn(copy: ProjectCopy, suites: readonly string[]): { ok: boolean; output: string } {
+  const { status, output } = copy.run(process.execPath, [
+    path.join(repoRoot, 'node_modules', 'jest', 'bin', 'jest.js'),
+    '--ci',
+    '--runInBand',
+    ...suites,
+  ]);
+  return { ok: status === 0, output };
+}
+
+/**
+ * What the copy's infra/main.bicep deploys, evaluated by the Bicep CLI (`bicep snapshot`, as in
+ * test/infra) with azd's parameters: each subscription as `topic/subscription` and its filter.
+ */
+export async function deployedSubscriptions(
+  copy: ProjectCopy,
+): Promise<{ subscriptions: string[]; filters: Record<string, unknown> }> {
+  const cli = locateBicep();
+  if (!cli.found) throw new Error(`no Bicep CLI (${cli.reason}); set BICEP_PATH or install dotnet`);
+  const templateFile = path.join(copy.root, 'infra', 'main.bicep');
+  const { template } = await build(cli.path, templateFile);
+  const evaluated = await snapshot(cli.path, azdParameters(template, azdEnvironment), { templateFile });
+  if (!evaluated.ok) throw new Error(`bicep snapshot failed:\n${evaluated.message}`);
+  const entity = (name: string): string => name.split('/').slice(1, 3).join('/');
+  return {
+    subscriptions: resources(evaluated.snapshot, 'Microsoft.ServiceBus/namespaces/topics/subscriptions')
+      .map((s) => entity(s.name))
+      .sort(),
+    filters: Object.fromEntries(
+      resources(evaluated.snapshot, 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules').map(
+        (rule) => [
+          entity(rule.name),
+          rule.properties?.['correlationFilter'] ?? rule.properties?.['sqlFilter'],
+        ],
+      ),
+    ),
+  };
+}
+
+/** Every `topic/subscription` src/topology.json of the copy declares. */
+export function declaredSubscriptions(copy: ProjectCopy): string[] {
+  const topology = JSON.parse(copy.read('src/topology.json')) as Topology;
+  return topology.topics.flatMap((t) => t.subscriptions.map((s) => `${t.name}/${s.name}`)).sort();
+}

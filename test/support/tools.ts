@@ -1,0 +1,32 @@
+import { runTool, type ToolContext } from '../../cli/tool';
+import { main } from '../../tools/deadLetters';
+import { main as peekMain } from '../../tools/peek';
+
+export interface CapturedContext {
+  context: ToolContext;
+  /** What the tool printed, line by line. */
+  out: string[];
+  err: string[];
+}
+
+/** A tool context that records output and sees only `env` (never the shell's Azure variables). */
+export function captured(
+  env: Record<string, string | undefined>,
+  now: () => number = Date.now,
+): CapturedContext {
+  const out: string[] = [];
+  const err: string[] = [];
+  return { context: { env, out: (line) => out.push(line), err: (line) => err.push(line), now }, out, err };
+}
+
+/** `npm run dead-letters -- ...` in-process, with the context the test gives it; resolves to the exit code. */
+export const deadLetters = (argv: string[], context: ToolContext): Promise<number> =>
+  runTool('dead-letters', main, argv, context);
+
+/** `npm run peek -- ...` in-process. */
+export const peek = (argv: string[], context: ToolContext): Promise<number> =>
+  runTool('peek', peekMain, argv, context);
+
+/** A Service Bus emulator connection string for a port nobody listens on: a tool that connects fails. */
+export const UNREACHABLE =
+  'Endpoint=sb://127.0.0.1:9;SharedAccessKeyName=k;SharedAccessKey=k;UseDevelopmentEmulator=true;';

@@ -1,0 +1,167 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * The command-line tools of local Azure and the sample read their flags through cli/tool.ts: a usage error prints
+ * the usage and exits 2 before anything starts, and --help prints the usage and exits 0.
+ */
+const tools = present([
+  { script: 'tools/localCosmos.ts', usage: 'Usage: npm run cosmos', started: 'listening' },
+  {
+    script: 'tools/localServiceBus.ts',
+    usage: 'Usage: npx tsx tools/localServiceBus.ts',
+    started: 'listening',
+  },
+  { script: 'sample/demo.ts', usage: 'Usage: npm run demo', started: 'Starting the offline stack' },
+  { script: 'sample/bench/purgeUnderLoad.ts', usage: 'Usage: npm run bench:purge', started: '|' },
+  { script: 'tools/start/cli.ts', usage: 'Usage: npm start', started: 'Building the app' },
+]);
+
+/** The tools that are there: npm run remove:samples takes the sample's away. */
+function present<T extends { script: string } | [string, ...unknown[]]>(entries: T[]): T[] {
+  return entries.filter((entry) => existsSync(Array.isArray(entry) ? entry[0] : entry.script));
+}
+
+const tsx = (args: string[]): { status: number | null; stdout: string; stderr: string } =>
+  spawnSync(process.execPath, [require.resolve('tsx/cli'), ...args], { encoding: 'utf8', timeout: 60_000 });
+
+describe.each(tools)('$script', ({ script, usage, started }) => {
+  it('refuses an unknown flag with its usage and exit code 2, starting nothing', () => {
+    const run = tsx([script, '--no-such-flag']);
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain("Unknown option '--no-such-flag'");
+    expect(run.stderr).toContain(usage);
+    expect(run.stdout + run.stderr).not.toContain(started);
+  });
+
+  it('prints its usage for --help and exits 0', () => {
+    const run = tsx([script, '--help']);
+
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain(usage);
+    expect(run.stdout + run.stderr).not.toContain(started);
+  });
+});
+
+describe('bad values', () => {
+  it.each(
+    present([
+      [
+        'tools/localCosmos.ts',
+        ['--port', '70000'],
+        "--port must be an integer from 0 to 65535; got '70000'.",
+      ],
+      [
+        'tools/localCosmos.ts',
+        ['--throughput', '0'],
+        "--throughput must be a whole number of RU/s above 0; got '0'.",
+      ],
+      [
+        'tools/localServiceBus.ts',
+        ['--max-delivery-count', '0'],
+        '--max-delivery-count must be an integer from 1',
+      ],
+      [
+        'tools/localServiceBus.ts',
+        ['--lock-duration', 'soon'],
+        "--lock-duration='soon' is not an ISO-8601 duration",
+      ],
+      ['sample/demo.ts', ['--seed'], "Option '--seed <value>' argument missing"],
+      [
+        'tools/start/cli.ts',
+        ['--cosmos-port', '70000'],
+        "--cosmos-port must be an integer from 0 to 65535; got '70000'.",
+      ],
+      [
+        'tools/start/cli.ts',
+        ['--duplicate-window', 'PT1X'],
+        "--duplicate-window='PT1X' is not an ISO-8601 duration",
+      ],
+    ] satisfies [string, string[], string][]),
+  )('%s %j: exit code 2 with the usage, before it starts', (script, args, message) => {
+    const run = tsx([script, ...args]);
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain(message);
+    expect(run.stderr).toContain('Usage:');
+    expect(run.stdout).not.toContain('listening');
+    expect(run.stdout).not.toContain('Building the app');
+  });
+});
+
+describe('npm start', () => {
+  // Its own settings file: an npm start the developer has running must not change these results.
+  const runFile = join(mkdtempSync(join(tmpdir(), 'local-run-')), 'local-run.json');
+  const start = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+    spawnSync(process.execPath, [require.resolve('tsx/cli'), 'tools/start/cli.ts', ...args], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, LOCAL_RUN_FILE: runFile, ...env },
+    });
+
+  it('refuses a duplicate detection window Service Bus would refuse', () => {
+    const run = start(['--duplicate-window', 'PT10S']);
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain(
+      '--duplicate-window must be from PT20S to P7D, as Service Bus allows; got PT10S.',
+    );
+  });
+
+  it('refuses to empty the project, or a folder that is not an earlier build', () => {
+    const folder = mkdtempSync(join(tmpdir(), 'not-a-build-'));
+    writeFileSync(join(folder, 'notes.txt'), 'keep me');
+
+    for (const app of ['.', '..', folder]) {
+      const run = start(['--app', app]);
+      expect(run.status).toBe(2);
+      expect(run.stderr).toMatch(/--app .* (is the project or holds it|holds no earlier build of this app)/);
+      expect(run.stdout).not.toContain('Building the app');
+    }
+    expect(readFileSync(join(folder, 'notes.txt'), 'utf8')).toBe('keep me');
+  });
+
+  it('refuses to start while another npm start runs with the same settings file', () => {
+    const running = join(mkdtempSync(join(tmpdir(), 'local-run-')), 'local-run.json');
+    // This test's own process stands for the npm start that is running.
+    writeFileSync(running, JSON.stringify({ pid: process.pid, startedAt: '', environment: {} }));
+
+    const run = start([], { LOCAL_RUN_FILE: running });
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain(`npm start is already running (pid ${process.pid};`);
+    expect(run.stdout).not.toContain('Building the app');
+  });
+
+  it('says which port is taken and how to pick another, and exits 2', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as AddressInfo;
+    const app = mkdtempSync(join(tmpdir(), 'start-'));
+    try {
+      const run = start(['--cosmos-port', String(port), '--servicebus-port', '0', '--app', app]);
+
+      expect(run.status).toBe(2);
+      expect(run.stderr).toContain(
+        `The Cosmos DB port ${port} is in use (another npm start, npm run cosmos or an emulator?). ` +
+          'Stop it, or pass --cosmos-port 0 for any free port.',
+      );
+      expect(run.stderr).not.toContain('EADDRINUSE');
+    } finally {
+      taken.close();
+    }
+  });
+
+  it('refuses app settings the app would refuse, before it starts anything', () => {
+    const run = start([], { INBOX_RETENTION: 'PT1M' });
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain('The app settings (local.settings.sample.json');
+    expect(run.stderr).toContain('INBOX_RETENTION');
+    expect(run.stdout).not.toContain('Building the app');
+  });
+});

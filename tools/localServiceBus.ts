@@ -1,0 +1,57 @@
+import { type LocalServer, runServer } from '../cli/serve';
+import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';
+import { start } from '../local/servicebus/amqp/server';
+import { parseDurationSeconds } from '../src/inbox/duration';
+
+const USAGE = `Usage: npx tsx tools/localServiceBus.ts [--port 5672] [--host 127.0.0.1]
+         [--duplicate-window PT1H] [--lock-duration PT1M] [--max-delivery-count 10]
+
+Serves the Service Bus model (topics and subscriptions from src/topology.json, in memory, real time)
+over AMQP 1.0 without TLS, for @azure/service-bus with a UseDevelopmentEmulator=true connection
+string, as the send and dead-letter tools in tools/ use it. (Other clients, such as the Functions
+host's .NET extension, may need protocol the peer does not implement; they are untested.)
+It runs until interrupted; messages are lost when it stops.`;
+
+const FLAGS = {
+  options: {
+    port: { type: 'string', default: process.env.LOCAL_SERVICEBUS_PORT ?? '5672' },
+    host: { type: 'string', default: '127.0.0.1' },
+    'duplicate-window': { type: 'string', default: 'PT1H' },
+    'lock-duration': { type: 'string', default: 'PT1M' },
+    'max-delivery-count': { type: 'string', default: '10' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+} as const;
+
+async function startLocalServiceBus(
+  values: FlagValues<typeof FLAGS>,
+  context: ToolContext,
+): Promise<LocalServer> {
+  const port = numberFlag('port', values.port, USAGE, { max: 65535, integer: true });
+  const maxDeliveryCount = numberFlag('max-delivery-count', values['max-delivery-count'], USAGE, {
+    min: 1,
+    integer: true,
+  });
+  const durationMs = (name: 'duplicate-window' | 'lock-duration'): number => {
+    try {
+      return parseDurationSeconds(values[name], `--${name}`) * 1000;
+    } catch (error) {
+      throw usageError((error as Error).message, USAGE, { cause: error });
+    }
+  };
+  const duplicateWindowMs = durationMs('duplicate-window');
+  const lockDurationMs = durationMs('lock-duration');
+
+  const peer = await start({ port, host: values.host, duplicateWindowMs, lockDurationMs, maxDeliveryCount });
+  const subscriptions = peer.broker.subscriptions.map(
+    (s) => `${s.topic}/Subscriptions/${s.name} [${s.subjects.join(', ')}]`,
+  );
+  context.out(
+    `Local Service Bus peer listening on amqp://${peer.host}:${peer.port} (plain AMQP, in memory).`,
+  );
+  context.out(`  ${subscriptions.join('\n  ')}`);
+  context.out(`  SERVICEBUS_CONNECTION_STRING="${peer.connectionString}"`);
+  return peer;
+}
+
+runServer('local service bus', FLAGS, USAGE, startLocalServiceBus);

@@ -1,0 +1,418 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+
+import { CosmosClient } from '@azure/cosmos';
+import { ServiceBusClient } from '@azure/service-bus';
+
+import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../../build/localRun';
+import { buildPackage, ROOT } from '../../build/package';
+import { bounded, EnvironmentError } from '../../cli/errors';
+import {
+  EXIT_CODES,
+  type ExitCode,
+  type FlagValues,
+  numberFlag,
+  runWithFlags,
+  type ToolContext,
+  usageError,
+} from '../../cli/tool';
+import { ensureAppContainer } from '../../local/cosmos/appContainer';
+import { DEFAULT_KEY } from '../../local/cosmos/server';
+import { startInWorker } from '../../local/cosmos/threadHost';
+import { ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
+import { ServiceBusTriggers, triggerSettings } from '../../local/host/serviceBusTriggers';
+import { TimerTriggers } from '../../local/host/timers';
+import { loadFunctionApp } from '../../local/host/worker';
+import { start as startServiceBus } from '../../local/servicebus/amqp/server';
+import { scaledClock } from '../../local/servicebus/clock';
+import { formatDuration, parseDurationSeconds } from '../../src/inbox/duration';
+import { loadSettings, MARKER_TYPE, SettingsError } from '../../src/inbox/internal';
+import { LiveOutput } from './output';
+
+const USAGE = `Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--app dist]
+
+Runs the function app on this machine, with no Azure, Docker or Core Tools: the local Cosmos DB
+server (database and container created as the Bicep creates them), the local Service Bus peer
+(topics and subscriptions from src/topology.json, duplicate detection, peek-lock, delivery counts,
+dead-lettering), and the app built as azd deploys it (npm run build, into --app) and loaded through
+the Node.js worker's path, its Service Bus triggers receiving from the peer with host.json's
+settings, its timers on their schedules and its Cosmos DB trigger (the outbox relay) on the
+container's change feed. Everything is in memory: it is gone when it stops.
+
+It prints a line per delivery and the totals once things go quiet, and writes the settings the
+other tools need to .cache/local-run.json (LOCAL_RUN_FILE moves it), so that in another terminal
+npm run send, npm run peek and npm run dead-letters reach it without flags. Ctrl+C stops it all.
+
+Options:
+  --duplicate-window <d>   the topics' duplicate detection window (ISO 8601, PT20S to P7D; default PT1H,
+                           as the Bicep)
+  --cosmos-port <n>        default 8081 (LOCAL_COSMOS_PORT); 0 picks a free port
+  --servicebus-port <n>    default 5672 (LOCAL_SERVICEBUS_PORT); 0 picks a free port
+  --app <folder>           where to build the app, emptied first: new, empty, or an earlier build;
+                           default dist (what npm run build writes)
+App settings: local.settings.sample.json's values, then local.settings.json's if it exists, then the
+environment's; the Cosmos DB and Service Bus connections always point at the local servers.`;
+
+const FLAGS = {
+  options: {
+    'duplicate-window': { type: 'string', default: 'PT1H' },
+    'cosmos-port': { type: 'string', default: process.env.LOCAL_COSMOS_PORT ?? '8081' },
+    'servicebus-port': { type: 'string', default: process.env.LOCAL_SERVICEBUS_PORT ?? '5672' },
+    app: { type: 'string', default: 'dist' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+} as const;
+
+const HOST = '127.0.0.1';
+/** How long stopping may take: the running invocations finish first, unless they hang. */
+const STOP_DEADLINE_MS = 30_000;
+
+async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Promise<ExitCode> {
+  const cosmosPort = numberFlag('cosmos-port', values['cosmos-port'], USAGE, { max: 65535, integer: true });
+  const serviceBusPort = numberFlag('servicebus-port', values['servicebus-port'], USAGE, {
+    max: 65535,
+    integer: true,
+  });
+  let duplicateWindowSeconds: number;
+  try {
+    duplicateWindowSeconds = parseDurationSeconds(values['duplicate-window'], '--duplicate-window');
+  } catch (error) {
+    const problem = error instanceof SettingsError ? error.problems.join('; ') : (error as Error).message;
+    throw usageError(problem, USAGE, { cause: error });
+  }
+  if (duplicateWindowSeconds < 20 || duplicateWindowSeconds > 7 * 86_400) {
+    throw usageError(
+      `--duplicate-window must be from PT20S to P7D, as Service Bus allows; got ${formatDuration(duplicateWindowSeconds)}.`,
+      USAGE,
+    );
+  }
+  const duplicateWindow = formatDuration(duplicateWindowSeconds);
+  const appDirectory = resolve(values.app);
+  refuseAppFolder(appDirectory);
+  const runFile = localRunPath(context.env);
+  const running = readLocalRun(runFile);
+  if (running !== undefined) {
+    throw new EnvironmentError(
+      `npm start is already running (pid ${running.pid}; ${shown(runFile)}). Stop it first, or give this one ` +
+        'its own settings file with LOCAL_RUN_FILE=<path> (and other ports), and the same LOCAL_RUN_FILE to its tools.',
+    );
+  }
+
+  // The app's settings, validated before anything starts (the app validates them again on load).
+  const { values: appSettings, sources } = readAppSettings(context.env);
+  // npm start supplies the Cosmos DB and Service Bus connections itself: the file's are not checked.
+  const probe = {
+    ...appSettings,
+    COSMOS_ENDPOINT: `http://${HOST}:1/`,
+    COSMOS_KEY: DEFAULT_KEY,
+    ServiceBusConnection: undefined,
+    ServiceBusConnection__fullyQualifiedNamespace: undefined,
+  };
+  let settings;
+  try {
+    settings = loadSettings(probe);
+  } catch (error) {
+    if (!(error instanceof SettingsError)) throw error;
+    throw new EnvironmentError(
+      `The app settings (${sources.join(', ')}) are not valid: ${error.problems.join('; ')}`,
+    );
+  }
+  const { database: databaseId, container: containerId } = settings.cosmos;
+  const sweep = fitSweeper(settings.outbox, duplicateWindowSeconds);
+  const stops: (() => unknown)[] = [];
+  let printTotals = (): Promise<void> => Promise.resolve();
+  const stopAll = async (): Promise<void> => {
+    for (const stop of stops.splice(0).reverse()) {
+      try {
+        await stop();
+      } catch {
+        // Stopping the rest matters more than one part's error.
+      }
+    }
+  };
+
+  try {
+    const cosmos = await listening('Cosmos DB', 'cosmos-port', cosmosPort, () =>
+      startInWorker({ port: cosmosPort, host: HOST }),
+    );
+    stops.push(() => cosmos.stop());
+    const cosmosClient = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
+    stops.push(() => cosmosClient.dispose());
+    const database = (await cosmosClient.databases.createIfNotExists({ id: databaseId })).database;
+    const container = await ensureAppContainer(database, containerId);
+
+    const output = new LiveOutput(
+      context.out,
+      async () => {
+        const { resources: markers } = await container.items
+          .query<string>({
+            query: 'SELECT VALUE c.id FROM c WHERE c.type = @type',
+            parameters: [{ name: '@type', value: MARKER_TYPE }],
+          })
+          .fetchAll();
+        const waiting = serviceBus.broker.subscriptions.reduce((sum, s) => sum + s.entity.activeCount, 0);
+        const dead = serviceBus.broker.subscriptions.reduce(
+          (sum, s) => sum + s.deadLetterQueue.activeCount,
+          0,
+        );
+        return `inbox markers ${markers.length}, messages waiting ${waiting}, in dead-letter queues ${dead}`;
+      },
+      duplicateWindow,
+    );
+    stops.push(() => output.stop());
+    printTotals = () => output.printTotals().catch(() => undefined);
+    const serviceBus = await listening('Service Bus', 'servicebus-port', serviceBusPort, () =>
+      startServiceBus({
+        port: serviceBusPort,
+        host: HOST,
+        duplicateWindowMs: duplicateWindowSeconds * 1000,
+        lockDurationMs: settings.redelivery.lockDurationSeconds * 1000,
+        maxDeliveryCount: settings.redelivery.maxDeliveryCount,
+        messageTimeToLiveMs: settings.redelivery.messageTtlSeconds * 1000,
+        observer: {
+          droppedAsDuplicate: (topic, message) => output.droppedAsDuplicate(topic, message),
+          deadLettered: (path, message) => output.deadLettered(path, message),
+        },
+      }),
+    );
+    stops.push(() => serviceBus.stop());
+
+    // Built once the ports are known to be free, so a second npm start fails before touching a build.
+    context.out(`Building the app into ${shown(appDirectory)} (as npm run build does)...`);
+    const files = await buildPackage(appDirectory);
+    context.out(`  ${files.length} files.`);
+
+    // The app's environment, as the Functions host gives it to the worker.
+    // The outbox relay sends with ServiceBusConnection, the local peer's connection string; the
+    // namespace setting (for Azure, from the settings file) would contradict it.
+    Object.assign(process.env, appSettings, {
+      COSMOS_ENDPOINT: cosmos.endpoint,
+      COSMOS_KEY: cosmos.key,
+      ServiceBusConnection: serviceBus.connectionString,
+      ...sweep.environment,
+    });
+    delete process.env.ServiceBusConnection__fullyQualifiedNamespace;
+    const app = await loadFunctionApp(appDirectory);
+    const hostJson = JSON.parse(readFileSync(join(appDirectory, 'host.json'), 'utf8')) as unknown;
+    const trigger = triggerSettings(hostJson);
+
+    const client = new ServiceBusClient(serviceBus.connectionString);
+    stops.push(() => client.close());
+    const triggers = new ServiceBusTriggers(
+      client,
+      app.serviceBus,
+      trigger,
+      (delivery) => output.delivery(delivery),
+      (name, error) =>
+        output.line(`${name}: receive error (${bounded(`${error.name}: ${error.message}`, 160)})`),
+    );
+    triggers.start();
+    stops.push(() => triggers.stop());
+    const timers = new TimerTriggers(app.timers, (run) => output.timerRun(run));
+    const armed = timers.start();
+    stops.push(() => timers.stop());
+    // The Cosmos DB triggers (the outbox relay) on the change feed, their lease containers created
+    // as the Bicep creates them (the trigger does not: createLeaseContainerIfNotExists is false).
+    const changeFeeds: ChangeFeedTrigger[] = [];
+    for (const registration of app.cosmosDB) {
+      const triggerDatabase = cosmosClient.database(registration.databaseName);
+      const { container: leases } = await triggerDatabase.containers.createIfNotExists({
+        id: registration.leaseContainerName,
+        partitionKey: { paths: ['/id'] },
+      });
+      const changeFeed = new ChangeFeedTrigger(registration, {
+        clock: scaledClock(1),
+        monitored: triggerDatabase.container(registration.containerName),
+        leases,
+        onPage: (page, logs) => output.changeFeedPage(page, logs),
+      });
+      await changeFeed.start();
+      stops.push(() => changeFeed.stop());
+      changeFeeds.push(changeFeed);
+    }
+
+    writeLocalRun(runFile, {
+      pid: process.pid,
+      startedAt: new Date().toISOString(),
+      environment: {
+        SERVICEBUS_CONNECTION_STRING: serviceBus.connectionString,
+        SERVICEBUS_DUPLICATE_WINDOW: duplicateWindow,
+        // The broker runs on this machine's clock: no margin for skew before a resubmit.
+        SERVICEBUS_CLOCK_SKEW: 'PT0S',
+        COSMOS_ENDPOINT: cosmos.endpoint,
+        COSMOS_KEY: cosmos.key,
+        COSMOS_DATABASE: databaseId,
+        COSMOS_CONTAINER: containerId,
+        INBOX_RETENTION: appSettings.INBOX_RETENTION ?? '',
+        // The tools validate the app's settings too: the sweeper's must fit the window.
+        ...sweep.environment,
+      },
+    });
+    stops.push(() => removeLocalRun(runFile, process.pid));
+
+    const subscriptions = serviceBus.broker.subscriptions.map(
+      (s) => `${s.topic}/Subscriptions/${s.name} [${s.subjects.join(', ')}]`,
+    );
+    context.out(
+      [
+        `App settings from ${sources.join(', ')}; in memory: everything is gone when it stops.`,
+        `Local Cosmos DB:   ${cosmos.endpoint} database '${databaseId}', container '${containerId}' (/partitionKey)`,
+        `Local Service Bus: amqp://${HOST}:${serviceBus.port} (duplicate detection ${duplicateWindow}, lock ${formatDuration(settings.redelivery.lockDurationSeconds)}, max deliveries ${settings.redelivery.maxDeliveryCount})`,
+        ...subscriptions.map((s) => `  ${s}`),
+        `Functions (host.json: maxConcurrentCalls ${trigger.maxConcurrentCalls}, prefetchCount ${trigger.prefetchCount}, ` +
+          `autoCompleteMessages ${trigger.autoCompleteMessages}, lock renewal up to ${trigger.maxAutoLockRenewalMs / 1000} s, ` +
+          `functionTimeout ${trigger.functionTimeoutMs / 1000} s):`,
+        ...app.serviceBus.map((f) => `  ${f.name}: ${f.topicName}/Subscriptions/${f.subscriptionName}`),
+        ...armed.map((t) => `  ${t.function}: timer, next run ${t.next.toISOString()}`),
+        ...app.cosmosDB.map(
+          (f) =>
+            `  ${f.name}: change feed of ${f.databaseName}/${f.containerName}, leases in ${f.leaseContainerName}`,
+        ),
+        `For another terminal (npm run send, peek and dead-letters read them from ${shown(runFile)}):`,
+        `  SERVICEBUS_CONNECTION_STRING="${serviceBus.connectionString}"`,
+        `  COSMOS_ENDPOINT=${cosmos.endpoint}`,
+        `  COSMOS_KEY=${cosmos.key}`,
+        ...(trigger.autoCompleteMessages
+          ? []
+          : [
+              'Warning: autoCompleteMessages is false, and these functions never settle a message: every one comes back when its lock runs out.',
+            ]),
+        'Ready. Press Ctrl+C to stop.',
+      ].join('\n'),
+    );
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+
+  await untilInterrupted();
+  await printTotals();
+  context.out('Stopping: no new deliveries; waiting for the running ones...');
+  const deadline = setTimeout(() => {
+    context.err(`Still stopping after ${STOP_DEADLINE_MS / 1000} s; exiting anyway.`);
+    process.exit(EXIT_CODES.failed);
+  }, STOP_DEADLINE_MS);
+  await stopAll();
+  clearTimeout(deadline);
+  context.out('Stopped.');
+  return EXIT_CODES.ok;
+}
+
+/** The app settings `func start` would read, local.settings.json over the sample, the environment over both. */
+function readAppSettings(env: Readonly<Record<string, string | undefined>>): {
+  values: Record<string, string>;
+  sources: string[];
+} {
+  const values: Record<string, string> = {};
+  const sources: string[] = [];
+  for (const file of ['local.settings.sample.json', 'local.settings.json']) {
+    const path = join(ROOT, file);
+    if (!existsSync(path)) continue;
+    const parsed = JSON.parse(readFileSync(path, 'utf8')) as { Values?: Record<string, unknown> };
+    for (const [name, value] of Object.entries(parsed.Values ?? {})) {
+      if (typeof value === 'string') values[name] = value;
+    }
+    sources.push(file);
+  }
+  for (const name of Object.keys(values)) {
+    const fromEnvironment = env[name];
+    if (fromEnvironment !== undefined) values[name] = fromEnvironment;
+  }
+  sources.push('the environment');
+  return { values, sources };
+}
+
+/**
+ * The build folder is emptied first (as npm run build empties dist/): refuse the project itself, a
+ * folder above it, and a folder holding anything but an earlier build.
+ */
+function refuseAppFolder(directory: string): void {
+  const inside = relative(directory, ROOT);
+  if (inside === '' || !inside.startsWith('..')) {
+    throw new EnvironmentError(
+      `--app ${shown(directory)} is the project or holds it; name a build folder such as dist.`,
+    );
+  }
+  if (!existsSync(directory) || readdirSync(directory).length === 0) return;
+  const manifest = join(directory, 'package.json');
+  const name = existsSync(manifest)
+    ? (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: unknown }).name
+    : undefined;
+  const ours = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string }).name;
+  if (name !== ours || !existsSync(join(directory, 'host.json')) || existsSync(join(directory, 'src'))) {
+    throw new EnvironmentError(
+      `--app ${shown(directory)} is not empty and holds no earlier build of this app; it would be emptied. Name another folder.`,
+    );
+  }
+}
+
+/** Starts a server on a port, saying what to do when the port is taken. */
+async function listening<T>(what: string, flag: string, port: number, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (error) {
+    if (!/EADDRINUSE/.test(`${(error as NodeJS.ErrnoException).code} ${(error as Error).message}`))
+      throw error;
+    throw new EnvironmentError(
+      `The ${what} port ${port} is in use (another npm start, npm run cosmos or an emulator?). ` +
+        `Stop it, or pass --${flag} 0 for any free port.`,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * Resolves on the first Ctrl+C (SIGINT) or SIGTERM. A terminal's Ctrl+C reaches every process of the
+ * group, and npm and tsx pass it on as well, so later signals are expected and ignored.
+ */
+function untilInterrupted(): Promise<void> {
+  return new Promise((resolve) => {
+    const stop = (): void => {
+      process.off('SIGTERM', stop);
+      process.off('SIGINT', stop);
+      process.on('SIGINT', () => undefined);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}
+
+function shown(path: string): string {
+  const fromRoot = relative(process.cwd(), path);
+  return fromRoot.startsWith('..') ? path : fromRoot;
+}
+
+if (require.main === module) {
+  void runWithFlags('start', FLAGS, USAGE, main).then((code) => process.exit(code));
+}
+
+/**
+ * The app refuses a sweeper whose first resend could come after the broker's duplicate window
+ * (OUTBOX_SWEEP_AGE + OUTBOX_SWEEP_INTERVAL ≤ SERVICEBUS_DUPLICATE_WINDOW). npm start tells the app
+ * its broker's window, and keeps the settings file's sweeper when it fits; a short window (as in
+ * the README's walkthrough, PT20S) gets a sweeper that fits: every 5, 10 or 60 seconds, resending
+ * what is pending for the rest of the window.
+ */
+function fitSweeper(
+  outbox: { sweepAgeSeconds: number; sweepIntervalSeconds: number },
+  windowSeconds: number,
+): { adjusted: boolean; environment: Record<string, string> } {
+  const fits = outbox.sweepAgeSeconds + outbox.sweepIntervalSeconds <= windowSeconds;
+  const interval = fits
+    ? outbox.sweepIntervalSeconds
+    : windowSeconds >= 120
+      ? 60
+      : windowSeconds >= 40
+        ? 10
+        : 5;
+  const age = fits ? outbox.sweepAgeSeconds : windowSeconds - interval;
+  return {
+    adjusted: !fits,
+    environment: {
+      SERVICEBUS_DUPLICATE_WINDOW: formatDuration(windowSeconds),
+      OUTBOX_SWEEP_AGE: formatDuration(age),
+      OUTBOX_SWEEP_INTERVAL: formatDuration(interval),
+    },
+  };
+}

@@ -1,0 +1,138 @@
+import { createHash } from 'node:crypto';
+
+import { bounded } from '../../cli/errors';
+import type { ChangeFeedInvocation } from '../../local/host/changeFeedTrigger';
+import type { TriggerDelivery } from '../../local/host/serviceBusTriggers';
+import type { TimerRunReport } from '../../local/host/timers';
+import type { LogLine } from '../../local/host/worker';
+import type { BrokerMessage, OutgoingMessage } from '../../local/servicebus/broker';
+
+/**
+ * What `npm start` prints while it runs: one line per delivery, per message the broker drops or
+ * dead-letters on its own, per timer run, and the totals once things go quiet. Untrusted values
+ * (MessageIds, error messages that may quote them) are bounded; bodies never appear.
+ */
+export const OUTCOME_COLUMNS = ['processed', 'duplicate', 'poison', 'retried'] as const;
+
+export interface Totals {
+  deliveries: number;
+  /** By the outcome the consumer logged. */
+  outcomes: Record<string, number>;
+  droppedAsDuplicate: number;
+  deadLettered: number;
+  timerRuns: number;
+}
+
+export class LiveOutput {
+  readonly totals: Totals = {
+    deliveries: 0,
+    outcomes: {},
+    droppedAsDuplicate: 0,
+    deadLettered: 0,
+    timerRuns: 0,
+  };
+  private quietTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly write: (line: string) => void,
+    /** Counts what a totals line adds (the inbox size, the queues); called once things go quiet. */
+    private readonly census: () => Promise<string>,
+    private readonly duplicateWindow: string,
+    private readonly quietMs = 1500,
+  ) {}
+
+  delivery(d: TriggerDelivery): void {
+    this.totals.deliveries++;
+    const outcome = d.outcome ?? (d.error === undefined ? 'no outcome logged' : 'failed');
+    this.totals.outcomes[outcome] = (this.totals.outcomes[outcome] ?? 0) + 1;
+    const error = d.error === undefined ? '' : ` (${bounded(`${d.error.name}: ${d.error.message}`, 160)})`;
+    this.line(
+      `${d.function} #${d.sequenceNumber} delivery ${d.deliveryCount} messageId=${id(d.messageId)}: ` +
+        `${outcome}${d.alternative === undefined ? '' : ` (${d.alternative})`}${error} → ${d.settlement} in ${Math.round(d.handlerMs)} ms`,
+    );
+  }
+
+  droppedAsDuplicate(topic: string, message: OutgoingMessage): void {
+    this.totals.droppedAsDuplicate++;
+    this.line(
+      `${topic}: duplicate detection dropped messageId=${id(message.messageId)} ` +
+        `(the same MessageId was sent within ${this.duplicateWindow}; the sender was told it succeeded)`,
+    );
+  }
+
+  deadLettered(path: string, message: BrokerMessage): void {
+    this.totals.deadLettered++;
+    this.line(
+      `${path}: dead-lettered #${message.sequenceNumber} messageId=${id(message.messageId)} ` +
+        `(${bounded(message.deadLetter?.reason ?? 'no reason', 60)}; body ${bodySummary(message.body)})`,
+    );
+  }
+
+  timerRun({ function: name, result, runMs }: TimerRunReport): void {
+    this.totals.timerRuns++;
+    const last = result.logs.at(-1)?.text;
+    const said = result.error
+      ? `failed (${bounded(`${result.error.name}: ${result.error.message}`, 160)})`
+      : `ran${last === undefined ? '' : `: ${bounded(last, 200)}`}`;
+    this.line(`${name} (timer) ${said} in ${Math.round(runMs)} ms`);
+  }
+
+  /** A page of changes the relay (a Cosmos DB trigger) was given: printed when it sent or failed. */
+  changeFeedPage(page: ChangeFeedInvocation, logs: readonly LogLine[]): void {
+    const said = logs.filter((line) => line.category !== 'system').at(-1)?.text;
+    if (page.outcome === 'succeeded' && said === undefined) return;
+    this.line(
+      `${page.function} (change feed, ${page.ids.length} changes, ${page.attempts} attempt${page.attempts === 1 ? '' : 's'}) ` +
+        `${page.outcome}${said === undefined ? '' : `: ${bounded(said, 200)}`}`,
+    );
+  }
+
+  line(text: string): void {
+    this.write(`${clockTime()} ${text}`);
+    this.scheduleTotals();
+  }
+
+  /** The totals line, printed now. */
+  async printTotals(): Promise<void> {
+    clearTimeout(this.quietTimer);
+    this.quietTimer = undefined;
+    this.write(`${clockTime()} ${await this.totalsLine()}`);
+  }
+
+  stop(): void {
+    clearTimeout(this.quietTimer);
+  }
+
+  private scheduleTotals(): void {
+    clearTimeout(this.quietTimer);
+    this.quietTimer = setTimeout(() => void this.printTotals().catch(() => undefined), this.quietMs);
+  }
+
+  private async totalsLine(): Promise<string> {
+    const { outcomes } = this.totals;
+    const others = Object.entries(outcomes)
+      .filter(([outcome]) => !(OUTCOME_COLUMNS as readonly string[]).includes(outcome))
+      .map(([outcome, count]) => `${outcome} ${count}`);
+    const counted = [
+      ...OUTCOME_COLUMNS.map((outcome) => `${outcome} ${outcomes[outcome] ?? 0}`),
+      ...others,
+      `dead-lettered ${this.totals.deadLettered}`,
+      `dropped as duplicates by Service Bus ${this.totals.droppedAsDuplicate}`,
+    ];
+    return `totals: ${this.totals.deliveries} deliveries: ${counted.join(', ')} | ${await this.census()}`;
+  }
+}
+
+/** A body as logs may show it: its length and a hash, never its content. */
+export function bodySummary(body: string | Buffer): string {
+  const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body);
+  return `${bytes.length} bytes, sha256 ${createHash('sha256').update(bytes).digest('hex').slice(0, 12)}`;
+}
+
+function id(messageId: string | undefined): string {
+  return messageId === undefined ? '(none)' : bounded(messageId, 64);
+}
+
+function clockTime(): string {
+  return new Date().toISOString().slice(11, 19);
+}
