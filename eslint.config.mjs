@@ -4,6 +4,8 @@ import prettier from 'eslint-config-prettier';
 import simpleImportSort from 'eslint-plugin-simple-import-sort';
 import tseslint from 'typescript-eslint';
 
+import { importFloors } from './build/importFloors.cjs';
+
 export default tseslint.config(
   { ignores: ['dist/', 'coverage/', '.cache/', '.scratch/', 'node_modules/'] },
   eslint.configs.recommended,
@@ -12,8 +14,12 @@ export default tseslint.config(
     languageOptions: {
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
-    plugins: { 'simple-import-sort': simpleImportSort },
+    plugins: {
+      'simple-import-sort': simpleImportSort,
+      house: { rules: { 'import-floors': importFloors } },
+    },
     rules: {
+      'house/import-floors': 'error',
       'simple-import-sort/imports': 'error',
       'simple-import-sort/exports': 'error',
       '@typescript-eslint/consistent-type-imports': 'error',
@@ -26,7 +32,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['**/*.js', '**/*.mjs'],
+    files: ['**/*.js', '**/*.mjs', '**/*.cjs'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,
@@ -34,6 +40,10 @@ export default tseslint.config(
     },
   },
   // CommonJS configuration files load their modules with require().
-  { files: ['**/*.js'], rules: { '@typescript-eslint/no-require-imports': 'off' } },
+  {
+    files: ['**/*.js', '**/*.cjs'],
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
+  { files: ['**/*.mjs', '**/*.cjs'], rules: { '@typescript-eslint/explicit-module-boundary-types': 'off' } },
   prettier,
 );

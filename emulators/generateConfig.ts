@@ -9,6 +9,8 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { formatDuration, parseDurationSeconds } from '#inbox/internal';
+
 import {
   EXIT_CODES,
   type ExitCode,
@@ -17,7 +19,6 @@ import {
   runTool,
   type ToolContext,
 } from '../cli/tool';
-import { formatDuration, parseDurationSeconds } from '../src/inbox/duration';
 import { type Topology, topology as declaredTopology } from '../src/topology';
 
 export const CONFIG_PATH = path.join(__dirname, 'servicebus-config.json');

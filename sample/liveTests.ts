@@ -5,6 +5,10 @@ import type { ParseArgsConfig } from 'node:util';
 
 import type { Container } from '@azure/cosmos';
 
+import { createCosmosClient } from '#inbox/internal';
+import { MARKER_TYPE } from '#inbox/internal';
+import { loadSettings } from '#inbox/internal';
+
 import { UsageError } from '../cli/errors';
 import {
   EXIT_CODES,
@@ -14,9 +18,6 @@ import {
   runTool,
   type ToolContext,
 } from '../cli/tool';
-import { createCosmosClient } from '../src/inbox/cosmos';
-import { MARKER_TYPE } from '../src/inbox/marker';
-import { loadSettings } from '../src/inbox/settings';
 import { connectServiceBus, topicFor, toServiceBusMessage } from '../tools/serviceBus';
 import { type Invoice, invoicePartition, toMinorUnits } from './src/documents';
 import { SAMPLE_EVENTS } from './src/events';

@@ -8,7 +8,6 @@ import type {
   TimerFunctionOptions,
 } from '@azure/functions';
 
-import type * as AzureMonitor from './azureMonitor';
 import {
   breakerLimits,
   CircuitBreaker,
@@ -28,9 +27,11 @@ import {
   sweepSchedule,
   systemClock,
   type TimerHandler,
-} from './inbox/internal';
+} from '#inbox/internal';
+
+import type * as AzureMonitor from './azureMonitor';
 import type * as ServiceBusPublisher from './serviceBusPublisher';
-import { functionNameOf, outboxRoutesOf } from './topology';
+import { bindingOf, functionNameOf, outboxRoutesOf } from './topology';
 
 /**
  * The composition root: what the function files share. Loading it validates every setting, so an
@@ -108,16 +109,12 @@ const consumers = new Map<string, Consumer>();
 export function consumerTrigger(
   consumer: Consumer,
 ): [functionName: string, options: ServiceBusTopicFunctionOptions] {
+  const { topic, subscription } = bindingOf(consumer.name);
   const handler: ServiceBusHandler = serviceBusHandler(consumer, inboxRuntime);
   consumers.set(consumer.name, consumer);
   return [
     functionNameOf(consumer.name),
-    {
-      connection: 'ServiceBusConnection',
-      topicName: consumer.topic,
-      subscriptionName: consumer.subscription,
-      handler,
-    },
+    { connection: 'ServiceBusConnection', topicName: topic, subscriptionName: subscription, handler },
   ];
 }
 

@@ -1,7 +1,7 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage, type ServiceBusSender } from '@azure/service-bus';
 
-import { type OutboxMessage, type OutboxPublisher, type Settings, SettingsError } from './inbox/internal';
+import { type OutboxMessage, type OutboxPublisher, type Settings, SettingsError } from '#inbox/internal';
 
 /**
  * The outbox relay's publisher on `@azure/service-bus`: one client per process and one sender per

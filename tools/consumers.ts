@@ -1,6 +1,7 @@
+import type { Consumer } from '#inbox/internal';
+
 import { loadFunctionApp } from '../local/host/worker';
 import type * as App from '../src/app';
-import type { Consumer } from '../src/inbox/internal';
 
 /**
  * The app's consumers, found as the host finds its functions: functions/*.ts loaded through the

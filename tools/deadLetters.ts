@@ -2,6 +2,8 @@ import type { ParseArgsConfig } from 'node:util';
 
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 
+import { formatDuration, parseDurationSeconds } from '#inbox/internal';
+
 import { localRunContext } from '../build/localRun';
 import { bounded, EnvironmentError, UsageError } from '../cli/errors';
 import { table } from '../cli/table';
@@ -13,7 +15,6 @@ import {
   runTool,
   type ToolContext,
 } from '../cli/tool';
-import { formatDuration, parseDurationSeconds } from '../src/inbox/duration';
 import {
   type DeadLetterQueue,
   describeQueue,

@@ -2,9 +2,10 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
-import { bounded } from '../cli/errors';
-import { UsageError } from '../cli/errors';
-import type { Consumer } from '../src/inbox/internal';
+import type { Consumer } from '#inbox/internal';
+
+import { bounded, UsageError } from '../cli/errors';
+import { bindingOf } from '../src/topology';
 import { loadConsumers } from './consumers';
 
 /**
@@ -61,7 +62,7 @@ export function sampleShortcuts(): Record<string, EventShortcut> {
 export async function loadSubjectRules(): Promise<Map<string, SubjectRules>> {
   const rules = new Map<string, SubjectRules>();
   for (const consumer of (await loadConsumers({ definitionsOnly: true })).values()) {
-    for (const subject of consumer.subjects) {
+    for (const subject of bindingOf(consumer.name).subjects) {
       const entry = rules.get(subject) ?? { schemas: new Map() };
       entry.schemas.set(consumer.name, consumer.schema);
       rules.set(subject, entry);

@@ -2,7 +2,6 @@ import type { Container } from '@azure/cosmos';
 import { InvocationContext } from '@azure/functions';
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 
-import { EnvironmentError } from '../cli/errors';
 import {
   type Consumer,
   createCosmosClient,
@@ -13,7 +12,9 @@ import {
   PoisonMessageError,
   SettingsError,
   toDelivery,
-} from '../src/inbox/internal';
+} from '#inbox/internal';
+
+import { EnvironmentError } from '../cli/errors';
 import { loadConsumers } from './consumers';
 import { idText } from './deadLetterQueue';
 

@@ -1,7 +1,8 @@
+import { parseDurationSeconds } from '#inbox/internal';
+
 import { type LocalServer, runServer } from '../cli/serve';
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';
 import { start } from '../local/servicebus/amqp/server';
-import { parseDurationSeconds } from '../src/inbox/duration';
 
 const USAGE = `Usage: npx tsx tools/localServiceBus.ts [--port 5672] [--host 127.0.0.1]
          [--duplicate-window PT1H] [--lock-duration PT1M] [--max-delivery-count 10]

@@ -215,7 +215,7 @@ const businessId = z
 function inboxSource({ name, subject }: ConsumerRequest, identifier: string): string {
   return `import { z } from 'zod';
 
-import { defineInboxConsumer } from '../inbox';
+import { defineInboxConsumer } from '#inbox';
 
 ${BUSINESS_ID}
 
@@ -278,7 +278,7 @@ export const ${identifier} = defineInboxConsumer({
 function versionedSource({ name, subject }: ConsumerRequest, identifier: string): string {
   return `import { z } from 'zod';
 
-import { defineVersionedConsumer } from '../inbox';
+import { defineVersionedConsumer } from '#inbox';
 
 ${BUSINESS_ID}
 
@@ -325,7 +325,7 @@ app.serviceBusTopic(...consumerTrigger(${identifier}));
 }
 
 const TEST_PREAMBLE = `import { loggedOutcome } from '../../local/host/worker';
-import { PoisonMessageError } from '../../src/inbox';
+import { PoisonMessageError } from '#inbox';
 import { deliver, type LogLine } from '../support/deliveries';
 import { useLocalStack } from '../support/localStack';
 

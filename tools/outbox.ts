@@ -3,6 +3,15 @@ import type { ParseArgsConfig } from 'node:util';
 
 import type { Container } from '@azure/cosmos';
 
+import { formatDuration } from '#inbox/internal';
+import {
+  discardUnsendable,
+  OUTBOX_TYPE,
+  type OutboxDocument,
+  outboxEntryOf,
+  resendUnsendable,
+} from '#inbox/internal';
+
 import { localRunContext } from '../build/localRun';
 import { bounded, EnvironmentError } from '../cli/errors';
 import { table } from '../cli/table';
@@ -16,14 +25,6 @@ import {
   type ToolContext,
   usageError,
 } from '../cli/tool';
-import { formatDuration } from '../src/inbox/duration';
-import {
-  discardUnsendable,
-  OUTBOX_TYPE,
-  type OutboxDocument,
-  outboxEntryOf,
-  resendUnsendable,
-} from '../src/inbox/internal';
 import { connectInbox } from './inboxState';
 
 const DEFAULT_MAX = 50;

@@ -1,8 +1,9 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage } from '@azure/service-bus';
 
+import { EMULATOR_FLAG } from '#inbox/internal';
+
 import { bounded, EnvironmentError, UsageError } from '../cli/errors';
-import { EMULATOR_FLAG } from '../src/inbox/internal';
 import { topology } from '../src/topology';
 import type { OutgoingEvent } from './events';
 

@@ -2,7 +2,8 @@ import { availableParallelism } from 'node:os';
 
 import type { ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver } from '@azure/service-bus';
 
-import { timeSpanSeconds } from '../../src/inbox/internal';
+import { timeSpanSeconds } from '#inbox/internal';
+
 import {
   invokeServiceBus,
   loggedField,

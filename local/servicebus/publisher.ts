@@ -1,4 +1,5 @@
-import type { OutboxMessage, OutboxPublisher } from '../../src/inbox/internal';
+import type { OutboxMessage, OutboxPublisher } from '#inbox/internal';
+
 import type { Broker } from './broker';
 
 /**

@@ -2,16 +2,12 @@ import { join } from 'node:path';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
 
+import { processDelivery, type ProcessDependencies, type PurgeReport, runPurge } from '#inbox/internal';
+
 import { writeFormatted } from '../../cli/formatted';
 import { EXIT_CODES, type ExitCode, type FlagValues, runWithFlags, type ToolContext } from '../../cli/tool';
 import { type ClientUsage, start } from '../../local/cosmos';
 import { ensureAppContainer } from '../../local/cosmos/appContainer';
-import {
-  processDelivery,
-  type ProcessDependencies,
-  type PurgeReport,
-  runPurge,
-} from '../../src/inbox/internal';
 import { paymentApplier } from '../src';
 import { openInvoice, paymentDelivery } from './strategies';
 

@@ -5,6 +5,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { ChangeFeedStartFrom, type Container, CosmosClient, StatusCodes } from '@azure/cosmos';
 
+import {
+  type Delivery,
+  type OutboxMessage,
+  type OutboxPublisher,
+  type ProcessDependencies,
+  relayOutbox,
+} from '#inbox/internal';
+
 import { UsageError } from '../../cli/errors';
 import { startProgress } from '../../cli/progress';
 import {
@@ -18,13 +26,6 @@ import {
 import { freshAppContainer } from '../../local/cosmos/appContainer';
 import { startInWorker } from '../../local/cosmos/threadHost';
 import { integer, seededRandom } from '../../local/random';
-import {
-  type Delivery,
-  type OutboxMessage,
-  type OutboxPublisher,
-  type ProcessDependencies,
-  relayOutbox,
-} from '../../src/inbox/internal';
 import {
   medianBy,
   pairedRatio,

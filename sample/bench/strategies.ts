@@ -4,7 +4,8 @@ import {
   markerId,
   processDelivery,
   type ProcessDependencies,
-} from '../../src/inbox/internal';
+} from '#inbox/internal';
+
 import { type Invoice, invoicePartition, paymentApplier, PaymentReceived, toMinorUnits } from '../src';
 
 /**

@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 
 import { CosmosClient, type CosmosClientOptions, type PluginConfig, PluginOn } from '@azure/cosmos';
 
+import { CircuitBreaker, OUTBOX_TYPE, survivableOutageSeconds } from '#inbox/internal';
+
 import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../../local/cosmos';
 import { freshAppContainer } from '../../local/cosmos/appContainer';
 import { type DeliveryRecord, FunctionsHost, type HostFaults } from '../../local/host/brokerHost';
@@ -12,7 +14,6 @@ import { Broker, type Topic } from '../../local/servicebus/broker';
 import type { Clock } from '../../local/servicebus/clock';
 import { BrokerPublisher, type PublisherFaults } from '../../local/servicebus/publisher';
 import type * as App from '../../src/app';
-import { CircuitBreaker, OUTBOX_TYPE, survivableOutageSeconds } from '../../src/inbox/internal';
 import { topology } from '../../src/topology';
 import { Simulation } from './simulation';
 import { type Accounting, type Invariant, type SweepRecord, verify } from './verify';

@@ -1,15 +1,16 @@
 import type { Container } from '@azure/cosmos';
 
-import type { DeliveryRecord } from '../../local/host/brokerHost';
-import type { Broker, BrokerMessage } from '../../local/servicebus/broker';
-import type { PublishRecord } from '../../local/servicebus/publisher';
 import {
   type Marker,
   MARKER_TYPE,
   OUTBOX_TYPE,
   type OutboxDocument,
   outgoingMessageId,
-} from '../../src/inbox/internal';
+} from '#inbox/internal';
+
+import type { DeliveryRecord } from '../../local/host/brokerHost';
+import type { Broker, BrokerMessage } from '../../local/servicebus/broker';
+import type { PublishRecord } from '../../local/servicebus/publisher';
 import type { Backorder, Invoice, InvoiceStatus, Product, Shipment, UnappliedPayment } from '../src';
 import { invoiceStatusProjector, SAMPLE_EVENTS, shipmentPlanner, stockReserver, SUBJECTS } from '../src';
 import type { TopicOutage } from './run';

@@ -1,4 +1,5 @@
-import { defineVersionedConsumer } from '../../src/inbox';
+import { defineVersionedConsumer } from '#inbox';
+
 import { invoicePartition, type InvoiceStatus, invoiceStatusId } from './documents';
 import { InvoiceStatusChanged } from './messages';
 

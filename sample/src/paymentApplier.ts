@@ -1,4 +1,5 @@
-import { defineInboxConsumer, type PartitionTransaction } from '../../src/inbox';
+import { defineInboxConsumer, type PartitionTransaction } from '#inbox';
+
 import {
   type Invoice,
   invoicePartition,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
-import { defineInboxConsumer, PoisonMessageError } from '../../src/inbox';
+import { defineInboxConsumer, PoisonMessageError } from '#inbox';
+
 import { orderPartition, type Shipment, shipmentId } from './documents';
 import { BackorderCreated, type ShipmentPlanned, StockReserved, SUBJECTS } from './messages';
 

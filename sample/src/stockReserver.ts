@@ -1,4 +1,5 @@
-import { defineInboxConsumer } from '../../src/inbox';
+import { defineInboxConsumer } from '#inbox';
+
 import { type Backorder, backorderId, productPartition } from './documents';
 import { type BackorderCreated, OrderCreated, type StockReserved, SUBJECTS } from './messages';
 

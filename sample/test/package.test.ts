@@ -16,6 +16,8 @@ import { gunzipSync } from 'node:zlib';
 import { unzipSync } from 'fflate';
 import { generate } from 'selfsigned';
 
+import { METRIC_NAMES, OUTBOX_TYPE, outgoingMessageId, processDelivery } from '#inbox/internal';
+
 import { azdRemoteBuild, azdZipEntries, listFiles, readAzureYaml } from '../../build/azd';
 import type { LoadReport } from '../../build/loadPackage';
 import {
@@ -27,7 +29,6 @@ import {
 } from '../../build/package';
 import { type LocalServiceBus, start as startServiceBus } from '../../local/servicebus/amqp';
 import { scaledClock } from '../../local/servicebus/clock';
-import { METRIC_NAMES, OUTBOX_TYPE, outgoingMessageId, processDelivery } from '../../src/inbox/internal';
 import { functionNameOf, topology } from '../../src/topology';
 import { appSettings, describeInfra } from '../../test/support/bicep';
 import { delivery, dependencies, documentsIn } from '../../test/support/inbox';

@@ -1,4 +1,3 @@
-import { bindingOf, type ConsumerBinding } from '../topology';
 import type { Delivery } from './delivery';
 import type { PartitionTransaction } from './transaction';
 import type { VersionedDocument } from './versioned';
@@ -42,19 +41,20 @@ export interface VersionedConsumerDeclaration<M> extends ConsumerDeclaration<M> 
 }
 
 /**
- * What defineInboxConsumer returns: the declaration, with where it reads from (topic, subscription,
- * subjects from src/topology.json). A function file registers it with `consumerTrigger` (src/app.ts).
+ * What defineInboxConsumer returns: the declaration, with its kind. A function file registers it
+ * with `consumerTrigger` (src/app.ts), which reads where it reads from (its subscription) in
+ * src/topology.json.
  */
-export type InboxConsumer<M> = InboxConsumerDeclaration<M> & ConsumerBinding & { kind: 'inbox' };
-/** What defineVersionedConsumer returns: the declaration, with where it reads from (src/topology.json). */
-export type VersionedConsumer<M> = VersionedConsumerDeclaration<M> & ConsumerBinding & { kind: 'versioned' };
+export type InboxConsumer<M> = InboxConsumerDeclaration<M> & { kind: 'inbox' };
+/** What defineVersionedConsumer returns: the declaration, with its kind. */
+export type VersionedConsumer<M> = VersionedConsumerDeclaration<M> & { kind: 'versioned' };
 export type Consumer<M = unknown> = InboxConsumer<M> | VersionedConsumer<M>;
 
 /**
  * Defines a consumer whose effect is applied exactly once: the handler stages its writes on a
  * PartitionTransaction, and the inbox commits them with a marker for the message in one
- * transactional batch, so a redelivery finds the marker and writes nothing. Throws when
- * src/topology.json declares no subscription for `name`.
+ * transactional batch, so a redelivery finds the marker and writes nothing. Registering it
+ * (`consumerTrigger`) throws when src/topology.json declares no subscription for `name`.
  *
  * @example
  * ```ts
@@ -69,13 +69,14 @@ export type Consumer<M = unknown> = InboxConsumer<M> | VersionedConsumer<M>;
  * ```
  */
 export function defineInboxConsumer<M>(declaration: InboxConsumerDeclaration<M>): InboxConsumer<M> {
-  return { ...declaration, ...bindingOf(declaration.name), kind: 'inbox' };
+  return { ...declaration, kind: 'inbox' };
 }
 
 /**
  * Defines a consumer whose messages carry absolute state and a version (natural idempotency): the
  * projected document is written only over an older version, so a repeat or a late arrival is a
- * no-op, without a marker. Throws when src/topology.json declares no subscription for `name`.
+ * no-op, without a marker. Registering it (`consumerTrigger`) throws when src/topology.json declares
+ * no subscription for `name`.
  *
  * @example
  * ```ts
@@ -94,5 +95,5 @@ export function defineInboxConsumer<M>(declaration: InboxConsumerDeclaration<M>)
 export function defineVersionedConsumer<M>(
   declaration: VersionedConsumerDeclaration<M>,
 ): VersionedConsumer<M> {
-  return { ...declaration, ...bindingOf(declaration.name), kind: 'versioned' };
+  return { ...declaration, kind: 'versioned' };
 }

@@ -6,6 +6,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { parseDurationSeconds } from '#inbox/internal';
+
 import type { EmulatorConfig, EmulatorTopic } from '../../emulators/generateConfig';
 import {
   AZURE_ENTITY_SETTINGS,
@@ -13,7 +15,6 @@ import {
   emulatorConfig,
   renderEmulatorConfig,
 } from '../../emulators/generateConfig';
-import { parseDurationSeconds } from '../../src/inbox/duration';
 import { type Topology, topology } from '../../src/topology';
 
 const repoRoot = path.resolve(__dirname, '..', '..');

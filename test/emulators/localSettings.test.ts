@@ -5,6 +5,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { loadSettings } from '#inbox/internal';
+
 import type { LocalSettingsFile } from '../../emulators/localSettings';
 import {
   COSMOS_EMULATOR_CONNECTION_STRING,
@@ -13,7 +15,6 @@ import {
   SERVICE_BUS_EMULATOR_CONNECTION_STRING,
 } from '../../emulators/localSettings';
 import { COSMOS_EMULATOR } from '../../emulators/provisionCosmos';
-import { loadSettings } from '../../src/inbox/settings';
 
 const sample = JSON.parse(readFileSync(SAMPLE_PATH, 'utf8')) as LocalSettingsFile;
 const settings = emulatorLocalSettings(sample);

@@ -1,11 +1,7 @@
+import { OUTBOX_TYPE, type OutboxDocument, type OutgoingMessage, relayOutbox } from '#inbox/internal';
+
 import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
 import { inboxRuntime } from '../../src/app';
-import {
-  OUTBOX_TYPE,
-  type OutboxDocument,
-  type OutgoingMessage,
-  relayOutbox,
-} from '../../src/inbox/internal';
 import { outboxRoutesOf } from '../../src/topology';
 import { documentsIn } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';

@@ -1,17 +1,18 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { retryDelays } from '../../local/host/changeFeedTrigger';
-import { jsonNetDate } from '../../local/host/triggerData';
-import { loadFunctionApp } from '../../local/host/worker';
-import { inboxRuntime } from '../../src/app';
 import {
   OUTBOX_TYPE,
   type OutboxDocument,
   type OutboxMessage,
   type OutboxPublisher,
   processDelivery,
-} from '../../src/inbox/internal';
+} from '#inbox/internal';
+
+import { retryDelays } from '../../local/host/changeFeedTrigger';
+import { jsonNetDate } from '../../local/host/triggerData';
+import { loadFunctionApp } from '../../local/host/worker';
+import { inboxRuntime } from '../../src/app';
 import { relayChanges } from '../support/deliveries';
 import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';

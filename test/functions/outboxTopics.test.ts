@@ -1,4 +1,3 @@
-import { inboxRuntime } from '../../src/app';
 import {
   loadSettings,
   METRIC_NAMES,
@@ -6,7 +5,9 @@ import {
   type OutboxDocument,
   type OutboxPublisher,
   processDelivery,
-} from '../../src/inbox/internal';
+} from '#inbox/internal';
+
+import { inboxRuntime } from '../../src/app';
 import { serviceBusPublisher } from '../../src/serviceBusPublisher';
 import { relayChanges, runTimer } from '../support/deliveries';
 import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';

@@ -12,7 +12,8 @@ import {
   processDelivery,
   survivableOutageSeconds,
   TransientStoreError,
-} from '../../src/inbox/internal';
+} from '#inbox/internal';
+
 import { testConsumer } from '../support/inbox';
 
 /** Virtual time: timers fire only when the test advances it, in due order. */

@@ -3,8 +3,9 @@ import path from 'node:path';
 
 import { InvocationContext } from '@azure/functions';
 
+import { type Delivery, markerId, payloadHash, toDelivery } from '#inbox/internal';
+
 import { loadFunctionApp, type ServiceBusDelivery } from '../../local/host/worker';
-import { type Delivery, markerId, payloadHash, toDelivery } from '../../src/inbox/internal';
 import { PROBE_FUNCTION, received } from '../support/probeFunction';
 
 /** What the trigger adapter makes of one delivery, run through the worker path to the probe function. */

@@ -1,6 +1,6 @@
 import type { Container } from '@azure/cosmos';
 
-import type { PartitionTransaction } from '../../src/inbox/internal';
+import type { PartitionTransaction } from '#inbox/internal';
 import {
   isTopicRefusal,
   MAX_OUTGOING_MESSAGE_BYTES,
@@ -14,7 +14,8 @@ import {
   type RelayDependencies,
   relayOutbox,
   sweepOutbox,
-} from '../../src/inbox/internal';
+} from '#inbox/internal';
+
 import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 

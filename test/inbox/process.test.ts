@@ -6,7 +6,8 @@ import {
   PoisonMessageError,
   processDelivery,
   TransientStoreError,
-} from '../../src/inbox/internal';
+} from '#inbox/internal';
+
 import { MAX_BODY_DEPTH } from '../../src/inbox/process';
 import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { CosmosClient } from '@azure/cosmos';
 
-import { MARKER_TYPE, processDelivery, runPurge } from '../../src/inbox/internal';
+import { MARKER_TYPE, processDelivery, runPurge } from '#inbox/internal';
+
 import { delivery, dependencies, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 

@@ -9,7 +9,7 @@ import {
   retentionBoundSeconds,
   SettingsError,
   sweepSchedule,
-} from '../../src/inbox/internal';
+} from '#inbox/internal';
 
 const base = { COSMOS_ENDPOINT: 'https://account.documents.azure.com:443/' };
 

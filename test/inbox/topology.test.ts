@@ -67,7 +67,7 @@ describe('the function app against src/topology.json', () => {
 
     expect([...registeredConsumers().keys()].sort()).toEqual(declared.sort());
     for (const [name, consumer] of registeredConsumers()) {
-      expect([consumer.name, consumer.subscription]).toEqual([name, name]);
+      expect([consumer.name, bindingOf(consumer.name).subscription]).toEqual([name, name]);
     }
   });
 

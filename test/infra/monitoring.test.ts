@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { METRIC_NAMES } from '../../src/inbox/internal';
+import { METRIC_NAMES } from '#inbox/internal';
+
 import {
   appRoleAssignments,
   armGuid,

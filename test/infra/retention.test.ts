@@ -2,7 +2,8 @@
 // resubmit margin as the app does (src/inbox/settings.ts), deploys a retention above it, and refuses
 // one at or below it, saying why.
 
-import { loadSettings, parseDurationSeconds, retentionBoundSeconds } from '../../src/inbox/internal';
+import { loadSettings, parseDurationSeconds, retentionBoundSeconds } from '#inbox/internal';
+
 import { appSettings, azdEnvironment, azdParameters, describeInfra, only } from '../support/bicep';
 
 describeInfra(

@@ -1,3 +1,5 @@
+import { CircuitBreaker } from '#inbox/internal';
+
 import {
   type FunctionApp,
   type InvocationResult,
@@ -7,7 +9,6 @@ import {
   type TimerRun,
 } from '../../local/host/worker';
 import { inboxRuntime } from '../../src/app';
-import { CircuitBreaker } from '../../src/inbox/internal';
 
 export type { LogLine };
 

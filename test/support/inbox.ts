@@ -1,8 +1,9 @@
 import type { Container } from '@azure/cosmos';
 import { z } from 'zod';
 
+import type { InboxConsumer, ProcessDependencies } from '#inbox/internal';
+
 import type { Delivery } from '../../src/inbox/delivery';
-import type { InboxConsumer, ProcessDependencies } from '../../src/inbox/internal';
 
 /** A consumer defined in the test, outside src/topology.json: the same shape defineInboxConsumer returns. */
 export function testConsumer(
@@ -12,9 +13,6 @@ export function testConsumer(
   return {
     kind: 'inbox',
     name: 'test.consumer',
-    topic: 'test-topic',
-    subscription: 'test-subscription',
-    subjects: ['Test'],
     schema: TestMessage,
     partitionKey: (message) => `account:${message.accountId}`,
     handle,

@@ -1,7 +1,8 @@
 import { app } from '@azure/functions';
 
+import { type InboxConsumer, type OutboxRoutes, serviceBusHandler } from '#inbox/internal';
+
 import { inboxRuntime } from '../../src/app';
-import { type InboxConsumer, type OutboxRoutes, serviceBusHandler } from '../../src/inbox/internal';
 import { outboxRoutesOf, type Topology, validateTopology } from '../../src/topology';
 import { testConsumer, type TestMessage } from './inbox';
 

@@ -1,4 +1,3 @@
-import { runTool, type ToolContext } from '../../cli/tool';
 import {
   OUTBOX_TYPE,
   type OutboxDocument,
@@ -6,7 +5,9 @@ import {
   type OutboxPublisher,
   processDelivery,
   relayOutbox,
-} from '../../src/inbox/internal';
+} from '#inbox/internal';
+
+import { runTool, type ToolContext } from '../../cli/tool';
 import { main } from '../../tools/outbox';
 import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';

@@ -15,7 +15,7 @@ const missingDirectory = join(tmpdir(), 'no-such-directory', 'x');
 /** The TypeScript file a script runs: `tsx <file>`, or for bench the file its tsc build runs. */
 const entry = (script: string): string =>
   /tsx (\S+\.ts)/.exec(scripts[script] ?? '')?.[1] ??
-  (/node \.cache\/bench\/(\S+)\.js/.exec(scripts[script] ?? '')?.[1] ?? '') + '.ts';
+  (/node (?:--conditions=bench )?\.cache\/bench\/(\S+)\.js/.exec(scripts[script] ?? '')?.[1] ?? '') + '.ts';
 
 const run = (script: string, args: string[]): ReturnType<typeof spawnSync> =>
   spawnSync(process.execPath, [require.resolve('tsx/cli'), entry(script), ...args], {
@@ -61,7 +61,8 @@ describe('every command', () => {
   it('has a usage error in this table', () => {
     const commands = Object.keys(scripts).filter(
       (script) =>
-        /^(tsx|node \.cache\/bench)/.test(scripts[script]?.split(' && ').pop() ?? '') && script !== 'build',
+        /^(tsx|node (--conditions=bench )?\.cache\/bench)/.test(scripts[script]?.split(' && ').pop() ?? '') &&
+        script !== 'build',
     );
 
     expect(usageErrors.map(([script]) => script).sort()).toEqual(commands.sort());

@@ -4,6 +4,9 @@ import { join, relative, resolve } from 'node:path';
 import { CosmosClient } from '@azure/cosmos';
 import { ServiceBusClient } from '@azure/service-bus';
 
+import { formatDuration, parseDurationSeconds } from '#inbox/internal';
+import { loadSettings, MARKER_TYPE, SettingsError } from '#inbox/internal';
+
 import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../../build/localRun';
 import { buildPackage, ROOT } from '../../build/package';
 import { bounded, EnvironmentError } from '../../cli/errors';
@@ -25,8 +28,6 @@ import { TimerTriggers } from '../../local/host/timers';
 import { loadFunctionApp } from '../../local/host/worker';
 import { start as startServiceBus } from '../../local/servicebus/amqp/server';
 import { scaledClock } from '../../local/servicebus/clock';
-import { formatDuration, parseDurationSeconds } from '../../src/inbox/duration';
-import { loadSettings, MARKER_TYPE, SettingsError } from '../../src/inbox/internal';
 import { LiveOutput } from './output';
 
 const USAGE = `Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--app dist]

@@ -1,4 +1,5 @@
-import { PoisonMessageError, TransientStoreError } from '../../../src/inbox';
+import { PoisonMessageError, TransientStoreError } from '#inbox';
+
 import { deliver, type LogLine } from '../../../test/support/deliveries';
 import { useLocalStack } from '../../../test/support/localStack';
 import { type Invoice, invoicePartition } from '../../src';

@@ -1,4 +1,5 @@
-import { type OutboxDocument, outboxEntryOf, type OutboxMessage } from '../../../src/inbox/internal';
+import { type OutboxDocument, outboxEntryOf, type OutboxMessage } from '#inbox/internal';
+
 import { deliver } from '../../../test/support/deliveries';
 import { useLocalStack } from '../../../test/support/localStack';
 import { type Backorder, type Product, productPartition } from '../../src';

@@ -1,6 +1,7 @@
+import { PoisonMessageError } from '#inbox';
+import { type OutboxDocument, outboxEntryOf } from '#inbox/internal';
+
 import { loggedField, loggedOutcome } from '../../../local/host/worker';
-import { PoisonMessageError } from '../../../src/inbox';
-import { type OutboxDocument, outboxEntryOf } from '../../../src/inbox/internal';
 import { bindingOf, outboxRoutesOf, publishersOf, topicsPublishedBy } from '../../../src/topology';
 import { deliver, type LogLine } from '../../../test/support/deliveries';
 import { useLocalStack } from '../../../test/support/localStack';

@@ -1,10 +1,6 @@
+import { InboxTelemetry, METRIC_NAMES, type OutboxMessage, processDelivery } from '#inbox/internal';
+
 import { inboxRuntime } from '../../../src/app';
-import {
-  InboxTelemetry,
-  METRIC_NAMES,
-  type OutboxMessage,
-  processDelivery,
-} from '../../../src/inbox/internal';
 import { deliver, runTimer } from '../../../test/support/deliveries';
 import { delivery, dependencies, testConsumer } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';

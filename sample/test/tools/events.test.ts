@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
 import { UsageError } from '../../../cli/errors';
+import { bindingOf } from '../../../src/topology';
 import { loadSubjectRules, parseEvent, parseEventLines, type SubjectRules } from '../../../tools/events';
 import { SAMPLE_EVENTS, shipmentPlanner } from '../../src';
 
@@ -17,12 +18,15 @@ describe('the subjects the send tool knows', () => {
     // The catalogue's events come from outside the app; the shipment planner's are published by
     // the stock reserver, and have no catalogue entry.
     expect([...rules.keys()].sort()).toEqual(
-      [...Object.values(SAMPLE_EVENTS).map((event) => event.subject), ...shipmentPlanner.subjects].sort(),
+      [
+        ...Object.values(SAMPLE_EVENTS).map((event) => event.subject),
+        ...bindingOf(shipmentPlanner.name).subjects,
+      ].sort(),
     );
     for (const event of Object.values(SAMPLE_EVENTS)) {
       expect([...(rules.get(event.subject)?.schemas.keys() ?? [])]).toEqual([event.consumer]);
     }
-    for (const subject of shipmentPlanner.subjects) {
+    for (const subject of bindingOf(shipmentPlanner.name).subjects) {
       expect([...(rules.get(subject)?.schemas.keys() ?? [])]).toEqual([shipmentPlanner.name]);
     }
   });

@@ -3,8 +3,9 @@ import { join } from 'node:path';
 
 import { app } from '@azure/functions';
 
+import { toDelivery } from '#inbox/internal';
+
 import { loadFunctionApp, loggedOutcome, type ServiceBusDelivery } from '../../../local/host/worker';
-import { toDelivery } from '../../../src/inbox/internal';
 import { functionNameOf, topology } from '../../../src/topology';
 import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../support/probeFunction';
 

@@ -1,4 +1,5 @@
-import { isTopicRefusal, loadSettings, type OutboxMessage } from '../../../../src/inbox/internal';
+import { isTopicRefusal, loadSettings, type OutboxMessage } from '#inbox/internal';
+
 import { serviceBusPublisher } from '../../../../src/serviceBusPublisher';
 import { ORDERS, PAYMENTS, receive, TOPIC, usePeer } from '../../../support/peer';
 

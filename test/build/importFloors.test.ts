@@ -1,0 +1,95 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { RuleTester } from 'eslint';
+
+import { ENTRIES, importFloors } from '../../build/importFloors.cjs';
+
+/**
+ * The lint rule that keeps imports pointing one way (eslint.config.mjs; `npm run lint` runs it over
+ * the project), on planted imports: it fails on one that points up, on a library file imported past
+ * its entries and on the sample imported from outside it, and lets the rest through.
+ */
+const ROOT = join(__dirname, '..', '..');
+const tester = new RuleTester({
+  languageOptions: { ecmaVersion: 2023, sourceType: 'module' },
+});
+const at = (file: string, code: string): { filename: string; code: string } => ({
+  filename: join(ROOT, file),
+  code,
+});
+
+describe('the import-floors rule', () => {
+  it('is wired into the project lint, and the entries are the subpath imports package.json declares', () => {
+    const config = readFileSync(join(ROOT, 'eslint.config.mjs'), 'utf8');
+    const imports = (
+      JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+        imports: Record<string, { default: string }>;
+      }
+    ).imports;
+
+    expect(config).toContain("'house/import-floors': 'error'");
+    expect(
+      Object.fromEntries(Object.entries(imports).map(([name, target]) => [name, target.default])),
+    ).toEqual(Object.fromEntries(Object.entries(ENTRIES).map(([name, file]) => [name, `./${file}`])));
+  });
+
+  // RuleTester makes one jest test of each case.
+  describe('lets imports down a floor, within one, and from tests through; fails the others', () => {
+    tester.run('import-floors', importFloors, {
+      valid: [
+        at('src/app.ts', "import { loadSettings } from '#inbox/internal';"),
+        at('sample/src/paymentApplier.ts', "import { defineInboxConsumer } from '#inbox';"),
+        at('local/host/worker.ts', "import { topology } from '../../src/topology';"),
+        at('build/loadPackage.ts', "import { loadFunctionApp } from '../local/host/worker';"),
+        at('tools/send.ts', "import { runTool } from '../cli/tool';"),
+        at('tools/send.ts', "import { start } from '../local/cosmos';"),
+        at('src/inbox/process.ts', "import { markerId } from './marker';"),
+        at('functions/billing-payment-applier.ts', "import { paymentApplier } from '../sample/src';"),
+        at('sample/demo.ts', "import { ScenarioEnvironment } from './scenario/run';"),
+        at('test/inbox/process.test.ts', "import { MAX_BODY_DEPTH } from '../../src/inbox/process';"),
+        at('sample/test/commands.test.ts', "import { runTool } from '../../tools/outbox';"),
+        at('tools/send.ts', "import { parseArgs } from 'node:util';"),
+      ],
+      invalid: [
+        {
+          ...at('src/inbox/consumer.ts', "import { bindingOf } from '../topology';"),
+          errors: [{ message: /src\/inbox\/consumer.ts is the library, which may not import the app/ }],
+        },
+        {
+          ...at('local/cosmos/server.ts', "import { runTool } from '../../cli/tool';"),
+          errors: [{ message: /is local Azure, which may not import the CLI kit and the build/ }],
+        },
+        {
+          ...at('cli/tool.ts', "import { main } from '../tools/send';"),
+          errors: [{ message: /which may not import the commands/ }],
+        },
+        {
+          ...at('src/app.ts', "const { main } = require('../tools/peek');"),
+          errors: [{ message: /is the app, which may not import the commands/ }],
+        },
+        {
+          ...at('tools/outbox.ts', "import { formatDuration } from '../src/inbox/duration';"),
+          errors: [
+            {
+              message:
+                "Import the library through its entries, '#inbox' or '#inbox/internal', not ../src/inbox/duration.",
+            },
+          ],
+        },
+        {
+          ...at('src/app.ts', "export * from './inbox/internal';"),
+          errors: [{ message: /through its entries/ }],
+        },
+        {
+          ...at('local/servicebus/broker.ts', "import { SUBJECTS } from '../../sample/src';"),
+          errors: [{ message: /may not import the sample/ }],
+        },
+        {
+          ...at('tools/send.ts', "import('../sample/src').then(() => undefined);"),
+          errors: [{ message: /may not import the sample/ }],
+        },
+      ],
+    });
+  });
+});
