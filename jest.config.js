@@ -1,18 +1,56 @@
 const { existsSync } = require('node:fs');
 const { join } = require('node:path');
 
-/** @type {import('jest').Config} */
-module.exports = {
+/**
+ * The suites that take minutes, not seconds: the Bicep CLI, the docs (compiled), copies of the
+ * project (the scaffold, remove:samples), the commands run as a user runs them (usage errors, npm
+ * start's walkthrough, the demo and the benchmark), the deployment package, and the whole-pipeline
+ * scenarios with the property test. `npm run test:fast` runs everything else.
+ */
+const SLOW = [
+  '<rootDir>/test/infra/',
+  '<rootDir>/test/docs/',
+  '<rootDir>/test/scaffold/',
+  '<rootDir>/test/tools/usage.test.ts',
+  '<rootDir>/test/tools/localUsage.test.ts',
+  '<rootDir>/sample/test/scenario/',
+  '<rootDir>/sample/test/commands.test.ts',
+  '<rootDir>/sample/test/package.test.ts',
+  '<rootDir>/sample/test/walkthrough.test.ts',
+  '<rootDir>/sample/test/removeSamples.test.ts',
+  '<rootDir>/sample/test/purgeUnderLoad.test.ts',
+];
+
+/** What every suite shares. */
+const suite = {
   testEnvironment: 'node',
   // sample/ holds the sample's own tests; npm run remove:samples deletes it.
   roots: ['<rootDir>/test', ...(existsSync(join(__dirname, 'sample')) ? ['<rootDir>/sample'] : [])],
-  testMatch: ['**/*.test.ts'],
   setupFiles: ['<rootDir>/test/support/setup.ts'],
-  // Finds the Bicep CLI once per run that includes test/infra, showing a first restore's progress.
-  globalSetup: '<rootDir>/test/support/bicepSetup.ts',
   // The module the Azure Functions Node.js worker injects (see local/host/worker.ts, which
   // does the same for plain Node.js): jest does not go through Module.prototype.require.
   moduleNameMapper: { '^@azure/functions-core$': '<rootDir>/local/host/core.ts' },
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
+};
+
+/** @type {import('jest').Config} */
+module.exports = {
+  projects: [
+    {
+      ...suite,
+      displayName: 'fast',
+      testMatch: ['**/*.test.ts'],
+      testPathIgnorePatterns: ['/node_modules/', ...SLOW],
+    },
+    {
+      ...suite,
+      displayName: 'slow',
+      testMatch: SLOW.map((path) => (path.endsWith('/') ? `${path}**/*.test.ts` : path)),
+    },
+  ],
+  // Every core: the suites start their own servers on free ports and share nothing else.
+  maxWorkers: '100%',
+  // Finds the Bicep CLI once per run that includes test/infra, showing a first restore's progress.
+  globalSetup: '<rootDir>/test/support/bicepSetup.ts',
   testTimeout: 30_000,
 };

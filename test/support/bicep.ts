@@ -6,7 +6,16 @@
 import { execFile, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
@@ -131,11 +140,67 @@ export interface Build {
 
 /** `bicep build --stdout`: the ARM JSON, and whatever the build printed besides it. */
 export async function build(bicep: string, file = mainBicep): Promise<Build> {
-  const { stdout, stderr } = await run(bicep, ['build', file, '--stdout'], {
-    cwd: repoRoot,
-    maxBuffer: 64 * 1024 * 1024,
+  return sharedInRun(bicep, file, ['build', file], async () => {
+    const { stdout, stderr } = await run(bicep, ['build', file, '--stdout'], {
+      cwd: repoRoot,
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    return { template: JSON.parse(stdout) as ArmTemplate, text: stdout, diagnostics: stderr.trim() };
   });
-  return { template: JSON.parse(stdout) as ArmTemplate, text: stdout, diagnostics: stderr.trim() };
+}
+
+/**
+ * A build or snapshot of this project's infra/ computed once per jest run and shared by every suite
+ * that asks for the same one (the test/infra suites all evaluate the defaults, for one): the
+ * run's globalSetup names a folder (BICEP_RUN_RESULTS), and a result is filed there under a digest
+ * of the CLI, every file the template reads (infra/ and src/topology.json) and the arguments. A
+ * template elsewhere (a copy of the project) is never shared. Failures are not kept.
+ */
+async function sharedInRun<T>(
+  bicep: string,
+  templateFile: string,
+  args: unknown,
+  compute: () => Promise<T>,
+  keep: (result: T) => boolean = () => true,
+): Promise<T> {
+  const folder = process.env['BICEP_RUN_RESULTS'];
+  if (!folder || path.relative(infraDir, templateFile).startsWith('..')) return compute();
+  const key = createHash('sha256')
+    .update(bicep)
+    .update(inputsDigest())
+    .update(JSON.stringify(args))
+    .digest('hex');
+  const file = path.join(folder, `${key}.json`);
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as T;
+  } catch {
+    // Not computed yet in this run (or by a suite running at the same time: then both compute it).
+  }
+  const result = await compute();
+  if (keep(result)) {
+    // Written whole, then renamed: a suite reading at the same time sees all of it or nothing.
+    const partial = `${file}.${randomUUID()}`;
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(partial, JSON.stringify(result));
+    renameSync(partial, file);
+  }
+  return result;
+}
+
+let inputs: string | undefined;
+/** A digest of every file the template reads: infra/ and src/topology.json (loadJsonContent). */
+function inputsDigest(): string {
+  if (inputs !== undefined) return inputs;
+  const digest = createHash('sha256');
+  const files = readdirSync(infraDir, { recursive: true, encoding: 'utf8' })
+    .map((file) => path.join(infraDir, file))
+    .filter((file) => statSync(file).isFile())
+    .sort();
+  for (const file of [...files, path.join(repoRoot, 'src', 'topology.json')]) {
+    digest.update(path.relative(repoRoot, file)).update(readFileSync(file));
+  }
+  inputs = digest.digest('hex');
+  return inputs;
 }
 
 /** `bicep lint` over every .bicep file of infra/ (main and modules). */
@@ -201,7 +266,21 @@ export interface SnapshotOptions {
 export async function snapshot(
   bicep: string,
   parameters: Record<string, unknown>,
-  { templateFile = mainBicep, resourceGroup, location = 'westeurope' }: SnapshotOptions = {},
+  options: SnapshotOptions = {},
+): Promise<SnapshotResult> {
+  return sharedInRun(
+    bicep,
+    options.templateFile ?? mainBicep,
+    ['snapshot', parameters, options],
+    () => evaluate(bicep, parameters, options),
+    (result) => result.ok,
+  );
+}
+
+async function evaluate(
+  bicep: string,
+  parameters: Record<string, unknown>,
+  { templateFile = mainBicep, resourceGroup, location = 'westeurope' }: SnapshotOptions,
 ): Promise<SnapshotResult> {
   const workDir = path.join(repoRoot, '.cache', 'bicep', 'snapshots', randomUUID());
   mkdirSync(workDir, { recursive: true });

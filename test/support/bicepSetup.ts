@@ -4,7 +4,8 @@
 // tests are skipped and what to install. Test files read the outcome from the environment
 // (BICEP_PATH, or BICEP_UNAVAILABLE with the reason), which jest's workers inherit.
 
-import { readdirSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { existsSync, readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 
 import { locateBicepShowingProgress, repoRoot, skippedInfraTests } from './bicep';
@@ -16,7 +17,10 @@ interface RunConfig {
 }
 
 export default async function findBicepOnce({ rootDir, testPathPatterns }: RunConfig): Promise<void> {
-  if (process.env['BICEP_PATH'] || process.env['BICEP_UNAVAILABLE']) return;
+  if (process.env['BICEP_PATH'] || process.env['BICEP_UNAVAILABLE']) {
+    shareResultsInThisRun();
+    return;
+  }
   const infraTests = path.join(repoRoot, 'test', 'infra');
   const selected = testPathPatterns.toExecutor({ rootDir });
   const runsInfraTests = readdirSync(infraTests).some(
@@ -24,6 +28,7 @@ export default async function findBicepOnce({ rootDir, testPathPatterns }: RunCo
   );
   if (!runsInfraTests) return;
 
+  shareResultsInThisRun();
   const cli = await locateBicepShowingProgress();
   if (cli.found) {
     process.env['BICEP_PATH'] = cli.path;
@@ -31,4 +36,19 @@ export default async function findBicepOnce({ rootDir, testPathPatterns }: RunCo
   }
   process.env['BICEP_UNAVAILABLE'] = cli.reason;
   process.stderr.write(`\n${skippedInfraTests(cli.reason)}\n`);
+}
+
+/**
+ * A folder for this run's builds and snapshots (test/support/bicep.ts sharedInRun), which the
+ * workers inherit. Runs may overlap (the scaffold tests run jest in a copy that shares .cache), so
+ * only the folders of runs over a day old are removed.
+ */
+function shareResultsInThisRun(): void {
+  const results = path.join(repoRoot, '.cache', 'bicep', 'results');
+  const dayAgo = Date.now() - 86_400_000;
+  for (const run of existsSync(results) ? readdirSync(results) : []) {
+    const folder = path.join(results, run);
+    if (statSync(folder).mtimeMs < dayAgo) rmSync(folder, { recursive: true, force: true });
+  }
+  process.env['BICEP_RUN_RESULTS'] = path.join(results, randomUUID());
 }

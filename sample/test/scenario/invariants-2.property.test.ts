@@ -1,0 +1,3 @@
+import { keepsEveryInvariant } from './invariants';
+
+keepsEveryInvariant(2);
