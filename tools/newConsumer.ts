@@ -324,8 +324,11 @@ app.serviceBusTopic(...consumerTrigger(${identifier}));
 `;
 }
 
-const TEST_PREAMBLE = `import { loggedOutcome } from '../../local/host/worker';
-import { PoisonMessageError } from '#inbox';
+/** A generated test's imports, in the order the lint's import sort wants them, with the consumer's. */
+const testPreamble = (consumerImport: string): string => `import { PoisonMessageError } from '#inbox';
+
+import { loggedOutcome } from '../../local/host/worker';
+${consumerImport}
 import { deliver, type LogLine } from '../support/deliveries';
 import { useLocalStack } from '../support/localStack';
 
@@ -334,9 +337,8 @@ const stack = useLocalStack();`;
 function inboxTest({ name, subject }: ConsumerRequest): string {
   const functionName = functionNameOf(name);
   const identifier = camelCase(functionName);
-  return `${TEST_PREAMBLE.replace(
-    'import { PoisonMessageError',
-    `import { type ${subject}Total, ${identifier}Partition } from '../../src/consumers/${functionName}';\nimport { PoisonMessageError`,
+  return `${testPreamble(
+    `import { type ${subject}Total, ${identifier}Partition } from '../../src/consumers/${functionName}';`,
   )}
 
 const total = async (id: string): Promise<${subject}Total | undefined> =>
@@ -375,10 +377,7 @@ describe('${name}', () => {
 function versionedTest({ name }: ConsumerRequest): string {
   const functionName = functionNameOf(name);
   const identifier = camelCase(functionName);
-  return `${TEST_PREAMBLE.replace(
-    'import { PoisonMessageError',
-    `import { ${identifier}Partition } from '../../src/consumers/${functionName}';\nimport { PoisonMessageError`,
-  )}
+  return `${testPreamble(`import { ${identifier}Partition } from '../../src/consumers/${functionName}';`)}
 
 const stored = async (id: string): Promise<Record<string, unknown> | undefined> =>
   (await stack.container.item(id, ${identifier}Partition(id)).read<Record<string, unknown>>()).resource;
