@@ -10,11 +10,11 @@ import { zipSync } from 'fflate';
 import { UsageError } from '../cli/errors';
 import { writeFormatted } from '../cli/formatted';
 import {
+  type Command,
   EXIT_CODES,
   type ExitCode,
   parseFlags,
-  processContext,
-  runTool,
+  runCommand,
   type ToolContext,
 } from '../cli/tool';
 import { azdZipEntries, listFiles, readAzureYaml } from './azd';
@@ -410,8 +410,6 @@ export function formatBytes(bytes: number): string {
   return bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(2)} MB` : `${(bytes / 1024).toFixed(1)} KB`;
 }
 
-if (require.main === module) {
-  void runTool('package', main, process.argv.slice(2), processContext()).then((code) => {
-    process.exitCode = code;
-  });
-}
+export const command: Command = { name: 'package', main };
+
+if (require.main === module) runCommand(command);

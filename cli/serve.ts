@@ -1,6 +1,6 @@
 import type { ParseArgsConfig } from 'node:util';
 
-import { EXIT_CODES, type FlagValues, runWithFlags, type ToolContext } from './tool';
+import { type Command, commandWithFlags, EXIT_CODES, type FlagValues, type ToolContext } from './tool';
 
 /** What a local server's command line starts. */
 export interface LocalServer {
@@ -8,17 +8,17 @@ export interface LocalServer {
 }
 
 /**
- * Runs a local server's command line: the flags through cli/tool.ts (usage errors exit 2 before
- * `start` runs), then the server `start` returns keeps the process running until Ctrl+C (or
- * SIGTERM) stops it, and the process exits 0.
+ * A local server's command: the flags through cli/tool.ts (usage errors exit 2 before `start`
+ * runs), then the server `start` returns keeps the process running until Ctrl+C (or SIGTERM) stops
+ * it, and the process exits 0.
  */
-export function runServer<T extends ParseArgsConfig>(
+export function serverCommand<T extends ParseArgsConfig>(
   name: string,
   config: T,
   usage: string,
   start: (flags: FlagValues<T>, context: ToolContext) => Promise<LocalServer>,
-): void {
-  const serve = async (flags: FlagValues<T>, context: ToolContext): Promise<typeof EXIT_CODES.ok> => {
+): Command {
+  return commandWithFlags(name, config, usage, async (flags, context) => {
     const server = await start(flags, context);
     context.out('Press Ctrl+C to stop.');
     const stop = (): void => {
@@ -27,8 +27,5 @@ export function runServer<T extends ParseArgsConfig>(
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     return EXIT_CODES.ok;
-  };
-  void runWithFlags(name, config, usage, serve).then((code) => {
-    if (code !== EXIT_CODES.ok) process.exit(code);
   });
 }

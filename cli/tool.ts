@@ -52,26 +52,55 @@ export async function runTool(
 }
 
 /**
- * runTool for a tool whose flags are `config` (with a `help` flag): the flags are parsed before
- * anything else, --help prints `usage` (exit 0), and `main` gets the parsed values.
+ * A command: the name it is run by (`npm run <name>`) and what it does with its arguments. Each
+ * command module exports one and ends with its entry, the same for all:
+ *
+ *   if (require.main === module) runCommand(command);
+ *
+ * so that a test can run `command.main` in its own process (test/tools/usage.test.ts) and know the
+ * command line does the same.
  */
-export function runWithFlags<T extends ParseArgsConfig>(
+export interface Command {
+  name: string;
+  main: (argv: string[], context: ToolContext) => Promise<ExitCode>;
+  /**
+   * Exit as soon as `main` returns, whatever is still open (a command that starts servers and stops
+   * them); otherwise the process ends when nothing is left to do, with `main`'s exit code.
+   */
+  exitWhenDone?: boolean;
+}
+
+/** Runs a command as its process: its arguments, the process's context, its exit code. */
+export function runCommand(command: Command, argv: string[] = process.argv.slice(2)): void {
+  void runTool(command.name, command.main, argv, processContext()).then((code) => {
+    if (command.exitWhenDone) process.exit(code);
+    process.exitCode = code;
+  });
+}
+
+/**
+ * A command whose flags are `config` (with a `help` flag): the flags are parsed before anything
+ * else, --help prints `usage` (exit 0), and `main` gets the parsed values.
+ */
+export function commandWithFlags<T extends ParseArgsConfig>(
   name: string,
   config: T,
   usage: string,
   main: (flags: FlagValues<T>, context: ToolContext) => Promise<ExitCode>,
-  argv: string[] = process.argv.slice(2),
-  context: ToolContext = processContext(),
-): Promise<ExitCode> {
-  const parsed = async (args: string[], tool: ToolContext): Promise<ExitCode> => {
-    const { values } = parseFlags(args, config, usage);
-    if ((values as { help?: unknown }).help) {
-      tool.out(usage);
-      return EXIT_CODES.ok;
-    }
-    return main(values, tool);
+  options: Pick<Command, 'exitWhenDone'> = {},
+): Command {
+  return {
+    name,
+    ...options,
+    main: async (argv, context) => {
+      const { values } = parseFlags(argv, config, usage);
+      if ((values as { help?: unknown }).help) {
+        context.out(usage);
+        return EXIT_CODES.ok;
+      }
+      return main(values, context);
+    },
   };
-  return runTool(name, parsed, argv, context);
 }
 
 /** parseArgs over `argv`, a bad or unknown flag becoming a usage error followed by the tool's usage. */

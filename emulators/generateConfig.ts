@@ -12,11 +12,11 @@ import path from 'node:path';
 import { formatDuration, parseDurationSeconds } from '#inbox/internal';
 
 import {
+  type Command,
   EXIT_CODES,
   type ExitCode,
   parseFlags,
-  processContext,
-  runTool,
+  runCommand,
   type ToolContext,
 } from '../cli/tool';
 import { type Topology, topology as declaredTopology } from '../src/topology';
@@ -311,11 +311,10 @@ function main(argv: string[], context: ToolContext): ExitCode {
   return EXIT_CODES.ok;
 }
 
-if (require.main === module) {
-  void runTool(
-    'emulators:config',
-    (argv, context) => Promise.resolve(main(argv, context)),
-    process.argv.slice(2),
-    processContext(),
-  ).then((code) => process.exit(code));
-}
+export const command: Command = {
+  name: 'emulators:config',
+  main: (argv, context) => Promise.resolve(main(argv, context)),
+  exitWhenDone: true,
+};
+
+if (require.main === module) runCommand(command);

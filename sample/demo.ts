@@ -3,11 +3,12 @@ import { dirname, extname } from 'node:path';
 
 import { formatted, writeFormatted } from '../cli/formatted';
 import {
+  commandWithFlags,
   EXIT_CODES,
   type ExitCode,
   type FlagValues,
   numberFlag,
-  runWithFlags,
+  runCommand,
   type ToolContext,
   usageError,
 } from '../cli/tool';
@@ -318,4 +319,6 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
   return lines.join('\n');
 }
 
-void runWithFlags('demo', FLAGS, usage, main).then((code) => process.exit(code));
+export const command = commandWithFlags('demo', FLAGS, usage, main, { exitWhenDone: true });
+
+if (require.main === module) runCommand(command);

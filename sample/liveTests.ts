@@ -11,11 +11,11 @@ import { loadSettings } from '#inbox/internal';
 
 import { UsageError } from '../cli/errors';
 import {
+  type Command,
   EXIT_CODES,
   type ExitCode,
   parseFlags,
-  processContext,
-  runTool,
+  runCommand,
   type ToolContext,
 } from '../cli/tool';
 import { connectServiceBus, topicFor, toServiceBusMessage } from '../tools/serviceBus';
@@ -246,8 +246,6 @@ function seconds(text: string, flag: string): number {
   return value;
 }
 
-if (require.main === module) {
-  void runTool('test:live', main, process.argv.slice(2), processContext()).then((code) => {
-    process.exitCode = code;
-  });
-}
+export const command: Command = { name: 'test:live', main };
+
+if (require.main === module) runCommand(command);

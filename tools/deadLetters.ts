@@ -8,11 +8,11 @@ import { localRunContext } from '../build/localRun';
 import { bounded, EnvironmentError, UsageError } from '../cli/errors';
 import { table } from '../cli/table';
 import {
+  type Command as CliCommand,
   EXIT_CODES,
   type ExitCode,
   parseFlags,
-  processContext,
-  runTool,
+  runCommand,
   type ToolContext,
 } from '../cli/tool';
 import {
@@ -477,8 +477,6 @@ function bodyText(body: unknown): string {
   }
 }
 
-if (require.main === module) {
-  void runTool('dead-letters', main, process.argv.slice(2), processContext()).then((code) => {
-    process.exitCode = code;
-  });
-}
+export const command: CliCommand = { name: 'dead-letters', main };
+
+if (require.main === module) runCommand(command);

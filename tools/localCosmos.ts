@@ -1,6 +1,7 @@
 import { CosmosClient } from '@azure/cosmos';
 
-import { type LocalServer, runServer } from '../cli/serve';
+import { type LocalServer, serverCommand } from '../cli/serve';
+import { runCommand } from '../cli/tool';
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';
 import { ensureAppContainer } from '../local/cosmos/appContainer';
 import { DEFAULT_KEY, start } from '../local/cosmos/server';
@@ -64,4 +65,6 @@ async function startLocalCosmos(
   return server;
 }
 
-runServer('cosmos', FLAGS, USAGE, startLocalCosmos);
+export const command = serverCommand('cosmos', FLAGS, USAGE, startLocalCosmos);
+
+if (require.main === module) runCommand(command);

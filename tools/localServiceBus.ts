@@ -1,6 +1,7 @@
 import { parseDurationSeconds } from '#inbox/internal';
 
-import { type LocalServer, runServer } from '../cli/serve';
+import { type LocalServer, serverCommand } from '../cli/serve';
+import { runCommand } from '../cli/tool';
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';
 import { start } from '../local/servicebus/amqp/server';
 
@@ -55,4 +56,6 @@ async function startLocalServiceBus(
   return peer;
 }
 
-runServer('local service bus', FLAGS, USAGE, startLocalServiceBus);
+export const command = serverCommand('local service bus', FLAGS, USAGE, startLocalServiceBus);
+
+if (require.main === module) runCommand(command);

@@ -5,11 +5,11 @@ import type { ParseArgsConfig } from 'node:util';
 import { UsageError } from '../cli/errors';
 import { formatted, PROJECT_ROOT, relative, writeTopology } from '../cli/project';
 import {
+  type Command,
   EXIT_CODES,
   type ExitCode,
   parseFlags,
-  processContext,
-  runTool,
+  runCommand,
   type ToolContext,
 } from '../cli/tool';
 import { writeEmulatorConfig } from '../emulators/generateConfig';
@@ -411,8 +411,6 @@ describe('${name}', () => {
 `;
 }
 
-if (require.main === module) {
-  void runTool('new:consumer', main, process.argv.slice(2), processContext()).then((code) => {
-    process.exitCode = code;
-  });
-}
+export const command: Command = { name: 'new:consumer', main };
+
+if (require.main === module) runCommand(command);

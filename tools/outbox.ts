@@ -16,12 +16,12 @@ import { localRunContext } from '../build/localRun';
 import { bounded, EnvironmentError } from '../cli/errors';
 import { table } from '../cli/table';
 import {
+  type Command as CliCommand,
   EXIT_CODES,
   type ExitCode,
   numberFlag,
   parseFlags,
-  processContext,
-  runTool,
+  runCommand,
   type ToolContext,
   usageError,
 } from '../cli/tool';
@@ -298,8 +298,6 @@ function digest(text: unknown): string {
   return `${bytes.length} B sha256:${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}`;
 }
 
-if (require.main === module) {
-  void runTool('outbox', main, process.argv.slice(2), processContext()).then((code) => {
-    process.exitCode = code;
-  });
-}
+export const command: CliCommand = { name: 'outbox', main };
+
+if (require.main === module) runCommand(command);

@@ -7,12 +7,12 @@ import { localRunContext } from '../build/localRun';
 import { bounded } from '../cli/errors';
 import { table } from '../cli/table';
 import {
+  type Command,
   EXIT_CODES,
   type ExitCode,
   numberFlag,
   parseFlags,
-  processContext,
-  runTool,
+  runCommand,
   type ToolContext,
   usageError,
 } from '../cli/tool';
@@ -126,8 +126,6 @@ function bodyDigest(body: unknown): string {
   return `${bytes.length} B sha256:${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}`;
 }
 
-if (require.main === module) {
-  void runTool('peek', main, process.argv.slice(2), processContext()).then((code) => {
-    process.exitCode = code;
-  });
-}
+export const command: Command = { name: 'peek', main };
+
+if (require.main === module) runCommand(command);

@@ -6,11 +6,11 @@ import { parseDocument } from 'yaml';
 
 import { formatted, PROJECT_ROOT, writeTopology } from '../cli/project';
 import {
+  type Command,
   EXIT_CODES,
   type ExitCode,
   parseFlags,
-  processContext,
-  runTool,
+  runCommand,
   type ToolContext,
 } from '../cli/tool';
 import { writeEmulatorConfig } from '../emulators/generateConfig';
@@ -145,8 +145,6 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   return EXIT_CODES.ok;
 }
 
-if (require.main === module) {
-  void runTool('remove:samples', main, process.argv.slice(2), processContext()).then((code) => {
-    process.exitCode = code;
-  });
-}
+export const command: Command = { name: 'remove:samples', main };
+
+if (require.main === module) runCommand(command);

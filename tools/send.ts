@@ -5,11 +5,11 @@ import { LOCAL_RUN_FILE, localRunContext } from '../build/localRun';
 import { bounded } from '../cli/errors';
 import { UsageError } from '../cli/errors';
 import {
+  type Command,
   EXIT_CODES,
   type ExitCode,
   parseFlags,
-  processContext,
-  runTool,
+  runCommand,
   type ToolContext,
 } from '../cli/tool';
 import {
@@ -231,8 +231,6 @@ function positiveInteger(text: string, flag: string): number {
   return value;
 }
 
-if (require.main === module) {
-  void runTool('send', main, process.argv.slice(2), processContext()).then((code) => {
-    process.exitCode = code;
-  });
-}
+export const command: Command = { name: 'send', main };
+
+if (require.main === module) runCommand(command);

@@ -5,7 +5,14 @@ import { type Container, CosmosClient } from '@azure/cosmos';
 import { processDelivery, type ProcessDependencies, type PurgeReport, runPurge } from '#inbox/internal';
 
 import { writeFormatted } from '../../cli/formatted';
-import { EXIT_CODES, type ExitCode, type FlagValues, runWithFlags, type ToolContext } from '../../cli/tool';
+import {
+  commandWithFlags,
+  EXIT_CODES,
+  type ExitCode,
+  type FlagValues,
+  runCommand,
+  type ToolContext,
+} from '../../cli/tool';
 import { type ClientUsage, start } from '../../local/cosmos';
 import { ensureAppContainer } from '../../local/cosmos/appContainer';
 import { paymentApplier } from '../src';
@@ -227,6 +234,6 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
   return EXIT_CODES.ok;
 }
 
-if (require.main === module) {
-  void runWithFlags('bench:purge', FLAGS, USAGE, main).then((code) => process.exit(code));
-}
+export const command = commandWithFlags('bench:purge', FLAGS, USAGE, main, { exitWhenDone: true });
+
+if (require.main === module) runCommand(command);

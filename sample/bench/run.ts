@@ -16,11 +16,11 @@ import {
 import { UsageError } from '../../cli/errors';
 import { startProgress } from '../../cli/progress';
 import {
+  type Command,
   EXIT_CODES,
   type ExitCode,
   parseFlags,
-  processContext,
-  runTool,
+  runCommand,
   type ToolContext,
 } from '../../cli/tool';
 import { freshAppContainer } from '../../local/cosmos/appContainer';
@@ -422,4 +422,6 @@ function positive(name: string, text: string): number {
 
 const usageError = (message: string): UsageError => new UsageError(`${message}\n${USAGE}`);
 
-void runTool('bench', main, process.argv.slice(2), processContext()).then((code) => process.exit(code));
+export const command: Command = { name: 'bench', main, exitWhenDone: true };
+
+if (require.main === module) runCommand(command);

@@ -1,4 +1,6 @@
-import { runTool, type ToolContext } from '../../cli/tool';
+import { join } from 'node:path';
+
+import { type Command, runTool, type ToolContext } from '../../cli/tool';
 import { main } from '../../tools/deadLetters';
 import { main as peekMain } from '../../tools/peek';
 
@@ -30,3 +32,29 @@ export const peek = (argv: string[], context: ToolContext): Promise<number> =>
 /** A Service Bus emulator connection string for a port nobody listens on: a tool that connects fails. */
 export const UNREACHABLE =
   'Endpoint=sb://127.0.0.1:9;SharedAccessKeyName=k;SharedAccessKey=k;UseDevelopmentEmulator=true;';
+
+export interface CommandRun {
+  status: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * A command module's `command` (cli/tool.ts) run in this process the way its entry runs it
+ * (runTool: the exit code, errors as one line), with this environment and its output captured. A
+ * command line's process does exactly this (`runCommand`), so a test need not spawn one per case.
+ */
+export async function runCommandModule(
+  file: string,
+  args: string[],
+  env: Record<string, string | undefined> = process.env,
+): Promise<CommandRun> {
+  const { command } = require(join(ROOT, file)) as { command?: Command };
+  if (!command) throw new Error(`${file} exports no command`);
+  const { context, out, err } = captured(env);
+  const status = await runTool(command.name, command.main, args, context);
+  const text = (lines: string[]): string => lines.map((line) => `${line}\n`).join('');
+  return { status, stdout: text(out), stderr: text(err) };
+}
+
+const ROOT = join(__dirname, '..', '..');

@@ -4,9 +4,12 @@ import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { runCommandModule } from '../support/tools';
+
 /**
  * The command-line tools of local Azure and the sample read their flags through cli/tool.ts: a usage error prints
- * the usage and exits 2 before anything starts, and --help prints the usage and exits 0.
+ * the usage and exits 2 before anything starts, and --help prints the usage and exits 0 (each run in
+ * this process as its entry runs it; npm start's own checks below run it as a process).
  */
 const tools = present([
   { script: 'tools/localCosmos.ts', usage: 'Usage: npm run cosmos', started: 'listening' },
@@ -25,12 +28,9 @@ function present<T extends { script: string } | [string, ...unknown[]]>(entries:
   return entries.filter((entry) => existsSync(Array.isArray(entry) ? entry[0] : entry.script));
 }
 
-const tsx = (args: string[]): { status: number | null; stdout: string; stderr: string } =>
-  spawnSync(process.execPath, [require.resolve('tsx/cli'), ...args], { encoding: 'utf8', timeout: 60_000 });
-
 describe.each(tools)('$script', ({ script, usage, started }) => {
-  it('refuses an unknown flag with its usage and exit code 2, starting nothing', () => {
-    const run = tsx([script, '--no-such-flag']);
+  it('refuses an unknown flag with its usage and exit code 2, starting nothing', async () => {
+    const run = await runCommandModule(script, ['--no-such-flag']);
 
     expect(run.status).toBe(2);
     expect(run.stderr).toContain("Unknown option '--no-such-flag'");
@@ -38,8 +38,8 @@ describe.each(tools)('$script', ({ script, usage, started }) => {
     expect(run.stdout + run.stderr).not.toContain(started);
   });
 
-  it('prints its usage for --help and exits 0', () => {
-    const run = tsx([script, '--help']);
+  it('prints its usage for --help and exits 0', async () => {
+    const run = await runCommandModule(script, ['--help']);
 
     expect(run.status).toBe(0);
     expect(run.stdout).toContain(usage);
@@ -82,8 +82,8 @@ describe('bad values', () => {
         "--duplicate-window='PT1X' is not an ISO-8601 duration",
       ],
     ] satisfies [string, string[], string][]),
-  )('%s %j: exit code 2 with the usage, before it starts', (script, args, message) => {
-    const run = tsx([script, ...args]);
+  )('%s %j: exit code 2 with the usage, before it starts', async (script, args, message) => {
+    const run = await runCommandModule(script, args);
 
     expect(run.status).toBe(2);
     expect(run.stderr).toContain(message);

@@ -1,12 +1,15 @@
-// Every command of package.json, run as a user runs it: --help prints the usage and exits 0; a usage
-// error prints one line saying what is wrong, then the usage, exits 2, and does nothing first (no
-// output before the error, nothing started, nothing connected: Service Bus and Cosmos DB settings
-// point at a port nobody listens on).
+// Every command of package.json: --help prints the usage and exits 0; a usage error prints one line
+// saying what is wrong, then the usage, exits 2, and does nothing first (no output before the error,
+// nothing started, nothing connected: Service Bus and Cosmos DB settings point at a port nobody
+// listens on). Each command's `command` runs in this process as its entry runs it (runCommand); one
+// command line is run as a process, and every command file ends with that same entry.
 
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
+import { type CommandRun, runCommandModule } from '../support/tools';
 
 const scripts = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> })
   .scripts;
@@ -17,17 +20,15 @@ const entry = (script: string): string =>
   /tsx (\S+\.ts)/.exec(scripts[script] ?? '')?.[1] ??
   (/node (?:--conditions=bench )?\.cache\/bench\/(\S+)\.js/.exec(scripts[script] ?? '')?.[1] ?? '') + '.ts';
 
-const run = (script: string, args: string[]): ReturnType<typeof spawnSync> =>
-  spawnSync(process.execPath, [require.resolve('tsx/cli'), entry(script), ...args], {
-    encoding: 'utf8',
-    timeout: 60_000,
-    env: {
-      ...process.env,
-      SERVICEBUS_NAMESPACE: '127.0.0.1:9',
-      SERVICEBUS_CONNECTION_STRING: '',
-      COSMOS_ENDPOINT: 'http://127.0.0.1:9/',
-    },
-  });
+const unreachable = {
+  ...process.env,
+  SERVICEBUS_NAMESPACE: '127.0.0.1:9',
+  SERVICEBUS_CONNECTION_STRING: '',
+  COSMOS_ENDPOINT: 'http://127.0.0.1:9/',
+};
+
+const run = (script: string, args: string[]): Promise<CommandRun> =>
+  runCommandModule(entry(script), args, unreachable);
 
 /** One usage error per command; a command `npm run remove:samples` removed has no script left to run. */
 const usageErrors = (
@@ -70,8 +71,8 @@ describe('every command', () => {
 
   it.each(usageErrors)(
     '%s %j: says what is wrong, prints the usage, exits 2, and does nothing first',
-    (script, args, message) => {
-      const result = run(script, args);
+    async (script, args, message) => {
+      const result = await run(script, args);
       const [first, ...rest] = String(result.stderr).split('\n');
 
       expect(result.status).toBe(2);
@@ -83,12 +84,42 @@ describe('every command', () => {
     },
   );
 
-  it.each(usageErrors.map(([script]) => script))('%s --help: prints the usage and exits 0', (script) => {
-    const result = run(script, ['--help']);
+  it.each(usageErrors.map(([script]) => script))(
+    '%s --help: prints the usage and exits 0',
+    async (script) => {
+      const result = await run(script, ['--help']);
 
-    expect(result.status).toBe(0);
-    expect(String(result.stdout)).toMatch(/^Usage/);
-    expect(String(result.stdout)).toContain(npmCommand(script));
-    expect(result.stderr).toBe('');
+      expect(result.status).toBe(0);
+      expect(String(result.stdout)).toMatch(/^Usage/);
+      expect(String(result.stdout)).toContain(npmCommand(script));
+      expect(result.stderr).toBe('');
+    },
+  );
+});
+
+describe("a command's entry", () => {
+  it.each(usageErrors.map(([script]) => entry(script)))(
+    '%s ends with the entry every command has',
+    (file) => {
+      expect(readFileSync(file, 'utf8')).toMatch(
+        /\nexport const command\b[^]*\nif \(require\.main === module\) runCommand\(command\);\n$/,
+      );
+    },
+  );
+
+  it('runs its command as a process: exit code, usage error on stderr', () => {
+    const result = spawnSync(
+      process.execPath,
+      [require.resolve('tsx/cli'), entry('peek'), 'payments.applier', '--max', '0'],
+      {
+        encoding: 'utf8',
+        timeout: 60_000,
+        env: unreachable,
+      },
+    );
+
+    expect(result.status).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain("peek: --max must be an integer from 1 to 1000; got '0'");
   });
 });

@@ -11,11 +11,12 @@ import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../..
 import { buildPackage, ROOT } from '../../build/package';
 import { bounded, EnvironmentError } from '../../cli/errors';
 import {
+  commandWithFlags,
   EXIT_CODES,
   type ExitCode,
   type FlagValues,
   numberFlag,
-  runWithFlags,
+  runCommand,
   type ToolContext,
   usageError,
 } from '../../cli/tool';
@@ -384,10 +385,6 @@ function shown(path: string): string {
   return fromRoot.startsWith('..') ? path : fromRoot;
 }
 
-if (require.main === module) {
-  void runWithFlags('start', FLAGS, USAGE, main).then((code) => process.exit(code));
-}
-
 /**
  * The app refuses a sweeper whose first resend could come after the broker's duplicate window
  * (OUTBOX_SWEEP_AGE + OUTBOX_SWEEP_INTERVAL ≤ SERVICEBUS_DUPLICATE_WINDOW). npm start tells the app
@@ -417,3 +414,7 @@ function fitSweeper(
     },
   };
 }
+
+export const command = commandWithFlags('start', FLAGS, USAGE, main, { exitWhenDone: true });
+
+if (require.main === module) runCommand(command);
