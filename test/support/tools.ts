@@ -49,6 +49,7 @@ export async function runCommandModule(
   args: string[],
   env: Record<string, string | undefined> = process.env,
 ): Promise<CommandRun> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module the test names
   const { command } = require(join(ROOT, file)) as { command?: Command };
   if (!command) throw new Error(`${file} exports no command`);
   const { context, out, err } = captured(env);
