@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node
 import { dirname, join, relative } from 'node:path';
 
 import { processContext, type ToolContext } from '../cli/tool';
+import { PROJECT_ROOT } from '../local/project';
 
 /**
  * The settings `npm start` writes for the other terminals: where its local Service Bus peer and
@@ -12,7 +13,7 @@ import { processContext, type ToolContext } from '../cli/tool';
  * process that wrote it is gone.
  */
 export const LOCAL_RUN_FILE = 'LOCAL_RUN_FILE';
-export const DEFAULT_LOCAL_RUN_FILE = join(__dirname, '..', '.cache', 'local-run.json');
+export const DEFAULT_LOCAL_RUN_FILE = join(PROJECT_ROOT, '.cache', 'local-run.json');
 
 export interface LocalRun {
   /** The `npm start` process. */

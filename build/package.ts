@@ -17,6 +17,7 @@ import {
   runCommand,
   type ToolContext,
 } from '../cli/tool';
+import { PROJECT_ROOT } from '../local/project';
 import { azdZipEntries, listFiles, readAzureYaml } from './azd';
 import type { LoadReport } from './loadPackage';
 
@@ -49,7 +50,6 @@ Options:
   --json              print the report as JSON
   --build-only        write the folder only (what npm run build does)`;
 
-export const ROOT = resolve(__dirname, '..');
 /** azure.yaml's `dist`: the folder azd zips after `npm run build`. */
 export const PACKAGE_DIR = 'dist';
 export const PACKAGE_MAIN = 'app.js';
@@ -85,7 +85,7 @@ export interface PackageReport {
 }
 
 /** Deletes `out` and writes the package into it; returns the files written. */
-export async function buildPackage(out: string, root = ROOT): Promise<string[]> {
+export async function buildPackage(out: string, root = PROJECT_ROOT): Promise<string[]> {
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
   const functionFiles = readdirSync(join(root, 'functions'))
@@ -137,7 +137,7 @@ export async function buildPackage(out: string, root = ROOT): Promise<string[]> 
 }
 
 /** Packages package-lock.json marks as needed only for development (`dev: true`). */
-export function developmentOnlyPackages(root = ROOT): string[] {
+export function developmentOnlyPackages(root = PROJECT_ROOT): string[] {
   const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
     packages: Record<string, { dev?: boolean }>;
   };
@@ -204,7 +204,7 @@ export async function bootPackage(
   directory: string,
   options: { samples?: number; plan?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<LoadReport[]> {
-  const driver = join(ROOT, '.cache', 'package', 'loadPackage.js');
+  const driver = join(PROJECT_ROOT, '.cache', 'package', 'loadPackage.js');
   driverBuilt ??= build({
     entryPoints: [join(__dirname, 'loadPackage.ts')],
     bundle: true,

@@ -2,17 +2,13 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { type Topology, validateTopology } from '../src/topology';
+import { formatted } from './formatted';
 
 /** The project the tools change: the checkout they are in. */
-export const PROJECT_ROOT = path.join(__dirname, '..');
-export const TOPOLOGY_PATH = path.join(PROJECT_ROOT, 'src', 'topology.json');
+export { PROJECT_ROOT } from '../local/project';
+import { PROJECT_ROOT } from '../local/project';
 
-/** `text` as Prettier writes the file at `file` (the project's .prettierrc.json), so `npm run format:check` passes. */
-export async function formatted(file: string, text: string): Promise<string> {
-  // Loaded on use: Prettier's CommonJS entry imports its ES module, which a jest test file cannot.
-  const { format, resolveConfig } = await import('prettier');
-  return format(text, { ...(await resolveConfig(file)), filepath: file });
-}
+export const TOPOLOGY_PATH = path.join(PROJECT_ROOT, 'src', 'topology.json');
 
 /** Validates `topology` and writes it to src/topology.json, formatted. */
 export async function writeTopology(topology: Topology): Promise<void> {

@@ -11,11 +11,11 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { PROJECT_ROOT } from '../local/project';
 import { COSMOS_EMULATOR } from './provisionCosmos';
 
-const repoRoot = path.resolve(__dirname, '..');
-export const SAMPLE_PATH = path.join(repoRoot, 'local.settings.sample.json');
-export const LOCAL_SETTINGS_PATH = path.join(repoRoot, 'local.settings.json');
+export const SAMPLE_PATH = path.join(PROJECT_ROOT, 'local.settings.sample.json');
+export const LOCAL_SETTINGS_PATH = path.join(PROJECT_ROOT, 'local.settings.json');
 
 /** The emulator's fixed connection string for a client on the same machine (its documented value). */
 export const SERVICE_BUS_EMULATOR_CONNECTION_STRING =

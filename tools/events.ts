@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { Consumer } from '#inbox/internal';
 
 import { bounded, UsageError } from '../cli/errors';
+import { PROJECT_ROOT } from '../local/project';
 import { bindingOf } from '../src/topology';
 import { loadConsumers } from './consumers';
 
@@ -46,7 +47,7 @@ export interface EventShortcut {
 /** Service Bus refuses longer MessageIds. */
 const MAX_MESSAGE_ID_LENGTH = 128;
 
-const SAMPLE_CATALOGUE = path.join(__dirname, '..', 'sample', 'src', 'events.ts');
+const SAMPLE_CATALOGUE = path.join(PROJECT_ROOT, 'sample', 'src', 'events.ts');
 
 /**
  * The sample's events, while the sample is in the project (`npm run remove:samples` deletes it,

@@ -3,7 +3,8 @@ import path from 'node:path';
 import type { ParseArgsConfig } from 'node:util';
 
 import { UsageError } from '../cli/errors';
-import { formatted, PROJECT_ROOT, relative, writeTopology } from '../cli/project';
+import { formatted } from '../cli/formatted';
+import { PROJECT_ROOT, relative, writeTopology } from '../cli/project';
 import {
   type Command,
   EXIT_CODES,

@@ -4,7 +4,8 @@ import type { ParseArgsConfig } from 'node:util';
 
 import { parseDocument } from 'yaml';
 
-import { formatted, PROJECT_ROOT, writeTopology } from '../cli/project';
+import { formatted } from '../cli/formatted';
+import { PROJECT_ROOT, writeTopology } from '../cli/project';
 import {
   type Command,
   EXIT_CODES,

@@ -4,6 +4,7 @@ import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { format } from 'node:util';
 
+import { PROJECT_ROOT } from '../project';
 import type { InvocationResult, LogLine, RegisteredFunction, RpcRetryContext } from './core';
 import * as core from './core';
 import {
@@ -83,7 +84,7 @@ export interface FunctionApp {
   invokeCosmosDB: typeof invokeCosmosDB;
 }
 
-const PROJECT_FUNCTIONS = join(__dirname, '..', '..', 'functions');
+const PROJECT_FUNCTIONS = join(PROJECT_ROOT, 'functions');
 const CORE_MODULE = '@azure/functions-core';
 let installed = false;
 // As in the worker, before any app code runs: a module that registers functions may be imported

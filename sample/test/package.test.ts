@@ -20,13 +20,8 @@ import { METRIC_NAMES, OUTBOX_TYPE, outgoingMessageId, processDelivery } from '#
 
 import { azdRemoteBuild, azdZipEntries, listFiles, readAzureYaml } from '../../build/azd';
 import type { LoadReport } from '../../build/loadPackage';
-import {
-  bootPackage,
-  developmentOnlyPackages,
-  PACKAGE_DIR,
-  type PackageReport,
-  ROOT,
-} from '../../build/package';
+import { bootPackage, developmentOnlyPackages, PACKAGE_DIR, type PackageReport } from '../../build/package';
+import { PROJECT_ROOT } from '../../local/project';
 import { type LocalServiceBus, start as startServiceBus } from '../../local/servicebus/amqp';
 import { scaledClock } from '../../local/servicebus/clock';
 import { functionNameOf, topology } from '../../src/topology';
@@ -48,13 +43,13 @@ const packageDir = join(work, 'dist');
 const zipFile = join(work, 'consumers.zip');
 const extracted = join(work, 'extracted');
 const recordFile = join(work, 'coldstart.md');
-const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+const manifest = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as {
   main: string;
   scripts: Record<string, string>;
   dependencies: Record<string, string>;
   devDependencies: Record<string, string>;
 };
-const service = readAzureYaml(ROOT).services.consumers;
+const service = readAzureYaml(PROJECT_ROOT).services.consumers;
 
 let report: PackageReport;
 let printed: string;
@@ -76,7 +71,7 @@ beforeAll(async () => {
       recordFile,
       '--json',
     ],
-    { cwd: ROOT, encoding: 'utf8' },
+    { cwd: PROJECT_ROOT, encoding: 'utf8' },
   );
   printed = stdout;
   report = JSON.parse(stdout) as PackageReport;
@@ -88,7 +83,7 @@ beforeAll(async () => {
 
 describe('azure.yaml', () => {
   it('deploys the folder npm run build writes, as is, and names the azd it needs', () => {
-    expect(readAzureYaml(ROOT).requiredVersions?.azd).toBe('>= 1.23.5');
+    expect(readAzureYaml(PROJECT_ROOT).requiredVersions?.azd).toBe('>= 1.23.5');
     expect(service).toMatchObject({ project: '.', host: 'function', language: 'ts', dist: PACKAGE_DIR });
     expect(manifest.scripts.build).toBe('tsx build/package.ts --build-only');
     expect(manifest.main).toBe(`${PACKAGE_DIR}/app.js`);
@@ -96,7 +91,7 @@ describe('azure.yaml', () => {
 
   it('makes azd deploy without a remote build, which azd accepts given the project folder', () => {
     expect(service?.remoteBuild).toBe(false);
-    expect(azdRemoteBuild(ROOT, service!)).toEqual({ remoteBuild: false });
+    expect(azdRemoteBuild(PROJECT_ROOT, service!)).toEqual({ remoteBuild: false });
   });
 });
 
@@ -123,12 +118,12 @@ describe('npm run package', () => {
       [
         require.resolve('prettier/bin/prettier.cjs'),
         '--config',
-        join(ROOT, '.prettierrc.json'),
+        join(PROJECT_ROOT, '.prettierrc.json'),
         '--check',
         recordFile,
       ],
       {
-        cwd: ROOT,
+        cwd: PROJECT_ROOT,
         encoding: 'utf8',
       },
     ).catch((error: { code: number; stdout: string }) => error);
@@ -156,7 +151,7 @@ describe('npm run package', () => {
     expect(shipped).not.toHaveProperty('dependencies');
     expect(shipped).not.toHaveProperty('scripts');
     expect(readFileSync(join(extracted, 'host.json'), 'utf8')).toBe(
-      readFileSync(join(ROOT, 'host.json'), 'utf8'),
+      readFileSync(join(PROJECT_ROOT, 'host.json'), 'utf8'),
     );
   });
 
@@ -192,7 +187,7 @@ describe('npm run package', () => {
       process.execPath,
       [require.resolve('tsx/cli'), 'build/package.ts', '--samples', 'x'],
       {
-        cwd: ROOT,
+        cwd: PROJECT_ROOT,
         encoding: 'utf8',
       },
     ).catch((error: { code: number; stderr: string }) => error);
@@ -385,7 +380,7 @@ describeInfra(
     });
 
     it('reads no setting of its own that the Bicep leaves unset, unless src/inbox/README.md documents its default', () => {
-      const readme = readFileSync(join(ROOT, 'src', 'inbox', 'README.md'), 'utf8');
+      const readme = readFileSync(join(PROJECT_ROOT, 'src', 'inbox', 'README.md'), 'utf8');
       const table = readme.slice(readme.indexOf('## Settings'), readme.indexOf('## Telemetry'));
       const documentedOptional = new Set(
         table

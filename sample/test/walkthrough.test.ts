@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
-import { readMarkdown, ROOT } from '../../test/support/markdown';
+import { PROJECT_ROOT } from '../../local/project';
+import { readMarkdown } from '../../test/support/markdown';
 
 const run = promisify(execFile);
 const HEADING = '### Watch it work: `npm start`';
@@ -109,7 +110,7 @@ it('runs the README walkthrough against npm start', async () => {
     'bash',
     ['-c', `exec ${start} --cosmos-port 0 --servicebus-port 0 --app '${join(work, 'app')}'`],
     {
-      cwd: ROOT,
+      cwd: PROJECT_ROOT,
       env,
       detached: true,
     },
@@ -125,7 +126,7 @@ it('runs the README walkthrough against npm start', async () => {
   const printed: Record<string, string> = {};
   for (const command of commands) {
     expect(Object.keys(SHOWS)).toContain(command);
-    const { stdout, stderr } = await run('bash', ['-c', command], { cwd: ROOT, env });
+    const { stdout, stderr } = await run('bash', ['-c', command], { cwd: PROJECT_ROOT, env });
     printed[command] = stdout;
     if (command.startsWith('npm run ')) expect(stderr).toContain('Using the app npm start runs');
     const expected = SHOWS[command] ?? [];

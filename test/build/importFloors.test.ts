@@ -4,26 +4,26 @@ import { join } from 'node:path';
 import { RuleTester } from 'eslint';
 
 import { ENTRIES, importFloors } from '../../build/importFloors.cjs';
+import { PROJECT_ROOT } from '../../local/project';
 
 /**
  * The lint rule that keeps imports pointing one way (eslint.config.mjs; `npm run lint` runs it over
  * the project), on planted imports: it fails on one that points up, on a library file imported past
  * its entries and on the sample imported from outside it, and lets the rest through.
  */
-const ROOT = join(__dirname, '..', '..');
 const tester = new RuleTester({
   languageOptions: { ecmaVersion: 2023, sourceType: 'module' },
 });
 const at = (file: string, code: string): { filename: string; code: string } => ({
-  filename: join(ROOT, file),
+  filename: join(PROJECT_ROOT, file),
   code,
 });
 
 describe('the import-floors rule', () => {
   it('is wired into the project lint, and the entries are the subpath imports package.json declares', () => {
-    const config = readFileSync(join(ROOT, 'eslint.config.mjs'), 'utf8');
+    const config = readFileSync(join(PROJECT_ROOT, 'eslint.config.mjs'), 'utf8');
     const imports = (
-      JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+      JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as {
         imports: Record<string, { default: string }>;
       }
     ).imports;

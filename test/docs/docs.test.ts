@@ -10,6 +10,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import ts from 'typescript';
 import { parse } from 'yaml';
 
+import { PROJECT_ROOT } from '../../local/project';
 import { withoutSamplePassages } from '../../tools/sampleDocs';
 import {
   anchors,
@@ -19,12 +20,11 @@ import {
   markdownFiles,
   npmCommands,
   readMarkdown,
-  ROOT,
 } from '../support/markdown';
 
 const docs = markdownFiles().map(readMarkdown);
 const readme = docs.find((doc) => doc.path === 'README.md')!;
-const packageJson = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+const packageJson = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as {
   scripts: Record<string, string>;
   engines: { node: string };
 };
@@ -73,9 +73,11 @@ describe('the docs', () => {
       links(doc).flatMap(({ line, target }) => {
         const [path = '', anchor] = target.split('#');
         const file =
-          path === '' ? doc.path : relative(ROOT, resolve(ROOT, dirname(doc.path), decodeURI(path)));
+          path === ''
+            ? doc.path
+            : relative(PROJECT_ROOT, resolve(PROJECT_ROOT, dirname(doc.path), decodeURI(path)));
         const where = `${doc.path}:${line}: ${target}`;
-        if (!existsSync(join(ROOT, file))) return [`${where} (no ${file})`];
+        if (!existsSync(join(PROJECT_ROOT, file))) return [`${where} (no ${file})`];
         if (anchor === undefined) return [];
         if (!file.endsWith('.md')) return [`${where} (an anchor into a file that is not markdown)`];
         const target_ = docs.find((d) => d.path === file) ?? readMarkdown(file);
@@ -114,7 +116,7 @@ describe('the docs', () => {
           /^[\w.-]*(\/[\w.*-]*)+$|^[\w-]*\.(json|ts|yml|yaml|md|sh|bicep)$|^\.\w+$/.test(code),
         )
         .filter((code) => !generated.test(code) && !code.includes('*'))
-        .filter((code) => !existsSync(join(ROOT, code)))
+        .filter((code) => !existsSync(join(PROJECT_ROOT, code)))
         .map((code) => `README.md:${line}: ${code}`),
     );
 
@@ -123,14 +125,14 @@ describe('the docs', () => {
 
   it('states the Node.js and azd versions the project requires', () => {
     const node = /^>=(\d+)$/.exec(packageJson.engines.node)![1];
-    const azure = parse(readFileSync(join(ROOT, 'azure.yaml'), 'utf8')) as {
+    const azure = parse(readFileSync(join(PROJECT_ROOT, 'azure.yaml'), 'utf8')) as {
       requiredVersions: { azd: string };
     };
     const azd = /^>= ([\d.]+)$/.exec(azure.requiredVersions.azd)![1];
     const text = readme.prose.map(({ text }) => text).join('\n');
 
     expect(text).toContain(`Node.js **${node}** or later`);
-    expect(readFileSync(join(ROOT, '.nvmrc'), 'utf8').trim()).toBe(node);
+    expect(readFileSync(join(PROJECT_ROOT, '.nvmrc'), 'utf8').trim()).toBe(node);
     expect(text).toContain(`You need azd ${azd} or later`);
   });
 
@@ -140,7 +142,7 @@ describe('the docs', () => {
     );
     const stale = quoted
       .filter(({ doc, block }) => {
-        const file = join(ROOT, dirname(doc.path), block.excerptOf!);
+        const file = join(PROJECT_ROOT, dirname(doc.path), block.excerptOf!);
         return !existsSync(file) || !readFileSync(file, 'utf8').includes(block.text);
       })
       .map(({ doc, block }) => `${doc.path}:${block.line}: not in ${block.excerptOf}`);
@@ -155,7 +157,7 @@ describe('the docs', () => {
 
   it('marks its sample-only passages with balanced, unnested markers (npm run remove:samples cuts them)', () => {
     const problems = docs.flatMap((doc) =>
-      withoutSamplePassages(readFileSync(join(ROOT, doc.path), 'utf8')).problems.map(
+      withoutSamplePassages(readFileSync(join(PROJECT_ROOT, doc.path), 'utf8')).problems.map(
         (problem) => `${doc.path}: ${problem}`,
       ),
     );
@@ -167,7 +169,11 @@ describe('the docs', () => {
     const blocks = docs.flatMap((doc) =>
       doc.blocks
         .filter((block) => /^(ts|typescript)$/.test(block.info) && block.excerptOf === undefined)
-        .map((block) => ({ file: join(ROOT, dirname(doc.path), `__docs_${block.line}.ts`), doc, block })),
+        .map((block) => ({
+          file: join(PROJECT_ROOT, dirname(doc.path), `__docs_${block.line}.ts`),
+          doc,
+          block,
+        })),
     );
 
     expect(blocks.length).toBeGreaterThan(0);
@@ -187,7 +193,7 @@ function helpOf(script: string): string {
   if (entry === undefined) return '';
   if (!helpTexts.has(script)) {
     const run = spawnSync(process.execPath, [require.resolve('tsx/cli'), entry, '--help'], {
-      cwd: ROOT,
+      cwd: PROJECT_ROOT,
       encoding: 'utf8',
       timeout: 60_000,
     });
@@ -199,15 +205,17 @@ function helpOf(script: string): string {
 function sourceOf(script: string): string {
   const entries = [...packageJson.scripts[script]!.matchAll(/[\w./-]+\.(?:ts|js)\b/g)]
     .map((m) => m[0].replace(/^\.cache\/bench\//, '').replace(/\.js$/, '.ts'))
-    .filter((file) => existsSync(join(ROOT, file)));
+    .filter((file) => existsSync(join(PROJECT_ROOT, file)));
   return entries
     .flatMap((entry) => {
-      const text = readFileSync(join(ROOT, entry), 'utf8');
+      const text = readFileSync(join(PROJECT_ROOT, entry), 'utf8');
       const imports = [...text.matchAll(/from '(\.[^']+)'/g)]
         .map((m) => join(dirname(entry), m[1]!))
         .flatMap((path) => [`${path}.ts`, join(path, 'index.ts')])
-        .filter((path) => existsSync(join(ROOT, path)) && statSync(join(ROOT, path)).isFile());
-      return [text, ...imports.map((path) => readFileSync(join(ROOT, path), 'utf8'))];
+        .filter(
+          (path) => existsSync(join(PROJECT_ROOT, path)) && statSync(join(PROJECT_ROOT, path)).isFile(),
+        );
+      return [text, ...imports.map((path) => readFileSync(join(PROJECT_ROOT, path), 'utf8'))];
     })
     .join('\n');
 }
@@ -215,7 +223,7 @@ function sourceOf(script: string): string {
 /** Type-checks the blocks as files next to their markdown, with the project's compiler options. */
 function typeErrors(blocks: { file: string; doc: Markdown; block: Markdown['blocks'][number] }[]): string[] {
   const config = ts.getParsedCommandLineOfConfigFile(
-    join(ROOT, 'tsconfig.json'),
+    join(PROJECT_ROOT, 'tsconfig.json'),
     {},
     {
       ...ts.sys,
@@ -254,9 +262,9 @@ function typeErrors(blocks: { file: string; doc: Markdown; block: Markdown['bloc
 /** Every folder of test/ is in test/README.md's table. */
 describe('test/README.md', () => {
   it('lists every test folder', () => {
-    const table = readFileSync(join(ROOT, 'test', 'README.md'), 'utf8');
+    const table = readFileSync(join(PROJECT_ROOT, 'test', 'README.md'), 'utf8');
     const folders = (folder: string): string[] =>
-      readdirSync(join(ROOT, folder), { withFileTypes: true })
+      readdirSync(join(PROJECT_ROOT, folder), { withFileTypes: true })
         .filter((entry) => entry.isDirectory())
         .flatMap((entry) => {
           const path = `${folder}/${entry.name}`;

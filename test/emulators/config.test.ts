@@ -15,9 +15,9 @@ import {
   emulatorConfig,
   renderEmulatorConfig,
 } from '../../emulators/generateConfig';
+import { PROJECT_ROOT } from '../../local/project';
 import { type Topology, topology } from '../../src/topology';
 
-const repoRoot = path.resolve(__dirname, '..', '..');
 const seconds = (duration: string): number => parseDurationSeconds(duration, 'test');
 
 /** The emulator's limits as its documentation states them, independently of the generator's table. */
@@ -38,7 +38,7 @@ const topicsOf = (config: EmulatorConfig): EmulatorTopic[] =>
   config.UserConfig.Namespaces.flatMap((namespace) => namespace.Topics);
 
 function bicepDefault(pattern: RegExp): string {
-  const match = pattern.exec(readFileSync(path.join(repoRoot, 'infra', 'main.bicep'), 'utf8'));
+  const match = pattern.exec(readFileSync(path.join(PROJECT_ROOT, 'infra', 'main.bicep'), 'utf8'));
   if (!match?.[1]) throw new Error(`infra/main.bicep has no match for ${pattern}`);
   return match[1];
 }

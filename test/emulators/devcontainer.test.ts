@@ -5,6 +5,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { PROJECT_ROOT } from '../../local/project';
+
 interface DevContainer {
   image: string;
   features: Record<string, Record<string, unknown>>;
@@ -12,9 +14,8 @@ interface DevContainer {
   customizations: { vscode: { extensions: string[] } };
 }
 
-const repoRoot = path.resolve(__dirname, '..', '..');
 const devcontainer = JSON.parse(
-  readFileSync(path.join(repoRoot, '.devcontainer', 'devcontainer.json'), 'utf8'),
+  readFileSync(path.join(PROJECT_ROOT, '.devcontainer', 'devcontainer.json'), 'utf8'),
 ) as DevContainer;
 const feature = (id: string): Record<string, unknown> | undefined =>
   Object.entries(devcontainer.features).find(([reference]) => reference.split(':')[0] === id)?.[1];
@@ -34,7 +35,7 @@ describe('.devcontainer/devcontainer.json', () => {
 
   it('installs the Azure CLI with the Bicep version infra/find-bicep.sh pins', () => {
     const pinned = /BICEP_VERSION="\$\{BICEP_VERSION:-([0-9.]+)\}"/.exec(
-      readFileSync(path.join(repoRoot, 'infra', 'find-bicep.sh'), 'utf8'),
+      readFileSync(path.join(PROJECT_ROOT, 'infra', 'find-bicep.sh'), 'utf8'),
     )?.[1];
 
     expect(pinned).toBeDefined();

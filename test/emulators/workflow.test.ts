@@ -8,6 +8,8 @@ import path from 'node:path';
 
 import { parse } from 'yaml';
 
+import { PROJECT_ROOT } from '../../local/project';
+
 interface Step {
   name?: string;
   uses?: string;
@@ -30,11 +32,10 @@ interface Workflow {
   jobs: Record<string, Job>;
 }
 
-const repoRoot = path.resolve(__dirname, '..', '..');
-const workflowText = readFileSync(path.join(repoRoot, '.github', 'workflows', 'ci.yml'), 'utf8');
+const workflowText = readFileSync(path.join(PROJECT_ROOT, '.github', 'workflows', 'ci.yml'), 'utf8');
 const workflow = parse(workflowText) as Workflow;
-const ciRun = readFileSync(path.join(repoRoot, '.ci', 'run'), 'utf8');
-const packageJson = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as {
+const ciRun = readFileSync(path.join(PROJECT_ROOT, '.ci', 'run'), 'utf8');
+const packageJson = JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as {
   scripts: Record<string, string>;
   engines: { node: string };
 };
@@ -94,9 +95,12 @@ describe('.github/workflows/ci.yml', () => {
   });
 
   it('one Node.js version: .nvmrc, package.json engines, .ci/run and the check npm test runs first agree', () => {
-    const nvmrc = readFileSync(path.join(repoRoot, '.nvmrc'), 'utf8');
+    const nvmrc = readFileSync(path.join(PROJECT_ROOT, '.nvmrc'), 'utf8');
     const check = (...version: string[]): ReturnType<typeof spawnSync> =>
-      spawnSync(process.execPath, ['tools/nodeVersion.mjs', ...version], { cwd: repoRoot, encoding: 'utf8' });
+      spawnSync(process.execPath, ['tools/nodeVersion.mjs', ...version], {
+        cwd: PROJECT_ROOT,
+        encoding: 'utf8',
+      });
     const old = check('v20.11.1');
 
     expect(nvmrc).toMatch(/^\d+\n$/);

@@ -7,7 +7,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { type CliResult, describeInfra, infraDir, lint, repoRoot, unformattedFiles } from '../support/bicep';
+import { PROJECT_ROOT } from '../../local/project';
+import { type CliResult, describeInfra, infraDir, lint, unformattedFiles } from '../support/bicep';
 
 const findBicepScript = path.join(infraDir, 'find-bicep.sh');
 const pinnedBicepVersion = /BICEP_VERSION="\$\{BICEP_VERSION:-([0-9.]+)\}"/.exec(
@@ -43,7 +44,7 @@ function findBicepInSandbox(fakeVersion?: string): {
     const environment = { ...process.env };
     delete environment['BICEP_PATH'];
     const script = spawnSync(path.join(bin, 'bash'), [findBicepScript], {
-      cwd: repoRoot,
+      cwd: PROJECT_ROOT,
       encoding: 'utf8',
       env: { ...environment, PATH: bin, HOME: sandbox, BICEP_CACHE_DIR: path.join(sandbox, 'cache') },
     });
@@ -82,7 +83,7 @@ describeInfra(
 
     it('finds a Bicep CLI through infra/find-bicep.sh and prints only its absolute path', () => {
       const script = spawnSync('bash', [findBicepScript], {
-        cwd: repoRoot,
+        cwd: PROJECT_ROOT,
         encoding: 'utf8',
       });
 

@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { PROJECT_ROOT } from '../../local/project';
 import type { PredictedResource, Snapshot } from '../support/bicep';
 import {
   appPrincipal,
@@ -15,14 +16,13 @@ import {
   describeInfra,
   only,
   premiumProvisionedVariant,
-  repoRoot,
   resources,
   role,
 } from '../support/bicep';
 
 /** The purge query as src/inbox/purge.ts writes it (string literals joined with +). */
 function purgeQuery(): string {
-  const source = readFileSync(path.join(repoRoot, 'src', 'inbox', 'purge.ts'), 'utf8');
+  const source = readFileSync(path.join(PROJECT_ROOT, 'src', 'inbox', 'purge.ts'), 'utf8');
   const statement = /const EXPIRED_QUERY =([^;]*);/.exec(source)?.[1] ?? '';
   return [...statement.matchAll(/'([^']*)'/g)].map((literal) => literal[1]).join('');
 }
@@ -39,12 +39,12 @@ interface Filter {
 function sweepQuery(name: 'PENDING_FILTER' | 'UNSENDABLE_FILTER' = 'PENDING_FILTER'): string {
   const filter = new RegExp(`const ${name} = \`([^\`]*)\`;`).exec(relaySource())?.[1] ?? '';
   const type = /export const OUTBOX_TYPE = '([^']*)';/.exec(
-    readFileSync(path.join(repoRoot, 'src', 'inbox', 'outbox.ts'), 'utf8'),
+    readFileSync(path.join(PROJECT_ROOT, 'src', 'inbox', 'outbox.ts'), 'utf8'),
   )?.[1];
   return `SELECT * FROM c WHERE ${filter.replace('${OUTBOX_TYPE}', String(type))}`;
 }
 
-const relaySource = (): string => readFileSync(path.join(repoRoot, 'src', 'inbox', 'relay.ts'), 'utf8');
+const relaySource = (): string => readFileSync(path.join(PROJECT_ROOT, 'src', 'inbox', 'relay.ts'), 'utf8');
 
 /** The path the sweeper's query filters on to leave out the topics that failed in its run. */
 function skippedTopicPath(): string {

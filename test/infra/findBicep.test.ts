@@ -7,7 +7,8 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { pinnedBicepVersion, repoRoot } from '../support/bicep';
+import { PROJECT_ROOT } from '../../local/project';
+import { pinnedBicepVersion } from '../support/bicep';
 
 function sandbox(): { bin: string; env: NodeJS.ProcessEnv; remove: () => void } {
   const root = mkdtempSync(path.join(tmpdir(), 'no-bicep-'));
@@ -39,7 +40,7 @@ it('a jest run without a Bicep CLI prints one line saying why the infra tests ar
         'test/infra/diagnostics.test.ts',
         'test/infra/network.test.ts',
       ],
-      { cwd: repoRoot, encoding: 'utf8', env, timeout: 120_000 },
+      { cwd: PROJECT_ROOT, encoding: 'utf8', env, timeout: 120_000 },
     );
     const output = `${run.stdout}${run.stderr}`;
     const lines = output.split('\n').filter((line) => line.includes('test/infra SKIPPED'));
@@ -76,8 +77,8 @@ it('find-bicep.sh says it is restoring from NuGet, how long it has waited, what 
       ].join('\n'),
       { mode: 0o755 },
     );
-    const run = spawnSync(path.join(bin, 'bash'), [path.join(repoRoot, 'infra', 'find-bicep.sh')], {
-      cwd: repoRoot,
+    const run = spawnSync(path.join(bin, 'bash'), [path.join(PROJECT_ROOT, 'infra', 'find-bicep.sh')], {
+      cwd: PROJECT_ROOT,
       encoding: 'utf8',
       env,
       timeout: 60_000,

@@ -12,10 +12,11 @@ import path from 'node:path';
 
 import { parse } from 'yaml';
 
-import { at, describeInfra, repoRoot } from '../support/bicep';
+import { PROJECT_ROOT } from '../../local/project';
+import { at, describeInfra } from '../support/bicep';
 
 const scriptPath = 'infra/scripts/wait-for-deployment-storage.sh';
-const script = path.join(repoRoot, scriptPath);
+const script = path.join(PROJECT_ROOT, scriptPath);
 const account = 'stdeploy1';
 const container = 'app-package-func-deploy1-abc1234';
 const outputs = { STORAGE_ACCOUNT_NAME: account, DEPLOYMENT_CONTAINER_NAME: container };
@@ -73,7 +74,7 @@ function runHook(az: FakeAz, env: Record<string, string>): HookRun {
       );
     }
     const run = spawnSync(path.join(bin, 'sh'), [script], {
-      cwd: repoRoot,
+      cwd: PROJECT_ROOT,
       encoding: 'utf8',
       env: { PATH: bin, HOME: sandbox, ...env },
     });
@@ -190,7 +191,10 @@ describe(scriptPath, () => {
 });
 
 describe('azure.yaml hooks', () => {
-  const azureYaml = parse(readFileSync(path.join(repoRoot, 'azure.yaml'), 'utf8')) as Record<string, unknown>;
+  const azureYaml = parse(readFileSync(path.join(PROJECT_ROOT, 'azure.yaml'), 'utf8')) as Record<
+    string,
+    unknown
+  >;
 
   it('runs the script with sh after every provision, stopping azd when it fails', () => {
     expect(at(azureYaml, 'hooks.postprovision')).toEqual({

@@ -7,6 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { PROJECT_ROOT } from '../../local/project';
 import type { PredictedResource, Snapshot } from '../support/bicep';
 import {
   appRoleAssignments,
@@ -19,7 +20,6 @@ import {
   moduleOutput,
   only,
   publishedTopics,
-  repoRoot,
   resources,
   role,
   roleAssignments,
@@ -48,7 +48,7 @@ const liveTestCalls = [
   { call: /\.createReceiver\(/, serviceBus: role.serviceBusDataReceiver },
 ] as const;
 // npm run remove:samples removes the sample's live test: its roles are then checked against the next.
-const liveTestsFile = path.join(repoRoot, 'tools', 'liveTests.ts');
+const liveTestsFile = path.join(PROJECT_ROOT, 'tools', 'liveTests.ts');
 const liveTestsSource = existsSync(liveTestsFile) ? readFileSync(liveTestsFile, 'utf8') : '';
 const liveTestsUse = liveTestCalls.filter(({ call }) => call.test(liveTestsSource));
 const describeLiveTests = liveTestsSource === '' ? describe.skip : describe;

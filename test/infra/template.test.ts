@@ -4,7 +4,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { describeInfra, environmentName, only, repoRoot } from '../support/bicep';
+import { PROJECT_ROOT } from '../../local/project';
+import { describeInfra, environmentName, only } from '../support/bicep';
 
 describeInfra(
   'parameters, outputs and tags',
@@ -93,7 +94,7 @@ describeInfra(
       });
 
       it('names the function app after the azure.yaml service in its azd-service-name tag', () => {
-        const azureYaml = readFileSync(path.join(repoRoot, 'azure.yaml'), 'utf8');
+        const azureYaml = readFileSync(path.join(PROJECT_ROOT, 'azure.yaml'), 'utf8');
         const services = [...azureYaml.matchAll(/^services:\n((?: {2}.*\n|\n)*)/gm)].map((block) =>
           [...(block[1] ?? '').matchAll(/^ {2}([A-Za-z0-9-]+):/gm)].map((service) => service[1]),
         );

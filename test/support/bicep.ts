@@ -19,10 +19,11 @@ import {
 import path from 'node:path';
 import { promisify } from 'node:util';
 
+import { PROJECT_ROOT } from '../../local/project';
+
 const run = promisify(execFile);
 
-export const repoRoot = path.resolve(__dirname, '..', '..');
-export const infraDir = path.join(repoRoot, 'infra');
+export const infraDir = path.join(PROJECT_ROOT, 'infra');
 export const mainBicep = path.join(infraDir, 'main.bicep');
 const findBicepScript = path.join(infraDir, 'find-bicep.sh');
 
@@ -48,7 +49,11 @@ export function locateBicep(): BicepLocation {
   if (unavailable) {
     return { found: false, reason: unavailable };
   }
-  const script = spawnSync('bash', [findBicepScript], { cwd: repoRoot, encoding: 'utf8', timeout: 300_000 });
+  const script = spawnSync('bash', [findBicepScript], {
+    cwd: PROJECT_ROOT,
+    encoding: 'utf8',
+    timeout: 300_000,
+  });
   return located(script.status, script.stdout, script.stderr, script.error);
 }
 
@@ -58,7 +63,7 @@ export function locateBicep(): BicepLocation {
  * which the caller reports.
  */
 export async function locateBicepShowingProgress(): Promise<BicepLocation> {
-  const script = spawn('bash', [findBicepScript], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  const script = spawn('bash', [findBicepScript], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   script.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
@@ -104,7 +109,7 @@ export interface CliResult {
   output: string;
 }
 
-async function runCli(bicep: string, args: string[], cwd = repoRoot): Promise<CliResult> {
+async function runCli(bicep: string, args: string[], cwd = PROJECT_ROOT): Promise<CliResult> {
   try {
     const { stdout, stderr } = await run(bicep, args, { cwd, maxBuffer: 64 * 1024 * 1024 });
     return { exitCode: 0, output: `${stdout}${stderr}` };
@@ -142,7 +147,7 @@ export interface Build {
 export async function build(bicep: string, file = mainBicep): Promise<Build> {
   return sharedInRun(bicep, file, ['build', file], async () => {
     const { stdout, stderr } = await run(bicep, ['build', file, '--stdout'], {
-      cwd: repoRoot,
+      cwd: PROJECT_ROOT,
       maxBuffer: 64 * 1024 * 1024,
     });
     return { template: JSON.parse(stdout) as ArmTemplate, text: stdout, diagnostics: stderr.trim() };
@@ -196,8 +201,8 @@ function inputsDigest(): string {
     .map((file) => path.join(infraDir, file))
     .filter((file) => statSync(file).isFile())
     .sort();
-  for (const file of [...files, path.join(repoRoot, 'src', 'topology.json')]) {
-    digest.update(path.relative(repoRoot, file)).update(readFileSync(file));
+  for (const file of [...files, path.join(PROJECT_ROOT, 'src', 'topology.json')]) {
+    digest.update(path.relative(PROJECT_ROOT, file)).update(readFileSync(file));
   }
   inputs = digest.digest('hex');
   return inputs;
@@ -210,7 +215,7 @@ export async function lint(bicep: string): Promise<CliResult> {
 
 /** The .bicep files of infra/ that `bicep format` would change (it is run on a copy). */
 export async function unformattedFiles(bicep: string): Promise<string[]> {
-  const copy = path.join(repoRoot, '.cache', 'bicep', 'format', randomUUID());
+  const copy = path.join(PROJECT_ROOT, '.cache', 'bicep', 'format', randomUUID());
   try {
     cpSync(infraDir, path.join(copy, 'infra'), { recursive: true });
     const result = await runCli(bicep, ['format', '--pattern', 'infra/**/*.bicep'], copy);
@@ -282,7 +287,7 @@ async function evaluate(
   parameters: Record<string, unknown>,
   { templateFile = mainBicep, resourceGroup, location = 'westeurope' }: SnapshotOptions,
 ): Promise<SnapshotResult> {
-  const workDir = path.join(repoRoot, '.cache', 'bicep', 'snapshots', randomUUID());
+  const workDir = path.join(PROJECT_ROOT, '.cache', 'bicep', 'snapshots', randomUUID());
   mkdirSync(workDir, { recursive: true });
   try {
     const paramFile = path.join(workDir, 'main.bicepparam');
@@ -600,7 +605,7 @@ export interface Topology {
 
 /** src/topology.json as the Bicep reads it. */
 export const topology = JSON.parse(
-  readFileSync(path.join(repoRoot, 'src', 'topology.json'), 'utf8'),
+  readFileSync(path.join(PROJECT_ROOT, 'src', 'topology.json'), 'utf8'),
 ) as Topology;
 export const declaredSubscriptions = topology.topics.flatMap((topic) =>
   topic.subscriptions.map((subscription) => ({ topic: topic.name, ...subscription })),

@@ -8,7 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 
-import { locateBicepShowingProgress, repoRoot, skippedInfraTests } from './bicep';
+import { PROJECT_ROOT } from '../../local/project';
+import { locateBicepShowingProgress, skippedInfraTests } from './bicep';
 
 /** The part of jest's global config this reads. */
 interface RunConfig {
@@ -21,7 +22,7 @@ export default async function findBicepOnce({ rootDir, testPathPatterns }: RunCo
     shareResultsInThisRun();
     return;
   }
-  const infraTests = path.join(repoRoot, 'test', 'infra');
+  const infraTests = path.join(PROJECT_ROOT, 'test', 'infra');
   const selected = testPathPatterns.toExecutor({ rootDir });
   const runsInfraTests = readdirSync(infraTests).some(
     (file) => file.endsWith('.test.ts') && selected.isMatch(path.join(infraTests, file)),
@@ -44,7 +45,7 @@ export default async function findBicepOnce({ rootDir, testPathPatterns }: RunCo
  * only the folders of runs over a day old are removed.
  */
 function shareResultsInThisRun(): void {
-  const results = path.join(repoRoot, '.cache', 'bicep', 'results');
+  const results = path.join(PROJECT_ROOT, '.cache', 'bicep', 'results');
   const dayAgo = Date.now() - 86_400_000;
   for (const run of existsSync(results) ? readdirSync(results) : []) {
     const folder = path.join(results, run);

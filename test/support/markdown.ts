@@ -4,9 +4,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-export const ROOT = join(__dirname, '..', '..');
+import { PROJECT_ROOT } from '../../local/project';
 
-/** Every markdown file of the repository, as a path relative to ROOT. */
+/** Every markdown file of the repository, as a path relative to PROJECT_ROOT. */
 export { markdownFiles } from '../../tools/sampleDocs';
 
 export interface CodeBlock {
@@ -27,7 +27,7 @@ export interface Markdown {
 }
 
 export function readMarkdown(path: string): Markdown {
-  const lines = readFileSync(join(ROOT, path), 'utf8').split('\n');
+  const lines = readFileSync(join(PROJECT_ROOT, path), 'utf8').split('\n');
   const prose: Markdown['prose'] = [];
   const blocks: CodeBlock[] = [];
   let open: { fence: string; info: string; start: number; excerptOf?: string } | undefined;

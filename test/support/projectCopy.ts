@@ -3,8 +3,9 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } fro
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
+import { PROJECT_ROOT } from '../../local/project';
 import type { Topology } from '../../src/topology';
-import { azdEnvironment, azdParameters, build, locateBicep, repoRoot, resources, snapshot } from './bicep';
+import { azdEnvironment, azdParameters, build, locateBicep, resources, snapshot } from './bicep';
 
 /**
  * A copy of this checkout in a temporary directory: the files git knows (committed or not, ignored
@@ -24,14 +25,14 @@ export interface ProjectCopy {
 export function copyProject(): ProjectCopy {
   const root = mkdtempSync(path.join(tmpdir(), 'template-copy-'));
   const listed = spawnSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '-z'], {
-    cwd: repoRoot,
+    cwd: PROJECT_ROOT,
     encoding: 'utf8',
   });
   if (listed.status !== 0) throw new Error(`git ls-files failed: ${listed.stderr}`);
   // node_modules and .cache are linked below (in a worktree they may be symlinks git does not ignore).
   const linked = new Set(['node_modules', '.cache']);
   for (const file of listed.stdout.split('\0').filter((name) => name && !linked.has(name))) {
-    const source = path.join(repoRoot, file);
+    const source = path.join(PROJECT_ROOT, file);
     // A file deleted in the working tree but not yet in the index is not part of the checkout.
     try {
       mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
@@ -40,7 +41,7 @@ export function copyProject(): ProjectCopy {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     }
   }
-  for (const name of linked) symlinkSync(path.join(repoRoot, name), path.join(root, name));
+  for (const name of linked) symlinkSync(path.join(PROJECT_ROOT, name), path.join(root, name));
   const env = { ...process.env, APPLICATIONINSIGHTS_CONNECTION_STRING: '', FORCE_COLOR: '0' };
   return {
     root,
@@ -79,7 +80,7 @@ export function useProjectCopy(): () => ProjectCopy {
   };
 }
 
-const bin = (name: string): string => path.join(repoRoot, 'node_modules', '.bin', name);
+const bin = (name: string): string => path.join(PROJECT_ROOT, 'node_modules', '.bin', name);
 
 /** `npm run check` of the copy: the type-check, ESLint and Prettier over the whole project. */
 export function checkProject(copy: ProjectCopy): string[] {
@@ -98,7 +99,7 @@ export function checkProject(copy: ProjectCopy): string[] {
 /** Runs these jest suites of the copy with the copy's jest.config.js; the output when one fails. */
 export function jestIn(copy: ProjectCopy, suites: readonly string[]): { ok: boolean; output: string } {
   const { status, output } = copy.run(process.execPath, [
-    path.join(repoRoot, 'node_modules', 'jest', 'bin', 'jest.js'),
+    path.join(PROJECT_ROOT, 'node_modules', 'jest', 'bin', 'jest.js'),
     '--ci',
     '--runInBand',
     ...suites,

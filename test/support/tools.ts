@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 
 import { type Command, runTool, type ToolContext } from '../../cli/tool';
+import { PROJECT_ROOT } from '../../local/project';
 import { main } from '../../tools/deadLetters';
 import { main as peekMain } from '../../tools/peek';
 
@@ -50,12 +51,10 @@ export async function runCommandModule(
   env: Record<string, string | undefined> = process.env,
 ): Promise<CommandRun> {
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module the test names
-  const { command } = require(join(ROOT, file)) as { command?: Command };
+  const { command } = require(join(PROJECT_ROOT, file)) as { command?: Command };
   if (!command) throw new Error(`${file} exports no command`);
   const { context, out, err } = captured(env);
   const status = await runTool(command.name, command.main, args, context);
   const text = (lines: string[]): string => lines.map((line) => `${line}\n`).join('');
   return { status, stdout: text(out), stderr: text(err) };
 }
-
-const ROOT = join(__dirname, '..', '..');

@@ -8,7 +8,7 @@ import { formatDuration, parseDurationSeconds } from '#inbox/internal';
 import { loadSettings, MARKER_TYPE, SettingsError } from '#inbox/internal';
 
 import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../../build/localRun';
-import { buildPackage, ROOT } from '../../build/package';
+import { buildPackage } from '../../build/package';
 import { bounded, EnvironmentError } from '../../cli/errors';
 import {
   commandWithFlags,
@@ -27,6 +27,7 @@ import { ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
 import { ServiceBusTriggers, triggerSettings } from '../../local/host/serviceBusTriggers';
 import { TimerTriggers } from '../../local/host/timers';
 import { loadFunctionApp } from '../../local/host/worker';
+import { PROJECT_ROOT } from '../../local/project';
 import { start as startServiceBus } from '../../local/servicebus/amqp/server';
 import { scaledClock } from '../../local/servicebus/clock';
 import { LiveOutput } from './output';
@@ -308,7 +309,7 @@ function readAppSettings(env: Readonly<Record<string, string | undefined>>): {
   const values: Record<string, string> = {};
   const sources: string[] = [];
   for (const file of ['local.settings.sample.json', 'local.settings.json']) {
-    const path = join(ROOT, file);
+    const path = join(PROJECT_ROOT, file);
     if (!existsSync(path)) continue;
     const parsed = JSON.parse(readFileSync(path, 'utf8')) as { Values?: Record<string, unknown> };
     for (const [name, value] of Object.entries(parsed.Values ?? {})) {
@@ -329,7 +330,7 @@ function readAppSettings(env: Readonly<Record<string, string | undefined>>): {
  * folder above it, and a folder holding anything but an earlier build.
  */
 function refuseAppFolder(directory: string): void {
-  const inside = relative(directory, ROOT);
+  const inside = relative(directory, PROJECT_ROOT);
   if (inside === '' || !inside.startsWith('..')) {
     throw new EnvironmentError(
       `--app ${shown(directory)} is the project or holds it; name a build folder such as dist.`,
@@ -340,7 +341,8 @@ function refuseAppFolder(directory: string): void {
   const name = existsSync(manifest)
     ? (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: unknown }).name
     : undefined;
-  const ours = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string }).name;
+  const ours = (JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { name: string })
+    .name;
   if (name !== ours || !existsSync(join(directory, 'host.json')) || existsSync(join(directory, 'src'))) {
     throw new EnvironmentError(
       `--app ${shown(directory)} is not empty and holds no earlier build of this app; it would be emptied. Name another folder.`,

@@ -1,21 +1,19 @@
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 
 import { FunctionsHost } from '../../../local/host/brokerHost';
 import { loadFunctionApp } from '../../../local/host/worker';
+import { PROJECT_ROOT } from '../../../local/project';
 import { type LocalServiceBus, start } from '../../../local/servicebus/amqp';
 import { useLocalStack } from '../../../test/support/localStack';
 import { captured } from '../../../test/support/tools';
 import { endToEnd } from '../../liveTests';
-
-const ROOT = join(__dirname, '..', '..', '..');
 
 function runScript(
   env: Record<string, string | undefined>,
 ): Promise<{ code: number | null; stdout: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [require.resolve('tsx/cli'), 'sample/liveTests.ts'], {
-      cwd: ROOT,
+      cwd: PROJECT_ROOT,
       env,
     });
     let stdout = '';

@@ -6,10 +6,10 @@ import { app } from '@azure/functions';
 import { toDelivery } from '#inbox/internal';
 
 import { loadFunctionApp, loggedOutcome, type ServiceBusDelivery } from '../../../local/host/worker';
+import { PROJECT_ROOT } from '../../../local/project';
 import { functionNameOf, topology } from '../../../src/topology';
 import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../support/probeFunction';
 
-const ROOT = join(__dirname, '..', '..', '..');
 /**
  * functions/<name>.ts, in the order the worker loads them: one per subscription, the purge timer,
  * the outbox relay (change feed) and its sweeper (timer).
@@ -25,7 +25,7 @@ const APP_FUNCTIONS = [
 function node(code: string): Promise<{ stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [require.resolve('tsx/cli'), '-e', code], {
-      cwd: ROOT,
+      cwd: PROJECT_ROOT,
       env: { ...process.env, APPLICATIONINSIGHTS_CONNECTION_STRING: '' },
     });
     let stdout = '';
@@ -55,7 +55,9 @@ describe('loading the app through the worker path', () => {
   it('registers every function with the binding metadata the host reads, without a test-mode warning', async () => {
     const loaded = await loadFunctionApp();
     // This file also registers the probe functions; the app's are those loaded from functions/.
-    const appFunctions = loaded.functions.filter((f) => f.metadata.directory === join(ROOT, 'functions'));
+    const appFunctions = loaded.functions.filter(
+      (f) => f.metadata.directory === join(PROJECT_ROOT, 'functions'),
+    );
     const triggers = Object.fromEntries(
       appFunctions.map((f) => [f.name, Object.values(f.metadata.bindings)] as const),
     );
