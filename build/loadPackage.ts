@@ -18,7 +18,7 @@ import {
  *   node loadPackage.js <package folder> [<plan.json>]
  *
  * plan.json: { "invocations": [{ "function": "billing-payment-applier", "delivery": { "body": "...", ... } },
- *                              { "function": "outboxRelay", "documents": [ ...a change feed page ] }],
+ *                              { "function": "outbox-relay", "documents": [ ...a change feed page ] }],
  *              "lingerMs": 0 }
  */
 export interface LoadReport {

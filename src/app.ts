@@ -137,7 +137,7 @@ export const purge: TimerHandler = purgeTimerHandler(inboxRuntime);
 export function outboxRelayTrigger(): [functionName: string, options: CosmosDBv4FunctionOptions] {
   const { cosmos } = startupSettings;
   return [
-    'outboxRelay',
+    'outbox-relay',
     {
       connection: 'CosmosDBConnection',
       databaseName: cosmos.database,
@@ -160,7 +160,7 @@ export function outboxRelayTrigger(): [functionName: string, options: CosmosDBv4
 /** The outbox sweeper's registration (`app.timer(...outboxSweeperTimer())`), every OUTBOX_SWEEP_INTERVAL. */
 export function outboxSweeperTimer(): [functionName: string, options: TimerFunctionOptions] {
   return [
-    'outboxSweeper',
+    'outbox-sweeper',
     {
       // loadSettings refuses an interval no schedule repeats evenly, so there is always one.
       schedule: sweepSchedule(startupSettings) ?? '0 * * * * *',

@@ -291,7 +291,7 @@ resource outboxPendingAge 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = 
   kind: 'LogAlert'
   properties: {
     displayName: 'Outbox messages pending for more than ${outboxPendingAgeThresholdSeconds} s'
-    description: 'Messages the consumers published (tx.publish) are not reaching Service Bus: a sweeper run found an outbox message pending for longer than the threshold (outbox.oldest_pending_age). Check the outboxRelay and outboxSweeper failures and the app\'s Azure Service Bus Data Sender role on the topic.'
+    description: 'Messages the consumers published (tx.publish) are not reaching Service Bus: a sweeper run found an outbox message pending for longer than the threshold (outbox.oldest_pending_age). Check the outbox-relay and outbox-sweeper failures and the app\'s Azure Service Bus Data Sender role on the topic.'
     severity: 2
     enabled: true
     scopes: [
@@ -341,7 +341,7 @@ resource outboxTopicFailing 'Microsoft.Insights/scheduledQueryRules@2026-03-01' 
   kind: 'LogAlert'
   properties: {
     displayName: 'A topic refuses the outbox\'s messages'
-    description: 'The outbox sweeper could not send messages pending for longer than OUTBOX_SWEEP_AGE to this topic (outbox.send_failures, source sweeper). Its messages wait, pending; the other topics are not held. Check that the topic exists and is enabled, and the app\'s Azure Service Bus Data Sender role on it; the outboxSweeper logs name the Service Bus error.'
+    description: 'The outbox sweeper could not send messages pending for longer than OUTBOX_SWEEP_AGE to this topic (outbox.send_failures, source sweeper). Its messages wait, pending; the other topics are not held. Check that the topic exists and is enabled, and the app\'s Azure Service Bus Data Sender role on it; the outbox-sweeper logs name the Service Bus error.'
     severity: 1
     enabled: true
     scopes: [

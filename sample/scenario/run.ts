@@ -270,8 +270,8 @@ export class ScenarioEnvironment {
       seededRandom(options.seed ^ 0x3c6ef372),
       () => clock.now(),
     );
-    const relayRegistration = this.app.cosmosDB.find((f) => f.name === 'outboxRelay');
-    if (!relayRegistration) throw new Error('The app registers no outboxRelay function.');
+    const relayRegistration = this.app.cosmosDB.find((f) => f.name === 'outbox-relay');
+    if (!relayRegistration) throw new Error('The app registers no outbox-relay function.');
     const relay = new ChangeFeedTrigger(relayRegistration, {
       clock,
       monitored: container,
@@ -345,7 +345,7 @@ export class ScenarioEnvironment {
         if (sweeper.stopped) return;
         const startedAt = clock.now();
         sweeper.running = this.app
-          .invokeTimer('outboxSweeper', { firedAt: new Date(startedAt) })
+          .invokeTimer('outbox-sweeper', { firedAt: new Date(startedAt) })
           .then((run) => {
             sweeper.runs++;
             const sweep = sweepRecordOf(run.logs, startedAt, clock.now());

@@ -278,7 +278,7 @@ describeInfra(
             ...twice('billing-payment-applier', 'PaymentReceived', 'pay-pkg-1', payment),
             ...twice('inventory-stock-reserver', 'OrderCreated', 'ord-pkg-1', order),
             ...twice('billing-invoice-status-projector', 'InvoiceStatusChanged', 'status-pkg-1', status),
-            { function: 'outboxRelay', documents: page },
+            { function: 'outbox-relay', documents: page },
           ],
         }),
       );
@@ -337,7 +337,7 @@ describeInfra(
         .map(({ name, bindings }) => ({ name, trigger: Object.values(bindings).find(isTrigger) }))
         .filter(({ trigger }) => trigger?.type === 'timerTrigger');
 
-      expect(timers.map(({ name }) => name).sort()).toEqual(['outboxSweeper', 'purgeExpiredMarkers']);
+      expect(timers.map(({ name }) => name).sort()).toEqual(['outbox-sweeper', 'purge-expired-markers']);
       for (const { trigger } of timers) {
         expect(String(trigger?.schedule).split(' ')).toHaveLength(6);
         expect(trigger?.runOnStartup).not.toBe(true);
@@ -349,7 +349,7 @@ describeInfra(
         .map(({ name, bindings }) => ({ name, trigger: Object.values(bindings).find(isTrigger) }))
         .filter(({ trigger }) => trigger?.type === 'cosmosDBTrigger');
 
-      expect(relays.map(({ name }) => name)).toEqual(['outboxRelay']);
+      expect(relays.map(({ name }) => name)).toEqual(['outbox-relay']);
       expect(relays[0]?.trigger).toMatchObject({
         connection: 'CosmosDBConnection',
         databaseName: templateDefault('cosmosDatabaseName'),
@@ -406,7 +406,7 @@ describeInfra(
         { function: 'inventory-stock-reserver', outcome: 'duplicate' },
         { function: 'billing-invoice-status-projector', outcome: 'processed' },
         { function: 'billing-invoice-status-projector', outcome: 'duplicate' },
-        { function: 'outboxRelay' },
+        { function: 'outbox-relay' },
       ]);
       const read = async <T extends object>(id: string, partitionKey: string): Promise<T | undefined> =>
         (await stack.container.item(id, partitionKey).read<T>()).resource;

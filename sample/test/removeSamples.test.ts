@@ -39,7 +39,7 @@ describe('npm run remove:samples in a copy of the project', () => {
       expect({ file, exists: existsSync(path.join(copy().root, file)) }).toEqual({ file, exists: false });
     }
     expect(existsSync(path.join(copy().root, 'src', 'inbox', 'index.ts'))).toBe(true);
-    expect(existsSync(path.join(copy().root, 'functions', 'purgeExpiredMarkers.ts'))).toBe(true);
+    expect(existsSync(path.join(copy().root, 'functions', 'purge-expired-markers.ts'))).toBe(true);
     expect(declaredSubscriptions(copy())).toEqual([]);
     expect(JSON.parse(copy().read('src/topology.json'))).toEqual({ topics: [] });
     expect(JSON.parse(copy().read('package.json'))).not.toHaveProperty(['scripts', 'demo']);

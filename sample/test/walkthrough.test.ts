@@ -70,7 +70,7 @@ const SHOWS: Record<string, RegExp[]> = {
   // The backorder and its event commit together; the relay sends the event, the planner applies it.
   'npm run send -- order --order ORD-1 --product SKU-1 --quantity 2': [
     /inventory-stock-reserver #\d+ delivery 1 messageId=order-ORD-1: alternative \(backorder\) → completed/,
-    /outboxRelay \(change feed, \d+ changes, 1 attempt\) succeeded: Relayed 1 outbox messages/,
+    /outbox-relay \(change feed, \d+ changes, 1 attempt\) succeeded: Relayed 1 outbox messages/,
     /shipping-shipment-planner #\d+ delivery 1 messageId=[0-9a-f]{32}: processed → completed/,
     /totals: .*inbox markers 3, messages waiting 0, in dead-letter queues 2/,
   ],

@@ -40,19 +40,43 @@ export function storeStatusOf(error: unknown): number | undefined {
   return typeof code === 'number' ? code : undefined;
 }
 
+/**
+ * Why a message is poison: it can never succeed, nothing was written, and Service Bus dead-letters
+ * it once its deliveries run out. The reason is in PoisonMessageError.reason, in the delivery's log
+ * line (`"reason"`) and in the `inbox.messages` metric's `poison` outcome.
+ */
 export const POISON_REASONS = [
+  /** The message has no MessageId, so its effect cannot be deduplicated. */
   'missing-message-id',
+  /**
+   * The body has a top-level property the Functions host puts in place of the broker's own metadata
+   * (a `MessageId`, `DeliveryCount`, ... in any case): the message cannot be deduplicated. Rename it.
+   */
   'metadata-shadowed-by-body',
+  /** The body is not JSON (its length and SHA-256 prefix are logged, never its content). */
   'body-not-json',
+  /** The body nests arrays or objects deeper than MAX_BODY_DEPTH (64) levels. */
   'too-deep',
+  /** The body does not match the consumer's schema, or a versioned consumer projected no numeric version. */
   'schema-violation',
+  /** The consumer's `partitionKey` threw, or gave no non-empty string of at most 2 KB. */
   'no-partition-key',
+  /** The handler staged more writes and publishes than fit one transactional batch with the marker (100 operations). */
   'too-many-operations',
+  /** The staged writes take more than one transactional batch carries (2 MiB), or Cosmos DB answered 413. */
   'batch-too-large',
+  /** Cosmos DB refused a staged write with 400 (an id or a document it does not take): retrying cannot change that. */
   'rejected-by-store',
+  /** The handler threw PoisonMessageError itself: something is wrong with the message (a negative amount, ...). */
   'rejected-by-handler',
+  /**
+   * `tx.publish` was given a message the outbox would lose: one Service Bus or JSON would not take
+   * as it is, a topic the consumer may not publish to, a subject no subscription takes, a name used twice.
+   */
   'invalid-outgoing-message',
+  /** The handler staged a write of the inbox's own documents (a marker, an outbox document). */
   'reserved-document',
+  /** Reading the message threw something unexpected, which it would throw on every delivery. */
   'unprocessable',
 ] as const;
 export type PoisonReason = (typeof POISON_REASONS)[number];

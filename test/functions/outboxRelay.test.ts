@@ -18,7 +18,7 @@ import { delivery, dependencies, documentsIn, testConsumer } from '../support/in
 import { useLocalStack } from '../support/localStack';
 
 /**
- * The outbox relay as Azure runs it: the function registered by functions/outboxRelay.ts, handed a
+ * The outbox relay as Azure runs it: the function registered by functions/outbox-relay.ts, handed a
  * page of changes through the worker path (the host's RPC request for a Cosmos DB trigger, with
  * Json.NET's rewriting of date-like strings), sending with the app's publisher.
  */
@@ -71,7 +71,7 @@ describe('the outbox relay function', () => {
   it('sends what the handler staged, dates and all, although the trigger rewrites date-like strings', async () => {
     const page = await committedPage('r1');
 
-    const result = await relayChanges('outboxRelay', page);
+    const result = await relayChanges('outbox-relay', page);
     const outbox = (await documentsIn(stack.container, 'account:r1')).filter(
       (d) => d.type === OUTBOX_TYPE,
     ) as OutboxDocument[];
@@ -88,8 +88,8 @@ describe('the outbox relay function', () => {
     const page = await committedPage('r2');
     failSends = true;
 
-    const retried = await relayChanges('outboxRelay', page, { retryCount: 3, maxRetryCount: 8 });
-    const last = await relayChanges('outboxRelay', page, { retryCount: 8, maxRetryCount: 8 });
+    const retried = await relayChanges('outbox-relay', page, { retryCount: 3, maxRetryCount: 8 });
+    const last = await relayChanges('outbox-relay', page, { retryCount: 8, maxRetryCount: 8 });
 
     expect(retried.error?.message).toContain('ServiceCommunicationProblem');
     expect(retried.logs.map((l) => l.text).join('\n')).toContain('the change feed page will be retried');
@@ -99,7 +99,7 @@ describe('the outbox relay function', () => {
   });
 
   it('ignores a page without outbox documents, sending and logging nothing', async () => {
-    const result = await relayChanges('outboxRelay', [{ id: 'x', partitionKey: 'p', type: 'invoice' }]);
+    const result = await relayChanges('outbox-relay', [{ id: 'x', partitionKey: 'p', type: 'invoice' }]);
 
     expect(result.error).toBeUndefined();
     expect(sent).toEqual([]);
@@ -107,7 +107,7 @@ describe('the outbox relay function', () => {
   });
 
   it('retries a page for as long as the READMEs say before the sweeper takes over', async () => {
-    const relay = (await loadFunctionApp()).cosmosDB.find((f) => f.name === 'outboxRelay');
+    const relay = (await loadFunctionApp()).cosmosDB.find((f) => f.name === 'outbox-relay');
     const policy = relay?.retry;
     if (!policy) throw new Error('the relay has no retry policy');
     // The host's exponential backoff, its jitter at the middle of its range.

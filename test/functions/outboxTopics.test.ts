@@ -85,7 +85,7 @@ describe('a topic that refuses its messages', () => {
       ...(await documentsIn(stack.container, 'account:relay-a2')),
     ];
 
-    const result = await relayChanges('outboxRelay', page);
+    const result = await relayChanges('outbox-relay', page);
     const received = await receive(peer.client.createReceiver(TOPIC, ORDERS), 1);
     const logs = result.logs.map((line) => line.text).join('\n');
 
@@ -105,7 +105,7 @@ describe('a topic that refuses its messages', () => {
     await staged('sweep-b', RETIRED, 'Retired', 75, 2 * hour);
     await staged('sweep-c', TOPIC, 'OrderCreated', 1, hour);
 
-    const run = await runTimer('outboxSweeper');
+    const run = await runTimer('outbox-sweeper');
     const received = await receive(peer.client.createReceiver(TOPIC, ORDERS), 1);
     const logs = run.logs.map((line) => line.text).join('\n');
 

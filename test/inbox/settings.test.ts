@@ -277,7 +277,7 @@ describe('start-up', () => {
       jest.isolateModules(() => {
         try {
           // eslint-disable-next-line @typescript-eslint/no-require-imports -- loads the module fresh, as the host would
-          require('../../functions/purgeExpiredMarkers');
+          require('../../functions/purge-expired-markers');
         } catch (caught) {
           error = caught;
         }

@@ -97,7 +97,7 @@ describe('telemetry', () => {
         .fetchAll()
     ).resources[0];
 
-    const run = await runTimer('purgeExpiredMarkers');
+    const run = await runTimer('purge-expired-markers');
 
     expect(run.error).toBeUndefined();
     expect(await sink.value(METRIC_NAMES.markers)).toBe(markersNow);
@@ -155,7 +155,7 @@ describe('telemetry', () => {
       close: () => Promise.resolve(),
     };
     try {
-      const run = await runTimer('outboxSweeper');
+      const run = await runTimer('outbox-sweeper');
 
       expect(run.error).toBeUndefined();
       expect(sent).toHaveLength(2);
@@ -189,7 +189,7 @@ describe('telemetry', () => {
       close: () => Promise.resolve(),
     };
     try {
-      const run = await runTimer('outboxSweeper');
+      const run = await runTimer('outbox-sweeper');
 
       expect(run.error?.message).toContain('ServiceCommunicationProblem');
       expect(run.logs.map((line) => line.text).join('\n')).toContain(

@@ -16,9 +16,9 @@ import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../suppo
  */
 const APP_FUNCTIONS = [
   ...topology.topics.flatMap((t) => t.subscriptions.map((s) => functionNameOf(s.name))),
-  'outboxRelay',
-  'outboxSweeper',
-  'purgeExpiredMarkers',
+  'outbox-relay',
+  'outbox-sweeper',
+  'purge-expired-markers',
 ].sort();
 
 /** Runs `code` in a fresh Node.js process (sources through tsx, no jest), from the project root. */
@@ -73,7 +73,7 @@ describe('loading the app through the worker path', () => {
 
     expect(loaded.warnings).toEqual([]);
     expect(Object.keys(triggers).sort()).toEqual(APP_FUNCTIONS);
-    expect(triggers.purgeExpiredMarkers).toEqual([
+    expect(triggers['purge-expired-markers']).toEqual([
       expect.objectContaining({
         type: 'timerTrigger',
         direction: 'in',
@@ -81,10 +81,10 @@ describe('loading the app through the worker path', () => {
         runOnStartup: false,
       }),
     ]);
-    expect(triggers.outboxSweeper).toEqual([
+    expect(triggers['outbox-sweeper']).toEqual([
       expect.objectContaining({ type: 'timerTrigger', schedule: '0 * * * * *', runOnStartup: false }),
     ]);
-    expect(triggers.outboxRelay).toEqual([
+    expect(triggers['outbox-relay']).toEqual([
       expect.objectContaining({
         type: 'cosmosDBTrigger',
         direction: 'in',
@@ -98,10 +98,10 @@ describe('loading the app through the worker path', () => {
       }),
     ]);
     // The relay's retry policy is function metadata the host reads (RpcFunctionMetadata.retryOptions).
-    expect(appFunctions.find((f) => f.name === 'outboxRelay')?.metadata.retryOptions).toEqual(
+    expect(appFunctions.find((f) => f.name === 'outbox-relay')?.metadata.retryOptions).toEqual(
       expect.objectContaining({ strategy: 'exponentialBackoff', maxRetryCount: 8 }),
     );
-    const others = [triggers.purgeExpiredMarkers, triggers.outboxSweeper, triggers.outboxRelay];
+    const others = [triggers['purge-expired-markers'], triggers['outbox-sweeper'], triggers['outbox-relay']];
     const serviceBusTriggers = Object.values(triggers).filter((bindings) => !others.includes(bindings));
     expect(serviceBusTriggers).toHaveLength(subscriptions.length);
     expect(serviceBusTriggers).toEqual(
@@ -117,12 +117,12 @@ describe('loading the app through the worker path', () => {
       `require('./local/host/worker.ts').loadFunctionApp().then((app) =>
          console.log(JSON.stringify({ names: app.functions.map((f) => f.name), warnings: app.warnings })))`,
     );
-    const withoutWorker = await node(`require('./functions/purgeExpiredMarkers.ts')`);
+    const withoutWorker = await node(`require('./functions/purge-expired-markers.ts')`);
 
     expect(JSON.parse(withWorker.stdout)).toEqual({ names: APP_FUNCTIONS, warnings: [] });
     expect(withWorker.stderr).not.toContain(TEST_MODE);
     expect(withoutWorker.stderr).toContain(TEST_MODE);
-    expect(withoutWorker.stderr).toContain('Skipping call to register function "purgeExpiredMarkers"');
+    expect(withoutWorker.stderr).toContain('Skipping call to register function "purge-expired-markers"');
   });
 
   it('reports the warnings of a library that settled on test mode before the worker module was there', async () => {
