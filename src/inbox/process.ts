@@ -181,120 +181,54 @@ function jsonBody(body: unknown): unknown {
   }
 }
 
+/** One delivery to an inbox consumer, and what its requests have cost so far. */
+interface InboxRun<M> {
+  consumer: InboxConsumer<M>;
+  delivery: Delivery;
+  parsed: ParsedMessage<M>;
+  deps: ProcessDependencies;
+  partitionKey: string;
+  /** The marker's key: the MessageId, or for a lossy one the MessageId and the payload hash. */
+  key: string;
+  requestCharge: number;
+  requests: number;
+}
+
+/**
+ * The inbox's way: run the handler, commit the marker and its staged writes in one batch, and read
+ * the batch's answer. A failed condition or ETag runs the handler again with the failure
+ * (`tx.previousFailure`), at most INBOX_MAX_ATTEMPTS times.
+ */
 async function processWithInbox<M>(
   consumer: InboxConsumer<M>,
   delivery: Delivery,
   parsed: ParsedMessage<M>,
   deps: ProcessDependencies,
 ): Promise<ProcessResult> {
-  const partitionKey = partitionKeyOf(consumer, parsed.message);
-  const key = markerKey(delivery, parsed.messageId, parsed.payloadHash);
-  const { maxAttempts } = deps.settings.inbox;
+  const run: InboxRun<M> = {
+    consumer,
+    delivery,
+    parsed,
+    deps,
+    partitionKey: partitionKeyOf(consumer, parsed.message),
+    key: markerKey(delivery, parsed.messageId, parsed.payloadHash),
+    requestCharge: 0,
+    requests: 0,
+  };
   await deps.beforeStore?.();
-  let requestCharge = 0;
-  let requests = 0;
+  const known = await knownOnRedelivery(run);
+  if (known) return known;
   let previousFailure: FailedWrite | undefined;
-
-  // A redelivery is most likely a duplicate: one read settles it, the handler does not run, and the
-  // payload is compared even when the first delivery failed before it could compare (a 503, a
-  // timeout, a crash, a lost lock) and a different body reused the MessageId.
-  if (delivery.deliveryCount > 1) {
-    const known = await storedMarker(deps.container, markerId(consumer.name, key), partitionKey);
-    requests++;
-    requestCharge += known.requestCharge;
-    if (known.payloadHash !== undefined) {
-      return { outcome: sameOrNot(known.payloadHash, parsed), requestCharge, requests, attempts: 0 };
-    }
-  }
-
-  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    const tx = new PartitionTransaction(deps.container, partitionKey, previousFailure, {
-      source: {
-        consumer: consumer.name,
-        key,
-        messageId: parsed.messageId,
-        correlationId: delivery.correlationId,
-        routes: deps.outboxRoutes?.(consumer.name),
-      },
-      now: deps.now(),
-    });
-    try {
-      await consumer.handle(parsed.message, tx, delivery);
-    } catch (error) {
-      throw storeError(error);
-    }
-    const { alternative } = tx;
-    const marker = buildMarker({
-      consumer: consumer.name,
-      messageId: parsed.messageId,
-      key,
-      partitionKey,
-      payloadHash: parsed.payloadHash,
-      delivery,
-      now: deps.now(),
-      retentionSeconds: deps.settings.inbox.retentionSeconds,
-      ttlBackstopSeconds: deps.settings.inbox.ttlBackstopSeconds,
-      alternative,
-    });
-    const operations: OperationInput[] = [{ operationType: 'Create', resourceBody: marker }];
-    for (const write of tx.staged) operations.push(write.operation);
-    assertFitsOneBatch(operations);
-
-    requests += tx.reads + 1;
-    const response = await commit(deps.container, operations, partitionKey);
-    requestCharge += response.requestCharge;
-
-    const { failedAt, status } = response;
-    if (failedAt === -1) {
-      return {
-        outcome: alternative === undefined ? 'processed' : 'alternative',
-        alternative,
-        published: tx.published.length,
-        requestCharge,
-        requests,
-        attempts: attempt,
-      };
-    }
-    if (failedAt === 0) {
-      if (status !== 409)
-        throw new TransientStoreError(`Cosmos DB refused the inbox marker with ${status}.`, status);
-      // Timeline of a duplicate: delivery 1 commits marker + effect → its completion is lost or its
-      // lock expires → delivery 2 (maybe running concurrently) gets 409 on the marker, writes nothing.
-      // The batch's response does not carry the marker, so one read tells a duplicate from a
-      // different message reusing the MessageId.
-      const stored = await storedMarker(deps.container, marker.id, partitionKey);
-      requests++;
-      requestCharge += stored.requestCharge;
-      // None: purged between our batch and our read, the marker had expired.
-      if (stored.payloadHash === undefined) continue;
-      return { outcome: sameOrNot(stored.payloadHash, parsed), requestCharge, requests, attempts: attempt };
-    }
-    const write = tx.staged[failedAt - 1];
-    if (!write)
-      throw new TransientStoreError(
-        `Cosmos DB reported a failure at operation ${failedAt} of ${operations.length}.`,
-        status,
-      );
-    // An outbox document of this message is there although its marker is not (purged, or never
-    // read back): the batch that staged it committed long ago. A duplicate, like a 409 on the marker.
-    if (write.kind === 'publish' && status === 409) {
-      return { outcome: 'duplicate', requestCharge, requests, attempts: attempt };
-    }
-    if (status === 400 || status === 413) {
-      throw new PoisonMessageError(
-        'rejected-by-store',
-        `Cosmos DB rejected the ${write.kind} of '${bounded(write.id)}'${write.name ? ` (${write.name})` : ''} with ${status}; ` +
-          `retrying cannot change that.`,
-      );
-    }
-    if (![404, 409, 412].includes(status)) {
-      throw new TransientStoreError(
-        `Cosmos DB failed the ${write.kind} of '${bounded(write.id)}' with ${status}.`,
-        status,
-      );
-    }
-    previousFailure = { name: write.name, kind: write.kind, id: write.id, status };
-    if (status === 412 && write.guard === 'etag') {
+  for (let attempt = 1; attempt <= deps.settings.inbox.maxAttempts; attempt++) {
+    const { tx, marker, operations } = await handled(run, previousFailure);
+    run.requests += tx.reads + 1;
+    const response = await commit(deps.container, operations, run.partitionKey);
+    run.requestCharge += response.requestCharge;
+    const next = await afterBatch(run, tx, marker.id, response, attempt, operations.length);
+    if ('outcome' in next) return next;
+    if (next.failure === undefined) continue; // the marker was purged under us: run again as new
+    previousFailure = next.failure;
+    if (next.failure.status === 412 && tx.staged[response.failedAt - 1]?.guard === 'etag') {
       // Someone changed the document between the handler's read and our commit: read again, after a
       // short random pause so that competing deliveries do not collide again in lockstep.
       deps.onEtagRetry?.(consumer.name);
@@ -303,10 +237,137 @@ async function processWithInbox<M>(
   }
   const last = previousFailure;
   throw new ConcurrencyConflictError(
-    `Gave up after ${maxAttempts} handler runs: the last batch failed on the ${last?.kind ?? 'marker'} of ` +
-      `'${bounded(last?.id ?? key)}'${last?.name ? ` (${last.name})` : ''} with ${last?.status ?? 'a conflict'}.`,
+    `Gave up after ${deps.settings.inbox.maxAttempts} handler runs: the last batch failed on the ${last?.kind ?? 'marker'} of ` +
+      `'${bounded(last?.id ?? run.key)}'${last?.name ? ` (${last.name})` : ''} with ${last?.status ?? 'a conflict'}.`,
   );
 }
+
+/**
+ * A redelivery is most likely a duplicate: one read settles it, the handler does not run, and the
+ * payload is compared even when the first delivery failed before it could compare (a 503, a
+ * timeout, a crash, a lost lock) and a different body reused the MessageId.
+ */
+async function knownOnRedelivery<M>(run: InboxRun<M>): Promise<ProcessResult | undefined> {
+  if (run.delivery.deliveryCount <= 1) return undefined;
+  const { consumer, deps, key, partitionKey, parsed } = run;
+  const known = await storedMarker(deps.container, markerId(consumer.name, key), partitionKey);
+  run.requests++;
+  run.requestCharge += known.requestCharge;
+  if (known.payloadHash === undefined) return undefined;
+  return { outcome: sameOrNot(known.payloadHash, parsed), ...cost(run), attempts: 0 };
+}
+
+/** One run of the handler on a fresh transaction, and the batch it makes: the marker first, then its writes. */
+async function handled<M>(
+  run: InboxRun<M>,
+  previousFailure: FailedWrite | undefined,
+): Promise<{ tx: PartitionTransaction; marker: Marker; operations: OperationInput[] }> {
+  const { consumer, delivery, parsed, deps, partitionKey, key } = run;
+  const tx = new PartitionTransaction(deps.container, partitionKey, previousFailure, {
+    source: {
+      consumer: consumer.name,
+      key,
+      messageId: parsed.messageId,
+      correlationId: delivery.correlationId,
+      routes: deps.outboxRoutes?.(consumer.name),
+    },
+    now: deps.now(),
+  });
+  try {
+    await consumer.handle(parsed.message, tx, delivery);
+  } catch (error) {
+    throw storeError(error);
+  }
+  const marker = buildMarker({
+    consumer: consumer.name,
+    messageId: parsed.messageId,
+    key,
+    partitionKey,
+    payloadHash: parsed.payloadHash,
+    delivery,
+    now: deps.now(),
+    retentionSeconds: deps.settings.inbox.retentionSeconds,
+    ttlBackstopSeconds: deps.settings.inbox.ttlBackstopSeconds,
+    alternative: tx.alternative,
+  });
+  const operations: OperationInput[] = [{ operationType: 'Create', resourceBody: marker }];
+  for (const write of tx.staged) operations.push(write.operation);
+  assertFitsOneBatch(operations);
+  return { tx, marker, operations };
+}
+
+/**
+ * What a batch's answer means: the outcome (committed, or a duplicate), or the staged write that
+ * failed it, for the handler's next run (none: the marker was purged between the batch and the read).
+ * Anything else throws: poison for what Cosmos DB will never take, transient for the rest.
+ */
+async function afterBatch<M>(
+  run: InboxRun<M>,
+  tx: PartitionTransaction,
+  markerIdentity: string,
+  { failedAt, status }: { failedAt: number; status: number },
+  attempt: number,
+  operations: number,
+): Promise<ProcessResult | { failure: FailedWrite | undefined }> {
+  const { deps, partitionKey, parsed } = run;
+  if (failedAt === -1) {
+    const { alternative } = tx;
+    return {
+      outcome: alternative === undefined ? 'processed' : 'alternative',
+      alternative,
+      published: tx.published.length,
+      ...cost(run),
+      attempts: attempt,
+    };
+  }
+  if (failedAt === 0) {
+    if (status !== 409)
+      throw new TransientStoreError(`Cosmos DB refused the inbox marker with ${status}.`, status);
+    // Timeline of a duplicate: delivery 1 commits marker + effect → its completion is lost or its
+    // lock expires → delivery 2 (maybe running concurrently) gets 409 on the marker, writes nothing.
+    // The batch's response does not carry the marker, so one read tells a duplicate from a
+    // different message reusing the MessageId.
+    const stored = await storedMarker(deps.container, markerIdentity, partitionKey);
+    run.requests++;
+    run.requestCharge += stored.requestCharge;
+    // None: purged between our batch and our read, the marker had expired.
+    if (stored.payloadHash === undefined) return { failure: undefined };
+    return { outcome: sameOrNot(stored.payloadHash, parsed), ...cost(run), attempts: attempt };
+  }
+  const write = tx.staged[failedAt - 1];
+  if (!write)
+    throw new TransientStoreError(
+      `Cosmos DB reported a failure at operation ${failedAt} of ${operations}.`,
+      status,
+    );
+  // An outbox document of this message is there although its marker is not (purged, or never
+  // read back): the batch that staged it committed long ago. A duplicate, like a 409 on the marker.
+  if (write.kind === 'publish' && status === 409) {
+    return { outcome: 'duplicate', ...cost(run), attempts: attempt };
+  }
+  if (status === 400 || status === 413) {
+    throw new PoisonMessageError(
+      'rejected-by-store',
+      `Cosmos DB rejected the ${write.kind} of '${bounded(write.id)}'${write.name ? ` (${write.name})` : ''} with ${status}; ` +
+        `retrying cannot change that.`,
+    );
+  }
+  if (![404, 409, 412].includes(status)) {
+    throw new TransientStoreError(
+      `Cosmos DB failed the ${write.kind} of '${bounded(write.id)}' with ${status}.`,
+      status,
+    );
+  }
+  return { failure: { name: write.name, kind: write.kind, id: write.id, status } };
+}
+
+const cost = ({
+  requestCharge,
+  requests,
+}: InboxRun<unknown>): { requestCharge: number; requests: number } => ({
+  requestCharge,
+  requests,
+});
 
 async function processVersioned<M>(
   consumer: VersionedConsumer<M>,
