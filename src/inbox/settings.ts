@@ -217,53 +217,9 @@ export function retentionBoundSeconds(redelivery: RedeliverySettings): number {
 
 export function loadSettings(env: Environment = process.env): Settings {
   const problems: string[] = [];
-  const read = <T>(name: string, defaultText: string, parse: (text: string) => T): T => {
-    try {
-      return parse(env[name]?.trim() || defaultText);
-    } catch (error) {
-      problems.push(
-        error instanceof SettingsError ? error.problems.join('; ') : `${name}: ${(error as Error).message}`,
-      );
-      return parse(defaultText);
-    }
-  };
-  const duration = (name: string, defaultText: string): number =>
-    read(name, defaultText, (text) => parseDurationSeconds(text, name));
-  const positiveInteger = (name: string, defaultText: string, max = Number.MAX_SAFE_INTEGER): number =>
-    read(name, defaultText, (text) => {
-      const value = Number(text);
-      if (!Number.isInteger(value) || value < 1 || value > max) {
-        throw new SettingsError([`${name}='${text}' must be an integer from 1 to ${max}.`]);
-      }
-      return value;
-    });
-
-  const endpoint = env.COSMOS_ENDPOINT?.trim();
-  if (!endpoint) {
-    problems.push(
-      'COSMOS_ENDPOINT is not set: it must be the Cosmos DB account endpoint (https://<account>.documents.azure.com:443/).',
-    );
-  }
-  const key = env.COSMOS_KEY?.trim() || undefined;
-  if (key !== undefined && !/^[A-Za-z0-9+/]{16,}={0,2}$/.test(key)) {
-    problems.push(
-      'COSMOS_KEY is not a base64 key. Set it only for the local server or an emulator (`npm run cosmos` prints it); in Azure leave it unset.',
-    );
-  }
-  if (endpoint?.startsWith('http://') && key === undefined) {
-    problems.push(
-      `COSMOS_ENDPOINT=${endpoint} is a local http endpoint, which needs COSMOS_KEY (managed identity only works against Azure).`,
-    );
-  }
+  const { duration, positiveInteger } = readerOf(env, problems);
   const settings: Settings = {
-    cosmos: {
-      endpoint: endpoint ?? '',
-      database: env.COSMOS_DATABASE?.trim() || 'app',
-      container: env.COSMOS_CONTAINER?.trim() || 'state',
-      key,
-      clientId: env.AZURE_CLIENT_ID?.trim() || undefined,
-      leaseContainer: env.COSMOS_LEASE_CONTAINER?.trim() || 'leases',
-    },
+    cosmos: cosmosSettings(env, problems),
     serviceBus: {
       fullyQualifiedNamespace: env.ServiceBusConnection__fullyQualifiedNamespace?.trim() || undefined,
       connectionString: env.ServiceBusConnection?.trim() || undefined,
@@ -309,19 +265,91 @@ export function loadSettings(env: Environment = process.env): Settings {
       releaseMarginSeconds: duration('BREAKER_RELEASE_MARGIN', 'PT30S'),
     },
   };
+  problems.push(...retentionProblems(settings), ...breakerProblems(settings), ...outboxProblems(settings));
+  if (problems.length > 0) throw new SettingsError(problems);
+  return settings;
+}
 
-  const bound = retentionBoundSeconds(settings.redelivery);
-  if (settings.inbox.retentionSeconds <= bound) {
-    const { lockDurationSeconds, maxDeliveryCount, messageTtlSeconds, resubmitMarginSeconds } =
-      settings.redelivery;
+/**
+ * How one setting is read: its text, or the default when unset or blank; a value that does not
+ * parse is a problem (collected, so that every bad setting is reported at once) and the default is
+ * used meanwhile.
+ */
+function readerOf(
+  env: Environment,
+  problems: string[],
+): {
+  duration: (name: string, defaultText: string) => number;
+  positiveInteger: (name: string, defaultText: string, max?: number) => number;
+} {
+  const read = <T>(name: string, defaultText: string, parse: (text: string) => T): T => {
+    try {
+      return parse(env[name]?.trim() || defaultText);
+    } catch (error) {
+      problems.push(
+        error instanceof SettingsError ? error.problems.join('; ') : `${name}: ${(error as Error).message}`,
+      );
+      return parse(defaultText);
+    }
+  };
+  return {
+    duration: (name, defaultText) => read(name, defaultText, (text) => parseDurationSeconds(text, name)),
+    positiveInteger: (name, defaultText, max = Number.MAX_SAFE_INTEGER) =>
+      read(name, defaultText, (text) => {
+        const value = Number(text);
+        if (!Number.isInteger(value) || value < 1 || value > max) {
+          throw new SettingsError([`${name}='${text}' must be an integer from 1 to ${max}.`]);
+        }
+        return value;
+      }),
+  };
+}
+
+/** Where Cosmos DB is and how to sign in: a key only for the local server or an emulator. */
+function cosmosSettings(env: Environment, problems: string[]): Settings['cosmos'] {
+  const endpoint = env.COSMOS_ENDPOINT?.trim();
+  if (!endpoint) {
     problems.push(
-      `INBOX_RETENTION=${formatDuration(settings.inbox.retentionSeconds)} does not exceed the time a message can come back: ` +
-        `lock ${formatDuration(lockDurationSeconds)} × ${maxDeliveryCount} deliveries + message TTL ${formatDuration(messageTtlSeconds)} ` +
-        `+ resubmit margin ${formatDuration(resubmitMarginSeconds)} = ${formatDuration(bound)}. ` +
-        `A marker purged earlier would let a redelivered message apply its effect twice. Raise INBOX_RETENTION above ${formatDuration(bound)}.`,
+      'COSMOS_ENDPOINT is not set: it must be the Cosmos DB account endpoint (https://<account>.documents.azure.com:443/).',
     );
   }
-  const { host, breaker } = settings;
+  const key = env.COSMOS_KEY?.trim() || undefined;
+  if (key !== undefined && !/^[A-Za-z0-9+/]{16,}={0,2}$/.test(key)) {
+    problems.push(
+      'COSMOS_KEY is not a base64 key. Set it only for the local server or an emulator (`npm run cosmos` prints it); in Azure leave it unset.',
+    );
+  }
+  if (endpoint?.startsWith('http://') && key === undefined) {
+    problems.push(
+      `COSMOS_ENDPOINT=${endpoint} is a local http endpoint, which needs COSMOS_KEY (managed identity only works against Azure).`,
+    );
+  }
+  return {
+    endpoint: endpoint ?? '',
+    database: env.COSMOS_DATABASE?.trim() || 'app',
+    container: env.COSMOS_CONTAINER?.trim() || 'state',
+    key,
+    clientId: env.AZURE_CLIENT_ID?.trim() || undefined,
+    leaseContainer: env.COSMOS_LEASE_CONTAINER?.trim() || 'leases',
+  };
+}
+
+/** A marker must outlive every way its message can come back (retentionBoundSeconds). */
+function retentionProblems({ inbox, redelivery }: Settings): string[] {
+  const bound = retentionBoundSeconds(redelivery);
+  if (inbox.retentionSeconds > bound) return [];
+  const { lockDurationSeconds, maxDeliveryCount, messageTtlSeconds, resubmitMarginSeconds } = redelivery;
+  return [
+    `INBOX_RETENTION=${formatDuration(inbox.retentionSeconds)} does not exceed the time a message can come back: ` +
+      `lock ${formatDuration(lockDurationSeconds)} × ${maxDeliveryCount} deliveries + message TTL ${formatDuration(messageTtlSeconds)} ` +
+      `+ resubmit margin ${formatDuration(resubmitMarginSeconds)} = ${formatDuration(bound)}. ` +
+      `A marker purged earlier would let a redelivered message apply its effect twice. Raise INBOX_RETENTION above ${formatDuration(bound)}.`,
+  ];
+}
+
+/** The breaker must be able to hold a delivery inside its lock renewal and functionTimeout. */
+function breakerProblems({ host, breaker }: Settings): string[] {
+  const problems: string[] = [];
   const limit = Math.min(host.maxAutoLockRenewalSeconds, host.functionTimeoutSeconds);
   if (breaker.releaseMarginSeconds + breaker.probeIntervalSeconds >= limit) {
     problems.push(
@@ -334,9 +362,7 @@ export function loadSettings(env: Environment = process.env): Settings {
       `BREAKER_BACKOFF_BASE=${formatDuration(breaker.backoffBaseSeconds)} exceeds BREAKER_BACKOFF_MAX=${formatDuration(breaker.backoffMaxSeconds)}.`,
     );
   }
-  problems.push(...outboxProblems(settings));
-  if (problems.length > 0) throw new SettingsError(problems);
-  return settings;
+  return problems;
 }
 
 /** A connection string for the Service Bus emulator or the local peer, the only ones accepted. */
