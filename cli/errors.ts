@@ -1,3 +1,5 @@
+import { bounded as boundedText } from '#inbox/internal';
+
 /**
  * Errors the operator tools report. A ToolError is the operator's to fix (a flag, a file, an
  * environment variable) and is printed as a message without a stack; anything else is a bug or an
@@ -30,11 +32,9 @@ export class EnvironmentError extends ToolError {
 }
 
 /**
- * An untrusted value as it may be echoed: one line (whitespace and control characters folded) and at
- * most `length` characters.
+ * An untrusted value as the tools echo it: one line (whitespace and control characters folded) and
+ * at most `length` characters, the library's bounded (#inbox/internal) in its one-line, compact form.
  */
 export function bounded(text: string, length = 64): string {
-  // eslint-disable-next-line no-control-regex
-  const line = text.replace(/[\s\u0000-\u001f\u007f-\u009f]+/g, ' ');
-  return line.length > length ? `${line.slice(0, length - 1)}…` : line;
+  return boundedText(text, length, { oneLine: true, compact: true });
 }

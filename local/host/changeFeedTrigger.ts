@@ -9,7 +9,7 @@ import {
 } from '@azure/cosmos';
 
 import type { Clock } from '../servicebus/clock';
-import { jsonNetDate } from './triggerData';
+import { jsonNetDate } from './toRpcCosmosDB';
 import {
   type CosmosDBFunction,
   invokeCosmosDB,

@@ -210,7 +210,7 @@ export class ServiceBusTriggers {
   }
 }
 
-/** What the host's binding data says about a received message (local/host/triggerData.ts builds the rest). */
+/** What the host's binding data says about a received message (local/host/toRpcServiceBus.ts builds the rest). */
 function toDelivery(message: ServiceBusReceivedMessage): ServiceBusDelivery {
   const body = message.body as unknown;
   const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>

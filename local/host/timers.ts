@@ -4,7 +4,7 @@ import { type InvocationResult, invokeTimer, type TimerFunction } from './worker
  * The timer triggers, on their schedules in real time, as `npm start` runs them: an NCRONTAB
  * expression with seconds (`{second} {minute} {hour} {day} {month} {day-of-week}`, in UTC, Azure's
  * default time zone) or a time span (`hh:mm:ss`, an interval). Each run goes through the worker path
- * with the TimerInfo the host sends (local/host/triggerData.ts). A run that is still going
+ * with the TimerInfo the host sends (local/host/toRpcTimer.ts). A run that is still going
  * when the next one is due is not overlapped: the host runs one instance of a timer at a time.
  */
 export interface Schedule {

@@ -7,19 +7,15 @@ import { format } from 'node:util';
 import { PROJECT_ROOT } from '../project';
 import type { InvocationResult, LogLine, RegisteredFunction, RpcRetryContext } from './core';
 import * as core from './core';
-import {
-  cosmosDBInvocationRequest,
-  type ServiceBusDelivery,
-  serviceBusInvocationRequest,
-  timerInvocationRequest,
-  type TimerRun,
-} from './triggerData';
+import { cosmosDBInvocationRequest } from './toRpcCosmosDB';
+import { type ServiceBusDelivery, serviceBusInvocationRequest } from './toRpcServiceBus';
+import { timerInvocationRequest, type TimerRun } from './toRpcTimer';
 
 /**
  * The function app as the Azure Functions Node.js worker runs it, offline: the worker's
  * `@azure/functions-core` (./core.ts) is injected, the entry points are loaded so that
  * `@azure/functions` registers each function through it, and every invocation is an RPC
- * `InvocationRequest` shaped as the Functions host sends it (./triggerData.ts), run through the
+ * `InvocationRequest` shaped as the Functions host sends it (./toRpcServiceBus.ts, ./toRpcTimer.ts, ./toRpcCosmosDB.ts), run through the
  * library's own InvocationModel. This is the only way the offline stack and the tests invoke a
  * function.
  */

@@ -91,29 +91,86 @@ interface Queued {
   duplicate: boolean;
 }
 
+/** What the benchmark was asked for, validated before anything starts. */
+interface BenchRequest {
+  messages: number;
+  concurrency: number;
+  latencyMs: number;
+  seed: number;
+  trialCount: number;
+  out: string;
+  before: ReturnType<typeof readBefore> | undefined;
+  chosen: Strategy[];
+  /** Both (a) and (d): the paired (d)/(a) ratios are computed. */
+  paired: boolean;
+}
+
 async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   const { values } = parseFlags(argv, FLAGS, USAGE);
   if (values.help) {
     context.out(USAGE);
     return EXIT_CODES.ok;
   }
-  const messages = positive('messages', values.messages);
-  const concurrency = positive('concurrency', values.concurrency);
-  const latencyMs = Number(values['latency-ms']);
-  if (!(latencyMs >= 0)) throw usageError(`--latency-ms must be 0 or more; got '${values['latency-ms']}'.`);
-  const seed = positive('seed', values.seed);
-  const trialCount = positive('trials', values.trials);
-  if (!statSync(values.out, { throwIfNoEntry: false })?.isDirectory())
-    throw usageError(`--out must be an existing directory; got '${values.out}'.`);
-  const before = values.before === undefined ? undefined : readBefore(values.before);
-  const chosen = STRATEGIES.filter((strategy) => values.strategies.includes(strategy.key));
-  if (chosen.length === 0 || /[^a-f,]/.test(values.strategies))
-    throw usageError(`--strategies takes letters from a to f; got '${values.strategies}'.`);
-
+  const request = benchRequest(values);
+  const { messages, concurrency, latencyMs, seed, trialCount } = request;
   context.err(
     `Benchmark: ${messages} messages per run, concurrency ${concurrency}, ${latencyMs} ms per Cosmos DB request, ` +
       `median of ${trialCount} trials`,
   );
+  const { rows, ratios } = await measure(request, context);
+  const results: Results = {
+    command: ['npm run bench', ...(argv.length > 0 ? ['--', ...argv] : [])].join(' '),
+    machine: machineOf(),
+    settings: { messages, concurrency, latencyMs, seed, trials: trialCount },
+    rows,
+    ratios,
+    before: request.before,
+  };
+  context.out(
+    await writeResults(
+      request.out,
+      results,
+      WORKLOADS.map((workload) => workload.name),
+    ),
+  );
+  for (const ratio of results.ratios)
+    context.err(
+      `(d)/(a) ${ratio.workload.padEnd(34)} CPU per message ${ratio.cpuPerMessage.toFixed(2)}× · throughput ${ratio.throughput.toFixed(2)}×`,
+    );
+  return EXIT_CODES.ok;
+}
+
+function benchRequest(values: ReturnType<typeof parseFlags<typeof FLAGS>>['values']): BenchRequest {
+  const latencyMs = Number(values['latency-ms']);
+  if (!(latencyMs >= 0)) throw usageError(`--latency-ms must be 0 or more; got '${values['latency-ms']}'.`);
+  if (!statSync(values.out, { throwIfNoEntry: false })?.isDirectory())
+    throw usageError(`--out must be an existing directory; got '${values.out}'.`);
+  const chosen = STRATEGIES.filter((strategy) => values.strategies.includes(strategy.key));
+  if (chosen.length === 0 || /[^a-f,]/.test(values.strategies))
+    throw usageError(`--strategies takes letters from a to f; got '${values.strategies}'.`);
+  return {
+    messages: positive('messages', values.messages),
+    concurrency: positive('concurrency', values.concurrency),
+    latencyMs,
+    seed: positive('seed', values.seed),
+    trialCount: positive('trials', values.trials),
+    out: values.out,
+    before: values.before === undefined ? undefined : readBefore(values.before),
+    chosen,
+    paired: values.strategies.includes('a') && values.strategies.includes('d'),
+  };
+}
+
+/**
+ * Runs the chosen strategies on every workload, after a warm-up, on a local Cosmos DB server on its
+ * own thread (in Azure, Cosmos DB's work is not the app's CPU): the medians of each, and the paired
+ * (d)/(a) ratios.
+ */
+async function measure(
+  request: BenchRequest,
+  context: ToolContext,
+): Promise<{ rows: Row[]; ratios: Ratio[] }> {
+  const { messages, concurrency, latencyMs, seed, trialCount, chosen } = request;
   const warmUpMessages = Math.min(300, messages);
   const progress = startProgress({
     label: 'bench',
@@ -122,25 +179,25 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
     write: context.err,
     interactive: process.stderr.isTTY,
   });
-  // The server runs on its own thread: in Azure, Cosmos DB's work is not the app's CPU.
   const server = await startInWorker({ latencyMs, seed });
   const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
   const { database } = await client.databases.createIfNotExists({ id: 'bench' });
-
+  const run = async (strategy: Strategy, workload: Workload, count: number): Promise<Row> => {
+    const row = await runOne(strategy, workload, {
+      messages: count,
+      concurrency,
+      seed,
+      container: await freshAppContainer(database),
+      requests: () => server.requestCounts(),
+    });
+    progress.advance(count);
+    return row;
+  };
   const rows: Row[] = [];
   const ratios: Ratio[] = [];
   try {
     // Warm-up, not measured: the first runs would otherwise pay for JIT compilation and connections.
-    for (const strategy of chosen) {
-      await runOne(strategy, WORKLOADS[1] as Workload, {
-        messages: warmUpMessages,
-        concurrency,
-        seed,
-        container: await freshAppContainer(database),
-        requests: () => server.requestCounts(),
-      });
-      progress.advance(warmUpMessages);
-    }
+    for (const strategy of chosen) await run(strategy, WORKLOADS[1] as Workload, warmUpMessages);
     for (const workload of WORKLOADS) {
       // Several trials, the strategies taking turns within each (in reverse order every other
       // trial), keeping each strategy's medians: a shared machine's slow moments then fall on every
@@ -148,40 +205,15 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
       const trials: Row[][] = [];
       for (let trial = 0; trial < trialCount; trial++) {
         const rowsOfTrial: Row[] = [];
-        for (const strategy of trial % 2 === 0 ? chosen : [...chosen].reverse()) {
-          rowsOfTrial.push(
-            await runOne(strategy, workload, {
-              messages,
-              concurrency,
-              seed,
-              container: await freshAppContainer(database),
-              requests: () => server.requestCounts(),
-            }),
-          );
-          progress.advance(messages);
-        }
+        for (const strategy of trial % 2 === 0 ? chosen : [...chosen].reverse())
+          rowsOfTrial.push(await run(strategy, workload, messages));
         trials.push(rowsOfTrial);
       }
-      if (values.strategies.includes('a') && values.strategies.includes('d'))
-        ratios.push(pairedRatio(workload.name, trials));
+      if (request.paired) ratios.push(pairedRatio(workload.name, trials));
       for (const strategy of chosen) {
-        const runs = trials.flatMap((trial) => trial.filter((row) => row.key === strategy.key));
-        const row = {
-          ...medianBy(runs, (run) => run.messagesPerSecond),
-          cpuMicrosPerMessage: medianBy(runs, (run) => run.cpuMicrosPerMessage).cpuMicrosPerMessage,
-        };
+        const row = medianRow(trials.flatMap((trial) => trial.filter((r) => r.key === strategy.key)));
         rows.push(row);
-        context.err(
-          `  ${workload.name.padEnd(34)} (${row.key}) ${String(row.messagesPerSecond).padStart(6)} msg/s · ` +
-            `${String(row.cpuMicrosPerMessage).padStart(5)} µs CPU/msg · ${row.requestsPerMessage.toFixed(2)} req/msg · ` +
-            `p99 ${row.p99Ms} ms · duplicate effects ${row.duplicateEffects}`,
-        );
-        if (row.relay)
-          context.err(
-            `  ${''.padEnd(34)}     relay: ${row.relay.outgoing} messages · ${row.relay.changeFeedRequests} change feed requests ` +
-              `(${row.relay.changeFeedRequestCharge} RU) · ${row.relay.dispatchRequests} dispatch patches (${row.relay.dispatchRequestCharge} RU) · ` +
-              `${row.relay.requestsPerMessage.toFixed(2)} req and ${row.relay.requestChargePerMessage.toFixed(2)} RU per message`,
-          );
+        for (const line of rowLines(workload, row)) context.err(line);
       }
     }
     progress.finish();
@@ -189,8 +221,36 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
     client.dispose();
     await server.stop();
   }
+  return { rows, ratios };
+}
 
-  const machine = {
+/** A strategy's row of one workload: the run with the median throughput, with the median CPU per message. */
+function medianRow(runs: Row[]): Row {
+  return {
+    ...medianBy(runs, (run) => run.messagesPerSecond),
+    cpuMicrosPerMessage: medianBy(runs, (run) => run.cpuMicrosPerMessage).cpuMicrosPerMessage,
+  };
+}
+
+/** A row's progress lines on stderr. */
+function rowLines(workload: Workload, row: Row): string[] {
+  const lines = [
+    `  ${workload.name.padEnd(34)} (${row.key}) ${String(row.messagesPerSecond).padStart(6)} msg/s · ` +
+      `${String(row.cpuMicrosPerMessage).padStart(5)} µs CPU/msg · ${row.requestsPerMessage.toFixed(2)} req/msg · ` +
+      `p99 ${row.p99Ms} ms · duplicate effects ${row.duplicateEffects}`,
+  ];
+  if (row.relay)
+    lines.push(
+      `  ${''.padEnd(34)}     relay: ${row.relay.outgoing} messages · ${row.relay.changeFeedRequests} change feed requests ` +
+        `(${row.relay.changeFeedRequestCharge} RU) · ${row.relay.dispatchRequests} dispatch patches (${row.relay.dispatchRequestCharge} RU) · ` +
+        `${row.relay.requestsPerMessage.toFixed(2)} req and ${row.relay.requestChargePerMessage.toFixed(2)} RU per message`,
+    );
+  return lines;
+}
+
+/** The machine the figures were measured on, for the results file. */
+function machineOf(): Results['machine'] {
+  return {
     date: new Date().toISOString().slice(0, 10),
     cpu: cpus()[0]?.model ?? 'unknown',
     cores: cpus().length,
@@ -198,21 +258,6 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
     os: `${platform()} ${release()}`,
     node: process.version,
   };
-  const workloads = WORKLOADS.map((workload) => workload.name);
-  const results: Results = {
-    command: ['npm run bench', ...(argv.length > 0 ? ['--', ...argv] : [])].join(' '),
-    machine,
-    settings: { messages, concurrency, latencyMs, seed, trials: trialCount },
-    rows,
-    ratios,
-    before,
-  };
-  context.out(await writeResults(values.out, results, workloads));
-  for (const ratio of results.ratios)
-    context.err(
-      `(d)/(a) ${ratio.workload.padEnd(34)} CPU per message ${ratio.cpuPerMessage.toFixed(2)}× · throughput ${ratio.throughput.toFixed(2)}×`,
-    );
-  return EXIT_CODES.ok;
 }
 
 async function runOne(

@@ -1,14 +1,25 @@
 import { createHash } from 'node:crypto';
 
-import { CosmosClient, type CosmosClientOptions, type PluginConfig, PluginOn } from '@azure/cosmos';
+import {
+  type Container,
+  CosmosClient,
+  type CosmosClientOptions,
+  type PluginConfig,
+  PluginOn,
+} from '@azure/cosmos';
 
-import { CircuitBreaker, OUTBOX_TYPE, survivableOutageSeconds } from '#inbox/internal';
+import { CircuitBreaker, type InboxRuntime, OUTBOX_TYPE, survivableOutageSeconds } from '#inbox/internal';
 
 import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../../local/cosmos';
 import { freshAppContainer } from '../../local/cosmos/appContainer';
 import { type DeliveryRecord, FunctionsHost, type HostFaults } from '../../local/host/brokerHost';
 import { type ChangeFeedFaults, ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
-import { type FunctionApp, loadFunctionApp, type LogLine } from '../../local/host/worker';
+import {
+  type CosmosDBFunction,
+  type FunctionApp,
+  loadFunctionApp,
+  type LogLine,
+} from '../../local/host/worker';
 import { seededRandom } from '../../local/random';
 import { Broker, type Topic } from '../../local/servicebus/broker';
 import type { Clock } from '../../local/servicebus/clock';
@@ -17,7 +28,7 @@ import type * as App from '../../src/app';
 import { topology } from '../../src/topology';
 import { Simulation } from './simulation';
 import { type Accounting, type Invariant, type SweepRecord, verify } from './verify';
-import { generateWorkload, type WorkloadOptions } from './workload';
+import { generateWorkload, type Workload, type WorkloadOptions } from './workload';
 
 /**
  * One run of the whole pipeline offline: the local Cosmos DB server, the Service Bus model, the
@@ -229,9 +240,75 @@ export class ScenarioEnvironment {
     await this.cosmos.stop();
   }
 
+  /**
+   * One run: a fresh store, the parties of the pipeline on a new simulation, the app moved onto
+   * the model (its clock, its randomness, the run's Cosmos DB client and publisher), the workload
+   * published and drained, then the invariants checked and the report made.
+   */
   async run(options: ScenarioOptions): Promise<ScenarioReport> {
-    const duplicateWindowMs = options.duplicateWindowMs ?? 3_600_000;
     const workload = generateWorkload(options);
+    const { container, leases } = await this.freshStore(workload);
+    const simulation = new Simulation();
+    const parties = this.partiesOf(options, simulation.clock, container, leases);
+    this.cosmos.faults.reseed(options.seed ^ 0x1b873593);
+    this.injectCosmosFaults(options.faults ?? {});
+    const app = appOnModel(options.seed, simulation.clock, container, parties.publisher);
+    const sweeper = new SweeperSchedule(
+      this.app,
+      simulation.clock,
+      app.runtime.settings.outbox.sweepIntervalSeconds,
+    );
+    const outages: OutageReport[] = [];
+    const topicOutages: TopicOutage[] = [];
+    const startedAt = performance.now();
+    const progress = new ProgressReport(options, workload, parties);
+    this.simulation = simulation;
+    this.cosmos.setLatencyWait((ms) => simulation.parked(ms));
+    try {
+      await this.drive(options, workload, simulation, parties, sweeper, progress, { outages, topicOutages });
+    } finally {
+      progress.stop();
+      // Handlers still running (given up at functionTimeout) finish on the model's turns.
+      sweeper.stopped = true;
+      await simulation.drive(
+        Promise.all([
+          parties.host.stop(),
+          parties.relayStarting.then(() => parties.relay.stop()),
+          sweeper.running,
+        ]),
+      );
+      this.simulation = undefined;
+      this.cosmos.setLatencyWait(undefined);
+      this.cosmos.faults.clear();
+      app.restore();
+    }
+    const elapsedMs = performance.now() - startedAt;
+    progress.report();
+    const verification = await verify(
+      workload,
+      container,
+      parties.broker,
+      parties.host.deliveries,
+      parties.publisher.sends,
+      {
+        topicOutages,
+        sweepAgeSeconds: app.runtime.settings.outbox.sweepAgeSeconds,
+        sweeps: sweeper.sweeps,
+        relayErrors: parties.relay.invocations.flatMap((invocation) =>
+          invocation.error ? [invocation.error] : [],
+        ),
+      },
+    );
+    return reportOf(options, workload, parties, sweeper, verification, {
+      elapsedMs,
+      transitions: app.transitions,
+      outages,
+      survivableOutageSeconds: survivableOutageSeconds(app.runtime.settings),
+    });
+  }
+
+  /** The run's app container, fresh, with the workload's invoices and products, and a fresh lease container. */
+  private async freshStore(workload: Workload): Promise<{ container: Container; leases: Container }> {
     const database = this.client.database('app');
     const container = await freshAppContainer(database);
     await database
@@ -244,26 +321,32 @@ export class ScenarioEnvironment {
     });
     for (const document of [...workload.invoices, ...workload.products])
       await container.items.create(document);
+    return { container, leases };
+  }
 
-    const simulation = new Simulation();
-    const { clock } = simulation;
+  /** The broker, the host on it, the outbox's publisher and the relay's change feed trigger, with their faults. */
+  private partiesOf(
+    options: ScenarioOptions,
+    clock: Clock,
+    container: Container,
+    leases: Container,
+  ): Parties {
+    const faults = options.faults ?? {};
     const broker = new Broker({
       topology,
       clock,
-      duplicateWindowMs,
+      duplicateWindowMs: options.duplicateWindowMs ?? 3_600_000,
       lockDurationMs: this.options.lockDurationMs,
       maxDeliveryCount: this.options.maxDeliveryCount,
     });
-    const random = seededRandom(options.seed ^ 0x5bd1e995);
     const host = new FunctionsHost(broker, this.app.serviceBus, {
       clock,
       maxConcurrentCalls: options.maxConcurrentCalls ?? 16,
       maxAutoLockRenewalMs: this.options.maxAutoLockRenewalMs,
       functionTimeoutMs: this.options.functionTimeoutMs,
-      faults: options.faults ?? {},
-      random,
+      faults,
+      random: seededRandom(options.seed ^ 0x5bd1e995),
     });
-    const faults = options.faults ?? {};
     const publisher = new BrokerPublisher(
       broker,
       { sendFailure: faults.relaySendFailure, sendAckLost: faults.relayAckLost } satisfies PublisherFaults,
@@ -283,264 +366,90 @@ export class ScenarioEnvironment {
       } satisfies ChangeFeedFaults,
       random: seededRandom(options.seed ^ 0x7f4a7c15),
     });
-    this.cosmos.faults.reseed(options.seed ^ 0x1b873593);
-    this.injectCosmosFaults(options.faults ?? {});
-
-    // The app's breaker (one per instance, as in Azure) on the model clock, fresh for each run.
-    // Required here, not imported: loading src/app.ts validates the settings start() has just set.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- deferred on purpose
-    const { inboxRuntime } = require('../../src/app') as AppModule;
-    const runtime = inboxRuntime();
-    const { options: appBreaker } = runtime.breaker;
-    const {
-      container: appContainer,
-      now: appNow,
-      sleep: appSleep,
-      random: appRandom,
-      publisher: appPublisher,
-    } = runtime;
-    // The app's Cosmos DB calls take their turns (the run's client); its waits and random choices
-    // are the model's.
-    runtime.container = container;
-    runtime.now = () => new Date(clock.now());
-    runtime.sleep = (ms) => clock.sleep(ms);
-    runtime.random = seededRandom(options.seed ^ 0x68e31da4);
-    runtime.publisher = publisher;
-    const transitions = { opened: 0, closed: 0 };
-    runtime.breaker = new CircuitBreaker({
-      ...appBreaker,
-      clock,
-      random: seededRandom(options.seed ^ 0x27d4eb2f),
-      probe: () => container.item('inbox-breaker-probe', 'inbox-breaker-probe').read(),
-      onTransition: (transition) => {
-        appBreaker.onTransition?.(transition);
-        transitions[transition.state === 'open' ? 'opened' : 'closed']++;
-      },
-    });
-    const outages: OutageReport[] = [];
-    const topicOutages: TopicOutage[] = [];
-
-    const startedAt = performance.now();
-    let sent = 0;
-    const report = (): void =>
-      options.onProgress?.({
-        sent,
-        sends: workload.sends.length,
-        settledCopies: broker.subscriptions.reduce(
-          (n, s) => n + s.entity.completed.length + s.deadLetterQueue.enqueued,
-          0,
-        ),
-        deliveries: host.deliveries.length,
-      });
-    const progress = setInterval(report, 250);
-    this.simulation = simulation;
-    this.cosmos.setLatencyWait((ms) => simulation.parked(ms));
-    // The outbox sweeper, on its schedule in model time; a run in progress finishes before the next is set.
-    const sweepMs = runtime.settings.outbox.sweepIntervalSeconds * 1000;
-    const sweeper = { runs: 0, resent: 0, stopped: false, running: Promise.resolve() };
-    const sweeps: SweepRecord[] = [];
-    const scheduleSweep = (): void => {
-      if (sweeper.stopped) return;
-      clock.after(sweepMs, () => {
-        if (sweeper.stopped) return;
-        const startedAt = clock.now();
-        sweeper.running = this.app
-          .invokeTimer('outbox-sweeper', { firedAt: new Date(startedAt) })
-          .then((run) => {
-            sweeper.runs++;
-            const sweep = sweepRecordOf(run.logs, startedAt, clock.now());
-            sweeper.resent += sweep.sent;
-            sweeps.push(sweep);
-            scheduleSweep();
-          });
-      });
-    };
-    const pendingOutbox = async (): Promise<number> =>
-      (
-        await container.items
-          .query<number>(
-            `SELECT VALUE COUNT(1) FROM c WHERE c.type = '${OUTBOX_TYPE}' AND c.status = 'pending'`,
-          )
-          .fetchAll()
-      ).resources.reduce((sum, count) => sum + count, 0);
-    // Idle: no delivery running or waiting, the relay caught up after a read that came after every
-    // write so far (one more poll), and nothing left pending in the outbox (the sweeper's, once the
-    // relay's retries are spent).
-    let relayStarting: Promise<void> = Promise.resolve();
-    let relayStarted = false;
-    // A relay whose listener could not start yet reads nothing: only what is pending keeps the run going.
-    const relayIdle = (): boolean => !relayStarted || relay.idle;
-    const drained = async (): Promise<void> => {
-      const pollMs = relayRegistration.feedPollDelay ?? 5_000;
-      for (;;) {
-        await simulation.until(() => host.idle && relayIdle());
-        const before = host.deliveries.length + relay.invocations.length;
-        await clock.sleep(pollMs + 1);
-        await simulation.until(() => host.idle && relayIdle());
-        if (host.deliveries.length + relay.invocations.length === before && (await pendingOutbox()) === 0)
-          return;
-      }
-    };
-    try {
-      // The host retries a listener that fails to start (the lease container unreachable, a lease
-      // write whose response was lost) while the other functions run.
-      relayStarting = (async (): Promise<void> => {
-        while (!sweeper.stopped) {
-          const started = await relay.start().then(
-            () => true,
-            () => false,
-          );
-          if (started) {
-            relayStarted = true;
-            return;
-          }
-          await clock.sleep(relayRegistration.feedPollDelay ?? 5_000);
-        }
-      })();
-      scheduleSweep();
-      host.start();
-      const topicFor = (subject: string): Topic => {
-        const declared = topology.topics.find((t) =>
-          t.subscriptions.some((s) => s.subjects.includes(subject)),
-        );
-        return broker.topic(declared?.name ?? topology.topics[0]?.name ?? '');
-      };
-      const publish = async (when: 'now' | 'late'): Promise<void> => {
-        for (const [index, { event }] of workload.sends.filter((s) => s.when === when).entries()) {
-          topicFor(event.subject).send({
-            messageId: event.messageId,
-            subject: event.subject,
-            body: event.body,
-            contentType: 'application/json',
-          });
-          sent++;
-          // Let the host take messages while publishing goes on, at the same model moment.
-          if (index % 50 === 49) await clock.sleep(0);
-        }
-      };
-      const settled = (async (): Promise<void> => {
-        const outagesOver = this.scheduleOutages(options.faults?.cosmosOutages ?? [], clock, broker, outages);
-        topicOutages.push(...scheduleTopicOutages(faults.topicOutages ?? [], clock, publisher));
-        await publish('now');
-        await outagesOver;
-        await drained();
-        // Resends after the broker has forgotten their MessageIds (an outbox relay an hour later):
-        // jump past the duplicate detection window while nothing is locked; only the inbox can
-        // absorb these.
-        clock.advance(duplicateWindowMs + 1_000);
-        await publish('late');
-        await drained();
-      })();
-      const timeoutMs = options.timeoutMs ?? 120_000;
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = await Promise.race([
-        simulation.drive(settled).then(() => false),
-        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs))),
-      ]);
-      clearTimeout(timer);
-      if (timedOut) {
-        simulation.stop();
-        const state = broker.subscriptions
-          .map((s) => `${s.name}: ${s.entity.activeCount} left (${s.entity.lockedCount} locked)`)
-          .join(', ');
-        throw new Error(
-          `Scenario seed ${options.seed} did not settle within ${timeoutMs} ms: ${sent}/${workload.sends.length} sent, ` +
-            `${host.inFlightCount} handlers running; ${state}.`,
-        );
-      }
-    } finally {
-      clearInterval(progress);
-      // Handlers still running (given up at functionTimeout) finish on the model's turns.
-      sweeper.stopped = true;
-      await simulation.drive(
-        Promise.all([host.stop(), relayStarting.then(() => relay.stop()), sweeper.running]),
-      );
-      this.simulation = undefined;
-      this.cosmos.setLatencyWait(undefined);
-      this.cosmos.faults.clear();
-      Object.assign(runtime, {
-        container: appContainer,
-        now: appNow,
-        sleep: appSleep,
-        random: appRandom,
-        publisher: appPublisher,
-      });
-      runtime.breaker = new CircuitBreaker(appBreaker);
-    }
-    const elapsedMs = performance.now() - startedAt;
-    report();
-
-    const { invariants, accounting } = await verify(
-      workload,
+    return {
       container,
       broker,
-      host.deliveries,
-      publisher.sends,
-      {
-        topicOutages,
-        sweepAgeSeconds: runtime.settings.outbox.sweepAgeSeconds,
-        sweeps,
-        relayErrors: relay.invocations.flatMap((invocation) => (invocation.error ? [invocation.error] : [])),
-      },
-    );
-    const count = (values: (string | undefined)[]): Record<string, number> =>
-      values.reduce<Record<string, number>>(
-        (counts, value) => ({ ...counts, [value ?? 'none']: (counts[value ?? 'none'] ?? 0) + 1 }),
-        {},
-      );
-    return {
-      seed: options.seed,
-      relay: {
-        pages: count(relay.invocations.map((i) => i.outcome)),
-        invocations: relay.invocations.reduce((sum, i) => sum + i.attempts, 0),
-        sweeperRuns: sweeper.runs,
-        sweeperResent: sweeper.resent,
-        sendFailures: publisher.failures,
-        refusals: publisher.refusals,
-      },
-      ok: invariants.every((i) => i.ok),
-      invariants,
-      accounting,
-      deliveries: {
-        total: host.deliveries.length,
-        // A delivery the host crashed on before running the handler has no outcome of its own.
-        byOutcome: count(
-          host.deliveries.map((d) => d.outcome ?? (d.settlement === 'crashed' ? 'not-run' : 'unknown')),
-        ),
-        bySettlement: count(host.deliveries.map((d) => d.settlement)),
-        digest: createHash('sha256')
-          .update(host.deliveries.map(logLine).join('\n'))
-          .digest('hex')
-          .slice(0, 16),
-      },
-      deliveryLog: host.deliveries,
-      throughput: {
-        elapsedMs: Math.round(elapsedMs),
-        eventsPerSecond: Math.round((workload.events.length / elapsedMs) * 1000),
-        deliveriesPerSecond: Math.round((host.deliveries.length / elapsedMs) * 1000),
-      },
-      latency: {
-        handlerMs: percentiles(host.deliveries.map((d) => d.handlerMs)),
-        endToEndMs: percentiles(
-          host.deliveries.filter((d) => d.settlement === 'completed').map((d) => d.endToEndMs),
-        ),
-      },
-      breaker: {
-        ...transitions,
-        outages: outages.map((outage) => {
-          const end = outage.startMs + outage.durationMs;
-          const resumed = host.deliveries
-            .filter((d) => d.settlement === 'completed' && d.settledAt >= end)
-            .reduce((first, d) => Math.min(first, d.settledAt), Infinity);
-          return {
-            ...outage,
-            resumedAfterMs:
-              outage.pendingAtRecovery > 0 && Number.isFinite(resumed) ? Math.round(resumed - end) : null,
-          };
-        }),
-        survivableOutageSeconds: survivableOutageSeconds(runtime.settings),
-      },
+      host,
+      publisher,
+      relay,
+      relayRegistration,
+      relayStarting: Promise.resolve(),
+      relayStarted: false,
+      sent: 0,
     };
+  }
+
+  /**
+   * Starts the relay, the sweeper and the host, publishes the workload (the late resends after the
+   * broker's duplicate window) with the outages on schedule, and waits until everything is drained;
+   * fails when the run does not settle within `timeoutMs` of real time.
+   */
+  private async drive(
+    options: ScenarioOptions,
+    workload: Workload,
+    simulation: Simulation,
+    parties: Parties,
+    sweeper: SweeperSchedule,
+    progress: ProgressReport,
+    windows: { outages: OutageReport[]; topicOutages: TopicOutage[] },
+  ): Promise<void> {
+    const { clock } = simulation;
+    const { broker, host, publisher } = parties;
+    const duplicateWindowMs = options.duplicateWindowMs ?? 3_600_000;
+    parties.relayStarting = startRelay(parties, clock, () => sweeper.stopped);
+    sweeper.start();
+    host.start();
+    progress.start();
+    const publish = async (when: 'now' | 'late'): Promise<void> => {
+      for (const [index, { event }] of workload.sends.filter((s) => s.when === when).entries()) {
+        topicFor(broker, event.subject).send({
+          messageId: event.messageId,
+          subject: event.subject,
+          body: event.body,
+          contentType: 'application/json',
+        });
+        parties.sent++;
+        // Let the host take messages while publishing goes on, at the same model moment.
+        if (index % 50 === 49) await clock.sleep(0);
+      }
+    };
+    const settled = (async (): Promise<void> => {
+      const outagesOver = this.scheduleOutages(
+        options.faults?.cosmosOutages ?? [],
+        clock,
+        broker,
+        windows.outages,
+      );
+      windows.topicOutages.push(
+        ...scheduleTopicOutages(options.faults?.topicOutages ?? [], clock, publisher),
+      );
+      await publish('now');
+      await outagesOver;
+      await drained(parties, simulation);
+      // Resends after the broker has forgotten their MessageIds (an outbox relay an hour later):
+      // jump past the duplicate detection window while nothing is locked; only the inbox can
+      // absorb these.
+      clock.advance(duplicateWindowMs + 1_000);
+      await publish('late');
+      await drained(parties, simulation);
+    })();
+    const timeoutMs = options.timeoutMs ?? 120_000;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([
+      simulation.drive(settled).then(() => false),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs))),
+    ]);
+    clearTimeout(timer);
+    if (timedOut) {
+      simulation.stop();
+      const state = broker.subscriptions
+        .map((s) => `${s.name}: ${s.entity.activeCount} left (${s.entity.lockedCount} locked)`)
+        .join(', ');
+      throw new Error(
+        `Scenario seed ${options.seed} did not settle within ${timeoutMs} ms: ${parties.sent}/${workload.sends.length} sent, ` +
+          `${host.inFlightCount} handlers running; ${state}.`,
+      );
+    }
   }
 
   /**
@@ -646,6 +555,265 @@ function scheduleTopicOutages(
     });
   }
   return windows.map((window) => ({ ...window, startMs: start + window.startMs }));
+}
+
+/** The pipeline's parties in one run. */
+interface Parties {
+  /** The run's app container. */
+  container: Container;
+  broker: Broker;
+  host: FunctionsHost;
+  publisher: BrokerPublisher;
+  relay: ChangeFeedTrigger;
+  relayRegistration: CosmosDBFunction;
+  /** The relay's listener starting (the host retries it while it cannot). */
+  relayStarting: Promise<void>;
+  relayStarted: boolean;
+  /** Workload messages published so far. */
+  sent: number;
+}
+
+/**
+ * The app's runtime on the model for one run: its Cosmos DB calls take their turns (the run's
+ * client), its waits, clock and random choices are the model's, it publishes to the broker model,
+ * and its breaker (one per instance, as in Azure) is fresh and on the model clock. `restore` puts
+ * back what the app had.
+ */
+function appOnModel(
+  seed: number,
+  clock: Clock,
+  container: Container,
+  publisher: BrokerPublisher,
+): { runtime: InboxRuntime; transitions: { opened: number; closed: number }; restore: () => void } {
+  // Required here, not imported: loading src/app.ts validates the settings start() has just set.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- deferred on purpose
+  const { inboxRuntime } = require('../../src/app') as AppModule;
+  const runtime = inboxRuntime();
+  const { options: appBreaker } = runtime.breaker;
+  const saved = {
+    container: runtime.container,
+    now: runtime.now,
+    sleep: runtime.sleep,
+    random: runtime.random,
+    publisher: runtime.publisher,
+  };
+  const transitions = { opened: 0, closed: 0 };
+  Object.assign(runtime, {
+    container,
+    now: () => new Date(clock.now()),
+    sleep: (ms: number) => clock.sleep(ms),
+    random: seededRandom(seed ^ 0x68e31da4),
+    publisher,
+  });
+  runtime.breaker = new CircuitBreaker({
+    ...appBreaker,
+    clock,
+    random: seededRandom(seed ^ 0x27d4eb2f),
+    probe: () => container.item('inbox-breaker-probe', 'inbox-breaker-probe').read(),
+    onTransition: (transition) => {
+      appBreaker.onTransition?.(transition);
+      transitions[transition.state === 'open' ? 'opened' : 'closed']++;
+    },
+  });
+  return {
+    runtime,
+    transitions,
+    restore: () => {
+      Object.assign(runtime, saved);
+      runtime.breaker = new CircuitBreaker(appBreaker);
+    },
+  };
+}
+
+/** The outbox sweeper on its schedule in model time; a run in progress finishes before the next is set. */
+class SweeperSchedule {
+  runs = 0;
+  resent = 0;
+  stopped = false;
+  running: Promise<void> = Promise.resolve();
+  readonly sweeps: SweepRecord[] = [];
+
+  constructor(
+    private readonly app: FunctionApp,
+    private readonly clock: Clock,
+    private readonly intervalSeconds: number,
+  ) {}
+
+  start(): void {
+    if (this.stopped) return;
+    this.clock.after(this.intervalSeconds * 1000, () => {
+      if (this.stopped) return;
+      const startedAt = this.clock.now();
+      this.running = this.app.invokeTimer('outbox-sweeper', { firedAt: new Date(startedAt) }).then((run) => {
+        this.runs++;
+        const sweep = sweepRecordOf(run.logs, startedAt, this.clock.now());
+        this.resent += sweep.sent;
+        this.sweeps.push(sweep);
+        this.start();
+      });
+    });
+  }
+}
+
+/** The run's progress, about every quarter second of real time (ScenarioOptions.onProgress). */
+class ProgressReport {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly options: ScenarioOptions,
+    private readonly workload: Workload,
+    private readonly parties: Parties,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => this.report(), 250);
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  report(): void {
+    const { broker, host, sent } = this.parties;
+    this.options.onProgress?.({
+      sent,
+      sends: this.workload.sends.length,
+      settledCopies: broker.subscriptions.reduce(
+        (n, s) => n + s.entity.completed.length + s.deadLetterQueue.enqueued,
+        0,
+      ),
+      deliveries: host.deliveries.length,
+    });
+  }
+}
+
+/**
+ * The relay's listener, started as the host starts it: retried while it cannot start (the lease
+ * container unreachable, a lease write whose response was lost) while the other functions run.
+ */
+async function startRelay(parties: Parties, clock: Clock, stopped: () => boolean): Promise<void> {
+  while (!stopped()) {
+    const started = await parties.relay.start().then(
+      () => true,
+      () => false,
+    );
+    if (started) {
+      parties.relayStarted = true;
+      return;
+    }
+    await clock.sleep(parties.relayRegistration.feedPollDelay ?? 5_000);
+  }
+}
+
+/**
+ * Waits until the run is idle: no delivery running or waiting, the relay caught up after a read
+ * that came after every write so far (one more poll), and nothing left pending in the outbox (the
+ * sweeper's, once the relay's retries are spent). A relay whose listener could not start yet reads
+ * nothing: only what is pending keeps the run going then.
+ */
+async function drained(parties: Parties, simulation: Simulation): Promise<void> {
+  const { host, relay, relayRegistration } = parties;
+  const { clock } = simulation;
+  const relayIdle = (): boolean => !parties.relayStarted || relay.idle;
+  const pollMs = relayRegistration.feedPollDelay ?? 5_000;
+  for (;;) {
+    await simulation.until(() => host.idle && relayIdle());
+    const before = host.deliveries.length + relay.invocations.length;
+    await clock.sleep(pollMs + 1);
+    await simulation.until(() => host.idle && relayIdle());
+    if (
+      host.deliveries.length + relay.invocations.length === before &&
+      (await pendingOutbox(parties.container)) === 0
+    )
+      return;
+  }
+}
+
+/** Outbox documents still pending in the monitored container. */
+async function pendingOutbox(container: Container): Promise<number> {
+  return (
+    await container.items
+      .query<number>(`SELECT VALUE COUNT(1) FROM c WHERE c.type = '${OUTBOX_TYPE}' AND c.status = 'pending'`)
+      .fetchAll()
+  ).resources.reduce((sum, count) => sum + count, 0);
+}
+
+/** The topic a workload event is sent to: the one whose subscriptions take its subject. */
+function topicFor(broker: Broker, subject: string): Topic {
+  const declared = topology.topics.find((t) => t.subscriptions.some((s) => s.subjects.includes(subject)));
+  return broker.topic(declared?.name ?? topology.topics[0]?.name ?? '');
+}
+
+/** The report of a run: what the relay and the sweeper did, the invariants, the deliveries, speed and the breaker. */
+function reportOf(
+  options: ScenarioOptions,
+  workload: Workload,
+  { host, relay, publisher }: Parties,
+  sweeper: SweeperSchedule,
+  { invariants, accounting }: Awaited<ReturnType<typeof verify>>,
+  run: {
+    elapsedMs: number;
+    transitions: { opened: number; closed: number };
+    outages: OutageReport[];
+    survivableOutageSeconds: number;
+  },
+): ScenarioReport {
+  const count = (values: (string | undefined)[]): Record<string, number> =>
+    values.reduce<Record<string, number>>(
+      (counts, value) => ({ ...counts, [value ?? 'none']: (counts[value ?? 'none'] ?? 0) + 1 }),
+      {},
+    );
+  const { elapsedMs } = run;
+  return {
+    seed: options.seed,
+    relay: {
+      pages: count(relay.invocations.map((i) => i.outcome)),
+      invocations: relay.invocations.reduce((sum, i) => sum + i.attempts, 0),
+      sweeperRuns: sweeper.runs,
+      sweeperResent: sweeper.resent,
+      sendFailures: publisher.failures,
+      refusals: publisher.refusals,
+    },
+    ok: invariants.every((i) => i.ok),
+    invariants,
+    accounting,
+    deliveries: {
+      total: host.deliveries.length,
+      // A delivery the host crashed on before running the handler has no outcome of its own.
+      byOutcome: count(
+        host.deliveries.map((d) => d.outcome ?? (d.settlement === 'crashed' ? 'not-run' : 'unknown')),
+      ),
+      bySettlement: count(host.deliveries.map((d) => d.settlement)),
+      digest: createHash('sha256').update(host.deliveries.map(logLine).join('\n')).digest('hex').slice(0, 16),
+    },
+    deliveryLog: host.deliveries,
+    throughput: {
+      elapsedMs: Math.round(elapsedMs),
+      eventsPerSecond: Math.round((workload.events.length / elapsedMs) * 1000),
+      deliveriesPerSecond: Math.round((host.deliveries.length / elapsedMs) * 1000),
+    },
+    latency: {
+      handlerMs: percentiles(host.deliveries.map((d) => d.handlerMs)),
+      endToEndMs: percentiles(
+        host.deliveries.filter((d) => d.settlement === 'completed').map((d) => d.endToEndMs),
+      ),
+    },
+    breaker: {
+      ...run.transitions,
+      outages: run.outages.map((outage) => {
+        const end = outage.startMs + outage.durationMs;
+        const resumed = host.deliveries
+          .filter((d) => d.settlement === 'completed' && d.settledAt >= end)
+          .reduce((first, d) => Math.min(first, d.settledAt), Infinity);
+        return {
+          ...outage,
+          resumedAfterMs:
+            outage.pendingAtRecovery > 0 && Number.isFinite(resumed) ? Math.round(resumed - end) : null,
+        };
+      }),
+      survivableOutageSeconds: run.survivableOutageSeconds,
+    },
+  };
 }
 
 /** The outbox relay's lease container, as the Bicep creates it (COSMOS_LEASE_CONTAINER's default). */

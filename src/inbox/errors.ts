@@ -24,11 +24,21 @@ export class InboxError extends Error {
 export const MAX_ECHOED_CHARS = 100;
 
 /**
- * Untrusted text as errors and logs echo it: at most MAX_ECHOED_CHARS characters, then an ellipsis
- * and the full length, so a 1 MB partition key does not make a 1 MB log line.
+ * Untrusted text as errors, logs and the tools echo it: at most `max` characters, then an ellipsis
+ * and the full length, so a 1 MB partition key does not make a 1 MB log line. `oneLine` folds
+ * whitespace and control characters to single spaces (for a terminal); `compact` ends a cut text
+ * with the ellipsis alone, within `max` characters (for a table cell). The one bounding helper: the
+ * tools' (cli/errors.ts) is this one, one-line and compact.
  */
-export function bounded(text: string, max = MAX_ECHOED_CHARS): string {
-  return text.length <= max ? text : `${text.slice(0, max)}…(${text.length} characters)`;
+export function bounded(
+  text: string,
+  max = MAX_ECHOED_CHARS,
+  { oneLine = false, compact = false }: { oneLine?: boolean; compact?: boolean } = {},
+): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what it folds
+  const line = oneLine ? text.replace(/[\s\u0000-\u001f\u007f-\u009f]+/g, ' ') : text;
+  if (line.length <= max) return line;
+  return compact ? `${line.slice(0, max - 1)}…` : `${line.slice(0, max)}…(${line.length} characters)`;
 }
 
 /**

@@ -347,23 +347,7 @@ async function dispatch(
 ): Promise<DispatchReport> {
   const report = emptyReport();
   if (documents.length === 0) return report;
-  const unsendable: Unsendable[] = [];
-  const byTopic = new Map<string, Sendable[]>();
-  for (const document of documents) {
-    const read = outboxEntryOf(document);
-    if (!read.ok) {
-      unsendable.push({
-        document,
-        partitionKey: document.partitionKey,
-        reason: read.reason,
-        detail: read.detail,
-      });
-      continue;
-    }
-    const group = byTopic.get(read.entry.message.topic) ?? [];
-    group.push({ document, entry: read.entry });
-    byTopic.set(read.entry.message.topic, group);
-  }
+  const { byTopic, unsendable } = readDocuments(documents);
   const sent: Sendable[] = [];
   for (const [topic, group] of byTopic) {
     try {
@@ -394,22 +378,52 @@ async function dispatch(
       });
     }
   }
+  await mark(sent, unsendable, deps, report);
+  return report;
+}
+
+/** The documents' messages, grouped by topic in the documents' order, and those the relay cannot read. */
+function readDocuments(documents: readonly OutboxDocument[]): {
+  byTopic: Map<string, Sendable[]>;
+  unsendable: Unsendable[];
+} {
+  const unsendable: Unsendable[] = [];
+  const byTopic = new Map<string, Sendable[]>();
+  for (const document of documents) {
+    const read = outboxEntryOf(document);
+    if (!read.ok) {
+      unsendable.push({
+        document,
+        partitionKey: document.partitionKey,
+        reason: read.reason,
+        detail: read.detail,
+      });
+      continue;
+    }
+    const group = byTopic.get(read.entry.message.topic) ?? [];
+    group.push({ document, entry: read.entry });
+    byTopic.set(read.entry.message.topic, group);
+  }
+  return { byTopic, unsendable };
+}
+
+/**
+ * Marks the sent documents dispatched (a `ttl` for OUTBOX_DISPATCHED_RETENTION) and sets the
+ * unsendable ones aside, each with a patch conditional on `status = 'pending'`, at most
+ * MARK_CONCURRENCY at a time, into `report`.
+ */
+async function mark(
+  sent: readonly Sendable[],
+  unsendable: readonly Unsendable[],
+  deps: RelayDependencies,
+  report: DispatchReport,
+): Promise<void> {
   const nowSeconds = Math.floor(deps.now().getTime() / 1000);
-  const mark: PatchOperation[] = [
+  const dispatched: PatchOperation[] = [
     { op: 'set', path: '/status', value: 'dispatched' },
     { op: 'set', path: '/dispatchedAtEpochSeconds', value: nowSeconds },
     { op: 'set', path: '/ttl', value: deps.settings.outbox.dispatchedRetentionSeconds },
     { op: 'remove', path: '/pendingSinceEpochSeconds' },
-  ];
-  const setAside = ({ document, reason, detail }: Unsendable): PatchOperation[] => [
-    { op: 'set', path: '/status', value: 'unsendable' },
-    { op: 'set', path: '/unsendableSinceEpochSeconds', value: nowSeconds },
-    { op: 'set', path: '/unsendableReason', value: reason },
-    { op: 'set', path: '/unsendableDetail', value: bounded(detail, 500) },
-    // A patch's remove needs the property: a foreign document may not have it.
-    ...(document.pendingSinceEpochSeconds === undefined
-      ? []
-      : [{ op: 'remove', path: '/pendingSinceEpochSeconds' } as const]),
   ];
   // A document without a partition key cannot be marked: it is reported, and stays as it is.
   for (const item of unsendable.filter((item) => typeof item.partitionKey !== 'string')) {
@@ -419,7 +433,7 @@ async function dispatch(
     ...sent.map(({ document, entry }) => ({
       document,
       partitionKey: entry.partitionKey,
-      operations: mark,
+      operations: dispatched,
       aside: undefined,
     })),
     ...unsendable
@@ -427,7 +441,7 @@ async function dispatch(
       .map((item) => ({
         document: item.document,
         partitionKey: item.partitionKey,
-        operations: setAside(item),
+        operations: setAsideOperations(item, nowSeconds),
         aside: item,
       })),
   ];
@@ -452,7 +466,20 @@ async function dispatch(
     }
   };
   await Promise.all(Array.from({ length: Math.min(MARK_CONCURRENCY, marks.length) }, worker));
-  return report;
+}
+
+/** Sets a document aside as unsendable, with why: kept, no ttl, out of the pending index. */
+function setAsideOperations({ document, reason, detail }: Unsendable, nowSeconds: number): PatchOperation[] {
+  return [
+    { op: 'set', path: '/status', value: 'unsendable' },
+    { op: 'set', path: '/unsendableSinceEpochSeconds', value: nowSeconds },
+    { op: 'set', path: '/unsendableReason', value: reason },
+    { op: 'set', path: '/unsendableDetail', value: bounded(detail, 500) },
+    // A patch's remove needs the property: a foreign document may not have it.
+    ...(document.pendingSinceEpochSeconds === undefined
+      ? []
+      : [{ op: 'remove', path: '/pendingSinceEpochSeconds' } as const]),
+  ];
 }
 
 const setAsideEntry = ({ document, reason, detail }: Unsendable): SetAside => ({

@@ -10,7 +10,7 @@ import {
 } from '#inbox/internal';
 
 import { retryDelays } from '../../local/host/changeFeedTrigger';
-import { jsonNetDate } from '../../local/host/triggerData';
+import { jsonNetDate } from '../../local/host/toRpcCosmosDB';
 import { loadFunctionApp } from '../../local/host/worker';
 import { inboxRuntime } from '../../src/app';
 import { relayChanges } from '../support/deliveries';

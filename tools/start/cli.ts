@@ -1,11 +1,17 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 
-import { CosmosClient } from '@azure/cosmos';
+import { type Container, CosmosClient } from '@azure/cosmos';
 import { ServiceBusClient } from '@azure/service-bus';
 
-import { formatDuration, parseDurationSeconds } from '#inbox/internal';
-import { loadSettings, MARKER_TYPE, SettingsError } from '#inbox/internal';
+import {
+  formatDuration,
+  loadSettings,
+  MARKER_TYPE,
+  parseDurationSeconds,
+  type Settings,
+  SettingsError,
+} from '#inbox/internal';
 
 import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../../build/localRun';
 import { buildPackage } from '../../build/package';
@@ -24,11 +30,15 @@ import { ensureAppContainer } from '../../local/cosmos/appContainer';
 import { DEFAULT_KEY } from '../../local/cosmos/server';
 import { startInWorker } from '../../local/cosmos/threadHost';
 import { ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
-import { ServiceBusTriggers, triggerSettings } from '../../local/host/serviceBusTriggers';
+import {
+  ServiceBusTriggers,
+  type TriggerSettings,
+  triggerSettings,
+} from '../../local/host/serviceBusTriggers';
 import { TimerTriggers } from '../../local/host/timers';
-import { loadFunctionApp } from '../../local/host/worker';
+import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
 import { PROJECT_ROOT } from '../../local/project';
-import { start as startServiceBus } from '../../local/servicebus/amqp/server';
+import { type LocalServiceBus, start as startServiceBus } from '../../local/servicebus/amqp/server';
 import { scaledClock } from '../../local/servicebus/clock';
 import { LiveOutput } from './output';
 
@@ -70,7 +80,66 @@ const HOST = '127.0.0.1';
 /** How long stopping may take: the running invocations finish first, unless they hang. */
 const STOP_DEADLINE_MS = 30_000;
 
+/** What npm start was asked for, validated: every usage error is found before anything starts. */
+interface StartRequest {
+  cosmosPort: number;
+  serviceBusPort: number;
+  duplicateWindowSeconds: number;
+  appDirectory: string;
+  runFile: string;
+}
+
+/** The app's settings (the files, then the environment), validated as the app validates them. */
+interface AppSettings {
+  values: Record<string, string>;
+  sources: string[];
+  settings: Settings;
+}
+
+/** What npm start started, stopped in reverse order. */
+class Started {
+  private readonly stops: (() => unknown)[] = [];
+
+  add(stop: () => unknown): void {
+    this.stops.push(stop);
+  }
+
+  async stopAll(): Promise<void> {
+    for (const stop of this.stops.splice(0).reverse()) {
+      try {
+        await stop();
+      } catch {
+        // Stopping the rest matters more than one part's error.
+      }
+    }
+  }
+}
+
 async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Promise<ExitCode> {
+  const request = startRequest(values, context);
+  const app = appSettingsOf(context.env);
+  const started = new Started();
+  let output: LiveOutput;
+  try {
+    output = await startEverything(request, app, started, context);
+  } catch (error) {
+    await started.stopAll();
+    throw error;
+  }
+  await untilInterrupted();
+  await output.printTotals().catch(() => undefined);
+  context.out('Stopping: no new deliveries; waiting for the running ones...');
+  const deadline = setTimeout(() => {
+    context.err(`Still stopping after ${STOP_DEADLINE_MS / 1000} s; exiting anyway.`);
+    process.exit(EXIT_CODES.failed);
+  }, STOP_DEADLINE_MS);
+  await started.stopAll();
+  clearTimeout(deadline);
+  context.out('Stopped.');
+  return EXIT_CODES.ok;
+}
+
+function startRequest(values: FlagValues<typeof FLAGS>, context: ToolContext): StartRequest {
   const cosmosPort = numberFlag('cosmos-port', values['cosmos-port'], USAGE, { max: 65535, integer: true });
   const serviceBusPort = numberFlag('servicebus-port', values['servicebus-port'], USAGE, {
     max: 65535,
@@ -89,7 +158,6 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
       USAGE,
     );
   }
-  const duplicateWindow = formatDuration(duplicateWindowSeconds);
   const appDirectory = resolve(values.app);
   refuseAppFolder(appDirectory);
   const runFile = localRunPath(context.env);
@@ -100,205 +168,230 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
         'its own settings file with LOCAL_RUN_FILE=<path> (and other ports), and the same LOCAL_RUN_FILE to its tools.',
     );
   }
+  return { cosmosPort, serviceBusPort, duplicateWindowSeconds, appDirectory, runFile };
+}
 
-  // The app's settings, validated before anything starts (the app validates them again on load).
-  const { values: appSettings, sources } = readAppSettings(context.env);
+/** The app's settings, validated before anything starts (the app validates them again on load). */
+function appSettingsOf(env: Readonly<Record<string, string | undefined>>): AppSettings {
+  const { values, sources } = readAppSettings(env);
   // npm start supplies the Cosmos DB and Service Bus connections itself: the file's are not checked.
   const probe = {
-    ...appSettings,
+    ...values,
     COSMOS_ENDPOINT: `http://${HOST}:1/`,
     COSMOS_KEY: DEFAULT_KEY,
     ServiceBusConnection: undefined,
     ServiceBusConnection__fullyQualifiedNamespace: undefined,
   };
-  let settings;
   try {
-    settings = loadSettings(probe);
+    return { values, sources, settings: loadSettings(probe) };
   } catch (error) {
     if (!(error instanceof SettingsError)) throw error;
     throw new EnvironmentError(
       `The app settings (${sources.join(', ')}) are not valid: ${error.problems.join('; ')}`,
     );
   }
+}
+
+/**
+ * The local servers first (so that a second npm start fails before it touches a build), then the
+ * app built and loaded as the worker loads it, its triggers, and the settings file for the tools;
+ * prints where everything is.
+ */
+async function startEverything(
+  request: StartRequest,
+  app: AppSettings,
+  started: Started,
+  context: ToolContext,
+): Promise<LiveOutput> {
+  const { settings } = app;
   const { database: databaseId, container: containerId } = settings.cosmos;
-  const sweep = fitSweeper(settings.outbox, duplicateWindowSeconds);
-  const stops: (() => unknown)[] = [];
-  let printTotals = (): Promise<void> => Promise.resolve();
-  const stopAll = async (): Promise<void> => {
-    for (const stop of stops.splice(0).reverse()) {
-      try {
-        await stop();
-      } catch {
-        // Stopping the rest matters more than one part's error.
-      }
-    }
-  };
-
-  try {
-    const cosmos = await listening('Cosmos DB', 'cosmos-port', cosmosPort, () =>
-      startInWorker({ port: cosmosPort, host: HOST }),
-    );
-    stops.push(() => cosmos.stop());
-    const cosmosClient = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
-    stops.push(() => cosmosClient.dispose());
-    const database = (await cosmosClient.databases.createIfNotExists({ id: databaseId })).database;
-    const container = await ensureAppContainer(database, containerId);
-
-    const output = new LiveOutput(
-      context.out,
-      async () => {
-        const { resources: markers } = await container.items
-          .query<string>({
-            query: 'SELECT VALUE c.id FROM c WHERE c.type = @type',
-            parameters: [{ name: '@type', value: MARKER_TYPE }],
-          })
-          .fetchAll();
-        const waiting = serviceBus.broker.subscriptions.reduce((sum, s) => sum + s.entity.activeCount, 0);
-        const dead = serviceBus.broker.subscriptions.reduce(
-          (sum, s) => sum + s.deadLetterQueue.activeCount,
-          0,
-        );
-        return `inbox markers ${markers.length}, messages waiting ${waiting}, in dead-letter queues ${dead}`;
+  const duplicateWindow = formatDuration(request.duplicateWindowSeconds);
+  const sweep = fitSweeper(settings.outbox, request.duplicateWindowSeconds);
+  const cosmos = await listening('Cosmos DB', 'cosmos-port', request.cosmosPort, () =>
+    startInWorker({ port: request.cosmosPort, host: HOST }),
+  );
+  started.add(() => cosmos.stop());
+  const cosmosClient = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
+  started.add(() => cosmosClient.dispose());
+  const database = (await cosmosClient.databases.createIfNotExists({ id: databaseId })).database;
+  const container = await ensureAppContainer(database, containerId);
+  const output = new LiveOutput(context.out, () => totals(container, serviceBus), duplicateWindow);
+  started.add(() => output.stop());
+  const serviceBus = await listening('Service Bus', 'servicebus-port', request.serviceBusPort, () =>
+    startServiceBus({
+      port: request.serviceBusPort,
+      host: HOST,
+      duplicateWindowMs: request.duplicateWindowSeconds * 1000,
+      lockDurationMs: settings.redelivery.lockDurationSeconds * 1000,
+      maxDeliveryCount: settings.redelivery.maxDeliveryCount,
+      messageTimeToLiveMs: settings.redelivery.messageTtlSeconds * 1000,
+      observer: {
+        droppedAsDuplicate: (topic, message) => output.droppedAsDuplicate(topic, message),
+        deadLettered: (path, message) => output.deadLettered(path, message),
       },
-      duplicateWindow,
-    );
-    stops.push(() => output.stop());
-    printTotals = () => output.printTotals().catch(() => undefined);
-    const serviceBus = await listening('Service Bus', 'servicebus-port', serviceBusPort, () =>
-      startServiceBus({
-        port: serviceBusPort,
-        host: HOST,
-        duplicateWindowMs: duplicateWindowSeconds * 1000,
-        lockDurationMs: settings.redelivery.lockDurationSeconds * 1000,
-        maxDeliveryCount: settings.redelivery.maxDeliveryCount,
-        messageTimeToLiveMs: settings.redelivery.messageTtlSeconds * 1000,
-        observer: {
-          droppedAsDuplicate: (topic, message) => output.droppedAsDuplicate(topic, message),
-          deadLettered: (path, message) => output.deadLettered(path, message),
-        },
-      }),
-    );
-    stops.push(() => serviceBus.stop());
+    }),
+  );
+  started.add(() => serviceBus.stop());
 
-    // Built once the ports are known to be free, so a second npm start fails before touching a build.
-    context.out(`Building the app into ${shown(appDirectory)} (as npm run build does)...`);
-    const files = await buildPackage(appDirectory);
-    context.out(`  ${files.length} files.`);
+  context.out(`Building the app into ${shown(request.appDirectory)} (as npm run build does)...`);
+  const files = await buildPackage(request.appDirectory);
+  context.out(`  ${files.length} files.`);
+  // The app's environment, as the Functions host gives it to the worker. The outbox relay sends
+  // with ServiceBusConnection, the local peer's connection string; the namespace setting (for
+  // Azure, from the settings file) would contradict it.
+  Object.assign(process.env, app.values, {
+    COSMOS_ENDPOINT: cosmos.endpoint,
+    COSMOS_KEY: cosmos.key,
+    ServiceBusConnection: serviceBus.connectionString,
+    ...sweep.environment,
+  });
+  delete process.env.ServiceBusConnection__fullyQualifiedNamespace;
+  const functionApp = await loadFunctionApp(request.appDirectory);
+  const hostJson = JSON.parse(readFileSync(join(request.appDirectory, 'host.json'), 'utf8')) as unknown;
+  const trigger = triggerSettings(hostJson);
+  const armed = await startTriggers(
+    functionApp,
+    trigger,
+    serviceBus.connectionString,
+    cosmosClient,
+    output,
+    started,
+  );
 
-    // The app's environment, as the Functions host gives it to the worker.
-    // The outbox relay sends with ServiceBusConnection, the local peer's connection string; the
-    // namespace setting (for Azure, from the settings file) would contradict it.
-    Object.assign(process.env, appSettings, {
+  writeLocalRun(request.runFile, {
+    pid: process.pid,
+    startedAt: new Date().toISOString(),
+    environment: {
+      SERVICEBUS_CONNECTION_STRING: serviceBus.connectionString,
+      SERVICEBUS_DUPLICATE_WINDOW: duplicateWindow,
+      // The broker runs on this machine's clock: no margin for skew before a resubmit.
+      SERVICEBUS_CLOCK_SKEW: 'PT0S',
       COSMOS_ENDPOINT: cosmos.endpoint,
       COSMOS_KEY: cosmos.key,
-      ServiceBusConnection: serviceBus.connectionString,
+      COSMOS_DATABASE: databaseId,
+      COSMOS_CONTAINER: containerId,
+      INBOX_RETENTION: app.values.INBOX_RETENTION ?? '',
+      // The tools validate the app's settings too: the sweeper's must fit the window.
       ...sweep.environment,
+    },
+  });
+  started.add(() => removeLocalRun(request.runFile, process.pid));
+
+  context.out(
+    readyLines({ request, app, cosmos, serviceBus, functionApp, trigger, armed, duplicateWindow }).join('\n'),
+  );
+  return output;
+}
+
+/** What npm start prints once everything runs: where it is, and the settings another terminal needs. */
+function readyLines({
+  request,
+  app,
+  cosmos,
+  serviceBus,
+  functionApp,
+  trigger,
+  armed,
+  duplicateWindow,
+}: {
+  request: StartRequest;
+  app: AppSettings;
+  cosmos: { endpoint: string; key: string };
+  serviceBus: LocalServiceBus;
+  functionApp: FunctionApp;
+  trigger: TriggerSettings;
+  armed: ReturnType<TimerTriggers['start']>;
+  duplicateWindow: string;
+}): string[] {
+  const { database: databaseId, container: containerId } = app.settings.cosmos;
+  const { redelivery } = app.settings;
+  return [
+    `App settings from ${app.sources.join(', ')}; in memory: everything is gone when it stops.`,
+    `Local Cosmos DB:   ${cosmos.endpoint} database '${databaseId}', container '${containerId}' (/partitionKey)`,
+    `Local Service Bus: amqp://${HOST}:${serviceBus.port} (duplicate detection ${duplicateWindow}, lock ${formatDuration(redelivery.lockDurationSeconds)}, max deliveries ${redelivery.maxDeliveryCount})`,
+    ...serviceBus.broker.subscriptions.map(
+      (s) => `  ${s.topic}/Subscriptions/${s.name} [${s.subjects.join(', ')}]`,
+    ),
+    `Functions (host.json: maxConcurrentCalls ${trigger.maxConcurrentCalls}, prefetchCount ${trigger.prefetchCount}, ` +
+      `autoCompleteMessages ${trigger.autoCompleteMessages}, lock renewal up to ${trigger.maxAutoLockRenewalMs / 1000} s, ` +
+      `functionTimeout ${trigger.functionTimeoutMs / 1000} s):`,
+    ...functionApp.serviceBus.map((f) => `  ${f.name}: ${f.topicName}/Subscriptions/${f.subscriptionName}`),
+    ...armed.map((t) => `  ${t.function}: timer, next run ${t.next.toISOString()}`),
+    ...functionApp.cosmosDB.map(
+      (f) =>
+        `  ${f.name}: change feed of ${f.databaseName}/${f.containerName}, leases in ${f.leaseContainerName}`,
+    ),
+    `For another terminal (npm run send, peek and dead-letters read them from ${shown(request.runFile)}):`,
+    `  SERVICEBUS_CONNECTION_STRING="${serviceBus.connectionString}"`,
+    `  COSMOS_ENDPOINT=${cosmos.endpoint}`,
+    `  COSMOS_KEY=${cosmos.key}`,
+    ...(trigger.autoCompleteMessages
+      ? []
+      : [
+          'Warning: autoCompleteMessages is false, and these functions never settle a message: every one comes back when its lock runs out.',
+        ]),
+    'Ready. Press Ctrl+C to stop.',
+  ];
+}
+
+/** The totals line: the inbox markers in Cosmos DB, and the messages waiting and dead-lettered. */
+async function totals(container: Container, serviceBus: LocalServiceBus): Promise<string> {
+  const { resources: markers } = await container.items
+    .query<string>({
+      query: 'SELECT VALUE c.id FROM c WHERE c.type = @type',
+      parameters: [{ name: '@type', value: MARKER_TYPE }],
+    })
+    .fetchAll();
+  const waiting = serviceBus.broker.subscriptions.reduce((sum, s) => sum + s.entity.activeCount, 0);
+  const dead = serviceBus.broker.subscriptions.reduce((sum, s) => sum + s.deadLetterQueue.activeCount, 0);
+  return `inbox markers ${markers.length}, messages waiting ${waiting}, in dead-letter queues ${dead}`;
+}
+
+/**
+ * The app's triggers: its Service Bus functions on receivers of the real SDK, its timers, and its
+ * Cosmos DB triggers (the outbox relay) on the change feed, their lease containers created as the
+ * Bicep creates them (the trigger does not: createLeaseContainerIfNotExists is false). Returns the
+ * timers' next runs.
+ */
+async function startTriggers(
+  app: FunctionApp,
+  trigger: TriggerSettings,
+  connectionString: string,
+  cosmosClient: CosmosClient,
+  output: LiveOutput,
+  started: Started,
+): Promise<ReturnType<TimerTriggers['start']>> {
+  const client = new ServiceBusClient(connectionString);
+  started.add(() => client.close());
+  const triggers = new ServiceBusTriggers(
+    client,
+    app.serviceBus,
+    trigger,
+    (delivery) => output.delivery(delivery),
+    (name, error) =>
+      output.line(`${name}: receive error (${bounded(`${error.name}: ${error.message}`, 160)})`),
+  );
+  triggers.start();
+  started.add(() => triggers.stop());
+  const timers = new TimerTriggers(app.timers, (run) => output.timerRun(run));
+  const armed = timers.start();
+  started.add(() => timers.stop());
+  for (const registration of app.cosmosDB) {
+    const triggerDatabase = cosmosClient.database(registration.databaseName);
+    const { container: leases } = await triggerDatabase.containers.createIfNotExists({
+      id: registration.leaseContainerName,
+      partitionKey: { paths: ['/id'] },
     });
-    delete process.env.ServiceBusConnection__fullyQualifiedNamespace;
-    const app = await loadFunctionApp(appDirectory);
-    const hostJson = JSON.parse(readFileSync(join(appDirectory, 'host.json'), 'utf8')) as unknown;
-    const trigger = triggerSettings(hostJson);
-
-    const client = new ServiceBusClient(serviceBus.connectionString);
-    stops.push(() => client.close());
-    const triggers = new ServiceBusTriggers(
-      client,
-      app.serviceBus,
-      trigger,
-      (delivery) => output.delivery(delivery),
-      (name, error) =>
-        output.line(`${name}: receive error (${bounded(`${error.name}: ${error.message}`, 160)})`),
-    );
-    triggers.start();
-    stops.push(() => triggers.stop());
-    const timers = new TimerTriggers(app.timers, (run) => output.timerRun(run));
-    const armed = timers.start();
-    stops.push(() => timers.stop());
-    // The Cosmos DB triggers (the outbox relay) on the change feed, their lease containers created
-    // as the Bicep creates them (the trigger does not: createLeaseContainerIfNotExists is false).
-    const changeFeeds: ChangeFeedTrigger[] = [];
-    for (const registration of app.cosmosDB) {
-      const triggerDatabase = cosmosClient.database(registration.databaseName);
-      const { container: leases } = await triggerDatabase.containers.createIfNotExists({
-        id: registration.leaseContainerName,
-        partitionKey: { paths: ['/id'] },
-      });
-      const changeFeed = new ChangeFeedTrigger(registration, {
-        clock: scaledClock(1),
-        monitored: triggerDatabase.container(registration.containerName),
-        leases,
-        onPage: (page, logs) => output.changeFeedPage(page, logs),
-      });
-      await changeFeed.start();
-      stops.push(() => changeFeed.stop());
-      changeFeeds.push(changeFeed);
-    }
-
-    writeLocalRun(runFile, {
-      pid: process.pid,
-      startedAt: new Date().toISOString(),
-      environment: {
-        SERVICEBUS_CONNECTION_STRING: serviceBus.connectionString,
-        SERVICEBUS_DUPLICATE_WINDOW: duplicateWindow,
-        // The broker runs on this machine's clock: no margin for skew before a resubmit.
-        SERVICEBUS_CLOCK_SKEW: 'PT0S',
-        COSMOS_ENDPOINT: cosmos.endpoint,
-        COSMOS_KEY: cosmos.key,
-        COSMOS_DATABASE: databaseId,
-        COSMOS_CONTAINER: containerId,
-        INBOX_RETENTION: appSettings.INBOX_RETENTION ?? '',
-        // The tools validate the app's settings too: the sweeper's must fit the window.
-        ...sweep.environment,
-      },
+    const changeFeed = new ChangeFeedTrigger(registration, {
+      clock: scaledClock(1),
+      monitored: triggerDatabase.container(registration.containerName),
+      leases,
+      onPage: (page, logs) => output.changeFeedPage(page, logs),
     });
-    stops.push(() => removeLocalRun(runFile, process.pid));
-
-    const subscriptions = serviceBus.broker.subscriptions.map(
-      (s) => `${s.topic}/Subscriptions/${s.name} [${s.subjects.join(', ')}]`,
-    );
-    context.out(
-      [
-        `App settings from ${sources.join(', ')}; in memory: everything is gone when it stops.`,
-        `Local Cosmos DB:   ${cosmos.endpoint} database '${databaseId}', container '${containerId}' (/partitionKey)`,
-        `Local Service Bus: amqp://${HOST}:${serviceBus.port} (duplicate detection ${duplicateWindow}, lock ${formatDuration(settings.redelivery.lockDurationSeconds)}, max deliveries ${settings.redelivery.maxDeliveryCount})`,
-        ...subscriptions.map((s) => `  ${s}`),
-        `Functions (host.json: maxConcurrentCalls ${trigger.maxConcurrentCalls}, prefetchCount ${trigger.prefetchCount}, ` +
-          `autoCompleteMessages ${trigger.autoCompleteMessages}, lock renewal up to ${trigger.maxAutoLockRenewalMs / 1000} s, ` +
-          `functionTimeout ${trigger.functionTimeoutMs / 1000} s):`,
-        ...app.serviceBus.map((f) => `  ${f.name}: ${f.topicName}/Subscriptions/${f.subscriptionName}`),
-        ...armed.map((t) => `  ${t.function}: timer, next run ${t.next.toISOString()}`),
-        ...app.cosmosDB.map(
-          (f) =>
-            `  ${f.name}: change feed of ${f.databaseName}/${f.containerName}, leases in ${f.leaseContainerName}`,
-        ),
-        `For another terminal (npm run send, peek and dead-letters read them from ${shown(runFile)}):`,
-        `  SERVICEBUS_CONNECTION_STRING="${serviceBus.connectionString}"`,
-        `  COSMOS_ENDPOINT=${cosmos.endpoint}`,
-        `  COSMOS_KEY=${cosmos.key}`,
-        ...(trigger.autoCompleteMessages
-          ? []
-          : [
-              'Warning: autoCompleteMessages is false, and these functions never settle a message: every one comes back when its lock runs out.',
-            ]),
-        'Ready. Press Ctrl+C to stop.',
-      ].join('\n'),
-    );
-  } catch (error) {
-    await stopAll();
-    throw error;
+    await changeFeed.start();
+    started.add(() => changeFeed.stop());
   }
-
-  await untilInterrupted();
-  await printTotals();
-  context.out('Stopping: no new deliveries; waiting for the running ones...');
-  const deadline = setTimeout(() => {
-    context.err(`Still stopping after ${STOP_DEADLINE_MS / 1000} s; exiting anyway.`);
-    process.exit(EXIT_CODES.failed);
-  }, STOP_DEADLINE_MS);
-  await stopAll();
-  clearTimeout(deadline);
-  context.out('Stopped.');
-  return EXIT_CODES.ok;
+  return armed;
 }
 
 /** The app settings `func start` would read, local.settings.json over the sample, the environment over both. */
