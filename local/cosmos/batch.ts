@@ -66,22 +66,35 @@ export function executeBatch(
       });
     } catch (error) {
       if (!(error instanceof CosmosError)) throw error;
-      return {
-        status: 207,
-        results: operations.map((_, other) =>
-          other === index
-            ? {
-                statusCode: error.status,
-                requestCharge: FAILED_REQUEST_CHARGE,
-                ...(error.substatus === undefined ? {} : { subStatusCode: error.substatus }),
-              }
-            : { statusCode: 424, requestCharge: 0 },
-        ),
-      };
+      return failedBatch(operations.length, index, error.status, error.substatus);
     }
   }
   staged.commit();
   return { status: 200, results };
+}
+
+/**
+ * A batch that one operation failed: that operation's status, 424 (failed dependency) for every
+ * other, nothing committed.
+ */
+export function failedBatch(
+  operations: number,
+  failed: number,
+  status: number,
+  substatus?: number,
+): BatchResult {
+  return {
+    status: 207,
+    results: Array.from({ length: operations }, (_, index) =>
+      index === failed
+        ? {
+            statusCode: status,
+            requestCharge: FAILED_REQUEST_CHARGE,
+            ...(substatus === undefined ? {} : { subStatusCode: substatus }),
+          }
+        : { statusCode: 424, requestCharge: 0 },
+    ),
+  };
 }
 
 interface RawOperation {

@@ -6,8 +6,10 @@
 export const StatusName = {
   400: 'BadRequest',
   401: 'Unauthorized',
+  403: 'Forbidden',
   404: 'NotFound',
   405: 'MethodNotAllowed',
+  408: 'RequestTimeout',
   409: 'Conflict',
   412: 'PreconditionFailed',
   413: 'RequestEntityTooLarge',

@@ -1,7 +1,10 @@
 /**
  * Faults injected into the local server at run time, so tests can reproduce what production does:
- * throttling, outages, slowness, and the ambiguous case where a write commits but its response is lost.
+ * throttling, outages, slowness, the ambiguous case where a write commits but its response is lost,
+ * and any status on a request or on one operation of a batch.
  */
+import type { ErrorStatus } from './errors';
+
 export const FAULT_TARGETS = ['read', 'write', 'batch', 'query', 'metadata'] as const;
 export type FaultTarget = (typeof FAULT_TARGETS)[number];
 
@@ -22,6 +25,17 @@ export type FaultRule = FaultSelection &
     | { kind: 'unavailable' }
     | { kind: 'latency'; ms: number }
     | { kind: 'dropResponseAfterCommit' }
+    | {
+        kind: 'status';
+        /** The status the request (or, with `operation`, that operation of a batch) fails with. */
+        status: ErrorStatus;
+        /**
+         * A batch's operation (0-based) that fails with `status`, the others answering 424 (failed
+         * dependency), nothing committed: what Cosmos DB answers when one operation fails. Without
+         * it, the whole request fails.
+         */
+        operation?: number;
+      }
   );
 
 export interface FaultHandle {
@@ -32,11 +46,12 @@ export interface FaultHandle {
 
 export interface FaultDecision {
   delayMs: number;
-  /** 429 / 503 instead of processing, or drop the connection after processing. */
+  /** 429 / 503 / any status instead of processing, or drop the connection after processing. */
   outcome?:
     | { kind: 'throttle'; retryAfterMs: number }
     | { kind: 'unavailable' }
-    | { kind: 'dropResponseAfterCommit' };
+    | { kind: 'dropResponseAfterCommit' }
+    | { kind: 'status'; status: ErrorStatus; operation?: number };
 }
 
 const DATA_TARGETS: readonly FaultTarget[] = ['read', 'write', 'batch', 'query'];
@@ -104,6 +119,9 @@ export class FaultInjector {
         case 'unavailable':
         case 'dropResponseAfterCommit':
           decision.outcome = { kind: rule.kind };
+          break;
+        case 'status':
+          decision.outcome = { kind: 'status', status: rule.status, operation: rule.operation };
           break;
       }
     }

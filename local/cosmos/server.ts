@@ -6,7 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { seededRandom } from '../random';
 import { AccountState } from './account';
 import { verifyMasterKey } from './auth';
-import { CosmosError } from './errors';
+import { failedBatch } from './batch';
+import { CosmosError, type ErrorStatus } from './errors';
 import { type FaultHandle, FaultInjector, type FaultRule, type FaultTarget } from './faults';
 import { errorReply, readBody, type Reply, send, single, throttled } from './http';
 import { item, items } from './itemHandlers';
@@ -133,18 +134,22 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
       if (decision.outcome?.kind === 'unavailable') {
         throw new CosmosError(503, 'Service is currently unavailable. (injected by the local server)');
       }
-      const retryAfterMs = client && throughput?.retryAfterMs();
-      if (retryAfterMs !== undefined) throw throttled(retryAfterMs);
-      dropAfterCommit = decision.outcome?.kind === 'dropResponseAfterCommit';
-      reply = dispatch(route, {
-        method,
-        headers: request.headers,
-        raw,
-        nowMs: now(),
-        account: state,
-        listening,
-        committed: () => lsn++,
-      });
+      if (decision.outcome?.kind === 'status') {
+        reply = injectedStatus(decision.outcome, target, raw);
+      } else {
+        const retryAfterMs = client && throughput?.retryAfterMs();
+        if (retryAfterMs !== undefined) throw throttled(retryAfterMs);
+        dropAfterCommit = decision.outcome?.kind === 'dropResponseAfterCommit';
+        reply = dispatch(route, {
+          method,
+          headers: request.headers,
+          raw,
+          nowMs: now(),
+          account: state,
+          listening,
+          committed: () => lsn++,
+        });
+      }
     } catch (error) {
       reply = errorReply(error, activityId, url);
     }
@@ -215,6 +220,23 @@ const handlers: {
   items,
   item,
 };
+
+/**
+ * An injected status: the whole request fails with it, or (a batch, with `operation`) that operation
+ * does, the others answering 424, nothing committed.
+ */
+function injectedStatus(
+  { status, operation }: { status: ErrorStatus; operation?: number },
+  target: FaultTarget,
+  raw: Buffer,
+): Reply {
+  if (operation === undefined || target !== 'batch') {
+    throw new CosmosError(status, `Status ${status} (injected by the local server).`);
+  }
+  const operations = (JSON.parse(raw.toString('utf8')) as unknown[]).length;
+  const { results } = failedBatch(operations, operation, status);
+  return { status: 207, body: results, requestCharge: results.reduce((sum, r) => sum + r.requestCharge, 0) };
+}
 
 function dispatch(route: Route, request: ResourceRequest): Reply {
   // The handler of route.type takes that route; TypeScript does not narrow a lookup by its key.

@@ -303,6 +303,7 @@ function describe(value: unknown): string {
 function kindOf(value: object): string {
   if (Array.isArray(value)) return 'an array';
   const prototype = Object.getPrototypeOf(value) as { constructor?: { name?: unknown } } | null;
+  if (prototype === null || prototype === Object.prototype) return 'an object';
   const name = prototype?.constructor?.name;
   return typeof name === 'string' && name !== '' ? `a ${bounded(name, 40)}` : 'an object';
 }

@@ -7,6 +7,7 @@ import {
   CircuitBreaker,
   CircuitOpenError,
   type Delivery,
+  holdSeconds,
   loadSettings,
   PoisonMessageError,
   processDelivery,
@@ -175,6 +176,23 @@ describe('circuit breaker', () => {
     expect(breakerLimits(settings)).toEqual(limits);
     // (maxDeliveryCount 10 − threshold 3) × 270 s − one probe interval of 5 s.
     expect(survivableOutageSeconds(settings)).toBe(1_885);
+  });
+
+  it('holds until the earlier of lock renewal and functionTimeout, whichever it is, less the release margin', () => {
+    const settings = loadSettings({ COSMOS_ENDPOINT: 'https://account.documents.azure.com:443/' });
+    const host = (maxAutoLockRenewalSeconds: number, functionTimeoutSeconds: number) => ({
+      ...settings,
+      host: { maxAutoLockRenewalSeconds, functionTimeoutSeconds },
+    });
+
+    expect(holdSeconds(host(120, 600))).toBe(90);
+    expect(holdSeconds(host(600, 120))).toBe(90);
+    expect(breakerLimits(host(600, 120)).holdMs).toBe(90_000);
+    // (10 − 3) × 90 s − 5 s; and never below zero when the threshold takes every delivery.
+    expect(survivableOutageSeconds(host(600, 120))).toBe(625);
+    expect(
+      survivableOutageSeconds({ ...host(600, 120), breaker: { ...settings.breaker, failureThreshold: 10 } }),
+    ).toBe(0);
   });
 });
 

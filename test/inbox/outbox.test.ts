@@ -571,4 +571,77 @@ describe('the relay and the sweeper', () => {
     expect(capped).toMatchObject({ sent: 1, capped: true });
     await container.delete();
   });
+
+  it('leaves alone what a page holds but is not pending: dispatched, set aside, or a business document that says pending', async () => {
+    const account = nextAccount();
+    const partitionKey = `account:${account}`;
+    const now = new Date();
+    await published(account, 'relay-not-pending', now);
+    const publisher = new RecordingPublisher();
+    await relayOutbox(
+      await documentsIn(stack.container, partitionKey),
+      relayDependencies(stack.container, publisher, now),
+    );
+    await stack.container.items.create({
+      id: 'order-1',
+      partitionKey,
+      status: 'pending',
+      topic: 'business-events',
+    });
+    await stack.container.items.create({
+      id: 'outbox-aside',
+      partitionKey,
+      type: OUTBOX_TYPE,
+      status: 'unsendable',
+      unsendableReason: 'invalid',
+      message: '{}',
+    });
+    // The same documents as the change feed shows them now: marked, set aside, or not the outbox's.
+    const page = await documentsIn(stack.container, partitionKey);
+    const before = JSON.stringify(page);
+    const sent = publisher.sent.length;
+
+    const report = await relayOutbox(page, relayDependencies(stack.container, publisher, now));
+
+    expect(
+      page
+        .filter((d) => d.type === OUTBOX_TYPE)
+        .map((d) => d.status)
+        .sort(),
+    ).toEqual(['dispatched', 'dispatched', 'unsendable']);
+    expect(report).toMatchObject({ sent: 0, marked: 0, alreadyMarked: 0, unsendable: 0, failedTopics: [] });
+    expect(publisher.sent.length).toBe(sent);
+    const after = await documentsIn(stack.container, partitionKey);
+    expect(JSON.stringify(after.map(({ _ts, ...rest }) => rest))).toBe(
+      JSON.stringify((JSON.parse(before) as Record<string, unknown>[]).map(({ _ts, ...rest }) => rest)),
+    );
+  });
+
+  it('the sweeper on an empty outbox: nothing pending, an oldest age of 0, nothing sent, not capped', async () => {
+    const database = stack.client.database(stack.container.database.id);
+    const { container } = await database.containers.createIfNotExists({
+      id: `sweep-empty-${Date.now()}`,
+      partitionKey: { paths: ['/partitionKey'] },
+    });
+    await container.items.create({ id: 'order-1', partitionKey: 'p', status: 'pending' });
+    const publisher = new RecordingPublisher();
+
+    const report = await sweepOutbox(relayDependencies(container, publisher));
+
+    expect(report).toEqual({
+      sent: 0,
+      marked: 0,
+      alreadyMarked: 0,
+      unsendable: 0,
+      setAside: [],
+      failedTopics: [],
+      requestCharge: expect.any(Number) as unknown,
+      pending: 0,
+      oldestPendingAgeSeconds: 0,
+      unsendableKept: 0,
+      capped: false,
+    });
+    expect(publisher.sent).toEqual([]);
+    await container.delete();
+  });
 });

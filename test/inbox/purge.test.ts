@@ -226,4 +226,45 @@ describe('runPurge', () => {
     expect(throttled.throttled).toBeGreaterThanOrEqual(1);
     expect(next).toMatchObject({ purged: 5, expiredRemaining: 0, stoppedBy: 'done' });
   });
+
+  it('fails, not "time-cap", when Cosmos DB fails its query (503): nothing is deleted, the timer retries', async () => {
+    await processMessages(3, 40);
+    stack.server.faults.inject({ kind: 'unavailable', on: 'query' });
+
+    const failure = await runPurge(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 }).then(
+      (report) => `reported ${report.stoppedBy}`,
+      (error: unknown) => `failed ${(error as { code?: number }).code}`,
+    );
+    stack.server.faults.clear();
+
+    expect(failure).toBe('failed 503');
+    expect(await stored()).toEqual({ markers: 3, business: 3 });
+  });
+
+  it('skips a marker gone or changed (404, 412) but fails on any other status of a single delete', async () => {
+    await processMessages(2, 40, 1);
+    // The partition's batch fails (one marker gone since the query), so each is deleted on its own;
+    // the first of those fails with 503.
+    stack.server.faults.inject({ kind: 'status', status: 404, on: 'batch', operation: 0, times: 1 });
+    stack.server.faults.inject({ kind: 'status', status: 503, on: 'write', times: 1 });
+
+    const failure = await runPurge(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 }).then(
+      (report) => `reported ${report.purged} purged, ${report.skipped} skipped`,
+      (error: unknown) => `failed ${(error as { code?: number }).code}`,
+    );
+    const retried = await runPurge(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
+
+    expect(failure).toBe('failed 503');
+    expect(retried).toMatchObject({ purged: 2, skipped: 0, markers: 0, stoppedBy: 'done' });
+  });
+
+  it('counts a single delete that finds its marker gone (404) as skipped, and goes on', async () => {
+    await processMessages(2, 40, 1);
+    stack.server.faults.inject({ kind: 'status', status: 404, on: 'batch', operation: 1, times: 1 });
+    stack.server.faults.inject({ kind: 'status', status: 404, on: 'write', times: 1 });
+
+    const report = await runPurge(stack.container, { now, maxItems: 1000, maxDurationMs: 60_000 });
+
+    expect(report).toMatchObject({ purged: 1, skipped: 1, stoppedBy: 'done' });
+  });
 });

@@ -241,6 +241,34 @@ describe('settings', () => {
   });
 });
 
+describe('integer settings', () => {
+  it.each([
+    ['OUTBOX_SWEEP_MAX_ITEMS', 10_000],
+    ['INBOX_MAX_ATTEMPTS', 50],
+    ['SERVICEBUS_MAX_DELIVERY_COUNT', 2000],
+    ['PURGE_MAX_RU_PER_SECOND', 1_000_000],
+    ['BREAKER_FAILURE_THRESHOLD', 1000],
+  ])('%s takes 1 to %i, whole numbers only', (name, max) => {
+    const own = (text: string): string[] =>
+      problems({ ...base, [name]: text }).filter((problem) => problem.startsWith(`${name}=`));
+    const refusal = (text: string): string[] => [`${name}='${text}' must be an integer from 1 to ${max}.`];
+
+    expect(own('1')).toEqual([]);
+    expect(own(String(max))).toEqual([]);
+    expect(own(String(max + 1))).toEqual(refusal(String(max + 1)));
+    expect(own('0')).toEqual(refusal('0'));
+    expect(own('2.5')).toEqual(refusal('2.5'));
+    expect(own('ten')).toEqual(refusal('ten'));
+  });
+
+  it('PURGE_MAX_ITEMS has no upper bound short of a safe integer', () => {
+    expect(problems({ ...base, PURGE_MAX_ITEMS: String(Number.MAX_SAFE_INTEGER) })).toEqual([]);
+    expect(problems({ ...base, PURGE_MAX_ITEMS: '0' })).toEqual([
+      `PURGE_MAX_ITEMS='0' must be an integer from 1 to ${Number.MAX_SAFE_INTEGER}.`,
+    ]);
+  });
+});
+
 describe('ISO-8601 durations', () => {
   it.each([
     ['P30D', 2_592_000],

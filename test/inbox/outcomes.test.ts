@@ -1,0 +1,498 @@
+import type { Container } from '@azure/cosmos';
+import { z } from 'zod';
+
+import {
+  MARKER_TYPE,
+  PoisonMessageError,
+  processDelivery,
+  type ProcessResult,
+  TransientStoreError,
+} from '#inbox/internal';
+
+import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from '../support/inbox';
+import { useLocalStack } from '../support/localStack';
+
+/**
+ * Every branch of processDelivery that decides a delivery's outcome, each pinned by what a user
+ * cares about: the outcome (or the error the adapter turns into a retry or a dead letter), what was
+ * written, and what was counted. Store failures are real answers of the local Cosmos DB server
+ * (its fault injection), read by the real SDK.
+ */
+const stack = useLocalStack();
+
+let accounts = 0;
+const nextAccount = (): string => `outcome-${++accounts}`;
+
+/** What a delivery ended in: its outcome, or the error's kind with its reason or status. */
+async function ending(work: Promise<ProcessResult>): Promise<string> {
+  try {
+    return (await work).outcome;
+  } catch (error) {
+    if (error instanceof PoisonMessageError) return `poison ${error.reason}`;
+    if (error instanceof TransientStoreError) return `transient ${error.statusCode ?? 'no status'}`;
+    return `${(error as Error).name}: ${(error as Error).message}`;
+  }
+}
+
+/** A consumer that adds the message's amount to the partition's `total` document. */
+const adding = testConsumer((message, tx) =>
+  tx.patch('total', [{ op: 'incr', path: '/amount', value: message.amount }]),
+);
+
+async function withTotal(): Promise<{ account: string; partitionKey: string; total: () => Promise<number> }> {
+  const account = nextAccount();
+  const partitionKey = `account:${account}`;
+  await stack.container.items.create({ id: 'total', partitionKey, amount: 0 });
+  const total = async (): Promise<number> =>
+    (await stack.container.item('total', partitionKey).read<{ amount: number }>()).resource?.amount ?? NaN;
+  return { account, partitionKey, total };
+}
+
+const markersIn = async (partitionKey: string): Promise<Record<string, unknown>[]> =>
+  (await documentsIn(stack.container, partitionKey)).filter((doc) => doc.type === MARKER_TYPE);
+
+/**
+ * The container, with `work` run right after each transactional batch is answered and before the
+ * inbox sees the answer: what another process (the purge timer) does in that instant.
+ */
+function afterEachBatch(container: Container, work: () => Promise<void>): Container {
+  const items = new Proxy(container.items, {
+    get(target, property) {
+      if (property !== 'batch') return Reflect.get(target, property, target) as unknown;
+      return async (...args: Parameters<Container['items']['batch']>) => {
+        const response = await target.batch(...args);
+        await work();
+        return response;
+      };
+    },
+  });
+  return new Proxy(container, {
+    get: (target, property) =>
+      property === 'items' ? items : (Reflect.get(target, property, target) as unknown),
+  });
+}
+
+describe('a 409 on the marker', () => {
+  it('whose marker is purged before it is read back: the message runs again as new, and its effect applies', async () => {
+    const { account, partitionKey, total } = await withTotal();
+    const message = delivery({ accountId: account, amount: 5 }, { messageId: 'purged-between' });
+    await processDelivery(adding, message, dependencies(stack.container));
+    const purgeOnce = async (): Promise<void> => {
+      const [marker] = await markersIn(partitionKey);
+      if (marker) await stack.container.item(String(marker.id), partitionKey).delete();
+    };
+    let purges = 0;
+    const purging = afterEachBatch(stack.container, async () => {
+      if (purges++ === 0) await purgeOnce();
+    });
+
+    const resent = await processDelivery(adding, message, dependencies(purging));
+
+    expect(resent).toMatchObject({ outcome: 'processed', attempts: 2 });
+    expect(await total()).toBe(10);
+    expect(await markersIn(partitionKey)).toHaveLength(1);
+  });
+
+  it('with the marker there: a duplicate for the same body, a mismatch for another, and nothing written', async () => {
+    const { account, total } = await withTotal();
+    await processDelivery(
+      adding,
+      delivery({ accountId: account, amount: 5 }, { messageId: 'twice' }),
+      dependencies(stack.container),
+    );
+
+    const again = await ending(
+      processDelivery(
+        adding,
+        delivery({ accountId: account, amount: 5 }, { messageId: 'twice' }),
+        dependencies(stack.container),
+      ),
+    );
+    const other = await ending(
+      processDelivery(
+        adding,
+        delivery({ accountId: account, amount: 7 }, { messageId: 'twice' }),
+        dependencies(stack.container),
+      ),
+    );
+
+    expect([again, other]).toEqual(['duplicate', 'payload_mismatch']);
+    expect(await total()).toBe(5);
+  });
+});
+
+describe('a batch operation failing with a status that is not a conflict', () => {
+  it.each([
+    [0, 403, 'transient 403'],
+    [0, 429, 'transient 429'],
+    [0, 503, 'transient 503'],
+    [1, 403, 'transient 403'],
+    [1, 429, 'transient 429'],
+    [1, 500, 'transient 500'],
+    [1, 408, 'transient 408'],
+    [1, 400, 'poison rejected-by-store'],
+    [1, 413, 'poison rejected-by-store'],
+  ] as const)(
+    'operation %i (0: the marker, 1: the write) failing with %i ends as %s, nothing written',
+    async (operation, status, expected) => {
+      const { account, partitionKey, total } = await withTotal();
+      const etagRetries: string[] = [];
+      stack.server.faults.inject({ kind: 'status', status, on: 'batch', operation, times: 1 });
+
+      const result = await ending(
+        processDelivery(
+          adding,
+          delivery({ accountId: account, amount: 5 }),
+          dependencies(stack.container, { onEtagRetry: (name) => etagRetries.push(name) }),
+        ),
+      );
+
+      expect(result).toBe(expected);
+      expect(await total()).toBe(0);
+      expect(await markersIn(partitionKey)).toEqual([]);
+      expect(etagRetries).toEqual([]);
+    },
+  );
+
+  it('a staged publish failing with 429 is transient, not a duplicate: nothing written, nothing published', async () => {
+    const account = nextAccount();
+    const partitionKey = `account:${account}`;
+    const publishing = testConsumer((message, tx) => {
+      tx.create({ id: 'effect', amount: message.amount });
+      tx.publish({ topic: 'billing-events', subject: 'Applied', body: { amount: message.amount } });
+    });
+    // The marker, the create, then the outbox document.
+    stack.server.faults.inject({ kind: 'status', status: 429, on: 'batch', operation: 2, times: 1 });
+
+    const result = await ending(
+      processDelivery(publishing, delivery({ accountId: account, amount: 5 }), dependencies(stack.container)),
+    );
+    const retried = await ending(
+      processDelivery(publishing, delivery({ accountId: account, amount: 5 }), dependencies(stack.container)),
+    );
+
+    expect(result).toBe('transient 429');
+    expect(retried).toBe('processed');
+    expect(
+      (await documentsIn(stack.container, partitionKey)).map((doc) => doc.type ?? doc.id).sort(),
+    ).toEqual(['effect', MARKER_TYPE, 'outbox'].sort());
+  });
+});
+
+describe('the whole request failing', () => {
+  it.each([
+    [400, 'poison rejected-by-store'],
+    [413, 'poison batch-too-large'],
+    [403, 'transient 403'],
+    [500, 'transient 500'],
+  ] as const)('a batch answered %i ends as %s, nothing written', async (status, expected) => {
+    const { account, partitionKey, total } = await withTotal();
+    stack.server.faults.inject({ kind: 'status', status, on: 'batch', times: 1 });
+
+    const result = await ending(
+      processDelivery(adding, delivery({ accountId: account, amount: 5 }), dependencies(stack.container)),
+    );
+
+    expect(result).toBe(expected);
+    expect(await total()).toBe(0);
+    expect(await markersIn(partitionKey)).toEqual([]);
+  });
+
+  it('a throttled tx.read in the handler is transient 429 (after the SDK retries), and the batch is never sent', async () => {
+    const { account, partitionKey, total } = await withTotal();
+    const reading = testConsumer(async (message, tx) => {
+      const current = await tx.read<{ id: string; amount: number }>('total');
+      tx.replace(
+        { ...current!.document, amount: current!.document.amount + message.amount },
+        {
+          ifMatch: current!.etag,
+        },
+      );
+    });
+    stack.server.faults.inject({ kind: 'throttle', on: 'read', retryAfterMs: 1 });
+    const batchesBefore = stack.server.requestCounts().batch;
+
+    const result = await ending(
+      processDelivery(reading, delivery({ accountId: account, amount: 5 }), dependencies(stack.container)),
+    );
+
+    expect(result).toBe('transient 429');
+    expect(stack.server.requestCounts().batch).toBe(batchesBefore);
+    expect(await markersIn(partitionKey)).toEqual([]);
+    stack.server.faults.clear();
+    expect(await total()).toBe(0);
+  });
+
+  it('a failing marker read on a redelivery is transient, and the handler does not run', async () => {
+    const { account, partitionKey, total } = await withTotal();
+    let runs = 0;
+    const counting = testConsumer((message, tx) => {
+      runs++;
+      tx.patch('total', [{ op: 'incr', path: '/amount', value: message.amount }]);
+    });
+    stack.server.faults.inject({ kind: 'unavailable', on: 'read' });
+
+    const result = await ending(
+      processDelivery(
+        counting,
+        delivery({ accountId: account, amount: 5 }, { deliveryCount: 2 }),
+        dependencies(stack.container),
+      ),
+    );
+
+    expect(result).toBe('transient 503');
+    expect(runs).toBe(0);
+    stack.server.faults.clear();
+    expect(await total()).toBe(0);
+    expect(await markersIn(partitionKey)).toEqual([]);
+  });
+
+  it("a handler's own error passes through as it is: neither poison nor transient", async () => {
+    const failing = testConsumer(() => {
+      throw new TypeError('handler bug');
+    });
+
+    expect(
+      await ending(
+        processDelivery(
+          failing,
+          delivery({ accountId: nextAccount(), amount: 1 }),
+          dependencies(stack.container),
+        ),
+      ),
+    ).toBe('TypeError: handler bug');
+  });
+});
+
+describe('which failures run the handler again after an ETag pause', () => {
+  /**
+   * A document that another writer changes (or deletes) between the handler's read and its commit
+   * on the first run; the run after the failure writes it unguarded.
+   */
+  async function raced(
+    stage: (tx: Parameters<typeof adding.handle>[1], etag: string) => void,
+    race: (partitionKey: string) => Promise<unknown>,
+  ): Promise<{ result: string; etagRetries: number; pauses: number; previous: unknown[] }> {
+    const account = nextAccount();
+    const partitionKey = `account:${account}`;
+    await stack.container.items.create({ id: 'doc', partitionKey, n: 0 });
+    let etagRetries = 0;
+    let pauses = 0;
+    const previous: unknown[] = [];
+    const consumer = testConsumer(async (_message, tx) => {
+      previous.push(
+        tx.previousFailure && { kind: tx.previousFailure.kind, status: tx.previousFailure.status },
+      );
+      const current = await tx.read('doc');
+      if (previous.length === 1) await race(partitionKey);
+      // The first run's guarded write fails; the next one writes unguarded.
+      if (previous.length === 1) stage(tx, current!.etag);
+      else tx.upsert({ id: 'doc', n: 1 });
+    });
+
+    const result = await ending(
+      processDelivery(
+        consumer,
+        delivery({ accountId: account, amount: 1 }),
+        dependencies(stack.container, {
+          onEtagRetry: () => etagRetries++,
+          sleep: () => {
+            pauses++;
+            return Promise.resolve();
+          },
+        }),
+      ),
+    );
+    return { result, etagRetries, pauses, previous };
+  }
+
+  const changeDoc = (partitionKey: string) =>
+    stack.container.items.upsert({ id: 'doc', partitionKey, n: 100 });
+  const deleteDoc = (partitionKey: string) => stack.container.item('doc', partitionKey).delete();
+
+  it('a replace whose ETag changed (412): counted, paused, run again', async () => {
+    expect(await raced((tx, etag) => tx.replace({ id: 'doc', n: 1 }, { ifMatch: etag }), changeDoc)).toEqual({
+      result: 'processed',
+      etagRetries: 1,
+      pauses: 1,
+      previous: [undefined, { kind: 'replace', status: 412 }],
+    });
+  });
+
+  it('a delete whose ETag changed (412): counted, paused, run again', async () => {
+    expect(await raced((tx, etag) => tx.delete('doc', { ifMatch: etag }), changeDoc)).toEqual({
+      result: 'processed',
+      etagRetries: 1,
+      pauses: 1,
+      previous: [undefined, { kind: 'delete', status: 412 }],
+    });
+  });
+
+  it('a patch whose condition failed (412): run again at once, not counted as an ETag retry', async () => {
+    expect(
+      await raced(
+        (tx) => tx.patch('doc', [{ op: 'set', path: '/n', value: 1 }], { condition: 'from c where c.n = 0' }),
+        changeDoc,
+      ),
+    ).toEqual({
+      result: 'processed',
+      etagRetries: 0,
+      pauses: 0,
+      previous: [undefined, { kind: 'patch', status: 412 }],
+    });
+  });
+
+  it('a replace with an ETag of a document deleted since (404): run again, not counted as an ETag retry', async () => {
+    expect(await raced((tx, etag) => tx.replace({ id: 'doc', n: 1 }, { ifMatch: etag }), deleteDoc)).toEqual({
+      result: 'processed',
+      etagRetries: 0,
+      pauses: 0,
+      previous: [undefined, { kind: 'replace', status: 404 }],
+    });
+  });
+});
+
+describe('tx.delete and tx.failed', () => {
+  it('deletes a document with the marker, with or without a matching ifMatch', async () => {
+    const account = nextAccount();
+    const partitionKey = `account:${account}`;
+    await stack.container.items.create({ id: 'plain', partitionKey });
+    await stack.container.items.create({ id: 'guarded', partitionKey });
+    const deleting = testConsumer(async (_message, tx) => {
+      const guarded = await tx.read('guarded');
+      tx.delete('plain');
+      tx.delete('guarded', { ifMatch: guarded!.etag });
+    });
+
+    const result = await ending(
+      processDelivery(deleting, delivery({ accountId: account, amount: 1 }), dependencies(stack.container)),
+    );
+
+    expect(result).toBe('processed');
+    expect((await documentsIn(stack.container, partitionKey)).map((doc) => doc.type ?? doc.id)).toEqual([
+      MARKER_TYPE,
+    ]);
+  });
+
+  it('a delete of a missing document fails the batch with 404; tx.failed(name) without a status sees it', async () => {
+    const account = nextAccount();
+    const partitionKey = `account:${account}`;
+    const seen: [boolean, boolean, boolean, boolean][] = [];
+    const deleting = testConsumer((_message, tx) => {
+      seen.push([
+        tx.failed('remove'),
+        tx.failed('remove', 404),
+        tx.failed('remove', 412),
+        tx.failed('other'),
+      ]);
+      if (tx.failed('remove')) {
+        tx.create({ id: 'nothing-to-remove' });
+        tx.recordAlternative('already-gone');
+        return;
+      }
+      tx.delete('missing', { name: 'remove' });
+    });
+
+    const result = await processDelivery(
+      deleting,
+      delivery({ accountId: account, amount: 1 }),
+      dependencies(stack.container),
+    );
+
+    expect(result).toMatchObject({ outcome: 'alternative', alternative: 'already-gone', attempts: 2 });
+    expect(seen).toEqual([
+      [false, false, false, false],
+      [true, true, false, false],
+    ]);
+    expect(
+      (await documentsIn(stack.container, partitionKey)).map((doc) => doc.type ?? doc.id).sort(),
+    ).toEqual([MARKER_TYPE, 'nothing-to-remove'].sort());
+  });
+});
+
+describe('message bodies and partition keys', () => {
+  const Nullable = TestMessage.extend({ note: z.string().nullable() });
+
+  it('a body with a JSON null in it is processed, and a redelivery of it is a duplicate', async () => {
+    const account = nextAccount();
+    const consumer = testConsumer((message, tx) => tx.create({ id: 'effect', amount: message.amount }), {
+      schema: Nullable,
+    });
+    const body = { accountId: account, amount: 1, note: null };
+
+    const first = await ending(processDelivery(consumer, delivery(body), dependencies(stack.container)));
+    const again = await ending(
+      processDelivery(consumer, delivery(body, { deliveryCount: 2 }), dependencies(stack.container)),
+    );
+
+    expect([first, again]).toEqual(['processed', 'duplicate']);
+  });
+
+  it('a body that is JSON null is a schema violation', async () => {
+    expect(await ending(processDelivery(adding, delivery(null), dependencies(stack.container)))).toBe(
+      'poison schema-violation',
+    );
+    expect(await ending(processDelivery(adding, delivery('null'), dependencies(stack.container)))).toBe(
+      'poison schema-violation',
+    );
+  });
+
+  it('a partition key that is not a string is poison, not a TypeError', async () => {
+    for (const key of [42, null, undefined, { tenant: 'a' }, ['a']]) {
+      const consumer = testConsumer(() => undefined, { partitionKey: () => key as never });
+
+      expect(
+        await ending(
+          processDelivery(consumer, delivery({ accountId: 'a', amount: 1 }), dependencies(stack.container)),
+        ),
+      ).toBe('poison no-partition-key');
+    }
+  });
+
+  it('a partition key of exactly 2 KB is used; one byte more is poison', async () => {
+    const key = (bytes: number) => `pk-${'k'.repeat(bytes - 3)}`;
+    const at = testConsumer((message, tx) => tx.create({ id: 'effect', amount: message.amount }), {
+      partitionKey: () => key(2048),
+    });
+    const over = testConsumer(() => undefined, { partitionKey: () => key(2049) });
+    // A multi-byte character counts by its UTF-8 bytes: 1,024 of them are 2,048 bytes.
+    const wide = testConsumer(() => undefined, { partitionKey: () => 'é'.repeat(1025) });
+
+    expect(
+      await ending(
+        processDelivery(at, delivery({ accountId: 'a', amount: 1 }), dependencies(stack.container)),
+      ),
+    ).toBe('processed');
+    expect(await documentsIn(stack.container, key(2048))).toHaveLength(2);
+    expect(
+      await ending(
+        processDelivery(over, delivery({ accountId: 'a', amount: 1 }), dependencies(stack.container)),
+      ),
+    ).toBe('poison no-partition-key');
+    expect(
+      await ending(
+        processDelivery(wide, delivery({ accountId: 'a', amount: 1 }), dependencies(stack.container)),
+      ),
+    ).toBe('poison no-partition-key');
+  });
+
+  it('a staged document typed as an inbox marker is poison; one naming another partition fails, writing nothing', async () => {
+    const account = nextAccount();
+    const marker = testConsumer((_message, tx) => tx.create({ id: 'fake', type: MARKER_TYPE }));
+    const elsewhere = testConsumer((_message, tx) =>
+      tx.upsert({ id: 'doc', partitionKey: 'account:someone-else' }),
+    );
+
+    const typed = await ending(
+      processDelivery(marker, delivery({ accountId: account, amount: 1 }), dependencies(stack.container)),
+    );
+    const other = await ending(
+      processDelivery(elsewhere, delivery({ accountId: account, amount: 1 }), dependencies(stack.container)),
+    );
+
+    expect(typed).toBe('poison reserved-document');
+    expect(other).toMatch(/^Error: Document "doc" names partition "account:someone-else"/);
+    expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
+    expect(await documentsIn(stack.container, 'account:someone-else')).toEqual([]);
+  });
+});
