@@ -137,4 +137,35 @@ localOnly('fault injection (local server)', () => {
 
     expect(finished).toEqual(['write', 'read']);
   });
+
+  it('a status on the whole request: the SDK throws it (a batch with it as the cause), nothing is written', async () => {
+    faults().inject({ kind: 'status', status: 403, on: 'write', times: 1 });
+    faults().inject({ kind: 'status', status: 413, on: 'batch', times: 1 });
+
+    const writeStatus = await statusOf(container.items.create({ id: 'never-403', pk: 't' }));
+    const batchStatus = await batchErrorStatus(
+      container.items.batch([{ operationType: 'Create', resourceBody: { id: 'never-413', pk: 't' } }], 't'),
+    );
+
+    expect([writeStatus, batchStatus]).toEqual([403, 413]);
+    expect((await container.item('never-403', 't').read()).statusCode).toBe(404);
+    expect((await container.item('never-413', 't').read()).statusCode).toBe(404);
+  });
+
+  it("a status on one operation of a batch: that operation's status, 424 for the others, nothing committed", async () => {
+    faults().inject({ kind: 'status', status: 429, on: 'batch', operation: 1, times: 1 });
+
+    const response = await container.items.batch(
+      [
+        { operationType: 'Create', resourceBody: { id: 'op-0', pk: 't' } },
+        { operationType: 'Create', resourceBody: { id: 'op-1', pk: 't' } },
+        { operationType: 'Create', resourceBody: { id: 'op-2', pk: 't' } },
+      ],
+      't',
+    );
+
+    expect(response.code).toBe(207);
+    expect(response.result?.map((result) => result.statusCode)).toEqual([424, 429, 424]);
+    expect((await container.item('op-0', 't').read()).statusCode).toBe(404);
+  });
 });
