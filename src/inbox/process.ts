@@ -230,9 +230,12 @@ async function processWithInbox<M>(
     previousFailure = next.failure;
     if (next.failure.status === 412 && tx.staged[response.failedAt - 1]?.guard === 'etag') {
       // Someone changed the document between the handler's read and our commit: read again, after a
-      // short random pause so that competing deliveries do not collide again in lockstep.
-      deps.onEtagRetry?.(consumer.name);
-      await deps.sleep(Math.round(deps.random() * Math.min(1000, 20 * 2 ** attempt)));
+      // short random pause so that competing deliveries do not collide again in lockstep. Neither
+      // the pause nor the retry when no run follows.
+      if (attempt < deps.settings.inbox.maxAttempts) {
+        deps.onEtagRetry?.(consumer.name);
+        await deps.sleep(Math.round(deps.random() * Math.min(1000, 20 * 2 ** attempt)));
+      }
     }
   }
   const last = previousFailure;

@@ -188,11 +188,19 @@ const helpTexts = new Map<string, string>();
  * What `npm run <script> -- --help` prints, for a script that runs a TypeScript tool with tsx (the
  * flags a tool builds from data, like the send tool's sample shortcuts, are only there).
  */
+/** What a script's command says of its flags when asked: our tools' `--help`, or Stryker's. */
 function helpOf(script: string): string {
-  const entry = /^tsx ([\w./-]+\.ts)$/.exec(packageJson.scripts[script] ?? '')?.[1];
-  if (entry === undefined) return '';
+  const command = packageJson.scripts[script] ?? '';
+  const entry = /^tsx ([\w./-]+\.ts)$/.exec(command)?.[1];
+  const cli =
+    entry !== undefined
+      ? [require.resolve('tsx/cli'), entry]
+      : command.startsWith('stryker run ')
+        ? [join(PROJECT_ROOT, 'node_modules', '@stryker-mutator', 'core', 'bin', 'stryker.js'), 'run']
+        : undefined;
+  if (cli === undefined) return '';
   if (!helpTexts.has(script)) {
-    const run = spawnSync(process.execPath, [require.resolve('tsx/cli'), entry, '--help'], {
+    const run = spawnSync(process.execPath, [...cli, '--help'], {
       cwd: PROJECT_ROOT,
       encoding: 'utf8',
       timeout: 60_000,

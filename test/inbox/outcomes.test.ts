@@ -88,7 +88,9 @@ describe('a 409 on the marker', () => {
 
     const resent = await processDelivery(adding, message, dependencies(purging));
 
-    expect(resent).toMatchObject({ outcome: 'processed', attempts: 2 });
+    // Two batches and the read between them, each charged.
+    expect(resent).toMatchObject({ outcome: 'processed', attempts: 2, requests: 3 });
+    expect(resent.requestCharge).toBeGreaterThan(0);
     expect(await total()).toBe(10);
     expect(await markersIn(partitionKey)).toHaveLength(1);
   });
@@ -272,12 +274,12 @@ describe('which failures run the handler again after an ETag pause', () => {
   async function raced(
     stage: (tx: Parameters<typeof adding.handle>[1], etag: string) => void,
     race: (partitionKey: string) => Promise<unknown>,
-  ): Promise<{ result: string; etagRetries: number; pauses: number; previous: unknown[] }> {
+  ): Promise<{ result: string; etagRetries: number; pauses: number[]; previous: unknown[] }> {
     const account = nextAccount();
     const partitionKey = `account:${account}`;
     await stack.container.items.create({ id: 'doc', partitionKey, n: 0 });
     let etagRetries = 0;
-    let pauses = 0;
+    const pauses: number[] = [];
     const previous: unknown[] = [];
     const consumer = testConsumer(async (_message, tx) => {
       previous.push(
@@ -296,8 +298,8 @@ describe('which failures run the handler again after an ETag pause', () => {
         delivery({ accountId: account, amount: 1 }),
         dependencies(stack.container, {
           onEtagRetry: () => etagRetries++,
-          sleep: () => {
-            pauses++;
+          sleep: (ms) => {
+            pauses.push(ms);
             return Promise.resolve();
           },
         }),
@@ -314,7 +316,8 @@ describe('which failures run the handler again after an ETag pause', () => {
     expect(await raced((tx, etag) => tx.replace({ id: 'doc', n: 1 }, { ifMatch: etag }), changeDoc)).toEqual({
       result: 'processed',
       etagRetries: 1,
-      pauses: 1,
+      // Up to 20 ms × 2^attempt, scaled by the random draw (0.5 here).
+      pauses: [20],
       previous: [undefined, { kind: 'replace', status: 412 }],
     });
   });
@@ -323,7 +326,8 @@ describe('which failures run the handler again after an ETag pause', () => {
     expect(await raced((tx, etag) => tx.delete('doc', { ifMatch: etag }), changeDoc)).toEqual({
       result: 'processed',
       etagRetries: 1,
-      pauses: 1,
+      // Up to 20 ms × 2^attempt, scaled by the random draw (0.5 here).
+      pauses: [20],
       previous: [undefined, { kind: 'delete', status: 412 }],
     });
   });
@@ -337,7 +341,7 @@ describe('which failures run the handler again after an ETag pause', () => {
     ).toEqual({
       result: 'processed',
       etagRetries: 0,
-      pauses: 0,
+      pauses: [],
       previous: [undefined, { kind: 'patch', status: 412 }],
     });
   });
@@ -346,9 +350,47 @@ describe('which failures run the handler again after an ETag pause', () => {
     expect(await raced((tx, etag) => tx.replace({ id: 'doc', n: 1 }, { ifMatch: etag }), deleteDoc)).toEqual({
       result: 'processed',
       etagRetries: 0,
-      pauses: 0,
+      pauses: [],
       previous: [undefined, { kind: 'replace', status: 404 }],
     });
+  });
+});
+
+describe('the pause after an ETag conflict', () => {
+  it('grows with the attempt, up to a second, scaled by the random draw; none after the last run', async () => {
+    const account = nextAccount();
+    const partitionKey = `account:${account}`;
+    await stack.container.items.create({ id: 'doc', partitionKey, n: 0 });
+    const pauses: number[] = [];
+    let etagRetries = 0;
+    // Another writer wins every race, so each run's replace fails on its ETag.
+    const losing = testConsumer(async (_message, tx) => {
+      const current = await tx.read<{ id: string; n: number }>('doc');
+      await stack.container.items.upsert({ id: 'doc', partitionKey, n: current!.document.n + 1 });
+      tx.replace({ id: 'doc', n: -1 }, { ifMatch: current!.etag });
+    });
+    const deps = dependencies(stack.container, {
+      random: () => 0.999,
+      onEtagRetry: () => etagRetries++,
+      sleep: (ms) => {
+        pauses.push(ms);
+        return Promise.resolve();
+      },
+    });
+
+    const result = await ending(
+      processDelivery(losing, delivery({ accountId: account, amount: 1 }), {
+        ...deps,
+        settings: { inbox: { ...deps.settings.inbox, maxAttempts: 7 } },
+      }),
+    );
+
+    expect(result).toMatch(
+      /^ConcurrencyConflictError: Gave up after 7 handler runs: the last batch failed on the replace of 'doc' with 412/,
+    );
+    // 0.999 × min(1000, 20 × 2^attempt), rounded, after each run but the last: no run follows it.
+    expect(pauses).toEqual([40, 80, 160, 320, 639, 999]);
+    expect(etagRetries).toBe(6);
   });
 });
 

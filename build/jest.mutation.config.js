@@ -1,0 +1,23 @@
+const { join } = require('node:path');
+
+const { projects, testTimeout } = require('../jest.config.js');
+
+/**
+ * The jest config Stryker runs (build/stryker.config.mjs): the fast set's suites whose business is
+ * the library, its own (test/inbox) and the functions invoked as the host invokes them
+ * (test/functions). A behaviour of src/inbox is pinned when one of them fails without it. The other
+ * fast suites run library code only on their way to something else, and would make every mutant
+ * cost minutes.
+ */
+const LIBRARY_SUITES = ['test/inbox', 'test/functions'];
+
+const fast = projects.find((project) => project.displayName === 'fast');
+
+/** @type {import('jest').Config} */
+module.exports = {
+  ...fast,
+  displayName: 'mutation',
+  rootDir: join(__dirname, '..'),
+  testMatch: LIBRARY_SUITES.map((folder) => `<rootDir>/${folder}/**/*.test.ts`),
+  testTimeout,
+};
