@@ -518,7 +518,7 @@ describe('message bodies and partition keys', () => {
     ).toBe('poison no-partition-key');
   });
 
-  it('a staged document typed as an inbox marker is poison; one naming another partition fails, writing nothing', async () => {
+  it('a staged document typed as a marker or an outbox document is poison; one naming another partition fails, writing nothing; one naming its own is taken', async () => {
     const account = nextAccount();
     const marker = testConsumer((_message, tx) => tx.create({ id: 'fake', type: MARKER_TYPE }));
     const elsewhere = testConsumer((_message, tx) =>
@@ -532,9 +532,28 @@ describe('message bodies and partition keys', () => {
       processDelivery(elsewhere, delivery({ accountId: account, amount: 1 }), dependencies(stack.container)),
     );
 
+    const outboxTyped = await ending(
+      processDelivery(
+        testConsumer((_message, tx) => tx.upsert({ id: 'fake', type: 'outbox' })),
+        delivery({ accountId: account, amount: 1 }),
+        dependencies(stack.container),
+      ),
+    );
+    const ownPartition = await ending(
+      processDelivery(
+        testConsumer((_message, tx) => tx.create({ id: 'mine', partitionKey: `account:${account}` })),
+        delivery({ accountId: account, amount: 1 }, { messageId: 'own-partition' }),
+        dependencies(stack.container),
+      ),
+    );
+
     expect(typed).toBe('poison reserved-document');
+    expect(outboxTyped).toBe('poison reserved-document');
+    expect(ownPartition).toBe('processed');
     expect(other).toMatch(/^Error: Document "doc" names partition "account:someone-else"/);
-    expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
+    expect(
+      (await documentsIn(stack.container, `account:${account}`)).map((doc) => doc.type ?? doc.id).sort(),
+    ).toEqual([MARKER_TYPE, 'mine'].sort());
     expect(await documentsIn(stack.container, 'account:someone-else')).toEqual([]);
   });
 });
