@@ -23,8 +23,11 @@ it('consumers lose no delivery to a purge, and the budgeted purge completes with
   expect(budgeted?.purge).toMatchObject({ purged: 300, expiredRemaining: 0, stoppedBy: 'done', budget });
   const usage = budgeted!.purge!.serverUsage;
   // A request's charge is known only once it has run: the run may be one request over its budget.
+  // And the purge paces on its own clock from before its first request, the server counts from that
+  // request's arrival: on busy cores the two windows differ by up to a request's latency, which
+  // one more request's charge covers (a delete batch's charge is worth far more than that latency).
   expect(usage.requestCharge).toBeLessThanOrEqual(
-    (budget * (usage.lastAtMs - usage.firstAtMs)) / 1000 + usage.maxRequestCharge,
+    (budget * (usage.lastAtMs - usage.firstAtMs)) / 1000 + 2 * usage.maxRequestCharge,
   );
   expect(budgeted!.purge!.waitedMs).toBeGreaterThan(0);
 }, 180_000);
