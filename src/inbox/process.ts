@@ -364,13 +364,10 @@ async function afterBatch<M>(
   return { failure: { name: write.name, kind: write.kind, id: write.id, status } };
 }
 
-const cost = ({
-  requestCharge,
-  requests,
-}: InboxRun<unknown>): { requestCharge: number; requests: number } => ({
-  requestCharge,
-  requests,
-});
+/** What a delivery's requests have cost so far. */
+function cost({ requestCharge, requests }: InboxRun<unknown>): { requestCharge: number; requests: number } {
+  return { requestCharge, requests };
+}
 
 async function processVersioned<M>(
   consumer: VersionedConsumer<M>,
@@ -407,8 +404,9 @@ async function storedMarker(
 }
 
 /** A stored marker's payload hash against this delivery's: the same message again, or another one reusing the id. */
-const sameOrNot = (stored: string, parsed: ParsedMessage<unknown>): 'duplicate' | 'payload_mismatch' =>
-  stored === parsed.payloadHash ? 'duplicate' : 'payload_mismatch';
+function sameOrNot(stored: string, parsed: ParsedMessage<unknown>): 'duplicate' | 'payload_mismatch' {
+  return stored === parsed.payloadHash ? 'duplicate' : 'payload_mismatch';
+}
 
 /** Runs a read: our own errors pass through, Cosmos DB failures are classified. */
 async function store<T>(work: () => Promise<T>): Promise<T> {
@@ -521,7 +519,9 @@ function storeFailure(error: unknown): Error {
   );
 }
 
-const firstLine = (text: string): string => bounded(text.split(/\r?\n/, 1)[0] ?? text, 300);
+function firstLine(text: string): string {
+  return bounded(text.split(/\r?\n/, 1)[0] ?? text, 300);
+}
 
 /** A value for an error message: bounded text, or its type. */
 function echo(value: unknown): string {

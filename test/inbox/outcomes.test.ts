@@ -1,8 +1,11 @@
+import { createHash } from 'node:crypto';
+
 import type { Container } from '@azure/cosmos';
 import { z } from 'zod';
 
 import {
   MARKER_TYPE,
+  markerLocation,
   PoisonMessageError,
   processDelivery,
   type ProcessResult,
@@ -32,6 +35,16 @@ async function ending(work: Promise<ProcessResult>): Promise<string> {
     if (error instanceof TransientStoreError) return `transient ${error.statusCode ?? 'no status'}`;
     return `${(error as Error).name}: ${(error as Error).message}`;
   }
+}
+
+/** The PoisonMessageError a delivery ends in (fails the test when it ends otherwise). */
+async function poisonOf(work: Promise<ProcessResult>): Promise<PoisonMessageError> {
+  const error = await work.then(
+    (result) => new Error(`ended as ${result.outcome}`),
+    (caught: unknown) => caught,
+  );
+  if (!(error instanceof PoisonMessageError)) throw error;
+  return error;
 }
 
 /** A consumer that adds the message's amount to the partition's `total` document. */
@@ -555,5 +568,205 @@ describe('message bodies and partition keys', () => {
       (await documentsIn(stack.container, `account:${account}`)).map((doc) => doc.type ?? doc.id).sort(),
     ).toEqual([MARKER_TYPE, 'mine'].sort());
     expect(await documentsIn(stack.container, 'account:someone-else')).toEqual([]);
+  });
+});
+
+describe('what a delivery reports and keeps', () => {
+  /** Request units the local server charged this test's client since `before`. */
+  const charged = (before: number): number =>
+    stack.server.usageByClient().reduce((sum, usage) => sum + usage.requestCharge, 0) - before;
+  const chargedSoFar = (): number => charged(0);
+
+  it('reports the request units Cosmos DB charged, on every path: processed, a 409 read back, a redelivery', async () => {
+    const { account } = await withTotal();
+    const message = delivery({ accountId: account, amount: 5 }, { messageId: 'charged' });
+    const deps = dependencies(stack.container);
+
+    const results = [];
+    for (const next of [message, message, { ...message, deliveryCount: 2 }]) {
+      const before = chargedSoFar();
+      const result = await processDelivery(adding, next, deps);
+      results.push([result.outcome, result.requests, result.requestCharge === charged(before)]);
+    }
+
+    expect(results).toEqual([
+      ['processed', 1, true],
+      ['duplicate', 2, true],
+      ['duplicate', 1, true],
+    ]);
+  });
+
+  it('a create that meets an existing business document (409) runs the handler again with it, not a duplicate', async () => {
+    const account = nextAccount();
+    const partitionKey = `account:${account}`;
+    await stack.container.items.create({ id: 'order-1', partitionKey });
+    const creating = testConsumer((_message, tx) => {
+      if (tx.failed('order', 409)) {
+        tx.recordAlternative('order-existed');
+        tx.create({ id: 'note' });
+        return;
+      }
+      tx.create({ id: 'order-1' }, { name: 'order' });
+    });
+
+    const result = await processDelivery(
+      creating,
+      delivery({ accountId: account, amount: 1 }),
+      dependencies(stack.container),
+    );
+
+    expect(result).toMatchObject({ outcome: 'alternative', alternative: 'order-existed', attempts: 2 });
+  });
+
+  it('a body that is not JSON is described by its length and hash, never its content', async () => {
+    const body = 'secret card number 4111 {';
+    const error = await poisonOf(processDelivery(adding, delivery(body), dependencies(stack.container)));
+    const bytes = await poisonOf(
+      processDelivery(adding, delivery(Buffer.from(body)), dependencies(stack.container)),
+    );
+
+    expect(error.message).toBe(
+      `The body is not JSON (${body.length} characters, SHA-256 ${createHash('sha256').update(body).digest('hex').slice(0, 16)}).`,
+    );
+    expect(bytes.message).toBe(error.message);
+  });
+
+  it('a body that is JSON text or JSON bytes is parsed as the host would have', async () => {
+    const account = nextAccount();
+    const consumer = testConsumer((message, tx) => tx.create({ id: `effect-${message.amount}` }));
+
+    const text = await ending(
+      processDelivery(
+        consumer,
+        delivery(JSON.stringify({ accountId: account, amount: 1 })),
+        dependencies(stack.container),
+      ),
+    );
+    const bytes = await ending(
+      processDelivery(
+        consumer,
+        delivery(Buffer.from(JSON.stringify({ accountId: account, amount: 2 })), { messageId: 'bytes' }),
+        dependencies(stack.container),
+      ),
+    );
+
+    expect([text, bytes]).toEqual(['processed', 'processed']);
+  });
+
+  it('a body whose properties shadow the broker metadata is poison', async () => {
+    expect(
+      await ending(
+        processDelivery(
+          adding,
+          delivery({ accountId: 'a', amount: 1 }, { shadowedByBody: ['messageId'] }),
+          dependencies(stack.container),
+        ),
+      ),
+    ).toBe('poison metadata-shadowed-by-body');
+  });
+
+  it('a schema violation lists at most five of its issues', async () => {
+    const Wide = z.object(Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`f${i}`, z.string()])));
+    const consumer = testConsumer(() => undefined, { schema: Wide as never });
+
+    const error = await poisonOf(processDelivery(consumer, delivery({}), dependencies(stack.container)));
+
+    expect(error.reason).toBe('schema-violation');
+    expect(error.message.match(/f\d+: /g)).toEqual(['f0: ', 'f1: ', 'f2: ', 'f3: ', 'f4: ']);
+  });
+
+  it('keeps the cause: of a poison read, of a partition key that threw, of a store failure', async () => {
+    const thrown = new RangeError('deep');
+    const reading = testConsumer(() => undefined, {
+      schema: TestMessage.transform((): TestMessage => {
+        throw thrown;
+      }),
+    });
+    const keyError = new Error('no tenant');
+    const keyless = testConsumer(() => undefined, {
+      partitionKey: () => {
+        throw keyError;
+      },
+    });
+    const stringThrown = testConsumer(() => undefined, {
+      schema: TestMessage.transform((): TestMessage => {
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- what a library may throw
+        throw 'a string';
+      }),
+    });
+    const fail = (consumer: typeof adding) =>
+      processDelivery(
+        consumer,
+        delivery({ accountId: nextAccount(), amount: 1 }),
+        dependencies(stack.container),
+      ).then(
+        (result) => new Error(`ended as ${result.outcome}`),
+        (caught: unknown) => caught as Error,
+      );
+
+    const read = await fail(reading);
+    const key = await fail(keyless);
+    const text = await fail(stringThrown);
+    stack.server.faults.inject({ kind: 'unavailable', on: 'batch', times: 1 });
+    const store = await fail(adding);
+
+    expect(read).toMatchObject({ reason: 'unprocessable', cause: thrown });
+    expect(read.message).toContain('RangeError: deep');
+    expect(key).toMatchObject({ reason: 'no-partition-key', cause: keyError });
+    expect(text).toMatchObject({ reason: 'unprocessable', cause: 'a string' });
+    expect(text.message).toContain('failed with string: ;');
+    expect(store).toBeInstanceOf(TransientStoreError);
+    expect(
+      (store.cause as { code?: unknown }).code ?? (store.cause as { cause?: { code?: unknown } }).cause?.code,
+    ).toBe(503);
+  });
+
+  it('a connection dropped after the commit is transient with no status, and the redelivery finds the marker', async () => {
+    const { account, total } = await withTotal();
+    const message = delivery({ accountId: account, amount: 5 }, { messageId: 'dropped' });
+    stack.server.faults.inject({ kind: 'dropResponseAfterCommit', on: 'batch', times: 1 });
+
+    const error = await processDelivery(adding, message, dependencies(stack.container)).then(
+      (result) => new Error(`ended as ${result.outcome}`),
+      (caught: unknown) => caught as Error,
+    );
+    const redelivery = await processDelivery(
+      adding,
+      { ...message, deliveryCount: 2 },
+      dependencies(stack.container),
+    );
+
+    expect(error).toBeInstanceOf(TransientStoreError);
+    expect((error as TransientStoreError).statusCode).toBeUndefined();
+    expect(error.message).toMatch(/^Cosmos DB failed the request \(/);
+    expect(redelivery.outcome).toBe('duplicate');
+    expect(await total()).toBe(5);
+  });
+
+  it('a batch over 2 MB is refused before it is sent', async () => {
+    const account = nextAccount();
+    const blob = 'x'.repeat(800 * 1024);
+    const consumer = testConsumer((_message, tx) => {
+      for (let i = 0; i < 3; i++) tx.create({ id: `blob-${i}`, blob });
+    });
+    const batches = stack.server.requestCounts().batch;
+
+    expect(
+      await ending(
+        processDelivery(consumer, delivery({ accountId: account, amount: 1 }), dependencies(stack.container)),
+      ),
+    ).toBe('poison batch-too-large');
+    expect(stack.server.requestCounts().batch).toBe(batches);
+  });
+
+  it('markerLocation names the marker processing writes: its id, partition and payload hash', async () => {
+    const { account, partitionKey } = await withTotal();
+    const message = delivery({ accountId: account, amount: 5 }, { messageId: 'located' });
+
+    await processDelivery(adding, message, dependencies(stack.container));
+    const location = markerLocation(adding, message);
+    const [marker] = await markersIn(partitionKey);
+
+    expect(location).toEqual({ id: marker?.id, partitionKey, payloadHash: marker?.payloadHash });
   });
 });
