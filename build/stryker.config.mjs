@@ -2,17 +2,11 @@
 // Stryker changes src/inbox one mutant at a time and runs the library's suites that cover it
 // (build/jest.mutation.config.js). A mutant no test notices is a behaviour no test pins.
 
-/**
- * What CI mutates (MUTATION_SET=ci, .ci/run): a fixed part of the library that one CI run can afford
- * (about five minutes on two cores), the score of which must stay at or above `thresholds.break`.
- */
-export const CI_SET = ['src/inbox/versioned.ts', 'src/inbox/duration.ts'];
-
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   testRunner: 'jest',
   jest: { projectType: 'custom', configFile: 'build/jest.mutation.config.js' },
-  mutate: process.env.MUTATION_SET === 'ci' ? CI_SET : ['src/inbox/**/*.ts'],
+  mutate: ['src/inbox/**/*.ts'],
   // Each mutant runs only the tests that reach its code.
   coverageAnalysis: 'perTest',
   // A mutant in code that runs when a module loads (a constant, a regular expression) needs every
