@@ -203,8 +203,9 @@ export function buildOutboxDocument(
   };
 }
 
-const invalid = (problem: string): PoisonMessageError =>
-  new PoisonMessageError('invalid-outgoing-message', `tx.publish: ${problem}`);
+function invalid(problem: string): PoisonMessageError {
+  return new PoisonMessageError('invalid-outgoing-message', `tx.publish: ${problem}`);
+}
 
 /** How many subjects a refusal lists, of those the topic's subscriptions take. */
 const LISTED_SUBJECTS = 10;
@@ -281,10 +282,13 @@ function sizeProblem(message: OutgoingMessage): string | undefined {
 
 const MAX_PROPERTY_VALUE_CHARS = 1024;
 
-const isPropertyValue = (value: unknown): boolean =>
-  typeof value === 'boolean' ||
-  (typeof value === 'number' && Number.isFinite(value)) ||
-  (typeof value === 'string' && value.length <= MAX_PROPERTY_VALUE_CHARS);
+function isPropertyValue(value: unknown): boolean {
+  return (
+    typeof value === 'boolean' ||
+    (typeof value === 'number' && Number.isFinite(value)) ||
+    (typeof value === 'string' && value.length <= MAX_PROPERTY_VALUE_CHARS)
+  );
+}
 
 /** A value for an error message: bounded text, or its type. */
 function echo(value: unknown): string {
@@ -425,7 +429,9 @@ function readOutboxMessage(text: string, documentId: unknown): OutboxRead {
   };
 }
 
-const isText = (value: unknown): value is string => typeof value === 'string' && value.length > 0;
+function isText(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0;
+}
 
 /** The outbox documents among changes (a change feed page holds every kind of document). */
 export function isOutboxDocument(document: unknown): document is OutboxDocument {

@@ -282,15 +282,17 @@ async function measureOutbox(
 /** Documents the sweeper reads and sends at a time. */
 const SWEEP_PAGE = 100;
 
-const emptyReport = (): DispatchReport => ({
-  sent: 0,
-  marked: 0,
-  alreadyMarked: 0,
-  unsendable: 0,
-  setAside: [],
-  failedTopics: [],
-  requestCharge: 0,
-});
+function emptyReport(): DispatchReport {
+  return {
+    sent: 0,
+    marked: 0,
+    alreadyMarked: 0,
+    unsendable: 0,
+    setAside: [],
+    failedTopics: [],
+    requestCharge: 0,
+  };
+}
 
 function add(total: DispatchReport, part: DispatchReport): void {
   total.sent += part.sent;
@@ -482,12 +484,14 @@ function setAsideOperations({ document, reason, detail }: Unsendable, nowSeconds
   ];
 }
 
-const setAsideEntry = ({ document, reason, detail }: Unsendable): SetAside => ({
-  id: bounded(String(document.id)),
-  topic: typeof document.topic === 'string' ? bounded(document.topic) : 'unknown',
-  reason,
-  detail: bounded(detail, 300),
-});
+function setAsideEntry({ document, reason, detail }: Unsendable): SetAside {
+  return {
+    id: bounded(String(document.id)),
+    topic: typeof document.topic === 'string' ? bounded(document.topic) : 'unknown',
+    reason,
+    detail: bounded(detail, 300),
+  };
+}
 
 function describeError(error: unknown): string {
   const { name, message } = asError(error);
@@ -495,7 +499,9 @@ function describeError(error: unknown): string {
   return bounded(`${name}${typeof code === 'string' ? ` (${bounded(code, 40)})` : ''}: ${message}`, 1000);
 }
 
-const asError = (error: unknown): Error => (error instanceof Error ? error : new Error(String(error)));
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
 
 /**
  * An operator's resend of an outbox document set aside as unsendable (npm run outbox -- resend),
