@@ -12,7 +12,7 @@ import {
   TransientStoreError,
 } from '#inbox/internal';
 
-import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from '../support/inbox';
+import { delivery, dependencies, documentsIn, ending, testConsumer, TestMessage } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 
 /**
@@ -25,17 +25,6 @@ const stack = useLocalStack();
 
 let accounts = 0;
 const nextAccount = (): string => `outcome-${++accounts}`;
-
-/** What a delivery ended in: its outcome, or the error's kind with its reason or status. */
-async function ending(work: Promise<ProcessResult>): Promise<string> {
-  try {
-    return (await work).outcome;
-  } catch (error) {
-    if (error instanceof PoisonMessageError) return `poison ${error.reason}`;
-    if (error instanceof TransientStoreError) return `transient ${error.statusCode ?? 'no status'}`;
-    return `${(error as Error).name}: ${(error as Error).message}`;
-  }
-}
 
 /** The PoisonMessageError a delivery ends in (fails the test when it ends otherwise). */
 async function poisonOf(work: Promise<ProcessResult>): Promise<PoisonMessageError> {

@@ -4,13 +4,11 @@ import { z } from 'zod';
 import {
   ConcurrencyConflictError,
   MARKER_TYPE,
-  PoisonMessageError,
   processDelivery,
-  TransientStoreError,
   type VersionedConsumer,
 } from '#inbox/internal';
 
-import { delivery, dependencies, documentsIn } from '../support/inbox';
+import { delivery, dependencies, documentsIn, ending } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 
 /**
@@ -156,28 +154,22 @@ describe('a versioned consumer', () => {
 
   it('is transient when Cosmos DB fails, and poison for no version or no partition key', async () => {
     const invoiceId = nextInvoice();
-    const ending = (consumer: VersionedConsumer<Status>) =>
-      processDelivery(
-        consumer,
-        delivery({ invoiceId, status: 'paid', version: 1 }),
-        dependencies(stack.container),
-      ).then(
-        (result) => result.outcome as string,
-        (error: unknown) =>
-          error instanceof PoisonMessageError
-            ? `poison ${error.reason}`
-            : error instanceof TransientStoreError
-              ? `transient ${error.statusCode}`
-              : String(error),
+    const endingOf = (consumer: VersionedConsumer<Status>) =>
+      ending(
+        processDelivery(
+          consumer,
+          delivery({ invoiceId, status: 'paid', version: 1 }),
+          dependencies(stack.container),
+        ),
       );
 
     stack.server.faults.inject({ kind: 'unavailable', on: 'read' });
-    const unavailable = await ending(projector());
+    const unavailable = await endingOf(projector());
     stack.server.faults.clear();
-    const noVersion = await ending(
+    const noVersion = await endingOf(
       projector({ project: (event) => ({ id: event.invoiceId, partitionKey: 'p', version: Number.NaN }) }),
     );
-    const noKey = await ending(
+    const noKey = await endingOf(
       projector({ project: (event) => ({ id: event.invoiceId, partitionKey: '', version: 1 }) }),
     );
 

@@ -1,7 +1,13 @@
 import type { Container } from '@azure/cosmos';
 import { z } from 'zod';
 
-import type { InboxConsumer, ProcessDependencies } from '#inbox/internal';
+import {
+  type InboxConsumer,
+  PoisonMessageError,
+  type ProcessDependencies,
+  type ProcessResult,
+  TransientStoreError,
+} from '#inbox/internal';
 
 import type { Delivery } from '../../src/inbox/delivery';
 
@@ -60,4 +66,15 @@ export async function documentsIn(
     .query<Record<string, unknown>>('SELECT * FROM c', { partitionKey })
     .fetchAll();
   return resources;
+}
+
+/** What a delivery ended in: its outcome, or the error's kind with its reason or status. */
+export async function ending(work: Promise<ProcessResult>): Promise<string> {
+  try {
+    return (await work).outcome;
+  } catch (error) {
+    if (error instanceof PoisonMessageError) return `poison ${error.reason}`;
+    if (error instanceof TransientStoreError) return `transient ${error.statusCode ?? 'no status'}`;
+    return `${(error as Error).name}: ${(error as Error).message}`;
+  }
 }
