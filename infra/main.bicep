@@ -24,8 +24,11 @@ param environmentName string
 })
 param location string
 
-@description('Object id of the deploying user or service principal (azd passes the signed-in one), granted the developer roles: data access for local runs, test messages and the dead-letter tool, and read access to the deployment container; empty for none.')
+@description('Object id of the deploying user or service principal (azd passes the signed-in one), granted the developer roles when grantDeveloperRoles is on; empty for none.')
 param principalId string = ''
+
+@description('Grant principalId the developer roles: sending to and receiving from every topic (test messages, the dead-letter tool), data access to the Cosmos DB database (local runs against Azure) and read access to the deployment container (the postprovision hook\'s check). On for development; turn it off (GRANT_DEVELOPER_ROLES=false) for production and for a CI principal from `azd pipeline config`, which should not take live messages meant for the consumers.')
+param grantDeveloperRoles bool = true
 
 @description('Type of principalId.')
 @allowed([
@@ -108,7 +111,10 @@ param cosmosAutoscaleMaxThroughput int = 1000
 @minValue(0)
 param purgeMaxRuPerSecond int = 0
 
-var derivedPurgeMaxRuPerSecond = cosmosCapacityMode == 'Serverless' ? 500 : cosmosAutoscaleMaxThroughput / 10
+// What the container serves at most: a serverless container up to 5,000 RU/s, a provisioned one its
+// autoscale maximum.
+var containerMaxRuPerSecond = cosmosCapacityMode == 'Serverless' ? 5000 : cosmosAutoscaleMaxThroughput
+var derivedPurgeMaxRuPerSecond = containerMaxRuPerSecond / 10
 
 // ---------------------------------------------------------------------------------------------
 // Function app
@@ -122,10 +128,15 @@ var derivedPurgeMaxRuPerSecond = cosmosCapacityMode == 'Serverless' ? 500 : cosm
 ])
 param functionInstanceMemoryMB int = 2048
 
-@description('Upper bound of Flex Consumption scale-out (Flex Consumption accepts 40 to 1000).')
-@minValue(40)
+@description('Upper bound of Flex Consumption scale-out, per function: each Service Bus consumer, the outbox relay and each timer scale on their own instances, each group up to this count (1 to 1000). 0: one instance per 500 RU/s the container serves: 10 on Serverless (5,000 RU/s), the autoscale maximum / 500 on Provisioned.')
+@minValue(0)
 @maxValue(1000)
-param functionMaximumInstanceCount int = 100
+param functionMaximumInstanceCount int = 0
+
+// One instance per 500 RU/s: an instance runs up to 16 deliveries at a time (host.json
+// maxConcurrentCalls) and a delivery costs tens of RU, so a busy instance alone asks for hundreds of
+// RU/s. Instances beyond what the container serves buy only 429s and GB-seconds.
+var derivedMaximumInstanceCount = min(1000, max(1, containerMaxRuPerSecond / 500))
 
 // ---------------------------------------------------------------------------------------------
 // Network
@@ -146,6 +157,10 @@ param publicNetworkAccess string = 'Enabled'
 @minValue(30)
 @maxValue(730)
 param logRetentionInDays int = 30
+
+@description('Daily cap on Log Analytics ingestion in GB (LOG_DAILY_CAP_GB); 0 for none, the default. A cap bounds the monitoring bill, but past it the day\'s further logs and telemetry are dropped, alerts included, until the daily reset.')
+@minValue(0)
+param logDailyCapGb int = 0
 
 @description('Resource id of an existing action group that the alerts notify; empty for none.')
 param actionGroupId string = ''
@@ -184,7 +199,7 @@ var tags = {
 }
 var serviceName = 'consumers'
 var developer developerPrincipal = {
-  id: principalId
+  id: grantDeveloperRoles ? principalId : ''
   type: principalType
 }
 
@@ -268,6 +283,7 @@ module monitoring 'modules/monitoring.bicep' = {
     location: location
     tags: tags
     retentionInDays: logRetentionInDays
+    dailyCapGb: logDailyCapGb
     appPrincipalId: identity.outputs.principalId
     developer: developer
   }
@@ -343,7 +359,7 @@ module functionApp 'modules/functionapp.bicep' = {
     applicationInsightsConnectionString: monitoring.outputs.connectionString
     nodeVersion: '22'
     instanceMemoryMB: functionInstanceMemoryMB
-    maximumInstanceCount: functionMaximumInstanceCount
+    maximumInstanceCount: functionMaximumInstanceCount > 0 ? functionMaximumInstanceCount : derivedMaximumInstanceCount
     publicNetworkAccess: publicNetworkAccess
     workspaceId: monitoring.outputs.workspaceId
     // The contract with the app code: these names are read by functions/ and src/.
@@ -416,8 +432,10 @@ output COSMOS_DATABASE string = cosmos.outputs.databaseName
 output COSMOS_CONTAINER string = cosmos.outputs.containerName
 output COSMOS_LEASE_CONTAINER string = cosmos.outputs.leaseContainerName
 output STORAGE_ACCOUNT_NAME string = storage.outputs.name
-// Read by the postprovision hook (infra/scripts/wait-for-deployment-storage.sh).
+// Read by the postprovision hook (infra/scripts/wait-for-deployment-storage.mjs).
+output STORAGE_BLOB_ENDPOINT string = storage.outputs.blobEndpoint
 output DEPLOYMENT_CONTAINER_NAME string = storage.outputs.deploymentContainerName
+output DEVELOPER_ROLES_GRANTED bool = !empty(developer.id)
 output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.connectionString
 // Not named INBOX_RETENTION: azd would feed an output of that name back into the inboxRetention
 // parameter on the next provision, freezing today's computed default.

@@ -59,6 +59,9 @@ describeInfra(
     withPrincipals: {
       parameters: azd({ AZURE_PRINCIPAL_ID: developerId, AZURE_TEST_PRINCIPAL_ID: testPrincipalId }),
     },
+    developerRolesOff: {
+      parameters: azd({ AZURE_PRINCIPAL_ID: developerId, GRANT_DEVELOPER_ROLES: 'false' }),
+    },
   }),
   ({ compiled, defaults, evaluated }) => {
     const withPrincipals = (): Snapshot => evaluated('withPrincipals');
@@ -112,6 +115,19 @@ describeInfra(
           scope,
         });
         expect(assignment?.name).toBe(`${account.name}/${armGuid(scope, developerId, definition)}`);
+      });
+
+      it('gets no role at all with GRANT_DEVELOPER_ROLES=false (production, a CI principal), whoever azd signs in as', () => {
+        const off = evaluated('developerRolesOff');
+        const toDeveloper = (assignment: PredictedResource): boolean =>
+          at(assignment, 'properties.principalId') === developerId;
+
+        expect(assignedTo(developerId).length).toBeGreaterThan(0);
+        expect(roleAssignments(off).filter(toDeveloper)).toEqual([]);
+        expect(
+          resources(off, 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments').filter(toDeveloper),
+        ).toEqual([]);
+        expect(roleAssignments(off).length).toBeGreaterThan(0);
       });
 
       it('records their principal type and names each assignment guid(scope, principal, role)', () => {
