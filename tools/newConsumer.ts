@@ -117,7 +117,9 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   context.out(
     `  npm run send -- --subject ${request.subject} --body '${JSON.stringify(exampleBody(request))}'   (against the emulator or Azure)`,
   );
-  context.out('  azd deploy (or azd up): the Bicep reads src/topology.json and creates the subscription');
+  context.out(
+    '  azd up (or azd provision, then azd deploy): the subscription, its filter and its role are Bicep resources; azd deploy alone ships only code, and until a provision the new consumer gets nothing',
+  );
   return EXIT_CODES.ok;
 }
 

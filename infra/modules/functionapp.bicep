@@ -49,8 +49,8 @@ param nodeVersion string
 ])
 param instanceMemoryMB int
 
-@description('Upper bound of scale-out; Flex Consumption accepts 40 to 1000.')
-@minValue(40)
+@description('Upper bound of scale-out of each per-function scale group (each non-HTTP function scales on its own instances); Flex Consumption accepts 1 to 1000.')
+@minValue(1)
 @maxValue(1000)
 param maximumInstanceCount int
 

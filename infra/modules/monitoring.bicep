@@ -20,6 +20,10 @@ param tags object
 @description('Days of log retention in the workspace.')
 param retentionInDays int
 
+@description('Daily ingestion cap of the workspace in GB; 0 for none. Past it, the workspace drops the day\'s further telemetry until the next reset.')
+@minValue(0)
+param dailyCapGb int
+
 @description('Principal id of the app identity (Monitoring Metrics Publisher).')
 param appPrincipalId string
 
@@ -35,6 +39,9 @@ resource workspace 'Microsoft.OperationalInsights/workspaces@2025-02-01' = {
       name: 'PerGB2018'
     }
     retentionInDays: retentionInDays
+    workspaceCapping: {
+      dailyQuotaGb: dailyCapGb > 0 ? dailyCapGb : -1
+    }
     features: {
       disableLocalAuth: true
     }

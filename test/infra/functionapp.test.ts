@@ -1,5 +1,6 @@
-// The function app and its storage: Flex Consumption's scale-out bound (40 to 1000, refused outside
-// it when the template is evaluated, before anything is created), no basic (user name and password)
+// The function app and its storage: Flex Consumption's scale-out bound per function (1 to 1000,
+// refused outside it when the template is evaluated, before anything is created; by default sized
+// for the Cosmos DB container's throughput), no basic (user name and password)
 // publishing credentials on its SCM and FTP endpoints, its runtime, package and identity-based
 // settings, and a storage account that takes no shared key.
 
@@ -23,37 +24,52 @@ describeInfra(
   (azd) => ({
     premiumProvisioned: premiumProvisionedVariant(azd),
     purgeBudgetSet: { parameters: azd({ PURGE_MAX_RU_PER_SECOND: '250' }) },
-    lowestMaximum: { parameters: { ...azd(), functionMaximumInstanceCount: 40 } },
-    belowLowestMaximum: { parameters: { ...azd(), functionMaximumInstanceCount: 39 } },
-    belowLowestMaximumFromAzd: { parameters: azd({ FUNCTION_MAXIMUM_INSTANCE_COUNT: '39' }) },
+    lowestMaximum: { parameters: { ...azd(), functionMaximumInstanceCount: 1 } },
+    highestMaximumFromAzd: { parameters: azd({ FUNCTION_MAXIMUM_INSTANCE_COUNT: '1000' }) },
+    aboveHighestMaximumFromAzd: { parameters: azd({ FUNCTION_MAXIMUM_INSTANCE_COUNT: '1001' }) },
+    negativeMaximum: { parameters: { ...azd(), functionMaximumInstanceCount: -1 } },
   }),
   ({ compiled, defaults, evaluated, refusal }) => {
     const premiumProvisioned = (): Snapshot => evaluated('premiumProvisioned');
     const purgeBudgetSet = (): Snapshot => evaluated('purgeBudgetSet');
-    const maximumInstanceCount = (variant: 'defaults' | 'lowestMaximum'): unknown =>
+    const maximumInstanceCount = (
+      variant: 'defaults' | 'lowestMaximum' | 'highestMaximumFromAzd' | 'premiumProvisioned',
+    ): unknown =>
       at(
         only(evaluated(variant), 'Microsoft.Web/sites'),
         'properties.functionAppConfig.scaleAndConcurrency.maximumInstanceCount',
       );
 
-    describe('maximum instance count', () => {
-      it('accepts 40 to 1000 and defaults to 100', () => {
+    describe('maximum instance count (per function scale group)', () => {
+      it('defaults to one instance per 500 RU/s the container serves: 10 on Serverless, 8 at 4,000 RU/s autoscale', () => {
         expect(compiled().template.parameters['functionMaximumInstanceCount']).toMatchObject({
           type: 'int',
-          defaultValue: 100,
-          minValue: 40,
+          defaultValue: 0,
+          minValue: 0,
           maxValue: 1000,
         });
-        expect(maximumInstanceCount('defaults')).toBe(100);
-        expect(maximumInstanceCount('lowestMaximum')).toBe(40);
+        expect(maximumInstanceCount('defaults')).toBe(10);
+        expect(maximumInstanceCount('premiumProvisioned')).toBe(4000 / 500);
       });
 
-      it('refuses 39, given as a parameter or as FUNCTION_MAXIMUM_INSTANCE_COUNT in the azd environment', () => {
-        for (const variant of ['belowLowestMaximum', 'belowLowestMaximumFromAzd'] as const) {
-          expect(refusal(variant)).toContain(
-            'is too small to assign to a target for which the minimum allowable value is 40',
-          );
-        }
+      it('takes any value from 1, the lowest Flex Consumption accepts, to 1000, given as a parameter or in the azd environment', () => {
+        expect(maximumInstanceCount('lowestMaximum')).toBe(1);
+        expect(maximumInstanceCount('highestMaximumFromAzd')).toBe(1000);
+      });
+
+      it('refuses 1001 and a negative count when the template is evaluated, before anything is created', () => {
+        expect(refusal('aboveHighestMaximumFromAzd')).toContain(
+          'is too large to assign to a target for which the maximum allowable value is 1000',
+        );
+        expect(refusal('negativeMaximum')).toContain(
+          'is too small to assign to a target for which the minimum allowable value is 0',
+        );
+      });
+
+      it('is described as per function in the parameter the azd prompt shows', () => {
+        expect(
+          at(compiled().template.parameters, 'functionMaximumInstanceCount.metadata.description'),
+        ).toContain('per function');
       });
     });
 
@@ -120,7 +136,7 @@ describeInfra(
           expect(at(site, 'properties.functionAppConfig.runtime')).toEqual({ name: 'node', version: '22' });
           expect(at(site, 'properties.functionAppConfig.scaleAndConcurrency')).toEqual({
             instanceMemoryMB: 2048,
-            maximumInstanceCount: 100,
+            maximumInstanceCount: 10,
           });
           expect(at(site, 'identity.type')).toBe('UserAssigned');
           expect(Object.keys(at(site, 'identity.userAssignedIdentities') as object)).toEqual([

@@ -47,8 +47,25 @@ describeInfra(
   (azd) => ({
     notifying: premiumProvisionedVariant(azd),
     outboxThresholdSet: { parameters: { ...azd(), outboxPendingAgeThreshold: 'PT40M' } },
+    dailyCapSet: { parameters: azd({ LOG_DAILY_CAP_GB: '2' }) },
   }),
   ({ defaults, evaluated }) => {
+    describe('the Log Analytics daily ingestion cap', () => {
+      const dailyQuota = (from: Snapshot): unknown =>
+        at(
+          only(from, 'Microsoft.OperationalInsights/workspaces'),
+          'properties.workspaceCapping.dailyQuotaGb',
+        );
+
+      it('is off by default (-1: no cap), so that no alert goes quiet for a bill', () => {
+        expect(dailyQuota(defaults())).toBe(-1);
+      });
+
+      it('is the GB a day LOG_DAILY_CAP_GB sets', () => {
+        expect(dailyQuota(evaluated('dailyCapSet'))).toBe(2);
+      });
+    });
+
     describe('with the defaults of main.parameters.json', () => {
       describe('Application Insights', () => {
         it('refuses local (instrumentation key) auth and lets the app publish with its identity', () => {

@@ -41,6 +41,9 @@ describe('npm run new:consumer in a copy of the project', () => {
     expect([inbox.status, inbox.stderr, versioned.status, versioned.stderr]).toEqual([0, '', 0, '']);
     expect(inbox.stdout).toContain('functions/shipping-parcel-counter.ts');
     expect(inbox.stdout).toContain('on the new topic parcel-events');
+    // Its subscription is a Bicep resource: only a provision creates it.
+    expect(inbox.stdout).toMatch(/^ {2}azd up \(or azd provision, then azd deploy\): /m);
+    expect(inbox.stdout).not.toMatch(/^ {2}azd deploy\b/m);
     expect(versioned.stdout).toContain('test/functions/billing-credit-limit.test.ts');
     expect(copy().read('functions/shipping-parcel-counter.ts')).toContain(
       'app.serviceBusTopic(...consumerTrigger(shippingParcelCounter));',
