@@ -103,6 +103,13 @@ param cosmosLeaseContainerName string = 'leases'
 ])
 param cosmosCapacityMode string = 'Serverless'
 
+@description('Cosmos DB continuous backup tier (point-in-time restore): Continuous7Days, free, or Continuous30Days, whose backup storage is charged per GB.')
+@allowed([
+  'Continuous7Days'
+  'Continuous30Days'
+])
+param cosmosContinuousBackupTier string = 'Continuous7Days'
+
 @description('Autoscale maximum RU/s of the container when cosmosCapacityMode is Provisioned.')
 @minValue(1000)
 param cosmosAutoscaleMaxThroughput int = 1000
@@ -137,6 +144,13 @@ param functionMaximumInstanceCount int = 0
 // maxConcurrentCalls) and a delivery costs tens of RU, so a busy instance alone asks for hundreds of
 // RU/s. Instances beyond what the container serves buy only 429s and GB-seconds.
 var derivedMaximumInstanceCount = min(1000, max(1, containerMaxRuPerSecond / 500))
+
+// ---------------------------------------------------------------------------------------------
+// Availability
+// ---------------------------------------------------------------------------------------------
+
+@description('Spread Cosmos DB, the host storage and the function app\'s instances over availability zones (ZONE_REDUNDANT). Off by default (cheaper, and not every region has zones); turn it on for production in a region with zones, before the first provision: Cosmos DB fixes it when the region is added.')
+param zoneRedundant bool = false
 
 // ---------------------------------------------------------------------------------------------
 // Network
@@ -321,6 +335,8 @@ module cosmos 'modules/cosmos.bicep' = {
     leaseContainerName: cosmosLeaseContainerName
     capacityMode: cosmosCapacityMode
     autoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
+    continuousBackupTier: cosmosContinuousBackupTier
+    zoneRedundant: zoneRedundant
     appPrincipalId: identity.outputs.principalId
     developer: developer
     testPrincipalId: testPrincipalId
@@ -336,6 +352,7 @@ module storage 'modules/storage.bicep' = {
     location: location
     tags: tags
     deploymentContainerName: deploymentContainerName
+    zoneRedundant: zoneRedundant
     appPrincipalId: identity.outputs.principalId
     developer: developer
     publicNetworkAccess: publicNetworkAccess
@@ -359,7 +376,11 @@ module functionApp 'modules/functionapp.bicep' = {
     applicationInsightsConnectionString: monitoring.outputs.connectionString
     nodeVersion: '22'
     instanceMemoryMB: functionInstanceMemoryMB
-    maximumInstanceCount: functionMaximumInstanceCount > 0 ? functionMaximumInstanceCount : derivedMaximumInstanceCount
+    zoneRedundant: zoneRedundant
+    maximumInstanceCount: max(
+      1,
+      functionMaximumInstanceCount > 0 ? functionMaximumInstanceCount : derivedMaximumInstanceCount
+    )
     publicNetworkAccess: publicNetworkAccess
     workspaceId: monitoring.outputs.workspaceId
     // The contract with the app code: these names are read by functions/ and src/.

@@ -36,6 +36,16 @@ param capacityMode string
 @minValue(1000)
 param autoscaleMaxThroughput int
 
+@description('Continuous backup tier: Continuous7Days (no charge for the backup) or Continuous30Days (backup storage charged per GB).')
+@allowed([
+  'Continuous7Days'
+  'Continuous30Days'
+])
+param continuousBackupTier string
+
+@description('Spread the account\'s replicas over availability zones (only in regions that have them; fixed when the region is added).')
+param zoneRedundant bool
+
 @description('Principal id of the app identity.')
 param appPrincipalId string
 
@@ -65,9 +75,20 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2025-10-15' = {
       {
         locationName: location
         failoverPriority: 0
-        isZoneRedundant: false
+        isZoneRedundant: zoneRedundant
       }
     ]
+    // One write region: the inbox relies on a 409 inside one partition, which two write regions
+    // could each accept for the same marker.
+    enableMultipleWriteLocations: false
+    // Point-in-time restore to any second of the last 7 (or 30) days, to a new account or deleted
+    // containers into this one; periodic backup restores only through a support request.
+    backupPolicy: {
+      type: 'Continuous'
+      continuousModeProperties: {
+        tier: continuousBackupTier
+      }
+    }
     capabilities: capacityMode == 'Serverless'
       ? [
           {

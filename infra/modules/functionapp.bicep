@@ -63,6 +63,9 @@ param workspaceId string
 @description('The app\'s own settings (the contract with the code: Service Bus, Cosmos DB, inbox).')
 param appSettings object
 
+@description('Spread the plan\'s instances over availability zones (Flex Consumption, in regions that support it).')
+param zoneRedundant bool
+
 // Host storage over the identity: one URI per service the host uses (blobs for coordination, timer
 // locks and keys; tables for diagnostic events), plus which credential to use.
 var platformSettings = {
@@ -87,6 +90,7 @@ resource plan 'Microsoft.Web/serverfarms@2025-03-01' = {
   }
   properties: {
     reserved: true
+    zoneRedundant: zoneRedundant
   }
 }
 
@@ -108,6 +112,11 @@ resource site 'Microsoft.Web/sites@2025-03-01' = {
     siteConfig: {
       minTlsVersion: '1.2'
       ftpsState: 'Disabled'
+      // No function is HTTP-triggered, so the app's main endpoint serves nobody: deny it all (403).
+      // The SCM endpoint keeps its own rules, which allow: azd deploys through it, with a token.
+      ipSecurityRestrictionsDefaultAction: 'Deny'
+      scmIpSecurityRestrictionsUseMain: false
+      scmIpSecurityRestrictionsDefaultAction: 'Allow'
       appSettings: map(items(union(appSettings, platformSettings)), setting => {
         name: setting.key
         value: string(setting.value)

@@ -28,13 +28,16 @@ param publicNetworkAccess string
 @description('Resource id of the Log Analytics workspace that receives the blob service\'s resource logs.')
 param workspaceId string
 
+@description('Zone-redundant storage (ZRS) instead of locally redundant (LRS).')
+param zoneRedundant bool
+
 resource account 'Microsoft.Storage/storageAccounts@2025-06-01' = {
   name: name
   location: location
   tags: tags
   kind: 'StorageV2'
   sku: {
-    name: 'Standard_LRS'
+    name: zoneRedundant ? 'Standard_ZRS' : 'Standard_LRS'
   }
   properties: {
     allowSharedKeyAccess: false

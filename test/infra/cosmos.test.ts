@@ -77,6 +77,7 @@ describeInfra(
   (azd) => ({
     provisioned: premiumProvisionedVariant(azd),
     leaseContainerNamed: { parameters: { ...azd(), cosmosLeaseContainerName: 'relay-leases' } },
+    backup30Days: { parameters: azd({ COSMOS_BACKUP_TIER: 'Continuous30Days' }) },
   }),
   ({ defaults, evaluated }) => {
     describe('with the defaults of main.parameters.json', () => {
@@ -88,6 +89,21 @@ describeInfra(
           consistencyPolicy: { defaultConsistencyLevel: 'Session' },
           capabilities: [{ name: 'EnableServerless' }],
         });
+      });
+
+      it('keeps continuous backup for 7 days (point-in-time restore, no backup charge) and one write region', () => {
+        const account = only(defaults(), 'Microsoft.DocumentDB/databaseAccounts');
+
+        expect(account.properties).toMatchObject({
+          backupPolicy: { type: 'Continuous', continuousModeProperties: { tier: 'Continuous7Days' } },
+          enableMultipleWriteLocations: false,
+        });
+        expect(
+          at(
+            only(evaluated('backup30Days'), 'Microsoft.DocumentDB/databaseAccounts'),
+            'properties.backupPolicy',
+          ),
+        ).toEqual({ type: 'Continuous', continuousModeProperties: { tier: 'Continuous30Days' } });
       });
 
       it('creates database "app" and container "state" on /partitionKey (Hash v2) with TTL on and no default expiry', () => {

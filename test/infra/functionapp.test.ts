@@ -4,6 +4,10 @@
 // publishing credentials on its SCM and FTP endpoints, its runtime, package and identity-based
 // settings, and a storage account that takes no shared key.
 
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+
+import { PROJECT_ROOT } from '../../local/project';
 import {
   appRoleAssignments,
   appSettings,
@@ -28,6 +32,7 @@ describeInfra(
     highestMaximumFromAzd: { parameters: azd({ FUNCTION_MAXIMUM_INSTANCE_COUNT: '1000' }) },
     aboveHighestMaximumFromAzd: { parameters: azd({ FUNCTION_MAXIMUM_INSTANCE_COUNT: '1001' }) },
     negativeMaximum: { parameters: { ...azd(), functionMaximumInstanceCount: -1 } },
+    zoneRedundant: { parameters: azd({ ZONE_REDUNDANT: 'true' }) },
   }),
   ({ compiled, defaults, evaluated, refusal }) => {
     const premiumProvisioned = (): Snapshot => evaluated('premiumProvisioned');
@@ -71,6 +76,32 @@ describeInfra(
           at(compiled().template.parameters, 'functionMaximumInstanceCount.metadata.description'),
         ).toContain('per function');
       });
+    });
+
+    it('denies every request to its main endpoint (no function is HTTP-triggered) and keeps the SCM endpoint, which azd deploys through, on its own rules', () => {
+      const site = only(defaults(), 'Microsoft.Web/sites');
+      const httpFunctions = readdirSync(path.join(PROJECT_ROOT, 'functions')).filter((file) =>
+        /\bapp\.http\(/.test(readFileSync(path.join(PROJECT_ROOT, 'functions', file), 'utf8')),
+      );
+
+      expect(httpFunctions).toEqual([]);
+      expect(at(site, 'properties.siteConfig')).toMatchObject({
+        ipSecurityRestrictionsDefaultAction: 'Deny',
+        scmIpSecurityRestrictionsUseMain: false,
+        scmIpSecurityRestrictionsDefaultAction: 'Allow',
+      });
+      expect(at(site, 'properties.siteConfig.ipSecurityRestrictions')).toBeUndefined();
+    });
+
+    it('is zone redundant only when ZONE_REDUNDANT asks: the plan, its storage and the Cosmos DB account', () => {
+      const zones = (from: Snapshot): unknown[] => [
+        at(only(from, 'Microsoft.Web/serverfarms'), 'properties.zoneRedundant'),
+        at(only(from, 'Microsoft.Storage/storageAccounts'), 'sku.name'),
+        at(only(from, 'Microsoft.DocumentDB/databaseAccounts'), 'properties.locations.0.isZoneRedundant'),
+      ];
+
+      expect(zones(defaults())).toEqual([false, 'Standard_LRS', false]);
+      expect(zones(evaluated('zoneRedundant'))).toEqual([true, 'Standard_ZRS', true]);
     });
 
     it('allows no basic-authentication publishing on its SCM (Kudu) and FTP endpoints', () => {
