@@ -16,7 +16,43 @@ import { developerPrincipal } from 'modules/roles.bicep'
 param environmentName string
 
 @minLength(1)
-@description('Azure region of every resource (must offer Flex Consumption).')
+@description('Azure region of every resource. Only regions with Flex Consumption are offered, so that a region without it is refused before anything is created.')
+// The regions with Flex Consumption, as the Azure-Samples Flex Consumption quickstart templates list
+// them (without the canary region). Refresh: az functionapp list-flexconsumption-locations --query "[].name" -o tsv
+// (infra/README.md, "Regions").
+@allowed([
+  'australiaeast'
+  'australiasoutheast'
+  'brazilsouth'
+  'canadacentral'
+  'centralindia'
+  'centralus'
+  'eastasia'
+  'eastus'
+  'eastus2'
+  'francecentral'
+  'germanywestcentral'
+  'italynorth'
+  'japaneast'
+  'koreacentral'
+  'northcentralus'
+  'northeurope'
+  'norwayeast'
+  'southafricanorth'
+  'southcentralus'
+  'southeastasia'
+  'southindia'
+  'spaincentral'
+  'swedencentral'
+  'uaenorth'
+  'uksouth'
+  'ukwest'
+  'westcentralus'
+  'westeurope'
+  'westus'
+  'westus2'
+  'westus3'
+])
 @metadata({
   azd: {
     type: 'location'

@@ -11,8 +11,39 @@ describeInfra(
   'parameters, outputs and tags',
   (azd) => ({
     basicSku: { parameters: { ...azd(), serviceBusSku: 'Basic' } },
+    regionWithoutFlexConsumption: { parameters: azd({ AZURE_LOCATION: 'westindia' }) },
   }),
   ({ compiled, defaults, refusal }) => {
+    describe('the region (location)', () => {
+      const allowed = (): unknown => compiled().template.parameters['location']?.allowedValues;
+
+      it("offers only regions with Flex Consumption, as azd's location prompt lists them, sorted and without the canary region", () => {
+        const regions = allowed() as string[];
+
+        expect(regions.length).toBeGreaterThan(20);
+        expect([...regions].sort()).toEqual(regions);
+        expect(new Set(regions).size).toBe(regions.length);
+        expect(regions).not.toContain('eastus2euap');
+        expect(compiled().template.parameters['location']?.metadata).toMatchObject({
+          azd: { type: 'location' },
+        });
+      });
+
+      it('includes the region the README deploys to and the one these tests evaluate in', () => {
+        const readme = readFileSync(path.join(PROJECT_ROOT, 'README.md'), 'utf8');
+        const example = /azd env set AZURE_LOCATION (\S+)/.exec(readme)?.[1];
+
+        expect(allowed()).toEqual(expect.arrayContaining([example, 'westeurope']));
+      });
+
+      it('refuses a region without Flex Consumption before anything is created', () => {
+        expect(allowed()).not.toContain('westindia');
+        expect(refusal('regionWithoutFlexConsumption')).toContain(
+          `the provided value is of type "'westindia'"`,
+        );
+      });
+    });
+
     it('offers Standard and Premium Service Bus, never Basic', () => {
       expect(compiled().template.parameters['serviceBusSku']?.allowedValues).toEqual(['Standard', 'Premium']);
     });
