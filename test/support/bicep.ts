@@ -135,6 +135,7 @@ export interface ArmParameter {
   allowedValues?: unknown[];
   minValue?: number;
   maxValue?: number;
+  metadata?: Record<string, unknown>;
 }
 
 export interface Build {
