@@ -6,6 +6,7 @@ import { z } from 'zod';
 import {
   MARKER_TYPE,
   markerLocation,
+  PartitionTransaction,
   PoisonMessageError,
   processDelivery,
   type ProcessResult,
@@ -348,6 +349,20 @@ describe('which failures run the handler again after an ETag pause', () => {
     });
   });
 
+  it('a patch whose ifMatch ETag changed (412): counted, paused, run again', async () => {
+    expect(
+      await raced(
+        (tx, etag) => tx.patch('doc', [{ op: 'set', path: '/n', value: 1 }], { ifMatch: etag }),
+        changeDoc,
+      ),
+    ).toEqual({
+      result: 'processed',
+      etagRetries: 1,
+      pauses: [20],
+      previous: [undefined, { kind: 'patch', status: 412 }],
+    });
+  });
+
   it('a replace with an ETag of a document deleted since (404): run again, not counted as an ETag retry', async () => {
     expect(await raced((tx, etag) => tx.replace({ id: 'doc', n: 1 }, { ifMatch: etag }), deleteDoc)).toEqual({
       result: 'processed',
@@ -393,6 +408,95 @@ describe('the pause after an ETag conflict', () => {
     // 0.999 × min(1000, 20 × 2^attempt), rounded, after each run but the last: no run follows it.
     expect(pauses).toEqual([40, 80, 160, 320, 639, 999]);
     expect(etagRetries).toBe(6);
+  });
+});
+
+describe('what the next run sees of the write that failed the batch', () => {
+  /** The previous failure each run of `stage` saw, when the write at batch operation 1 fails once with `status`. */
+  async function failingOnce(
+    status: 404 | 400,
+    stage: (tx: PartitionTransaction) => void,
+  ): Promise<{ result: string; seen: unknown[] }> {
+    const account = nextAccount();
+    const seen: unknown[] = [];
+    const consumer = testConsumer((_message, tx) => {
+      seen.push(tx.previousFailure && { ...tx.previousFailure });
+      stage(tx);
+    });
+    stack.server.faults.inject({ kind: 'status', status, on: 'batch', operation: 1, times: 1 });
+    const result = await ending(
+      processDelivery(consumer, delivery({ accountId: account, amount: 1 }), dependencies(stack.container)),
+    );
+    return { result, seen };
+  }
+
+  it.each([
+    ['create', (tx: PartitionTransaction) => tx.create({ id: 'doc' }, { name: 'opening' }), 'doc', 'opening'],
+    ['upsert', (tx: PartitionTransaction) => tx.upsert({ id: 'doc' }, { name: 'total' }), 'doc', 'total'],
+    ['delete', (tx: PartitionTransaction) => tx.delete('doc'), 'doc', undefined],
+  ] as const)('a %s failing with 404: its kind, id, name and status', async (kind, stage, id, name) => {
+    const { result, seen } = await failingOnce(404, (tx) => {
+      if (kind === 'delete' && tx.previousFailure) return; // the document is not there to delete
+      stage(tx);
+    });
+
+    expect(seen).toEqual([undefined, { kind, id, name, status: 404 }]);
+    expect(result).toBe('processed');
+  });
+
+  it('a publish: named publish: and its name, or its number in the run', async () => {
+    const publish = (tx: PartitionTransaction, name?: string): void => {
+      tx.publish({ topic: 'billing-events', subject: 'Applied', body: {}, ...(name ? { name } : {}) });
+    };
+    const numbered = await failingOnce(404, (tx) => publish(tx));
+    const named = await failingOnce(404, (tx) => publish(tx, 'receipt'));
+
+    expect(numbered.seen[1]).toMatchObject({ kind: 'publish', name: 'publish:#0', status: 404 });
+    expect(named.seen[1]).toMatchObject({ kind: 'publish', name: 'publish:receipt', status: 404 });
+    expect(String((numbered.seen[1] as { id: string }).id)).toMatch(/^outbox-[0-9a-f]{32}$/);
+  });
+
+  it("names the upsert Cosmos DB rejected, and its name, in the poison's reason", async () => {
+    const account = nextAccount();
+    const consumer = testConsumer((_message, tx) => tx.upsert({ id: 'doc' }, { name: 'total' }));
+    stack.server.faults.inject({ kind: 'status', status: 400, on: 'batch', operation: 1, times: 1 });
+
+    await expect(
+      processDelivery(consumer, delivery({ accountId: account, amount: 1 }), dependencies(stack.container)),
+    ).rejects.toThrow(
+      "Cosmos DB rejected the upsert of 'doc' (total) with 400; retrying cannot change that.",
+    );
+  });
+});
+
+describe('a PartitionTransaction built without an outbox source', () => {
+  it('stages writes but refuses to publish, saying why', () => {
+    const tx = new PartitionTransaction(stack.container, 'account:no-outbox', undefined);
+    tx.create({ id: 'a' });
+
+    expect(() => tx.publish({ topic: 'billing-events', subject: 'Applied', body: {} })).toThrow(
+      'This transaction cannot publish: it was built without an outbox source.',
+    );
+    expect(tx.staged.map((write) => write.kind)).toEqual(['create']);
+  });
+});
+
+describe('the requests a delivery reports', () => {
+  it('count every read the handler made, plus the batch', async () => {
+    const account = nextAccount();
+    const reading = testConsumer(async (_message, tx) => {
+      await tx.read('a');
+      await tx.read('b');
+      tx.create({ id: 'c' });
+    });
+
+    const result = await processDelivery(
+      reading,
+      delivery({ accountId: account, amount: 1 }),
+      dependencies(stack.container),
+    );
+
+    expect(result).toMatchObject({ outcome: 'processed', requests: 3 });
   });
 });
 
