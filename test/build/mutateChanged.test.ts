@@ -1,0 +1,87 @@
+// build/mutateChanged.ts (npm run test:mutation:changed, run by .ci/run): which lines of src/inbox a
+// change touched, read from `git diff --unified=0`, and the Stryker `--mutate` ranges made of them.
+// That Stryker honours the ranges, and fails below its threshold, is Stryker's own behaviour; this
+// file checks what we hand it.
+
+import { changedLines, mutateArgument } from '../../build/mutateChanged';
+import { runCommandModule } from '../support/tools';
+
+const diff = [
+  'diff --git a/src/inbox/outbox.ts b/src/inbox/outbox.ts',
+  '--- a/src/inbox/outbox.ts',
+  '+++ b/src/inbox/outbox.ts',
+  '@@ -10,0 +11,2 @@ export const A = 1;',
+  '+added one',
+  '+added two',
+  '@@ -40,3 +42 @@ function f() {',
+  '-old',
+  '-old',
+  '-old',
+  '+changed',
+  '@@ -90,2 +89,0 @@ function g() {',
+  '-deleted',
+  '-deleted',
+  'diff --git a/src/inbox/gone.ts b/src/inbox/gone.ts',
+  '--- a/src/inbox/gone.ts',
+  '+++ /dev/null',
+  '@@ -1,3 +0,0 @@',
+  '-x',
+  'diff --git a/src/inbox/new.ts b/src/inbox/new.ts',
+  '--- /dev/null',
+  '+++ b/src/inbox/new.ts',
+  '@@ -0,0 +1,5 @@',
+  '+export const n = 1;',
+].join('\n');
+
+describe('changedLines', () => {
+  it('takes the added and changed lines of each file: a hunk that only deletes, or a deleted file, adds none', () => {
+    expect(changedLines(diff)).toEqual([
+      {
+        file: 'src/inbox/outbox.ts',
+        ranges: [
+          { start: 11, end: 12 },
+          { start: 42, end: 42 },
+        ],
+      },
+      { file: 'src/inbox/new.ts', ranges: [{ start: 1, end: 5 }] },
+    ]);
+  });
+
+  it('finds nothing in a diff that changes nothing', () => {
+    expect(changedLines('')).toEqual([]);
+  });
+});
+
+describe('mutateArgument', () => {
+  it("writes each range as Stryker's file:start-end, comma-separated", () => {
+    expect(mutateArgument(changedLines(diff))).toBe(
+      'src/inbox/outbox.ts:11-12,src/inbox/outbox.ts:42-42,src/inbox/new.ts:1-5',
+    );
+  });
+});
+
+describe('npm run test:mutation:changed', () => {
+  const run = (args: string[]) => runCommandModule('build/mutateChanged.ts', args);
+
+  it("--last-change --dry-run names the library's latest change and the Stryker command, or that it has nothing to mutate", async () => {
+    const { status, stdout } = await run(['--last-change', '--dry-run']);
+
+    expect(status).toBe(0);
+    expect(stdout).toMatch(
+      /^(Mutating \d+ changed line\(s\) of src\/inbox since [0-9a-f]{12}: .+\nnpx stryker run build\/stryker\.config\.mjs --mutate (src\/inbox\/\w+\.ts:\d+-\d+,?)+ --concurrency 2 |No line of src\/inbox since [0-9a-f]{12} changed: nothing to mutate\.)/,
+    );
+  });
+
+  it.each([
+    [['--base', 'HEAD', '--last-change'], 'Give --base or --last-change, not both.'],
+    [['--base', 'no-such-revision'], '--base "no-such-revision" is not a revision of this repository.'],
+    [['--concurrency', '0'], "--concurrency must be a whole number from 1 to 64; got '0'."],
+    [['--mutate', 'x'], "Unknown option '--mutate'"],
+  ])('refuses %j with its usage, exit 2', async (args, message) => {
+    const { status, stderr } = await run(args);
+
+    expect(status).toBe(2);
+    expect(stderr).toContain(message);
+    expect(stderr).toContain('Usage: npm run test:mutation:changed');
+  });
+});
