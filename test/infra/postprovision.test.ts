@@ -1,49 +1,29 @@
-// The azd postprovision hook (azure.yaml → infra/scripts/wait-for-deployment-storage.mjs), which
-// waits until the blob service honours the new role assignments so that the first deploy of `azd up`
-// does not fail with 403. It runs here as azd runs it, with Node.js, against a local HTTP server
+// The azd postprovision hook (azure.yaml → infra/scripts/postprovision.mjs) and its first step,
+// wait-for-deployment-storage.mjs, which waits until the blob service honours the new role
+// assignments so that the first deploy of `azd up` does not fail with 403. It runs here as azd runs it, with Node.js, against a local HTTP server
 // standing in for the blob service (refusing with 403 a number of times, or until the time-out) and a
 // fake `azd` on PATH that the real AzureDeveloperCliCredential asks for the token (signed in, signed
 // out, absent). What no fake can show (that Azure's propagation ends, and that the app's identity is
 // then honoured too) is argued in infra/README.md, "The first deployment".
 
-import { spawn, spawnSync } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { parse } from 'yaml';
 
 import { PROJECT_ROOT } from '../../local/project';
+import { AZD_TOKEN, type FakeAzd, type HookRun, runHookScript } from '../support/azdHook';
 import { at, describeInfra } from '../support/bicep';
 
 const scriptPath = 'infra/scripts/wait-for-deployment-storage.mjs';
-const script = path.join(PROJECT_ROOT, scriptPath);
+const scripts = ['common.mjs', 'wait-for-deployment-storage.mjs', 'retired-subscriptions.mjs'].map((file) =>
+  readFileSync(path.join(PROJECT_ROOT, 'infra', 'scripts', file), 'utf8'),
+);
 const container = 'app-package-func-deploy1-abc1234';
 const tenant = '0f3c1b0e-3333-4444-8555-a66677778888';
-const token = 'token-from-azd';
 const refusalXml =
   '<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthorizationPermissionMismatch</Code><Message>This request is not authorized to perform this operation using this permission.</Message></Error>';
-
-type FakeAzd =
-  { kind: 'absent' } | { kind: 'signed-out' } | { kind: 'failing'; stderr: string } | { kind: 'signed-in' };
-
-interface BlobRequest {
-  url: string;
-  headers: IncomingHttpHeaders;
-}
-
-interface HookRun {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-  /** Arguments of every `azd` call, in order. */
-  azdCalls: string[];
-  /** Every request the blob service stand-in received. */
-  requests: BlobRequest[];
-}
 
 interface HookOptions {
   azd: FakeAzd;
@@ -55,68 +35,26 @@ interface HookOptions {
   withoutOutputs?: boolean;
 }
 
-/** Runs the hook with Node.js as azd does, a fake `azd` on PATH and a local blob service. */
-async function runHook({
-  azd,
-  refusals = 0,
-  env = {},
-  withoutOutputs = false,
-}: HookOptions): Promise<HookRun> {
-  const sandbox = mkdtempSync(path.join(tmpdir(), 'postprovision-'));
-  const requests: BlobRequest[] = [];
-  const server = createServer((request, response) => {
-    requests.push({ url: request.url ?? '', headers: request.headers });
-    if (requests.length <= refusals) {
-      response.writeHead(403, { 'content-type': 'application/xml' }).end(refusalXml);
-    } else {
-      response
-        .writeHead(200, { 'content-type': 'application/xml' })
-        .end('<EnumerationResults><Blobs /></EnumerationResults>');
-    }
+/** The first step alone, against a stand-in blob service that refuses `refusals` listings. */
+function runHook({ azd, refusals = 0, env = {}, withoutOutputs = false }: HookOptions): Promise<HookRun> {
+  return runHookScript({
+    script: scriptPath,
+    azd,
+    env: (endpoint) => ({
+      ...(withoutOutputs
+        ? {}
+        : { STORAGE_BLOB_ENDPOINT: endpoint, DEPLOYMENT_CONTAINER_NAME: container, AZURE_TENANT_ID: tenant }),
+      ...env,
+    }),
+    answer: (_request, requests) =>
+      requests.length <= refusals
+        ? { status: 403, body: refusalXml, contentType: 'application/xml' }
+        : {
+            status: 200,
+            body: '<EnumerationResults><Blobs /></EnumerationResults>',
+            contentType: 'application/xml',
+          },
   });
-  try {
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-    const bin = path.join(sandbox, 'bin');
-    mkdirSync(bin);
-    const log = path.join(sandbox, 'azd-calls');
-    const sh = spawnSync('sh', ['-c', 'command -v sh'], { encoding: 'utf8' }).stdout.trim();
-    if (azd.kind !== 'absent') {
-      const answer = {
-        'signed-in': `printf '%s' '${JSON.stringify({ token, expiresOn: '2099-01-01T00:00:00Z' })}'; exit 0`,
-        'signed-out': "echo 'ERROR: not logged in, run `azd auth login` to login' >&2; exit 1",
-        // Only shell builtins: PATH holds nothing else.
-        failing: `printf '%s' '${azd.kind === 'failing' ? azd.stderr : ''}' >&2; exit 1`,
-      }[azd.kind];
-      writeFileSync(path.join(bin, 'azd'), `#!${sh}\nprintf '%s\\n' "$*" >> '${log}'\n${answer}\n`, {
-        mode: 0o755,
-      });
-    }
-    const outputs = withoutOutputs
-      ? {}
-      : { STORAGE_BLOB_ENDPOINT: endpoint, DEPLOYMENT_CONTAINER_NAME: container, AZURE_TENANT_ID: tenant };
-    const child = spawn(process.execPath, [script], {
-      cwd: PROJECT_ROOT,
-      // PATH has the fake azd and nothing else: an `azd` or `az` of this machine must not answer.
-      env: { PATH: bin, HOME: sandbox, ...outputs, ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const [status] = (await once(child, 'close')) as [number | null];
-    let azdCalls: string[] = [];
-    try {
-      azdCalls = readFileSync(log, 'utf8').trim().split('\n');
-    } catch {
-      // No call was made.
-    }
-    return { status, stdout, stderr, azdCalls, requests };
-  } finally {
-    server.close();
-    rmSync(sandbox, { recursive: true, force: true });
-  }
 }
 
 const tokenRequest = `auth token --output json --no-prompt --scope https://storage.azure.com/.default --tenant-id ${tenant}`;
@@ -134,7 +72,7 @@ describe(scriptPath, () => {
     expect(run.azdCalls).toEqual([tokenRequest]);
     expect(run.requests.map((request) => request.url)).toEqual([listing, listing, listing, listing]);
     for (const { headers } of run.requests) {
-      expect(headers.authorization).toBe(`Bearer ${token}`);
+      expect(headers.authorization).toBe(`Bearer ${AZD_TOKEN}`);
       expect(headers['x-ms-version']).toMatch(/^20\d\d-\d\d-\d\d$/);
       expect(Date.parse(String(headers['x-ms-date']))).not.toBeNaN();
     }
@@ -240,6 +178,31 @@ describe(scriptPath, () => {
   });
 });
 
+describe('infra/scripts/postprovision.mjs', () => {
+  it('runs both steps in order, the second also when the first stops on a settings mistake', async () => {
+    const run = (env: Record<string, string>): Promise<HookRun> =>
+      runHookScript({
+        script: 'infra/scripts/postprovision.mjs',
+        azd: { kind: 'signed-in' },
+        env: () => ({ RETIRED_SUBSCRIPTIONS: 'off', ...env }),
+        answer: () => ({ status: 500, body: '' }),
+      });
+    const skipped = await run({ DEPLOYMENT_STORAGE_WAIT_SECONDS: '0' });
+    const mistaken = await run({ DEPLOYMENT_STORAGE_WAIT_SECONDS: 'soon' });
+
+    expect(skipped.status).toBe(0);
+    expect(skipped.stdout).toBe(
+      'wait-for-deployment-storage: skipped: DEPLOYMENT_STORAGE_WAIT_SECONDS is 0.\n' +
+        'retired-subscriptions: skipped: RETIRED_SUBSCRIPTIONS is off.\n',
+    );
+    expect(mistaken.status).toBe(1);
+    expect(mistaken.stderr).toContain(
+      "wait-for-deployment-storage: DEPLOYMENT_STORAGE_WAIT_SECONDS must be a whole number of seconds, not 'soon'",
+    );
+    expect(mistaken.stdout).toBe('retired-subscriptions: skipped: RETIRED_SUBSCRIPTIONS is off.\n');
+  });
+});
+
 describe('azure.yaml hooks', () => {
   const azureYaml = parse(readFileSync(path.join(PROJECT_ROOT, 'azure.yaml'), 'utf8')) as Record<
     string,
@@ -247,7 +210,7 @@ describe('azure.yaml hooks', () => {
   >;
 
   it('runs the one Node.js script after every provision on POSIX and on Windows, stopping azd when it fails', () => {
-    const command = `node ${scriptPath}`;
+    const command = 'node infra/scripts/postprovision.mjs';
 
     expect(at(azureYaml, 'hooks.postprovision')).toEqual({
       posix: { shell: 'sh', run: command, interactive: true, continueOnError: false },
@@ -276,20 +239,42 @@ describeInfra(
   'what the hook reads from the azd environment',
   () => ({}),
   ({ compiled }) => {
-    it('is output by infra/main.bicep, the container name taken from the container itself', () => {
-      const read = [...readFileSync(script, 'utf8').matchAll(/process\.env\.([A-Z_]+)/g)].map(
-        (match) => match[1],
-      );
+    it('is output by infra/main.bicep (or set by azd itself), the container name taken from the container itself', () => {
       const { outputs } = compiled().template;
       const storage = at(compiled().template, 'resources.storage.properties.template');
+      const read = [
+        ...new Set(
+          scripts
+            .flatMap((source) => [...source.matchAll(/'([A-Z][A-Z_]+)'|process\.env\.([A-Z_]+)/g)])
+            .map((match) => match[1] ?? match[2] ?? ''),
+        ),
+      ]
+        .filter((name) => /^[A-Z]+_[A-Z_]+$/.test(name))
+        .sort();
+      // azd sets these itself; the rest are settings of the hook, with defaults (infra/README.md).
+      const fromAzd = ['AZURE_SUBSCRIPTION_ID'];
+      const settings = [
+        'AZURE_RESOURCE_MANAGER_ENDPOINT',
+        'DEPLOYMENT_STORAGE_POLL_SECONDS',
+        'DEPLOYMENT_STORAGE_WAIT_SECONDS',
+        'RETIRED_SUBSCRIPTIONS',
+      ];
 
-      expect([...new Set(read)].sort()).toEqual([
-        'AZURE_TENANT_ID',
-        'DEPLOYMENT_CONTAINER_NAME',
-        'DEVELOPER_ROLES_GRANTED',
-        'STORAGE_BLOB_ENDPOINT',
-      ]);
-      expect(Object.keys(outputs)).toEqual(expect.arrayContaining(read));
+      expect(read).toEqual(
+        [
+          'AZURE_RESOURCE_GROUP',
+          'AZURE_TENANT_ID',
+          'DEPLOYMENT_CONTAINER_NAME',
+          'DEVELOPER_ROLES_GRANTED',
+          'SERVICEBUS_NAMESPACE',
+          'STORAGE_BLOB_ENDPOINT',
+          ...fromAzd,
+          ...settings,
+        ].sort(),
+      );
+      expect(Object.keys(outputs)).toEqual(
+        expect.arrayContaining(read.filter((name) => !fromAzd.includes(name) && !settings.includes(name))),
+      );
       expect(outputs['STORAGE_BLOB_ENDPOINT']?.value).toBe(
         "[reference('storage').outputs.blobEndpoint.value]",
       );
