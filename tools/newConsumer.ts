@@ -74,22 +74,13 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   }
   const request = checkedRequest(values, topology);
   const files = consumerFiles(request.name);
-  const identifier = camelCase(functionNameOf(request.name));
-  const sources = {
-    [files.source]:
-      request.kind === 'inbox' ? inboxSource(request, identifier) : versionedSource(request, identifier),
-    [files.functionFile]: functionSource(request, identifier),
-    [files.test]: request.kind === 'inbox' ? inboxTest(request) : versionedTest(request),
-  };
-  const texts = await Promise.all(
-    Object.entries(sources).map(async ([file, text]) => [file, await formatted(file, text)]),
-  );
+  const texts = await generatedFiles(request);
 
   const declared = withSubscription(topology, request);
   await writeTopology(declared);
   for (const [file, text] of texts) {
-    mkdirSync(path.dirname(file as string), { recursive: true });
-    writeFileSync(file as string, text as string);
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, text);
   }
   const emulatorLines = writeEmulatorConfig(declared);
   const newTopic = !topology.topics.some((topic) => topic.name === request.topic);
@@ -121,6 +112,27 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     '  azd up (or azd provision, then azd deploy): the subscription, its filter and its role are Bicep resources; azd deploy alone ships only code, and until a provision the new consumer gets nothing',
   );
   return EXIT_CODES.ok;
+}
+
+/** What the scaffold writes for a request, each file as [path, text] after `format` (prettier's). */
+export async function generatedFiles(
+  request: ConsumerRequest,
+  format: (file: string, text: string) => Promise<string> = formatted,
+): Promise<[string, string][]> {
+  const files = consumerFiles(request.name);
+  const identifier = camelCase(functionNameOf(request.name));
+  const sources = {
+    [files.source]:
+      request.kind === 'inbox' ? inboxSource(request, identifier) : versionedSource(request, identifier),
+    [files.functionFile]: functionSource(request, identifier),
+    [files.test]: request.kind === 'inbox' ? inboxTest(request) : versionedTest(request),
+  };
+  return Promise.all(
+    Object.entries(sources).map(async ([file, text]): Promise<[string, string]> => [
+      file,
+      await format(file, text),
+    ]),
+  );
 }
 
 /** The request, or a usage error naming every problem; nothing is written before this passes. */
@@ -327,6 +339,16 @@ app.serviceBusTopic(...consumerTrigger(${identifier}));
 `;
 }
 
+/**
+ * Named imports in the order the lint's import sort (simple-import-sort) wants them: by name, as its
+ * collator compares (case and `type` aside), then by code point. Each entry is [name, as written].
+ */
+function sortedAsTheLintWants(specifiers: [name: string, written: string][]): string[] {
+  const collator = new Intl.Collator('en', { sensitivity: 'base', numeric: true });
+  const compare = (a: string, b: string): number => collator.compare(a, b) || (a < b ? -1 : a > b ? 1 : 0);
+  return [...specifiers].sort(([a], [b]) => compare(a, b)).map(([, written]) => written);
+}
+
 /** A generated test's imports, in the order the lint's import sort wants them, with the consumer's. */
 const testPreamble = (consumerImport: string): string => `import { PoisonMessageError } from '#inbox';
 
@@ -340,9 +362,11 @@ const stack = useLocalStack();`;
 function inboxTest({ name, subject }: ConsumerRequest): string {
   const functionName = functionNameOf(name);
   const identifier = camelCase(functionName);
-  return `${testPreamble(
-    `import { type ${subject}Total, ${identifier}Partition } from '../../src/consumers/${functionName}';`,
-  )}
+  const specifiers = sortedAsTheLintWants([
+    [`${subject}Total`, `type ${subject}Total`],
+    [`${identifier}Partition`, `${identifier}Partition`],
+  ]);
+  return `${testPreamble(`import { ${specifiers.join(', ')} } from '../../src/consumers/${functionName}';`)}
 
 const total = async (id: string): Promise<${subject}Total | undefined> =>
   (await stack.container.item(id, ${identifier}Partition(id)).read<${subject}Total>()).resource;

@@ -1,5 +1,12 @@
+import path from 'node:path';
+
+import { Linter } from 'eslint';
+import simpleImportSort from 'eslint-plugin-simple-import-sort';
+import { parser } from 'typescript-eslint';
+
 import { UsageError } from '../../cli/errors';
-import { checkedRequest } from '../../tools/newConsumer';
+import { PROJECT_ROOT } from '../../local/project';
+import { checkedRequest, type ConsumerRequest, generatedFiles } from '../../tools/newConsumer';
 
 /** The refusals of npm run new:consumer, before anything is written (test/scaffold runs the tool itself). */
 const declared = {
@@ -51,5 +58,43 @@ describe('new:consumer refuses', () => {
 
   it('bounds the echo of a long value', () => {
     expect(refusal({ ...request, subject: 'x'.repeat(5000) }).length).toBeLessThan(300);
+  });
+});
+
+describe("new:consumer writes imports in the lint's order, whatever the names", () => {
+  // Names whose identifiers sort differently against the subject's (the import sort once failed
+  // for probe.widget-counter / WidgetCounted and loyalty.points-keeper / PointsEarned).
+  const requests: ConsumerRequest[] = [
+    { name: 'probe.widget-counter', topic: 'business-events', subject: 'WidgetCounted', kind: 'inbox' },
+    { name: 'loyalty.points-keeper', topic: 'business-events', subject: 'PointsEarned', kind: 'inbox' },
+    { name: 'shipping.parcel-counter', topic: 'parcel-events', subject: 'ParcelShipped', kind: 'inbox' },
+    { name: 'zeta.alpha', topic: 'business-events', subject: 'Aardvark', kind: 'inbox' },
+    { name: 'alpha.zeta', topic: 'business-events', subject: 'Zebra2', kind: 'versioned' },
+  ];
+  // The project's import-sort rules (eslint.config.mjs), run by ESLint's own Linter: the config file
+  // itself loads through a dynamic import jest cannot run (the scaffold test runs the whole lint).
+  const linter = new Linter({ configType: 'flat' });
+  const config: Linter.Config[] = [
+    {
+      files: ['**/*.ts'],
+      languageOptions: { parser },
+      plugins: { 'simple-import-sort': simpleImportSort },
+      rules: { 'simple-import-sort/imports': 'error', 'simple-import-sort/exports': 'error' },
+    },
+  ];
+
+  it.each(requests)('$name ($kind, $subject)', async (request) => {
+    const problems: string[] = [];
+    // Unformatted: prettier loads through a dynamic import jest cannot run; the order of imports,
+    // what failed, does not depend on formatting (the scaffold test lints the formatted files).
+    for (const [file, text] of await generatedFiles(request, (_file, text) => Promise.resolve(text))) {
+      for (const message of linter.verify(text, config, file)) {
+        problems.push(
+          `${path.relative(PROJECT_ROOT, file)}:${message.line} ${message.ruleId ?? ''} ${message.message}`,
+        );
+      }
+    }
+
+    expect(problems).toEqual([]);
   });
 });
