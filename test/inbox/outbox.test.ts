@@ -2,6 +2,8 @@ import type { Container } from '@azure/cosmos';
 
 import type { PartitionTransaction } from '#inbox/internal';
 import {
+  buildOutboxDocument,
+  discardUnsendable,
   isTopicRefusal,
   MAX_OUTGOING_MESSAGE_BYTES,
   OUTBOX_TYPE,
@@ -13,6 +15,7 @@ import {
   processDelivery,
   type RelayDependencies,
   relayOutbox,
+  resendUnsendable,
   sweepOutbox,
 } from '#inbox/internal';
 
@@ -643,5 +646,91 @@ describe('the relay and the sweeper', () => {
     });
     expect(publisher.sent).toEqual([]);
     await container.delete();
+  });
+});
+
+describe("an operator's resend and discard of an unsendable outbox document", () => {
+  const setAsideAt = new Date('2026-12-01T10:00:00Z');
+
+  /** An outbox document set aside as unsendable, stored; `legacy` lacks the reason fields older versions did not write. */
+  async function unsendable(legacy = false): Promise<OutboxDocument & { _etag: string }> {
+    const partitionKey = `account:${nextAccount()}`;
+    const built = buildOutboxDocument(
+      { topic: 'billing-events', subject: 'Applied', body: { n: 1 } },
+      0,
+      { consumer: 'test.consumer', key: 'k', messageId: `m-${accounts}`, correlationId: undefined },
+      partitionKey,
+      setAsideAt,
+    );
+    const document: OutboxDocument = {
+      ...built,
+      // Left out of the stored JSON, as when the relay set it aside.
+      pendingSinceEpochSeconds: undefined,
+      status: 'unsendable',
+      ...(legacy
+        ? {}
+        : {
+            unsendableSinceEpochSeconds: setAsideAt.getTime() / 1000,
+            unsendableReason: 'too-large',
+            unsendableDetail: 'larger than the namespace takes',
+          }),
+    };
+    const { resource } = await stack.container.items.create(document);
+    return resource as unknown as OutboxDocument & { _etag: string };
+  }
+  const stored = async (document: OutboxDocument): Promise<Record<string, unknown> | undefined> =>
+    (await stack.container.item(document.id, document.partitionKey).read<Record<string, unknown>>()).resource;
+
+  it('resend puts it back to pending as of now, without its reason, also when an older version wrote none', async () => {
+    const now = new Date('2026-12-02T08:00:00Z');
+    for (const legacy of [false, true]) {
+      const document = await unsendable(legacy);
+
+      expect(await resendUnsendable(stack.container, document, now)).toBe(true);
+      const after = await stored(document);
+      expect(after).toMatchObject({ status: 'pending', pendingSinceEpochSeconds: now.getTime() / 1000 });
+      expect(Object.keys(after ?? {}).filter((key) => key.startsWith('unsendable'))).toEqual([]);
+    }
+  });
+
+  it('resend changes nothing, and says so, when the document is no longer unsendable or is gone', async () => {
+    const pending = await unsendable();
+    await stack.container
+      .item(pending.id, pending.partitionKey)
+      .patch([{ op: 'set', path: '/status', value: 'pending' }]);
+    const gone = await unsendable();
+    await stack.container.item(gone.id, gone.partitionKey).delete();
+
+    expect(await resendUnsendable(stack.container, pending, new Date())).toBe(false);
+    expect(await stored(pending)).toMatchObject({ status: 'pending', unsendableReason: 'too-large' });
+    expect(await resendUnsendable(stack.container, gone, new Date())).toBe(false);
+    expect(await stored(gone)).toBeUndefined();
+  });
+
+  it('discard deletes it only as it was read: not after a change, not when it is not unsendable, not twice', async () => {
+    const document = await unsendable();
+    const changed = await unsendable();
+    await stack.container
+      .item(changed.id, changed.partitionKey)
+      .patch([{ op: 'set', path: '/unsendableDetail', value: 'new' }]);
+
+    expect(await discardUnsendable(stack.container, { ...document, status: 'pending' })).toBe(false);
+    expect(await stored(document)).toBeDefined();
+    expect(await discardUnsendable(stack.container, changed)).toBe(false);
+    expect(await stored(changed)).toBeDefined();
+    expect(await discardUnsendable(stack.container, document)).toBe(true);
+    expect(await stored(document)).toBeUndefined();
+    expect(await discardUnsendable(stack.container, document)).toBe(false);
+  });
+
+  it('a failure of Cosmos DB other than 404 or 412 reaches the operator', async () => {
+    const document = await unsendable();
+    stack.server.faults.inject({ kind: 'status', status: 503, times: 2 });
+
+    await expect(resendUnsendable(stack.container, document, new Date())).rejects.toMatchObject({
+      code: 503,
+    });
+    await expect(discardUnsendable(stack.container, document)).rejects.toMatchObject({ code: 503 });
+    stack.server.faults.clear();
   });
 });

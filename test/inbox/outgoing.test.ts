@@ -212,6 +212,11 @@ describe('losslessJson, on any value', () => {
       [{ a: Number.POSITIVE_INFINITY }],
       'Infinity at [0].a, which JSON cannot keep',
     ],
+    [
+      'the first of two problems',
+      { a: Number.NaN, b: Number.POSITIVE_INFINITY },
+      'NaN at a, which JSON cannot keep',
+    ],
   ])('%s', (_case, value, problem) => {
     const written = losslessJson(value);
 
