@@ -17,6 +17,7 @@ import {
   relayOutbox,
   resendUnsendable,
   sweepOutbox,
+  type SweepReport,
 } from '#inbox/internal';
 
 import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
@@ -732,5 +733,142 @@ describe("an operator's resend and discard of an unsendable outbox document", ()
     });
     await expect(discardUnsendable(stack.container, document)).rejects.toMatchObject({ code: 503 });
     stack.server.faults.clear();
+  });
+});
+
+describe('the sweeper, measured and bounded', () => {
+  const now = new Date('2026-12-01T09:00:00Z');
+  const nowSeconds = now.getTime() / 1000;
+
+  /** A container of its own (the sweep queries across partitions) holding `pending` due documents and `unsendable` set-aside ones. */
+  async function outboxWith(pending: number, unsendable = 0): Promise<Container> {
+    const database = stack.client.database(stack.container.database.id);
+    const { container } = await database.containers.createIfNotExists({
+      id: `sweep-${Date.now()}-${++accounts}`,
+      partitionKey: { paths: ['/partitionKey'] },
+    });
+    for (let index = 0; index < pending + unsendable; index++) {
+      const document = buildOutboxDocument(
+        { topic: 'business-events', subject: 'Counted', body: { index } },
+        0,
+        { consumer: 'test.consumer', key: `k${index}`, messageId: `m${index}`, correlationId: undefined },
+        `account:sweep-${index % 7}`,
+        // Each a second older than the next, all older than OUTBOX_SWEEP_AGE.
+        new Date(now.getTime() - 3_600_000 + index * 1000),
+      );
+      await container.items.create(
+        index < pending
+          ? document
+          : {
+              ...document,
+              pendingSinceEpochSeconds: undefined,
+              status: 'unsendable',
+              unsendableSinceEpochSeconds: nowSeconds - 60,
+              unsendableReason: 'too-large',
+            },
+      );
+    }
+    return container;
+  }
+  const sweep = (container: Container, publisher: OutboxPublisher, sweepMaxItems: number) =>
+    sweepOutbox({
+      ...relayDependencies(container, publisher, now),
+      settings: { outbox: { ...outboxSettings.outbox, sweepMaxItems } },
+    });
+  const charged = (): number =>
+    stack.server.usageByClient().reduce((sum, usage) => sum + usage.requestCharge, 0);
+
+  it('takes at most OUTBOX_SWEEP_MAX_ITEMS, capped only when more were due: within a page and at its end', async () => {
+    const within = await outboxWith(3);
+    const atPageEnd = await outboxWith(101);
+    const results = [];
+    for (const [container, limit] of [
+      [within, 2],
+      [within, 5],
+      [atPageEnd, 100],
+      [atPageEnd, 100],
+    ] as const) {
+      const publisher = new RecordingPublisher();
+      const report = await sweep(container, publisher, limit);
+      results.push([report.sent, report.marked, report.capped, publisher.sent.length]);
+    }
+
+    expect(results).toEqual([
+      [2, 2, true, 2],
+      [1, 1, false, 1],
+      [100, 100, true, 100],
+      [1, 1, false, 1],
+    ]);
+    await Promise.all([within.delete(), atPageEnd.delete()]);
+  });
+
+  it('reports the pending, the oldest and the unsendable kept, and the request units Cosmos DB charged', async () => {
+    // What a sweep spends that no report can see (the SDK's own requests before its queries, which
+    // the local server charges too) is the same whatever the outbox holds: measured on an empty one.
+    const unseen = async (container: Container): Promise<{ report: SweepReport; unreported: number }> => {
+      await container.items.query('SELECT VALUE COUNT(1) FROM c').fetchAll();
+      const before = charged();
+      const report = await sweep(container, new RecordingPublisher(), 500);
+      return { report, unreported: charged() - before - report.requestCharge };
+    };
+    const empty = await outboxWith(0);
+    const container = await outboxWith(3, 2);
+
+    const baseline = await unseen(empty);
+    const { report, unreported } = await unseen(container);
+
+    expect(report).toMatchObject({
+      pending: 3,
+      oldestPendingAgeSeconds: 3600,
+      unsendableKept: 2,
+      sent: 3,
+      marked: 3,
+    });
+    expect(report.requestCharge).toBeGreaterThan(baseline.report.requestCharge);
+    expect(unreported).toBeCloseTo(baseline.unreported, 6);
+    await Promise.all([empty.delete(), container.delete()]);
+  });
+
+  it('stops at a mark Cosmos DB fails, with the failure, having measured what is pending', async () => {
+    const container = await outboxWith(2);
+    stack.server.faults.inject({ kind: 'status', status: 503, on: 'write' });
+
+    const report = await sweep(container, new RecordingPublisher(), 500);
+    stack.server.faults.clear();
+
+    expect(report).toMatchObject({ pending: 2, sent: 2, marked: 0 });
+    expect(report.failure?.message).toMatch(/503|Service Unavailable/i);
+    expect(report).not.toHaveProperty('retry');
+    await container.delete();
+  });
+});
+
+describe('the relay retrying a page', () => {
+  it('reads each document again, leaves out one marked or gone since, sets aside one it cannot read, and reports what it was charged', async () => {
+    const account = nextAccount();
+    const partitionKey = `account:${account}`;
+    await processDelivery(
+      publishing,
+      delivery({ accountId: account, amount: 1 }, { messageId: 'retry-read' }),
+      dependencies(stack.container),
+    );
+    const [kept, gone] = await outboxIn(stack.container, partitionKey);
+    await stack.container.item(gone!.id, partitionKey).delete();
+    const unreadable = { ...kept!, id: `${kept!.id}-x`, message: '{oops' } as OutboxDocument;
+    await stack.container.items.create(unreadable);
+    const publisher = new RecordingPublisher();
+    const before = stack.server.usageByClient().reduce((sum, usage) => sum + usage.requestCharge, 0);
+
+    const report = await relayOutbox(
+      [kept, gone, unreadable],
+      relayDependencies(stack.container, publisher),
+      true,
+    );
+    const spent = stack.server.usageByClient().reduce((sum, usage) => sum + usage.requestCharge, 0) - before;
+
+    expect(report).toMatchObject({ sent: 1, marked: 1, alreadyMarked: 1, unsendable: 1 });
+    expect(publisher.sent.map((s) => s.message.messageId)).toEqual([kept!.messageId]);
+    expect(report).not.toHaveProperty('retry');
+    expect(report.requestCharge).toBeCloseTo(spent, 6);
   });
 });
