@@ -12,6 +12,7 @@ import {
   PoisonMessageError,
   processDelivery,
   survivableOutageSeconds,
+  systemClock,
   TransientStoreError,
 } from '#inbox/internal';
 
@@ -32,6 +33,11 @@ class ManualClock implements BreakerClock {
     return () => {
       this.timers = this.timers.filter((t) => t !== timer);
     };
+  }
+
+  /** Timers set and neither fired nor cancelled. */
+  get scheduled(): number {
+    return this.timers.length;
   }
 
   /** Moves time forward, firing each due timer and letting the promises it settles run. */
@@ -169,6 +175,84 @@ describe('circuit breaker', () => {
     expect(held.state()).toBe('rejected');
     expect(held.error()).toBeInstanceOf(CircuitOpenError);
     expect(held.error()).toBeInstanceOf(TransientStoreError);
+    expect(held.error()).toMatchObject({
+      name: 'CircuitOpenError',
+      message: expect.stringMatching(
+        /^Cosmos DB is still failing \(circuit breaker open\): held 270 s, /,
+      ) as unknown,
+    });
+  });
+
+  it('opens once however many failures follow, closes, and opens and probes again on the next outage', async () => {
+    let healthy = false;
+    const { clock, instance, transitions, probes } = breaker({ healthy: () => healthy });
+    await clock.advance(10_000);
+    for (let i = 0; i < 5; i++) await instance.failed(transient(), clock.now());
+    expect(transitions).toEqual(['open']);
+
+    healthy = true;
+    await clock.advance(5_000);
+    expect(instance.state).toBe('closed');
+    healthy = false;
+    for (let i = 0; i < 3; i++) await instance.failed(transient(), clock.now());
+    await clock.advance(10_000);
+    healthy = true;
+    await clock.advance(5_000);
+
+    expect(instance.state).toBe('closed');
+    expect(transitions).toEqual(['open', 'closed', 'open', 'closed']);
+    expect(probes()).toBe(4);
+    expect(instance.takeTransitions().map((t) => [t.state, t.openForMs])).toEqual([
+      ['open', 0],
+      ['closed', 5_000],
+      ['open', 0],
+      ['closed', 15_000],
+    ]);
+  });
+
+  it('keeps the last 8 transitions for the next delivery to log, without onTransition too', async () => {
+    let healthy = false;
+    const clock = new ManualClock();
+    const instance = new CircuitBreaker({
+      limits,
+      clock,
+      random: () => 0,
+      probe: () => (healthy ? Promise.resolve() : Promise.reject(transient())),
+    });
+    for (let outage = 0; outage < 5; outage++) {
+      healthy = false;
+      for (let i = 0; i < 3; i++) await instance.failed(transient(), clock.now());
+      healthy = true;
+      await clock.advance(5_000);
+    }
+
+    const kept = instance.takeTransitions();
+    expect(kept).toHaveLength(8);
+    expect(kept.map((t) => t.state)).toEqual([
+      'open',
+      'closed',
+      'open',
+      'closed',
+      'open',
+      'closed',
+      'open',
+      'closed',
+    ]);
+    expect(kept.at(-1)?.probes).toBe(1);
+  });
+
+  it('leaves no timer behind when it closes on deliveries it holds', async () => {
+    let healthy = false;
+    const { clock, instance } = breaker({ healthy: () => healthy });
+    for (let i = 0; i < 3; i++) await instance.failed(transient(), clock.now());
+    const held = [track(instance.hold()), track(instance.hold())];
+    await flush();
+
+    healthy = true;
+    await clock.advance(5_000);
+
+    expect(held.map((h) => h.state())).toEqual(['resolved', 'resolved']);
+    expect(clock.scheduled).toBe(0);
   });
 
   it('the default settings hold a delivery for 4.5 minutes: 30 s before host.json ends lock renewal and the invocation', () => {
@@ -272,5 +356,25 @@ describe('a poison message is never held', () => {
     await clock.advance(limits.holdMs);
     expect(holds).toBe(1);
     expect(held.error()).toBeInstanceOf(CircuitOpenError);
+  });
+});
+
+describe('the system clock', () => {
+  it('tells the time, calls back after a delay, and not at all once cancelled', async () => {
+    const before = Date.now();
+    const now = systemClock.now();
+    const calls: string[] = [];
+
+    const fired = new Promise<void>((resolve) =>
+      systemClock.after(5, () => resolve(void calls.push('fired'))),
+    );
+    const cancel = systemClock.after(1, () => calls.push('cancelled'));
+    cancel();
+    await fired;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+
+    expect(now).toBeGreaterThanOrEqual(before);
+    expect(now).toBeLessThanOrEqual(Date.now());
+    expect(calls).toEqual(['fired']);
   });
 });
