@@ -16,6 +16,8 @@ export default {
   tempDirName: '.cache/stryker/tmp',
   cleanTempDir: 'always',
   reporters: ['clear-text', 'progress', 'html', 'json'],
+  // Each survivor with its diff, not the tests each mutant ran (hundreds of lines per run).
+  clearTextReporter: { logTests: false, reportTests: false },
   htmlReporter: { fileName: '.cache/stryker/report.html' },
   jsonReporter: { fileName: '.cache/stryker/report.json' },
   incrementalFile: '.cache/stryker/incremental.json',
