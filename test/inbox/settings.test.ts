@@ -333,6 +333,12 @@ describe('each setting read from its own variable', () => {
     expect(settings.cosmos.clientId).toBeUndefined();
   });
 
+  it('takes a variable of blanks for unset: the default, no problem', () => {
+    const settings = loadSettings({ ...base, INBOX_MAX_ATTEMPTS: '   ', OUTBOX_SWEEP_AGE: '\t' });
+
+    expect([settings.inbox.maxAttempts, settings.outbox.sweepAgeSeconds]).toEqual([5, 300]);
+  });
+
   it('refuses a COSMOS_KEY with anything around its base64', () => {
     const key = 'A'.repeat(20);
     const refusal = (value: string): string[] =>
