@@ -778,28 +778,55 @@ describe('the sweeper, measured and bounded', () => {
   const charged = (): number =>
     stack.server.usageByClient().reduce((sum, usage) => sum + usage.requestCharge, 0);
 
-  it('takes at most OUTBOX_SWEEP_MAX_ITEMS, capped only when more were due: within a page and at its end', async () => {
-    const within = await outboxWith(3);
-    const atPageEnd = await outboxWith(101);
+  it('takes at most OUTBOX_SWEEP_MAX_ITEMS, capped only when more were due: within a page, at its end, on the next page', async () => {
+    const [cutInPage, exactlyAll, atPageEnd, onNextPage] = await Promise.all([
+      outboxWith(3),
+      outboxWith(3),
+      outboxWith(101),
+      outboxWith(102),
+    ]);
     const results = [];
     for (const [container, limit] of [
-      [within, 2],
-      [within, 5],
+      [cutInPage, 2],
+      [cutInPage, 5],
+      [exactlyAll, 3],
       [atPageEnd, 100],
       [atPageEnd, 100],
+      [onNextPage, 101],
+      [onNextPage, 100],
     ] as const) {
       const publisher = new RecordingPublisher();
       const report = await sweep(container, publisher, limit);
       results.push([report.sent, report.marked, report.capped, publisher.sent.length]);
+      expect(report).not.toHaveProperty('failure');
     }
 
     expect(results).toEqual([
       [2, 2, true, 2],
       [1, 1, false, 1],
+      [3, 3, false, 3],
       [100, 100, true, 100],
       [1, 1, false, 1],
+      [101, 101, true, 101],
+      [1, 1, false, 1],
     ]);
-    await Promise.all([within.delete(), atPageEnd.delete()]);
+    await Promise.all([cutInPage, exactlyAll, atPageEnd, onNextPage].map((container) => container.delete()));
+  });
+
+  it('adds up what it set aside across pages', async () => {
+    const container = await outboxWith(102);
+    const publisher = new RecordingPublisher();
+    // Documents 95 to 100 are too large: five on the first page of 100, one on the second.
+    const { resources } = await container.items
+      .query<OutboxDocument>('SELECT * FROM c ORDER BY c.pendingSinceEpochSeconds')
+      .fetchAll();
+    for (const document of resources.slice(95, 101)) publisher.tooLarge.add(document.messageId);
+
+    const report = await sweep(container, publisher, 500);
+
+    expect(report).toMatchObject({ sent: 96, marked: 96, unsendable: 6 });
+    expect(report.setAside).toHaveLength(6);
+    await container.delete();
   });
 
   it('reports the pending, the oldest and the unsendable kept, and the request units Cosmos DB charged', async () => {
@@ -829,14 +856,14 @@ describe('the sweeper, measured and bounded', () => {
     await Promise.all([empty.delete(), container.delete()]);
   });
 
-  it('stops at a mark Cosmos DB fails, with the failure, having measured what is pending', async () => {
-    const container = await outboxWith(2);
+  it('stops at a mark Cosmos DB fails, with the failure, having measured what is pending, and is not capped', async () => {
+    const container = await outboxWith(3);
     stack.server.faults.inject({ kind: 'status', status: 503, on: 'write' });
 
-    const report = await sweep(container, new RecordingPublisher(), 500);
+    const report = await sweep(container, new RecordingPublisher(), 2);
     stack.server.faults.clear();
 
-    expect(report).toMatchObject({ pending: 2, sent: 2, marked: 0 });
+    expect(report).toMatchObject({ pending: 3, sent: 2, marked: 0, capped: false });
     expect(report.failure?.message).toMatch(/503|Service Unavailable/i);
     expect(report).not.toHaveProperty('retry');
     await container.delete();
@@ -870,5 +897,45 @@ describe('the relay retrying a page', () => {
     expect(publisher.sent.map((s) => s.message.messageId)).toEqual([kept!.messageId]);
     expect(report).not.toHaveProperty('retry');
     expect(report.requestCharge).toBeCloseTo(spent, 6);
+  });
+});
+
+describe('the relay marking what it sent', () => {
+  it('takes a document gone before its mark (404) for marked, and asks for no retry', async () => {
+    const account = nextAccount();
+    const partitionKey = `account:${account}`;
+    await processDelivery(
+      publishing,
+      delivery({ accountId: account, amount: 1 }, { messageId: 'gone' }),
+      dependencies(stack.container),
+    );
+    const page = await outboxIn(stack.container, partitionKey);
+    for (const document of page) await stack.container.item(document.id, partitionKey).delete();
+
+    const report = await relayOutbox(page, relayDependencies(stack.container, new RecordingPublisher()));
+
+    expect(report).toMatchObject({ sent: 2, marked: 0, alreadyMarked: 2 });
+    expect(report).not.toHaveProperty('retry');
+  });
+
+  it('reports a document it can neither read nor mark (no partition key), and leaves it as it is', async () => {
+    const [document] = await (async () => {
+      const account = nextAccount();
+      await processDelivery(
+        publishing,
+        delivery({ accountId: account, amount: 1 }, { messageId: 'no-key' }),
+        dependencies(stack.container),
+      );
+      return outboxIn(stack.container, `account:${account}`);
+    })();
+    const broken = { ...document!, message: '{oops', partitionKey: undefined } as unknown as OutboxDocument;
+
+    const report = await relayOutbox([broken], relayDependencies(stack.container, new RecordingPublisher()));
+
+    expect(report).toMatchObject({ sent: 0, marked: 0, unsendable: 1 });
+    expect(report.setAside).toEqual([expect.objectContaining({ id: document!.id, reason: 'unreadable' })]);
+    expect(await stack.container.item(document!.id, document!.partitionKey).read()).toMatchObject({
+      resource: expect.objectContaining({ status: 'pending' }) as unknown,
+    });
   });
 });
