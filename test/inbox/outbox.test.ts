@@ -741,7 +741,11 @@ describe('the sweeper, measured and bounded', () => {
   const nowSeconds = now.getTime() / 1000;
 
   /** A container of its own (the sweep queries across partitions) holding `pending` due documents and `unsendable` set-aside ones. */
-  async function outboxWith(pending: number, unsendable = 0): Promise<Container> {
+  async function outboxWith(
+    pending: number,
+    unsendable = 0,
+    topics = ['business-events'],
+  ): Promise<Container> {
     const database = stack.client.database(stack.container.database.id);
     const { container } = await database.containers.createIfNotExists({
       id: `sweep-${Date.now()}-${++accounts}`,
@@ -749,7 +753,7 @@ describe('the sweeper, measured and bounded', () => {
     });
     for (let index = 0; index < pending + unsendable; index++) {
       const document = buildOutboxDocument(
-        { topic: 'business-events', subject: 'Counted', body: { index } },
+        { topic: topics[index % topics.length]!, subject: 'Counted', body: { index } },
         0,
         { consumer: 'test.consumer', key: `k${index}`, messageId: `m${index}`, correlationId: undefined },
         `account:sweep-${index % 7}`,
@@ -811,6 +815,29 @@ describe('the sweeper, measured and bounded', () => {
       [1, 1, false, 1],
     ]);
     await Promise.all([cutInPage, exactlyAll, atPageEnd, onNextPage].map((container) => container.delete()));
+  });
+
+  it('leaves out every topic that refuses, one after another, and sends the rest', async () => {
+    const container = await outboxWith(6, 0, ['first-refusing', 'second-refusing', 'accepting']);
+    const sent: string[] = [];
+    const publisher: OutboxPublisher = {
+      send: (topic, messages) => {
+        if (topic.endsWith('-refusing')) return Promise.reject(serviceBusError('MessagingEntityNotFound'));
+        sent.push(...messages.map(() => topic));
+        return Promise.resolve([]);
+      },
+      close: () => Promise.resolve(),
+    };
+
+    const report = await sweep(container, publisher, 500);
+
+    expect(report.failedTopics.map((failure) => [failure.topic, failure.refused]).sort()).toEqual([
+      ['first-refusing', true],
+      ['second-refusing', true],
+    ]);
+    expect(report).not.toHaveProperty('failure');
+    expect(sent).toEqual(['accepting', 'accepting']);
+    await container.delete();
   });
 
   it('adds up what it set aside across pages', async () => {
