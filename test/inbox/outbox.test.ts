@@ -840,19 +840,22 @@ describe('the sweeper, measured and bounded', () => {
     await container.delete();
   });
 
-  it('adds up what it set aside across pages', async () => {
+  it('adds up what it set aside across pages, listing the first ten', async () => {
     const container = await outboxWith(102);
     const publisher = new RecordingPublisher();
-    // Documents 95 to 100 are too large: five on the first page of 100, one on the second.
+    // Documents 90 to 101 are too large: ten on the first page of 100, two on the second.
     const { resources } = await container.items
       .query<OutboxDocument>('SELECT * FROM c ORDER BY c.pendingSinceEpochSeconds')
       .fetchAll();
-    for (const document of resources.slice(95, 101)) publisher.tooLarge.add(document.messageId);
+    const tooLarge = resources.slice(90, 102);
+    for (const document of tooLarge) publisher.tooLarge.add(document.messageId);
 
     const report = await sweep(container, publisher, 500);
 
-    expect(report).toMatchObject({ sent: 96, marked: 96, unsendable: 6 });
-    expect(report.setAside).toHaveLength(6);
+    expect(report).toMatchObject({ sent: 90, marked: 90, unsendable: 12 });
+    expect(report.setAside.map((entry) => entry.id)).toEqual(
+      tooLarge.slice(0, 10).map((document) => document.id),
+    );
     await container.delete();
   });
 
