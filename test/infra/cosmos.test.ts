@@ -48,7 +48,7 @@ const relaySource = (): string => readFileSync(path.join(PROJECT_ROOT, 'src', 'i
 
 /** The path the sweeper's query filters on to leave out the topics that failed in its run. */
 function skippedTopicPath(): string {
-  const clause = /const SKIP_TOPICS = [^`]*`([^`]*)`/.exec(relaySource())?.[1] ?? '';
+  const clause = /function skipTopics\([^)]*\): string \{\s*return `([^`]*)`/.exec(relaySource())?.[1] ?? '';
   const parsed = /^ AND NOT \(c\.([A-Za-z_]+) IN /.exec(clause);
   if (!parsed) throw new Error(`cannot read the sweeper's topic clause '${clause}'`);
   return `/${parsed[1]}`;

@@ -51,6 +51,11 @@ const usageErrors = (
     ],
     ['remove:samples', ['--dyr-run'], "Unknown option '--dyr-run'"],
     ['start', ['--duplicate-window', 'an hour'], "--duplicate-window='an hour' is not an ISO-8601 duration"],
+    [
+      'test:mutation:changed',
+      ['--concurrency', '0'],
+      "--concurrency must be a whole number from 1 to 64; got '0'",
+    ],
   ] satisfies [script: string, args: string[], message: string][]
 ).filter(([script]) => script in scripts);
 
