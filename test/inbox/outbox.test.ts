@@ -86,6 +86,20 @@ const publishing = testConsumer((message, tx) => {
 const outboxIn = async (container: Container, partitionKey: string): Promise<OutboxDocument[]> =>
   (await documentsIn(container, partitionKey)).filter((d) => d.type === OUTBOX_TYPE) as OutboxDocument[];
 
+/** The outbox documents `publishing` commits for a delivery of `account`, as of `now`. */
+async function published(account: string, messageId: string, now = new Date()): Promise<OutboxDocument[]> {
+  await processDelivery(
+    publishing,
+    delivery({ accountId: account, amount: 1 }, { messageId }),
+    dependencies(stack.container, { now: () => now }),
+  );
+  return outboxIn(stack.container, `account:${account}`);
+}
+
+/** Request units the local server has charged all its clients so far. */
+const chargedSoFar = (): number =>
+  stack.server.usageByClient().reduce((sum, usage) => sum + usage.requestCharge, 0);
+
 describe('tx.publish: outbox documents in the same batch as the marker and the effect', () => {
   it('commits one pending outbox document per publish, with a MessageId derived from the consumer, the message and the name', async () => {
     const account = nextAccount();
@@ -307,15 +321,6 @@ describe('tx.publish: outbox documents in the same batch as the marker and the e
 });
 
 describe('the relay and the sweeper', () => {
-  async function published(account: string, messageId: string, now: Date): Promise<OutboxDocument[]> {
-    await processDelivery(
-      publishing,
-      delivery({ accountId: account, amount: 1 }, { messageId }),
-      dependencies(stack.container, { now: () => now }),
-    );
-    return outboxIn(stack.container, `account:${account}`);
-  }
-
   it('sends the pending outbox documents of a change feed page, then marks them dispatched with a ttl', async () => {
     const account = nextAccount();
     const now = new Date();
@@ -779,8 +784,6 @@ describe('the sweeper, measured and bounded', () => {
       ...relayDependencies(container, publisher, now),
       settings: { outbox: { ...outboxSettings.outbox, sweepMaxItems } },
     });
-  const charged = (): number =>
-    stack.server.usageByClient().reduce((sum, usage) => sum + usage.requestCharge, 0);
 
   it('takes at most OUTBOX_SWEEP_MAX_ITEMS, capped only when more were due: within a page, at its end, on the next page', async () => {
     const [cutInPage, exactlyAll, atPageEnd, onNextPage] = await Promise.all([
@@ -868,9 +871,9 @@ describe('the sweeper, measured and bounded', () => {
     // the local server charges too) is the same whatever the outbox holds: measured on an empty one.
     const unseen = async (container: Container): Promise<{ report: SweepReport; unreported: number }> => {
       await container.items.query('SELECT VALUE COUNT(1) FROM c').fetchAll();
-      const before = charged();
+      const before = chargedSoFar();
       const report = await sweep(container, new RecordingPublisher(), 500);
-      return { report, unreported: charged() - before - report.requestCharge };
+      return { report, unreported: chargedSoFar() - before - report.requestCharge };
     };
     const empty = await outboxWith(0);
     const container = await outboxWith(3, 2);
@@ -908,24 +911,19 @@ describe('the relay retrying a page', () => {
   it('reads each document again, leaves out one marked or gone since, sets aside one it cannot read, and reports what it was charged', async () => {
     const account = nextAccount();
     const partitionKey = `account:${account}`;
-    await processDelivery(
-      publishing,
-      delivery({ accountId: account, amount: 1 }, { messageId: 'retry-read' }),
-      dependencies(stack.container),
-    );
-    const [kept, gone] = await outboxIn(stack.container, partitionKey);
+    const [kept, gone] = await published(account, 'retry-read');
     await stack.container.item(gone!.id, partitionKey).delete();
     const unreadable = { ...kept!, id: `${kept!.id}-x`, message: '{oops' } as OutboxDocument;
     await stack.container.items.create(unreadable);
     const publisher = new RecordingPublisher();
-    const before = stack.server.usageByClient().reduce((sum, usage) => sum + usage.requestCharge, 0);
+    const before = chargedSoFar();
 
     const report = await relayOutbox(
       [kept, gone, unreadable],
       relayDependencies(stack.container, publisher),
       true,
     );
-    const spent = stack.server.usageByClient().reduce((sum, usage) => sum + usage.requestCharge, 0) - before;
+    const spent = chargedSoFar() - before;
 
     expect(report).toMatchObject({ sent: 1, marked: 1, alreadyMarked: 1, unsendable: 1 });
     expect(publisher.sent.map((s) => s.message.messageId)).toEqual([kept!.messageId]);
@@ -938,12 +936,7 @@ describe('the relay marking what it sent', () => {
   it('takes a document gone before its mark (404) for marked, and asks for no retry', async () => {
     const account = nextAccount();
     const partitionKey = `account:${account}`;
-    await processDelivery(
-      publishing,
-      delivery({ accountId: account, amount: 1 }, { messageId: 'gone' }),
-      dependencies(stack.container),
-    );
-    const page = await outboxIn(stack.container, partitionKey);
+    const page = await published(account, 'gone');
     for (const document of page) await stack.container.item(document.id, partitionKey).delete();
 
     const report = await relayOutbox(page, relayDependencies(stack.container, new RecordingPublisher()));
@@ -953,15 +946,7 @@ describe('the relay marking what it sent', () => {
   });
 
   it('reports a document it can neither read nor mark (no partition key), and leaves it as it is', async () => {
-    const [document] = await (async () => {
-      const account = nextAccount();
-      await processDelivery(
-        publishing,
-        delivery({ accountId: account, amount: 1 }, { messageId: 'no-key' }),
-        dependencies(stack.container),
-      );
-      return outboxIn(stack.container, `account:${account}`);
-    })();
+    const [document] = await published(nextAccount(), 'no-key');
     const broken = { ...document!, message: '{oops', partitionKey: undefined } as unknown as OutboxDocument;
 
     const report = await relayOutbox([broken], relayDependencies(stack.container, new RecordingPublisher()));
