@@ -3,6 +3,7 @@ import { dirname, join, relative } from 'node:path';
 
 import { processContext, type ToolContext } from '../cli/tool';
 import { PROJECT_ROOT } from '../local/project';
+import { type Topology, validateTopology } from '../src/topology';
 
 /**
  * The settings `npm start` writes for the other terminals: where its local Service Bus peer and
@@ -24,6 +25,11 @@ export interface LocalRun {
    * SERVICEBUS_DUPLICATE_WINDOW and SERVICEBUS_CLOCK_SKEW (the defaults of dead-letters' flags).
    */
   environment: Record<string, string>;
+  /**
+   * The topics and subscriptions its local Service Bus serves: src/topology.json as it was when
+   * the broker started or last reloaded it. `npm run send` warns when none of them takes a message.
+   */
+  topology?: Topology;
 }
 
 /** The variables that, when set, mean the operator chose a target: the local run file is then left alone. */
@@ -61,21 +67,23 @@ export function readLocalRun(path: string): LocalRun | undefined {
     return undefined;
   }
   if (!isLocalRun(parsed) || !alive(parsed.pid)) return undefined;
-  return parsed;
+  return parsed.topology === undefined ? parsed : { ...parsed, topology: validateTopology(parsed.topology) };
 }
 
 /**
  * A tool's context, with the running `npm start`'s settings under its environment when the
  * environment names no target of its own; it says so on stderr.
  */
-export function localRunContext(context: ToolContext = processContext()): ToolContext {
+export function localRunContext(
+  context: ToolContext = processContext(),
+): ToolContext & { localRun?: LocalRun } {
   if (TARGET_VARIABLES.some((name) => context.env[name]?.trim())) return context;
   const path = localRunPath(context.env);
   const run = readLocalRun(path);
   if (run === undefined) return context;
   context.err(`Using the app npm start runs (pid ${run.pid}; settings in ${shown(path)}).`);
   // The file's values win: a stray COSMOS_KEY in the shell must not break the local run's.
-  return { ...context, env: { ...context.env, ...run.environment } };
+  return { ...context, env: { ...context.env, ...run.environment }, localRun: run };
 }
 
 function shown(path: string): string {

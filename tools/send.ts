@@ -1,9 +1,8 @@
 import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
 
-import { LOCAL_RUN_FILE, localRunContext } from '../build/localRun';
-import { bounded } from '../cli/errors';
-import { UsageError } from '../cli/errors';
+import { LOCAL_RUN_FILE, type LocalRun, localRunContext } from '../build/localRun';
+import { bounded, UsageError } from '../cli/errors';
 import {
   type Command,
   EXIT_CODES,
@@ -12,6 +11,7 @@ import {
   runCommand,
   type ToolContext,
 } from '../cli/tool';
+import { topology } from '../src/topology';
 import {
   loadSubjectRules,
   type OutgoingEvent,
@@ -20,7 +20,7 @@ import {
   sampleShortcuts,
   type SubjectRules,
 } from './events';
-import { connectServiceBus, topicFor, toServiceBusMessage } from './serviceBus';
+import { connectServiceBus, routedSubjects, topicFor, toServiceBusMessage } from './serviceBus';
 
 const SHORTCUTS = sampleShortcuts();
 
@@ -60,12 +60,16 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   const rules = await loadSubjectRules();
   const events = eventsFrom(values, positionals, rules);
 
-  const { env } = localRunContext(context);
+  const { env, localRun } = localRunContext(context);
   const { client, description } = connectServiceBus(env);
+  const unrouted = new Map<string, Set<string>>();
   try {
     let sent = 0;
     for (const event of events) {
       const topic = topicFor(event.subject, values.topic);
+      if (!routedSubjects(topic, localRun?.topology).has(event.subject)) {
+        unrouted.set(topic, (unrouted.get(topic) ?? new Set()).add(event.subject));
+      }
       const sender = client.createSender(topic);
       try {
         for (let copy = 1; copy <= repeat; copy++) {
@@ -83,6 +87,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
       }
     }
     context.out(`Sent ${sent} message(s), ${events.length} event(s), to ${description}.`);
+    for (const [topic, subjects] of unrouted) context.err(unroutedWarning(topic, [...subjects], localRun));
     if (repeat > 1 || new Set(events.map((e) => e.messageId)).size < events.length) {
       const window = bounded(env.SERVICEBUS_DUPLICATE_WINDOW?.trim() || 'PT1H', 20);
       context.out(
@@ -104,6 +109,25 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   } finally {
     await client.close();
   }
+}
+
+/**
+ * Service Bus accepts a message that no subscription of its topic takes, reports success, and
+ * drops it. Against a running npm start the tool knows its broker's subscriptions; otherwise those
+ * src/topology.json declares (what azd deploys).
+ */
+function unroutedWarning(topic: string, subjects: string[], localRun: LocalRun | undefined): string {
+  const named = subjects.map((subject) => bounded(subject, 100)).join(', ');
+  const where = localRun?.topology === undefined ? 'in src/topology.json' : 'in the running npm start';
+  const declaredNow = subjects.filter((subject) => routedSubjects(topic, topology).has(subject));
+  const restart =
+    localRun?.topology !== undefined && declaredNow.length > 0
+      ? ` src/topology.json now has a subscription for ${declaredNow.join(', ')} that the running npm start has not loaded: restart npm start.`
+      : '';
+  return (
+    `Warning: no subscription of ${bounded(topic, 60)} ${where} takes ${named}: Service Bus reported success ` +
+    `and dropped the message(s), as it drops every message no subscription takes.${restart}`
+  );
 }
 
 /** The body as the user gave it, on one line and cut short: JSON, or a raw body's text. */

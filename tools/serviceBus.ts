@@ -4,7 +4,7 @@ import { ServiceBusClient, type ServiceBusMessage } from '@azure/service-bus';
 import { EMULATOR_FLAG } from '#inbox/internal';
 
 import { bounded, EnvironmentError, UsageError } from '../cli/errors';
-import { topology } from '../src/topology';
+import { type Topology, topology } from '../src/topology';
 import type { OutgoingEvent } from './events';
 
 /**
@@ -97,8 +97,8 @@ export function topicOfSubscription(subscription: string, override?: string): st
  * as the subscriptions' correlation filters). A message with any other Subject is accepted by the
  * topic, copied to no subscription, and gone.
  */
-export function routedSubjects(topic: string): ReadonlySet<string> {
-  const declared = topology.topics.find((t) => t.name === topic);
+export function routedSubjects(topic: string, source: Topology = topology): ReadonlySet<string> {
+  const declared = source.topics.find((t) => t.name === topic);
   return new Set(declared?.subscriptions.flatMap((s) => s.subjects) ?? []);
 }
 

@@ -58,9 +58,13 @@ export interface BrokerOptions {
   observer?: BrokerObserver;
 }
 
-/** What the broker does that no client sees: a send dropped as a duplicate, a message dead-lettered. */
+/**
+ * What the broker does that no client sees: a send dropped as a duplicate, a message no subscription
+ * takes (Service Bus accepts it and drops it), a message dead-lettered.
+ */
 export interface BrokerObserver {
   droppedAsDuplicate?(topic: string, message: OutgoingMessage): void;
+  matchedNoSubscription?(topic: string, message: OutgoingMessage): void;
   /** `path` is the subscription's; the message carries its deadLetter reason. */
   deadLettered?(path: string, message: BrokerMessage): void;
 }
@@ -341,7 +345,10 @@ export class Topic {
     }
     this.stats.accepted++;
     const targets = this.subscriptions.filter((subscription) => subscription.accepts(message));
-    if (targets.length === 0) this.stats.matchedNoSubscription++;
+    if (targets.length === 0) {
+      this.stats.matchedNoSubscription++;
+      this.observer?.matchedNoSubscription?.(this.name, message);
+    }
     for (const subscription of targets) {
       subscription.entity.enqueue({
         ...message,

@@ -455,13 +455,22 @@ describe('ISO-8601 durations', () => {
     ['PT0.5S', 0.5],
     ['P2W', 1_209_600],
     ['P14DT1H2M3S', 1_213_323],
-  ])('%s = %d s', (text, seconds) => {
+    // Every field at two digits and more, a decimal second's every digit, and the blanks around it.
+    ['P12W', 7_257_600],
+    ['P10DT12H', 907_200],
+    ['PT10H15M', 36_900],
+    ['PT12.25S', 12.25],
+    [' PT1M\n', 60],
+  ])('%j = %d s', (text, seconds) => {
     expect(parseDurationSeconds(text, 'X')).toBe(seconds);
   });
 
-  it.each(['P', 'PT', '30D', 'P1M', 'P1Y', 'PT-1M', ''])('refuses %j', (text) => {
-    expect(() => parseDurationSeconds(text, 'X')).toThrow(SettingsError);
-  });
+  it.each(['P', 'PT', '30D', 'P1M', 'P1Y', 'PT-1M', '', ' P ', 'PT ', 'xP1D', 'P1Dx', 'PxW', 'PT1.S'])(
+    'refuses %j',
+    (text) => {
+      expect(() => parseDurationSeconds(text, 'X')).toThrow(SettingsError);
+    },
+  );
 
   it('formats back to the shortest form', () => {
     expect([0, 60, 86_400, 1_815_000, 3_723].map(formatDuration)).toEqual([

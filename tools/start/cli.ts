@@ -40,6 +40,7 @@ import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
 import { PROJECT_ROOT } from '../../local/project';
 import { type LocalServiceBus, start as startServiceBus } from '../../local/servicebus/amqp/server';
 import { scaledClock } from '../../local/servicebus/clock';
+import { topology } from '../../src/topology';
 import { LiveOutput } from './output';
 
 const USAGE = `Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--app dist]
@@ -227,6 +228,7 @@ async function startEverything(
       messageTimeToLiveMs: settings.redelivery.messageTtlSeconds * 1000,
       observer: {
         droppedAsDuplicate: (topic, message) => output.droppedAsDuplicate(topic, message),
+        matchedNoSubscription: (topic, message) => output.matchedNoSubscription(topic, message),
         deadLettered: (path, message) => output.deadLettered(path, message),
       },
     }),
@@ -274,6 +276,7 @@ async function startEverything(
       // The tools validate the app's settings too: the sweeper's must fit the window.
       ...sweep.environment,
     },
+    topology,
   });
   started.add(() => removeLocalRun(request.runFile, process.pid));
 

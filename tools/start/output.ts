@@ -19,6 +19,8 @@ export interface Totals {
   /** By the outcome the consumer logged. */
   outcomes: Record<string, number>;
   droppedAsDuplicate: number;
+  /** Sent to a topic none of whose subscriptions takes its Subject: accepted, then dropped. */
+  matchedNoSubscription: number;
   deadLettered: number;
   timerRuns: number;
 }
@@ -28,6 +30,7 @@ export class LiveOutput {
     deliveries: 0,
     outcomes: {},
     droppedAsDuplicate: 0,
+    matchedNoSubscription: 0,
     deadLettered: 0,
     timerRuns: 0,
   };
@@ -57,6 +60,15 @@ export class LiveOutput {
     this.line(
       `${topic}: duplicate detection dropped messageId=${id(message.messageId)} ` +
         `(the same MessageId was sent within ${this.duplicateWindow}; the sender was told it succeeded)`,
+    );
+  }
+
+  matchedNoSubscription(topic: string, message: OutgoingMessage): void {
+    this.totals.matchedNoSubscription++;
+    const subject = message.subject === undefined ? 'no subject' : `subject ${bounded(message.subject, 100)}`;
+    this.line(
+      `${topic}: no subscription takes messageId=${id(message.messageId)} (${subject}); Service Bus accepted ` +
+        'it and dropped it. A new consumer in src/topology.json? Restart npm start to load its subscription.',
     );
   }
 
@@ -118,6 +130,9 @@ export class LiveOutput {
       ...others,
       `dead-lettered ${this.totals.deadLettered}`,
       `dropped as duplicates by Service Bus ${this.totals.droppedAsDuplicate}`,
+      ...(this.totals.matchedNoSubscription > 0
+        ? [`taken by no subscription ${this.totals.matchedNoSubscription}`]
+        : []),
     ];
     return `totals: ${this.totals.deliveries} deliveries: ${counted.join(', ')} | ${await this.census()}`;
   }

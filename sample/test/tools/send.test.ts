@@ -2,8 +2,17 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { writeLocalRun } from '../../../build/localRun';
 import { runTool, type ToolContext } from '../../../cli/tool';
-import { ORDERS, PAYMENTS, peekAll, TOPIC, usePeer } from '../../../test/support/peer';
+import {
+  ORDERS,
+  PAYMENTS,
+  peekAll,
+  PEER_TOPOLOGY,
+  startPeer,
+  TOPIC,
+  usePeer,
+} from '../../../test/support/peer';
 import { captured } from '../../../test/support/tools';
 import { loadSubjectRules, parseEventLines } from '../../../tools/events';
 import { main } from '../../../tools/send';
@@ -120,6 +129,68 @@ describe('send: any subject a consumer reads', () => {
     expect((await queued(ORDERS)).map((m) => m.messageId)).toEqual(['order-O-8']);
     expect(unknown).toBe(2);
     expect(refused.err.join('\n')).toMatch(/subject must be one a consumer reads/);
+  });
+});
+
+describe('send: a message no subscription takes', () => {
+  const reserved = JSON.stringify({ orderId: 'O-1', productId: 'SKU-1', quantity: 1 });
+
+  it('warns, naming the topic and the subject, when the running npm start has no subscription for it', async () => {
+    // The peer serves what npm start loaded (no shipping.shipment-planner yet); src/topology.json has it now.
+    const file = join(await mkdtemp(join(tmpdir(), 'local-run-')), 'local-run.json');
+    writeLocalRun(file, { pid: process.pid, startedAt: '', environment: env, topology: PEER_TOPOLOGY });
+    const run = captured({ LOCAL_RUN_FILE: file });
+
+    const code = await send(['--subject', 'StockReserved', '--body', reserved], run.context);
+
+    expect(code).toBe(0);
+    expect(fixture.peer.broker.topic(TOPIC).stats).toMatchObject({ accepted: 1, matchedNoSubscription: 1 });
+    expect(run.err.at(-1)).toBe(
+      'Warning: no subscription of business-events in the running npm start takes StockReserved: Service Bus ' +
+        'reported success and dropped the message(s), as it drops every message no subscription takes. ' +
+        'src/topology.json now has a subscription for StockReserved that the running npm start has not loaded: restart npm start.',
+    );
+  });
+
+  it('warns from src/topology.json for a --topic none of whose subscriptions takes the subject, once', async () => {
+    const shipping = await startPeer({
+      topology: { topics: [...PEER_TOPOLOGY.topics, { name: 'shipping-events', subscriptions: [] }] },
+    });
+    const run = captured({ SERVICEBUS_CONNECTION_STRING: shipping.peer.connectionString });
+
+    const code = await send(
+      [
+        'order',
+        '--order',
+        'O-1',
+        '--product',
+        'SKU-1',
+        '--quantity',
+        '1',
+        '--topic',
+        'shipping-events',
+        '--repeat',
+        '2',
+      ],
+      run.context,
+    ).finally(() => shipping.stop());
+
+    expect(code).toBe(0);
+    expect(shipping.peer.broker.topic('shipping-events').stats).toMatchObject({ matchedNoSubscription: 1 });
+    expect(run.err).toEqual([
+      expect.stringMatching(
+        /^Warning: no subscription of shipping-events in src\/topology\.json takes OrderCreated: .*no subscription takes\.$/,
+      ),
+    ]);
+  });
+
+  it('says nothing when a subscription takes every message', async () => {
+    const run = captured(env);
+
+    await send(['order', '--order', 'O-2', '--product', 'SKU-1', '--quantity', '1'], run.context);
+
+    expect(fixture.peer.broker.topic(TOPIC).stats.matchedNoSubscription).toBe(0);
+    expect(run.err.join('\n')).not.toContain('Warning');
   });
 });
 

@@ -59,6 +59,23 @@ describe('topic', () => {
     expect(broker.subscription('events', 'orders').entity.activeCount).toBe(0);
   });
 
+  it('accepts a message no subscription takes, counts it and tells the observer, and copies it nowhere', () => {
+    const unrouted: string[] = [];
+    const broker = new Broker({
+      topology,
+      clock: manualClock(),
+      observer: { matchedNoSubscription: (topic, message) => unrouted.push(`${topic} ${message.subject}`) },
+    });
+
+    const result = broker.topic('events').send({ messageId: 'm1', subject: 'WidgetCounted', body: '{}' });
+    broker.topic('events').send({ messageId: 'm2', subject: 'OrderCreated', body: '{}' });
+
+    expect(result).toEqual({ accepted: true, deliveredTo: [] });
+    expect(broker.topic('events').stats).toMatchObject({ accepted: 2, matchedNoSubscription: 1 });
+    expect(unrouted).toEqual(['events WidgetCounted']);
+    expect(broker.subscriptions.map((s) => s.entity.activeCount)).toEqual([0, 1, 1]);
+  });
+
   it('drops a MessageId seen within the window, and accepts it again after', () => {
     const { broker, clock } = setup();
     const topic = broker.topic('events');
