@@ -83,6 +83,8 @@ export interface ResubmitRules {
   ignoreDuplicateWindow: boolean;
   /** Resubmit payload mismatches and unknown inbox states too. */
   force: boolean;
+  /** Resubmit messages the consumer cannot read or rejected as poison too (they come back, unless it changed). */
+  includePoison: boolean;
   nowMs: number;
   /** The Subjects some subscription of the topic takes (its filters). */
   routedSubjects: ReadonlySet<string>;
@@ -99,6 +101,8 @@ export interface ResubmitPlan {
   unroutable: ServiceBusReceivedMessage[];
   /** Payload mismatch or unknown in the inbox, without force; left alone. */
   inboxRefused: { message: ServiceBusReceivedMessage; state: InboxState }[];
+  /** Poison or rejected in the inbox, without includePoison: a copy would fail the same way; left alone. */
+  poison: { message: ServiceBusReceivedMessage; state: InboxState }[];
   /** Still inside the duplicate window of their first send (plus the clock-skew margin); left alone. */
   tooEarly: { message: ServiceBusReceivedMessage; resubmittableAt: Date }[];
   /** Same MessageId as a message resubmitted in this run: the broker would drop it; left alone. */
@@ -133,8 +137,11 @@ export function resubmittableAt(
  *    nowhere and reports success; completing the original would lose the message.
  * 3. Payload mismatch or unknown (marker possibly purged), unless `force`: the copy would be
  *    ignored, or could be applied a second time.
- * 4. A MessageId already resubmitted in this run: the broker would drop the second copy.
- * 5. Inside the duplicate window (see resubmittableAt), unless `ignoreDuplicateWindow`: the broker
+ * 4. Poison (the consumer cannot read it) or rejected (its handler or the store refused it on its
+ *    last delivery, as its failure note says), unless `includePoison`: the copy would fail every
+ *    delivery again and come back, unless the consumer was changed to take it.
+ * 5. A MessageId already resubmitted in this run: the broker would drop the second copy.
+ * 6. Inside the duplicate window (see resubmittableAt), unless `ignoreDuplicateWindow`: the broker
  *    drops the copy and reports success while the tool completes the original, and the message is
  *    gone. (A later send of the same MessageId by the producer restarts the window too; the tool
  *    cannot see that one. Its copy carries the same event, so nothing is lost with it.)
@@ -152,6 +159,7 @@ export function planResubmit(
     applied: [],
     unroutable: [],
     inboxRefused: [],
+    poison: [],
     tooEarly: [],
     sameMessageId: [],
     notFound: selection.all
@@ -171,6 +179,10 @@ export function planResubmit(
     }
     if ((state?.state === 'payload-mismatch' || state?.state === 'unknown') && !rules.force) {
       plan.inboxRefused.push({ message, state });
+      continue;
+    }
+    if ((state?.state === 'poison' || state?.state === 'rejected') && !rules.includePoison) {
+      plan.poison.push({ message, state });
       continue;
     }
     const messageId = message.messageId === undefined ? undefined : String(message.messageId);

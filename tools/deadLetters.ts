@@ -46,12 +46,13 @@ const USAGE = `Usage:
   npm run dead-letters -- list <subscription> [--duplicate-window PT1H] [--clock-skew PT5M]
   npm run dead-letters -- show <subscription> <messageId|sequence-number>
   npm run dead-letters -- resubmit <subscription> (--message-id <id> [--message-id <id>...] | --all)
-                          [--dry-run] [--force] [--duplicate-window PT1H] [--clock-skew PT5M]
-                          [--ignore-duplicate-window]
+                          [--dry-run] [--force] [--include-poison] [--duplicate-window PT1H]
+                          [--clock-skew PT5M] [--ignore-duplicate-window]
 Options:
   --topic <name>          default: the topic of the subscription in src/topology.json
   --dry-run               print what would be resubmitted or completed; send, complete and lock nothing
   --force                 resubmit payload mismatches and messages whose inbox state is unknown too
+  --include-poison        resubmit poison and rejected messages too: once the consumer takes them (after a fix)
   --duplicate-window <d>  the topic's duplicate detection window (ISO-8601; default SERVICEBUS_DUPLICATE_WINDOW
                           when the environment or a running npm start sets it, else PT1H, as the Bicep sets it)
   --clock-skew <d>        how far this machine's clock may be ahead of the broker's (ISO-8601; default
@@ -86,6 +87,7 @@ const COMMAND_FLAGS: Record<Command, readonly string[]> = {
     'all',
     'dry-run',
     'force',
+    'include-poison',
     'duplicate-window',
     'clock-skew',
     'ignore-duplicate-window',
@@ -226,17 +228,26 @@ const STATE_MEANINGS: Record<InboxStateName, string> = {
   applied: 'its consumer applied it (marker, same payload); resubmit completes it without sending',
   'payload-mismatch':
     'a marker with another payload: a different message used this MessageId; resubmit refuses it without --force',
-  'not-applied': 'no marker, and one would still be kept: resubmit sends it and the consumer applies it',
+  'not-applied':
+    'no marker, and one would still be kept: never applied. Resubmit delivers it again; why its deliveries failed ' +
+    '(an outage? a bug since fixed?) is in the app logs, by MessageId',
+  failed:
+    'never applied: its last delivery failed with the error in parentheses (its consumer noted it). ' +
+    'Resubmit delivers it again: fix the cause first, or it fails the same way',
   unknown:
     'no marker, but one may have been purged (older than INBOX_RETENTION), or no known consumer; resubmit refuses it without --force',
   versioned: 'its consumer writes only over an older version and keeps no marker: resubmitting is safe',
   poison:
-    'its consumer cannot read it (the reason in parentheses) and never applied it; it would be dead-lettered again',
+    'its consumer cannot read it (the reason in parentheses) and never applied it; a copy would be dead-lettered ' +
+    'again, so resubmit skips it without --include-poison',
+  rejected:
+    'its consumer read it and rejected it as poison on its last delivery (the reason in parentheses) and never ' +
+    'applied it; a copy is rejected again unless the consumer changed, so resubmit skips it without --include-poison',
 };
 
 function listMessages(
   deadLetters: readonly ServiceBusReceivedMessage[],
-  rules: Omit<ResubmitRules, 'force' | 'ignoreDuplicateWindow'>,
+  rules: Omit<ResubmitRules, 'force' | 'includePoison' | 'ignoreDuplicateWindow'>,
   context: ToolContext,
 ): void {
   if (deadLetters.length === 0) return;
@@ -279,7 +290,9 @@ function listMessages(
 }
 
 function stateText(state: InboxState): string {
-  return state.state === 'poison' ? `poison (${state.detail})` : state.state;
+  return ['poison', 'rejected', 'failed'].includes(state.state)
+    ? `${state.state} (${state.detail})`
+    : state.state;
 }
 
 function showMessages(
@@ -319,7 +332,7 @@ async function resubmitMessages(
   queue: DeadLetterQueue,
   deadLetters: readonly ServiceBusReceivedMessage[],
   request: Request,
-  rules: Omit<ResubmitRules, 'force' | 'ignoreDuplicateWindow'>,
+  rules: Omit<ResubmitRules, 'force' | 'includePoison' | 'ignoreDuplicateWindow'>,
   context: ToolContext,
 ): Promise<ExitCode> {
   const { flags } = request;
@@ -328,6 +341,7 @@ async function resubmitMessages(
   const plan = planResubmit(deadLetters, selection, {
     ...rules,
     force: Boolean(flags.force),
+    includePoison: Boolean(flags['include-poison']),
     ignoreDuplicateWindow: Boolean(flags['ignore-duplicate-window']),
   });
   describePlan(plan, request, dryRun, context);
@@ -337,7 +351,8 @@ async function resubmitMessages(
         'drops as a duplicate is lost when its dead-lettered original is completed.',
     );
   }
-  const refused = plan.tooEarly.length + plan.unroutable.length + plan.inboxRefused.length;
+  const refused =
+    plan.tooEarly.length + plan.unroutable.length + plan.inboxRefused.length + plan.poison.length;
   const problems = refused + plan.sameMessageId.length + plan.notFound.length;
   if (dryRun) {
     context.out('Dry run: nothing was sent, completed or locked.');
@@ -388,6 +403,13 @@ function describePlan(plan: ResubmitPlan, request: Request, dryRun: boolean, con
             'Check the business state (show gives the ids), then --force to resubmit it.',
     );
   }
+  for (const { message, state } of plan.poison) {
+    context.out(
+      `refused ${label(message)}: ${state.state} (${state.detail}); its consumer ` +
+        `${state.state === 'poison' ? 'cannot read it' : 'rejected it'}, and a copy would fail every delivery the same ` +
+        'way and come back. Once the consumer takes it (deploy the fix first), --include-poison resubmits it.',
+    );
+  }
   for (const { message, resubmittableAt } of plan.tooEarly) {
     context.out(
       `refused ${label(message)}: first sent ${message.enqueuedTimeUtc?.toISOString() ?? '(unknown)'}, still inside the ` +
@@ -417,6 +439,7 @@ const FLAGS = {
     all: { type: 'boolean' },
     'dry-run': { type: 'boolean' },
     force: { type: 'boolean' },
+    'include-poison': { type: 'boolean' },
     'duplicate-window': { type: 'string' },
     'clock-skew': { type: 'string' },
     'ignore-duplicate-window': { type: 'boolean' },

@@ -3,9 +3,13 @@ import { InvocationContext } from '@azure/functions';
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 
 import {
+  bounded,
   type Consumer,
   createCosmosClient,
   type Delivery,
+  FAILURE_NOTE_TYPE,
+  type FailureNote,
+  failureNoteId,
   loadSettings,
   type Marker,
   markerLocation,
@@ -25,18 +29,23 @@ import { idText } from './deadLetterQueue';
  *   applied            a marker with the same payload hash: the effect happened (its settlement was lost)
  *   payload-mismatch   a marker with another hash: a different message used this MessageId first
  *   not-applied        no marker, and one written for this message would still be kept
+ *   failed             not applied: its last delivery failed with an error its consumer noted
  *   unknown            no marker, but one may have been purged (older than INBOX_RETENTION), or the
  *                      consumer is not known to this checkout
  *   versioned          the consumer keeps no marker: it writes only over an older version
  *   poison             the consumer cannot read the message (the reason says why); it was never applied
+ *   rejected           the consumer read it and rejected it as poison on its last delivery (the
+ *                      reason its failure note records); it was never applied
  */
 export const INBOX_STATES = [
   'applied',
   'payload-mismatch',
   'not-applied',
+  'failed',
   'unknown',
   'versioned',
   'poison',
+  'rejected',
 ] as const;
 export type InboxStateName = (typeof INBOX_STATES)[number];
 
@@ -120,6 +129,16 @@ export async function inboxStateOf(
     return marker.payloadHash === location.payloadHash
       ? { state: 'applied', detail: `marker of ${marker.processedAt}` }
       : { state: 'payload-mismatch', detail: `marker of ${marker.processedAt} has another payload hash` };
+  }
+  // Why its last delivery failed, when the consumer could note it (src/inbox/failureNote.ts).
+  const { resource: note } = await inbox.container
+    .item(failureNoteId(location.id), location.partitionKey)
+    .read<FailureNote>();
+  if (note?.type === FAILURE_NOTE_TYPE && note.payloadHash === location.payloadHash) {
+    const when = `delivery ${note.deliveryCount}, ${note.failedAt}`;
+    return note.reason === 'failed'
+      ? { state: 'failed', detail: `${bounded(note.error, 120)}; ${when}` }
+      : { state: 'rejected', detail: `${bounded(note.reason, 40)}; ${when}` };
   }
   const enqueuedMs = message.enqueuedTimeUtc?.getTime();
   if (enqueuedMs !== undefined && at.nowMs + at.clockSkewMs < enqueuedMs + inbox.retentionSeconds * 1000) {

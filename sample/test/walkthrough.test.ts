@@ -63,7 +63,7 @@ const SHOWS: Record<string, RegExp[]> = {
   'npm run send -- payment --invoice INV-1 --payment PAY-1 --amount 12.50 --currency EUR': [
     /billing-payment-applier #\d+ delivery 1 messageId=payment-PAY-1: duplicate → completed/,
   ],
-  'npm run dead-letters -- resubmit billing.payment-applier --all': [
+  'npm run dead-letters -- resubmit billing.payment-applier --all --include-poison': [
     // The copies go through the consumer again and, still broken, come back.
     /totals: .*duplicate 1, poison 40, .*dead-lettered 4, .*inbox markers 1, .*in dead-letter queues 2/,
   ],
@@ -144,7 +144,8 @@ it('runs the README walkthrough against npm start', async () => {
   const list = printed['npm run dead-letters -- list billing.payment-applier'] ?? '';
   expect(list).toMatch(/payment-PAY-2 .*poison \(schema-violation\)/);
   expect(list).toMatch(/payment-PAY-3 .*poison \(body-not-json\)/);
-  const resubmit = printed['npm run dead-letters -- resubmit billing.payment-applier --all'] ?? '';
+  const resubmit =
+    printed['npm run dead-letters -- resubmit billing.payment-applier --all --include-poison'] ?? '';
   expect(resubmit).toMatch(/^Resubmitted 2, .* failed 0/m);
 
   // Ctrl+C in the first terminal reaches the whole process group.

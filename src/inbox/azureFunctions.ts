@@ -2,8 +2,9 @@ import type { InvocationContext, Timer } from '@azure/functions';
 
 import { type CircuitBreaker, CircuitOpenError } from './breaker';
 import type { Consumer } from './consumer';
-import { toDelivery } from './delivery';
+import { type Delivery, toDelivery } from './delivery';
 import { bounded, PoisonMessageError, TransientStoreError } from './errors';
+import { failureNote } from './failureNote';
 import { processDelivery, type ProcessDependencies } from './process';
 import { runPurge } from './purge';
 import { type DispatchReport, type OutboxPublisher, relayOutbox, sweepOutbox } from './relay';
@@ -113,6 +114,9 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
           `This was delivery ${delivery.deliveryCount} of ${settings.redelivery.maxDeliveryCount}: Service Bus is about to move the message to the dead-letter queue`,
           failure,
         );
+        // Not after a failure of Cosmos DB itself: the note would fail the same way.
+        if (!(error instanceof TransientStoreError))
+          await noteFailure(context, consumer, delivery, error, inbox);
       }
       throw error;
     }
@@ -274,6 +278,34 @@ function logSetAside(context: InvocationContext, report: DispatchReport): void {
     `${report.unsendable} outbox documents set aside as unsendable, kept for an operator (npm run outbox -- list --unsendable; resend or discard)`,
     { unsendable: report.unsendable, documents: report.setAside },
   );
+}
+
+/**
+ * Keeps why the last delivery failed, for the dead-letter tool (src/inbox/failureNote.ts). Best
+ * effort: a note that cannot be written is logged, and the delivery fails as it would have.
+ */
+async function noteFailure(
+  context: InvocationContext,
+  consumer: Consumer,
+  delivery: Delivery,
+  error: unknown,
+  inbox: InboxRuntime,
+): Promise<void> {
+  try {
+    const note = failureNote(consumer, delivery, error, inbox);
+    if (note === undefined) return;
+    await inbox.container.items.upsert(note);
+    log(context, 'info', 'Noted why the last delivery failed, for npm run dead-letters', {
+      consumer: consumer.name,
+      note: note.id,
+      reason: note.reason,
+    });
+  } catch (noteError) {
+    log(context, 'warn', 'Could not note why the last delivery failed; the dead-letter tool will not know', {
+      consumer: consumer.name,
+      error: bounded(`${(noteError as Error).name}: ${(noteError as Error).message}`, 300),
+    });
+  }
 }
 
 /** Breaker state changes, logged by the delivery that sees them first (bounded, no message content). */

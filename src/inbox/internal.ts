@@ -33,6 +33,7 @@ export { createCosmosClient } from './cosmos';
 export { toDelivery } from './delivery';
 export { formatDuration, parseDurationSeconds } from './duration';
 export { bounded, POISON_REASONS, type PoisonReason } from './errors';
+export { FAILURE_NOTE_TYPE, type FailureNote, failureNote, failureNoteId } from './failureNote';
 export * from './index';
 export { jsonBytesBound } from './jsonBytes';
 export { type Marker, MARKER_TYPE, markerId, payloadHash } from './marker';

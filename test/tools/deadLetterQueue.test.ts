@@ -32,6 +32,7 @@ const rules = {
   clockSkewMs: 0,
   ignoreDuplicateWindow: false,
   force: false,
+  includePoison: false,
   nowMs: NOW_MS,
   routedSubjects: new Set(['PaymentReceived']),
   inboxStates: undefined,
@@ -103,6 +104,30 @@ describe('planResubmit', () => {
     expect(plan.unroutable.map((m) => m.messageId)).toEqual(['e']);
     expect(forced.resubmit.map((m) => m.messageId)).toEqual(['m2', 'm3', 'm4']);
     expect(forced.unroutable.map((m) => m.messageId)).toEqual(['e']);
+  });
+
+  it('refuses poison and rejected ones (even asked for by MessageId, even with force) without includePoison', () => {
+    const states = new Map<string, InboxState>([
+      ['1', { state: 'poison', detail: 'schema-violation' }],
+      ['2', { state: 'rejected', detail: 'rejected-by-handler; delivery 10' }],
+      ['3', { state: 'failed', detail: 'TypeError: x; delivery 10' }],
+    ]);
+    const all = [1, 2, 3].map((n) => deadLetter(n, `m${n}`, 2 * HOUR_MS));
+
+    const asked = planResubmit(
+      all,
+      { messageIds: ['m1', 'm2', 'm3'] },
+      { ...rules, inboxStates: states, force: true },
+    );
+    const included = planResubmit(all, { all: true }, { ...rules, inboxStates: states, includePoison: true });
+
+    expect(asked.poison.map(({ message, state }) => [message.messageId, state.state])).toEqual([
+      ['m1', 'poison'],
+      ['m2', 'rejected'],
+    ]);
+    expect(asked.resubmit.map((m) => m.messageId)).toEqual(['m3']);
+    expect(included.poison).toEqual([]);
+    expect(included.resubmit.map((m) => m.messageId)).toEqual(['m1', 'm2', 'm3']);
   });
 
   it('with ignoreDuplicateWindow, ignores the window', () => {

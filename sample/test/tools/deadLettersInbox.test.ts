@@ -2,7 +2,7 @@ import type { ServiceBusReceiver } from '@azure/service-bus';
 
 import { type FunctionApp, loadFunctionApp, loggedOutcome } from '../../../local/host/worker';
 import { useLocalStack } from '../../../test/support/localStack';
-import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../../../test/support/peer';
+import { PAYMENTS, peekAll, PEER_TOPOLOGY, receive, TOPIC, usePeer } from '../../../test/support/peer';
 import { captured, deadLetters } from '../../../test/support/tools';
 
 /**
@@ -16,7 +16,21 @@ const DAY_MS = 86_400_000;
 
 const stack = useLocalStack();
 let app: FunctionApp;
-const fixture = usePeer();
+const PLANNER = 'shipping.shipment-planner';
+const [events] = PEER_TOPOLOGY.topics;
+const fixture = usePeer({
+  topology: {
+    topics: [
+      {
+        ...events!,
+        subscriptions: [
+          ...events!.subscriptions,
+          { name: PLANNER, subjects: ['StockReserved', 'BackorderCreated'] },
+        ],
+      },
+    ],
+  },
+});
 let env: Record<string, string>;
 /** Each test uses its own payment ids, so the markers of one test (same container) do not meet another's. */
 let run = 0;
@@ -146,6 +160,74 @@ describe('list', () => {
   });
 });
 
+describe('a message its consumer read and rejected', () => {
+  const reserved = (): { id: string; text: string } => ({
+    id: `reserved-${run}`,
+    // A backorder's body under the Subject StockReserved: the planner's handler rejects it as poison.
+    text: JSON.stringify({ orderId: `O-${run}`, productId: 'SKU-1', quantity: 1, reason: 'unknown-product' }),
+  });
+
+  /** The app's last delivery (the tenth) rejects it and notes why; the broker dead-letters it. */
+  async function rejectAndDeadLetter(): Promise<string> {
+    const { id, text } = reserved();
+    const result = await app.invokeServiceBus('shipping-shipment-planner', {
+      body: text,
+      messageId: id,
+      subject: 'StockReserved',
+      deliveryCount: 10,
+      enqueuedTimeUtc: new Date(fixture.clock.now()),
+    });
+    expect(loggedOutcome(result.logs)).toBe('poison');
+    const sender = fixture.client.createSender(TOPIC);
+    await sender.sendMessages({ body: Buffer.from(text), messageId: id, subject: 'StockReserved' });
+    await sender.close();
+    const receiver = fixture.receiver(PLANNER);
+    const [message] = await receive(receiver, 1);
+    await receiver.deadLetterMessage(message!, {
+      deadLetterReason: 'MaxDeliveryCountExceeded',
+      deadLetterErrorDescription: '',
+    });
+    return id;
+  }
+
+  it('is listed as rejected, with the reason its failure note records and what a resubmit would do', async () => {
+    const id = await rejectAndDeadLetter();
+    const out = captured(env, () => fixture.clock.now());
+
+    await deadLetters(['list', PLANNER], out.context);
+
+    expect(rowOf(out.out, id)).toMatch(/\srejected \(rejected-by-handler; delivery 10, \d{4}-[^)]+\)\s/);
+    expect(out.out).toContainEqual(
+      expect.stringMatching(
+        /^rejected: its consumer read it and rejected it as poison .* without --include-poison$/,
+      ),
+    );
+  });
+
+  it('is not resubmitted without --include-poison, and is with it', async () => {
+    const id = await rejectAndDeadLetter();
+    fixture.clock.advance(66 * MINUTE_MS);
+    const refused = captured(env, () => fixture.clock.now());
+
+    const refusedCode = await deadLetters(['resubmit', PLANNER, '--all'], refused.context);
+    const deadLettered = (await peekAll(fixture.receiver(PLANNER, true))).map((m) => m.messageId);
+    const includedCode = await deadLetters(
+      ['resubmit', PLANNER, '--all', '--include-poison'],
+      captured(env, () => fixture.clock.now()).context,
+    );
+
+    expect(refusedCode).toBe(1);
+    expect(refused.out.join('\n')).toMatch(
+      new RegExp(
+        `refused #\\d+ messageId=${id} .*: rejected \\(rejected-by-handler; .*--include-poison resubmits it`,
+      ),
+    );
+    expect(deadLettered).toEqual([id]);
+    expect(includedCode).toBe(0);
+    expect((await peekAll(fixture.receiver(PLANNER))).map((m) => m.messageId)).toEqual([id]);
+  });
+});
+
 describe('resubmit', () => {
   it('completes applied ones without sending, refuses a payload mismatch, resubmits the rest', async () => {
     await seedEveryState();
@@ -160,8 +242,26 @@ describe('resubmit', () => {
       new RegExp(`already applied #\\d+ messageId=${messageId('A')} .*completed, not resubmitted`),
     );
     expect(text).toMatch(new RegExp(`refused #\\d+ messageId=${messageId('M')} .*payload mismatch`));
-    expect(await ids(true)).toEqual([messageId('M')]);
-    expect(await ids(false)).toEqual([messageId('N'), messageId('P')]);
+    expect(text).toMatch(
+      new RegExp(
+        `refused #\\d+ messageId=${messageId('P')} .*: poison \\(schema-violation\\); its consumer cannot read it`,
+      ),
+    );
+    expect(await ids(true)).toEqual([messageId('M'), messageId('P')]);
+    expect(await ids(false)).toEqual([messageId('N')]);
+  });
+
+  it('resubmits a poison message with --include-poison (once its consumer takes it)', async () => {
+    await seedEveryState();
+    fixture.clock.advance(66 * MINUTE_MS);
+
+    const code = await deadLetters(
+      ['resubmit', PAYMENTS, '--message-id', messageId('P'), '--include-poison'],
+      captured(env, () => fixture.clock.now()).context,
+    );
+
+    expect(code).toBe(0);
+    expect(await ids(false)).toEqual([messageId('P')]);
   });
 
   it('resubmits a payload mismatch with --force', async () => {
