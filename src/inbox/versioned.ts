@@ -38,6 +38,7 @@ export async function writeIfNewer(
     requests++;
     requestCharge += current.requestCharge;
     const previousVersion = current.resource?.version;
+    // Stryker disable next-line ConditionalExpression: equivalent: undefined >= a version is false anyway
     if (previousVersion !== undefined && previousVersion >= document.version) {
       return { result: 'stale', previousVersion, requestCharge, requests };
     }

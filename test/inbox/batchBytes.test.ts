@@ -53,6 +53,43 @@ describe('jsonBytesBound', () => {
     expect(jsonBytesBound(value)).toBeGreaterThanOrEqual(exactBytes(value) as number);
   });
 
+  it('is finite for JSON documents, and at most 25 times their bytes (a number of one digit counts as 25)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ stringUnit: 'binary' }), (value) => {
+        const bound = jsonBytesBound(value);
+        expect(Number.isFinite(bound)).toBe(true);
+        expect(bound).toBeLessThanOrEqual(25 * (exactBytes(value) as number));
+      }),
+      runs,
+    );
+  });
+
+  it.each([
+    ['an empty array', [], 2],
+    ['an empty object', {}, 2],
+    ['a string: 6 bytes a unit, and its quotes', 'ab', 14],
+    ['a number: its longest text', 7, 25],
+    ['true, false and undefined: 5', [true, false, undefined], 2 + 3 + 15],
+    ['null: 4', null, 4],
+    ['an array: brackets and a comma each', ['a', 1], 2 + 2 + 8 + 25],
+    ['an object: braces, and a key as "…": and a comma', { ab: null }, 2 + 16 + 4],
+    ['an object without a prototype', Object.assign(Object.create(null) as object, { a: 1 }), 2 + 10 + 25],
+  ])('counts %s exactly as the formula says', (_name, value, bound) => {
+    expect(jsonBytesBound(value)).toBe(bound);
+  });
+
+  it('walks 100,000 values, and gives up (Infinity) on the next', () => {
+    expect(jsonBytesBound(new Array<number>(99_999).fill(0))).toBe(2 + 99_999 * 26);
+    expect(jsonBytesBound(new Array<number>(100_000).fill(0))).toBe(Infinity);
+  });
+
+  it("defers to an array's own toJSON, which JSON.stringify calls instead of writing its items", () => {
+    const array = Object.assign([1], { toJSON: () => 'x'.repeat(100) });
+
+    expect(exactBytes(array)).toBe(102);
+    expect(jsonBytesBound(array)).toBe(Infinity);
+  });
+
   it('gives up (Infinity) on a value that contains itself, rather than walking forever', () => {
     const cycle: unknown[] = [];
     cycle.push(cycle);

@@ -8,6 +8,7 @@ import {
   type VersionedConsumer,
 } from '#inbox/internal';
 
+import { writeIfNewer } from '../../src/inbox/versioned';
 import { delivery, dependencies, documentsIn, ending } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 
@@ -63,6 +64,7 @@ describe('a versioned consumer', () => {
       ['duplicate', 1, 1],
     ]);
     expect(first.requestCharge).toBeGreaterThan(0);
+    expect(repeat.requestCharge).toBeGreaterThan(0);
     expect(await stored(invoiceId)).toEqual([
       expect.objectContaining({ id: `status-${invoiceId}`, status: 'paid', version: 3 }),
     ]);
@@ -131,7 +133,9 @@ describe('a versioned consumer', () => {
       version: 1,
     });
     let version = 1;
+    let reads = 0;
     const racing = raceAlways(stack.container, async () => {
+      reads++;
       version += 0.001;
       await stack.container.items.upsert({
         id: `status-${invoiceId}`,
@@ -149,7 +153,34 @@ describe('a versioned consumer', () => {
 
     expect(error).toBeInstanceOf(ConcurrencyConflictError);
     expect((error as Error).message).toContain('in 2 attempts');
+    expect(reads).toBe(2);
     expect(await stored(invoiceId)).toEqual([expect.objectContaining({ status: 'issued' })]);
+  });
+
+  it('is transient when the write itself fails with another status than a lost race, and writes nothing', async () => {
+    const invoiceId = nextInvoice();
+    stack.server.faults.inject({ kind: 'unavailable', on: 'write', times: 1 });
+
+    const result = await ending(
+      processDelivery(
+        projector(),
+        delivery({ invoiceId, status: 'paid', version: 1 }),
+        dependencies(stack.container),
+      ),
+    );
+
+    expect(result).toBe('transient 503');
+    expect(await stored(invoiceId)).toEqual([]);
+  });
+
+  it('says stale, with the stored version, for a version not newer than the stored one', async () => {
+    const document = { id: 'status-direct', partitionKey: `invoice:${nextInvoice()}`, version: 4 };
+
+    const written = await writeIfNewer(stack.container, document);
+    const again = await writeIfNewer(stack.container, { ...document, version: 4 });
+
+    expect(written).toMatchObject({ result: 'written', previousVersion: undefined, requests: 2 });
+    expect(again).toMatchObject({ result: 'stale', previousVersion: 4, requests: 1 });
   });
 
   it('is transient when Cosmos DB fails, and poison for no version or no partition key', async () => {
