@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ParseArgsConfig } from 'node:util';
 
@@ -18,6 +18,7 @@ import { CONSUMER_NAME, ENTITY_NAME, functionNameOf, type Topology, topology } f
 
 const USAGE = `Usage:
   npm run new:consumer -- --name <area.consumer> --topic <topic> --subject <Subject> [--kind inbox|versioned]
+  npm run new:consumer -- --remove <area.consumer> [--force]
 Writes a working consumer of <Subject> messages on <topic>, and everything that registers, deploys and tests it:
   src/consumers/<function>.ts          its message schema (zod) and handler
   functions/<function>.ts              its function: app.serviceBusTopic(...consumerTrigger(consumer))
@@ -30,7 +31,10 @@ Options:
   --topic <topic>          an existing topic of src/topology.json, or a new one (letters, digits, '.', '-', '_')
   --subject <Subject>      the event's name, the Subject its subscription filters on: PascalCase, e.g. RefundIssued
   --kind inbox             (default) an effect applied exactly once: an inbox marker commits with it
-  --kind versioned         the message carries absolute state and a version: written only over an older one`;
+  --kind versioned         the message carries absolute state and a version: written only over an older one
+  --remove <area.consumer> undo: delete the three files it wrote and its subscription (the topic too, when the
+                           scaffold created it and nothing else is on it), and regenerate the emulator config;
+                           refused when a file was changed since, unless --force`;
 
 const FLAGS = {
   allowPositionals: false,
@@ -40,6 +44,8 @@ const FLAGS = {
     topic: { type: 'string' },
     subject: { type: 'string' },
     kind: { type: 'string' },
+    remove: { type: 'string' },
+    force: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
 } satisfies ParseArgsConfig;
@@ -54,6 +60,11 @@ export interface ConsumerRequest {
   topic: string;
   subject: string;
   kind: Kind;
+  /**
+   * The topic declared the subject unsubscribed (its publishers send it, no one took it); the
+   * subscription takes it now. The source says so, so that --remove puts it back.
+   */
+  wasUnsubscribed?: boolean;
 }
 
 /** Where each file of a consumer goes. */
@@ -72,7 +83,14 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     context.out(USAGE);
     return EXIT_CODES.ok;
   }
-  const request = checkedRequest(values, topology);
+  if (values.remove !== undefined)
+    return removeConsumer(values.remove, Boolean(values.force), values, context);
+  if (values.force) throw new UsageError(`--force goes with --remove.\n${USAGE}`);
+  const checked = checkedRequest(values, topology);
+  const wasUnsubscribed = topology.topics.some(
+    (topic) => topic.name === checked.topic && topic.unsubscribedSubjects?.includes(checked.subject) === true,
+  );
+  const request = { ...checked, ...(wasUnsubscribed ? { wasUnsubscribed } : {}) };
   const files = consumerFiles(request.name);
   const texts = await generatedFiles(request);
 
@@ -84,9 +102,6 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   }
   const emulatorLines = writeEmulatorConfig(declared);
   const newTopic = !topology.topics.some((topic) => topic.name === request.topic);
-  const wasUnsubscribed = topology.topics.some(
-    (topic) => topic.name === request.topic && topic.unsubscribedSubjects?.includes(request.subject) === true,
-  );
 
   context.out(
     `Added the ${request.kind} consumer ${request.name} of ${request.subject} on ${request.topic}:`,
@@ -99,18 +114,22 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     `  src/topology.json   the subscription ${request.name}${newTopic ? `, on the new topic ${request.topic}` : ''}` +
       (wasUnsubscribed ? `; ${request.subject} is no longer among the topic's unsubscribedSubjects` : ''),
   );
-  for (const line of emulatorLines) context.out(`  ${line}`);
+  context.out(`  ${emulatorLines[0] ?? ''} (only for the Docker emulators, if you use them)`);
   context.out(
     `  ${relative(files.test)}   processed once, a redelivery is a duplicate, a bad body is poison`,
   );
   context.out('Next:');
   context.out(`  npx jest ${relative(files.test)} test/inbox/topology.test.ts   then npm test`);
   context.out(
-    `  npm run send -- --subject ${request.subject} --body '${JSON.stringify(exampleBody(request))}'   (against the emulator or Azure)`,
+    '  npm start   (restart it if it runs: it loads the consumers and their subscriptions when it starts)',
+  );
+  context.out(
+    `  npm run send -- --subject ${request.subject} --body '${JSON.stringify(exampleBody(request))}'   (in another terminal: npm start's terminal shows the delivery)`,
   );
   context.out(
     '  azd up (or azd provision, then azd deploy): the subscription, its filter and its role are Bicep resources; azd deploy alone ships only code, and until a provision the new consumer gets nothing',
   );
+  context.out(`Undo: npm run new:consumer -- --remove ${request.name}`);
   return EXIT_CODES.ok;
 }
 
@@ -190,6 +209,99 @@ function collisions(name: string, declared: Topology): string[] {
 }
 
 /**
+ * Undoes new:consumer: the files it wrote (when they are still what it wrote, unless `force`), the
+ * subscription, and the topic when nothing else is declared on it; the emulator config follows.
+ */
+async function removeConsumer(
+  name: string,
+  force: boolean,
+  values: { topic?: string; subject?: string; kind?: string; name?: string },
+  context: ToolContext,
+): Promise<ExitCode> {
+  const extra = (['name', 'topic', 'subject', 'kind'] as const).filter((flag) => values[flag] !== undefined);
+  if (extra.length > 0) {
+    throw new UsageError(
+      `--remove takes only a consumer's name (and --force), not ${extra.map((f) => `--${f}`).join(', ')}.\n${USAGE}`,
+    );
+  }
+  const topic = topology.topics.find((t) => t.subscriptions.some((s) => s.name === name));
+  const subscription = topic?.subscriptions.find((s) => s.name === name);
+  if (!topic || !subscription) {
+    throw new UsageError(`--remove ${bounded(name)}: src/topology.json declares no such consumer.`);
+  }
+  if (topology.topics.some((t) => t.publishers?.includes(name))) {
+    throw new UsageError(
+      `--remove ${name}: it publishes through its outbox ("publishers" in src/topology.json); the scaffold never writes that, so remove it by hand.`,
+    );
+  }
+  const files = consumerFiles(name);
+  const present = Object.values(files).filter((file) => existsSync(file));
+  const request = { name, topic: topic.name, subject: subscription.subjects[0] ?? '' };
+  const written = await Promise.all(
+    KINDS.flatMap((kind) =>
+      [false, true].map((wasUnsubscribed) => generatedFiles({ ...request, kind, wasUnsubscribed })),
+    ),
+  );
+  const unchanged = written.find((texts) =>
+    texts.every(([file, text]) => !existsSync(file) || readFileSync(file, 'utf8') === text),
+  );
+  if (!unchanged && !force) {
+    const changed = present.filter((file) =>
+      written.every((texts) => texts.find(([path]) => path === file)?.[1] !== readFileSync(file, 'utf8')),
+    );
+    throw new UsageError(
+      `--remove ${name}: ${changed.map(relative).join(', ')} changed since new:consumer wrote ${changed.length === 1 ? 'it' : 'them'}; ` +
+        'removing would lose that work. Pass --force to remove anyway.',
+    );
+  }
+  const source = existsSync(files.source) ? readFileSync(files.source, 'utf8') : '';
+  const putBack = source.includes(UNSUBSCRIBED_MARK) ? subscription.subjects[0] : undefined;
+  const declared = withoutSubscription(topology, name, putBack);
+  await writeTopology(declared);
+  for (const file of present) rmSync(file);
+  const emulatorLines = writeEmulatorConfig(declared);
+  const topicGone = !declared.topics.some((t) => t.name === topic.name);
+  context.out(`Removed the consumer ${name} of ${subscription.subjects.join(', ')} on ${topic.name}:`);
+  for (const file of present) context.out(`  ${relative(file)}   deleted`);
+  context.out(
+    `  src/topology.json   without the subscription ${name}${topicGone ? `, and without the topic ${topic.name}, now empty` : ''}` +
+      (putBack === undefined ? '' : `; ${putBack} is among the topic's unsubscribedSubjects again`),
+  );
+  context.out(`  ${emulatorLines[0] ?? ''} (only for the Docker emulators, if you use them)`);
+  context.out(
+    'A deployment keeps the subscription until the next azd up (or azd provision), which deletes it; restart npm start to drop it there.',
+  );
+  return EXIT_CODES.ok;
+}
+
+/**
+ * The topology without a consumer's subscription (withSubscription's inverse): a subject it had
+ * taken out of the topic's unsubscribedSubjects goes back (`putBack`), and the topic goes when
+ * nothing else is declared on it (no subscription, publisher or unsubscribed subject).
+ */
+export function withoutSubscription(declared: Topology, name: string, putBack?: string): Topology {
+  return {
+    topics: declared.topics.flatMap((topic) => {
+      if (!topic.subscriptions.some((s) => s.name === name)) return [topic];
+      // Rebuilt in the file's key order: unsubscribedSubjects before subscriptions.
+      const { unsubscribedSubjects, subscriptions: all, ...rest } = topic;
+      const subscriptions = all.filter((s) => s.name !== name);
+      const unsubscribed = [...(unsubscribedSubjects ?? []), ...(putBack === undefined ? [] : [putBack])];
+      if (subscriptions.length === 0 && (topic.publishers ?? []).length === 0 && unsubscribed.length === 0) {
+        return [];
+      }
+      return [
+        {
+          ...rest,
+          ...(unsubscribed.length > 0 ? { unsubscribedSubjects: unsubscribed } : {}),
+          subscriptions,
+        },
+      ];
+    }),
+  };
+}
+
+/**
  * The topology with the consumer's subscription. A subject the topic declared unsubscribed is one
  * now: it leaves "unsubscribedSubjects" (and the key goes with its last subject).
  */
@@ -227,7 +339,17 @@ const businessId = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/, 'must be 1-100 letters, digits, ".", "_", ":" or "-"');`;
 
-function inboxSource({ name, subject }: ConsumerRequest, identifier: string): string {
+/** A sentence of the consumer's doc comment that --remove reads back. */
+function unsubscribedNote({ topic, subject, wasUnsubscribed }: ConsumerRequest): string {
+  return wasUnsubscribed
+    ? `\n *\n * ${subject} was among ${topic}'s unsubscribedSubjects before this consumer took it: ${UNSUBSCRIBED_MARK}.`
+    : '';
+}
+
+const UNSUBSCRIBED_MARK = 'new:consumer -- --remove puts it back';
+
+function inboxSource(request: ConsumerRequest, identifier: string): string {
+  const { name, subject } = request;
   return `import { z } from 'zod';
 
 import { defineInboxConsumer } from '#inbox';
@@ -258,7 +380,7 @@ export const ${identifier}Partition = (id: string): string => \`${name}:\${id}\`
 /**
  * ${subject} → the id's total counts one more event and adds the quantity, exactly once per
  * message: the inbox marker commits in the same transactional batch. The first attempt increments;
- * when the total does not exist yet (404), the handler runs again and creates it.
+ * when the total does not exist yet (404), the handler runs again and creates it.${unsubscribedNote(request)}
  */
 export const ${identifier} = defineInboxConsumer({
   name: '${name}',
@@ -290,7 +412,8 @@ export const ${identifier} = defineInboxConsumer({
 `;
 }
 
-function versionedSource({ name, subject }: ConsumerRequest, identifier: string): string {
+function versionedSource(request: ConsumerRequest, identifier: string): string {
+  const { name, subject } = request;
   return `import { z } from 'zod';
 
 import { defineVersionedConsumer } from '#inbox';
@@ -313,7 +436,7 @@ export const ${identifier}Partition = (id: string): string => \`${name}:\${id}\`
 /**
  * ${subject} → the id's document holds the state of the newest version. The event carries the
  * whole state and a version, so it is written only over an older version: repeats and late
- * arrivals are no-ops, and no inbox marker is needed.
+ * arrivals are no-ops, and no inbox marker is needed.${unsubscribedNote(request)}
  */
 export const ${identifier} = defineVersionedConsumer({
   name: '${name}',

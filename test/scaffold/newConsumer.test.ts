@@ -1,6 +1,7 @@
-import { readdirSync } from 'node:fs';
+import { appendFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { PROJECT_ROOT } from '../../local/project';
 import { type Topology, topology, validateTopology } from '../../src/topology';
 import { withSubscription } from '../../tools/newConsumer';
 import {
@@ -156,5 +157,35 @@ describe('npm run new:consumer in a copy of the project', () => {
     }
     expect(files()).toEqual(before);
     expect(copy().read('src/topology.json')).toBe(topology);
+  });
+
+  // After the scaffold above: undo what it wrote, and refuse to lose an edit.
+  it('--remove deletes what it wrote, and refuses a file changed since unless --force', () => {
+    const source = path.join(copy().root, 'src', 'consumers', 'billing-credit-limit.ts');
+    appendFileSync(source, '// my change\n');
+
+    const removed = copy().tool('tools/newConsumer.ts', ['--remove', 'shipping.parcel-counter']);
+    const refused = copy().tool('tools/newConsumer.ts', ['--remove', 'billing.credit-limit']);
+    const edited = existsSync(source);
+    const forced = copy().tool('tools/newConsumer.ts', ['--remove', 'billing.credit-limit', '--force']);
+
+    expect([removed.status, removed.stderr]).toEqual([0, '']);
+    expect(removed.stdout).toContain(
+      'without the subscription shipping.parcel-counter, and without the topic parcel-events, now empty',
+    );
+    expect([refused.status, refused.stderr]).toEqual([
+      2,
+      expect.stringContaining('src/consumers/billing-credit-limit.ts changed since new:consumer wrote it'),
+    ]);
+    expect(edited).toBe(true);
+    expect(forced.status).toBe(0);
+    // Back to the checkout's: the topology, the emulator config, and no file of either consumer.
+    expect(copy().read('src/topology.json')).toBe(
+      readFileSync(path.join(PROJECT_ROOT, 'src/topology.json'), 'utf8'),
+    );
+    expect(copy().read('emulators/servicebus-config.json')).toBe(
+      readFileSync(path.join(PROJECT_ROOT, 'emulators/servicebus-config.json'), 'utf8'),
+    );
+    expect(files().filter((file) => /parcel-counter|credit-limit/.test(file))).toEqual([]);
   });
 });

@@ -6,7 +6,13 @@ import { parser } from 'typescript-eslint';
 
 import { UsageError } from '../../cli/errors';
 import { PROJECT_ROOT } from '../../local/project';
-import { checkedRequest, type ConsumerRequest, generatedFiles } from '../../tools/newConsumer';
+import {
+  checkedRequest,
+  type ConsumerRequest,
+  generatedFiles,
+  withoutSubscription,
+  withSubscription,
+} from '../../tools/newConsumer';
 
 /** The refusals of npm run new:consumer, before anything is written (test/scaffold runs the tool itself). */
 const declared = {
@@ -96,5 +102,54 @@ describe("new:consumer writes imports in the lint's order, whatever the names", 
     }
 
     expect(problems).toEqual([]);
+  });
+});
+
+describe('new:consumer --remove undoes what it declared', () => {
+  const sample = {
+    topics: [
+      {
+        name: 'business-events',
+        publishers: ['inventory.stock-reserver'],
+        subscriptions: [{ name: 'inventory.stock-reserver', subjects: ['OrderCreated'] }],
+      },
+      {
+        name: 'shipping-events',
+        publishers: ['inventory.stock-reserver'],
+        unsubscribedSubjects: ['ShipmentPlanned'],
+        subscriptions: [],
+      },
+    ],
+  };
+
+  it.each([
+    ['on a new topic, which goes with it', 'parcel-events', 'ParcelShipped', undefined],
+    ['on an existing topic', 'business-events', 'ParcelShipped', undefined],
+    [
+      "of a subject the topic's publishers send, which is unsubscribed again",
+      'shipping-events',
+      'ShipmentPlanned',
+      'ShipmentPlanned',
+    ],
+  ])('a consumer %s', (_case, topic, subject, putBack) => {
+    const added = withSubscription(sample, { name: 'shipping.notifier', topic, subject, kind: 'inbox' });
+
+    expect(withoutSubscription(added, 'shipping.notifier', putBack)).toEqual(sample);
+    expect(JSON.stringify(withoutSubscription(added, 'shipping.notifier', putBack))).toBe(
+      JSON.stringify(sample),
+    );
+  });
+
+  it('says in the source when it took an unsubscribed subject, and only then', async () => {
+    const request = { name: 'shipping.notifier', topic: 'shipping-events', subject: 'ShipmentPlanned' };
+    const source = async (wasUnsubscribed: boolean): Promise<string> =>
+      (
+        await generatedFiles({ ...request, kind: 'inbox', wasUnsubscribed }, (_file, text) =>
+          Promise.resolve(text),
+        )
+      )[0]![1];
+
+    expect(await source(true)).toContain('new:consumer -- --remove puts it back');
+    expect(await source(false)).not.toContain('--remove');
   });
 });
