@@ -259,6 +259,7 @@ async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
       },
     },
     USAGE,
+    context.env,
   );
   if (values.help) {
     context.out(USAGE);

@@ -93,7 +93,7 @@ export function commandWithFlags<T extends ParseArgsConfig>(
     name,
     ...options,
     main: async (argv, context) => {
-      const { values } = parseFlags(argv, config, usage);
+      const { values } = parseFlags(argv, config, usage, context.env);
       if ((values as { help?: unknown }).help) {
         context.out(usage);
         return EXIT_CODES.ok;
@@ -103,19 +103,90 @@ export function commandWithFlags<T extends ParseArgsConfig>(
   };
 }
 
-/** parseArgs over `argv`, a bad or unknown flag becoming a usage error followed by the tool's usage. */
+/**
+ * parseArgs over `argv`, a bad or unknown flag becoming a usage error followed by the tool's usage.
+ * Two slips get a hint rather than the whole usage: an unknown flag close to a known one ("did you
+ * mean"), and flags typed without npm's `--` (npm keeps them as its own config, `npm_config_<flag>`
+ * in the environment, and passes on only their values).
+ */
 export function parseFlags<T extends ParseArgsConfig>(
   argv: string[],
   config: T,
   usage: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
 ): ReturnType<typeof parseArgs<T>> {
+  const takenByNpm = flagsTakenByNpm(argv, config, env);
+  if (takenByNpm.length > 0) {
+    const script = env.npm_lifecycle_event ?? '';
+    const npm = ['start', 'test'].includes(script) ? `npm ${script}` : `npm run ${script}`;
+    const flags = takenByNpm.map((flag) => `--${flag}`).join(', ');
+    throw new UsageError(
+      `npm took ${flags} for itself: put -- before the tool's flags, as in ${npm} -- ${flags.split(', ')[0]} …\n${usageLine(usage)}`,
+    );
+  }
   try {
     // `args` does not change the shape of the result, which TypeScript cannot see through the spread.
     return parseArgs({ ...config, args: argv }) as ReturnType<typeof parseArgs<T>>;
   } catch (error) {
     // parseArgs quotes the offending argument, which may be anything a user pasted.
-    throw usageError(bounded((error as Error).message, 200), usage, { cause: error });
+    const message = bounded((error as Error).message, 200);
+    if ((error as { code?: unknown }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+      const typed = /'(-{1,2}[^'=\s]*)/.exec((error as Error).message)?.[1] ?? '';
+      const near = nearest(typed.replace(/^-+/, ''), Object.keys(config.options ?? {}));
+      const sentence = /[.!?]$/.test(message) ? message : `${message}.`;
+      throw new UsageError(`${sentence}${near ? ` Did you mean --${near}?` : ''}\n${usageLine(usage)}`, {
+        cause: error,
+      });
+    }
+    throw usageError(message, usage, { cause: error });
   }
+}
+
+/** The usage's first paragraph (how the command is typed), and where the rest is. */
+function usageLine(usage: string): string {
+  const [first] = usage.split(/\n(?:\n|Options:|Environment:|Writes |Runs )/, 1);
+  return `${first}\n(--help prints every option.)`;
+}
+
+/** Flags of `config` that npm kept as its own config because they came before `--`. */
+function flagsTakenByNpm(
+  argv: readonly string[],
+  config: ParseArgsConfig,
+  env: Readonly<Record<string, string | undefined>>,
+): string[] {
+  if (env.npm_lifecycle_event === undefined) return [];
+  return Object.keys(config.options ?? {}).filter(
+    (flag) =>
+      flag !== 'help' &&
+      env[`npm_config_${flag.replaceAll('-', '_')}`] !== undefined &&
+      !argv.some((arg) => arg === `--${flag}` || arg.startsWith(`--${flag}=`)),
+  );
+}
+
+/** The known flag an unknown one was most likely meant to be: at most two edits away. */
+function nearest(typed: string, known: readonly string[]): string | undefined {
+  let best: { flag: string; distance: number } | undefined;
+  for (const flag of known) {
+    const distance = editDistance(typed.slice(0, 64), flag);
+    if (distance <= 2 && (best === undefined || distance < best.distance)) best = { flag, distance };
+  }
+  return best?.flag;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(
+        previous[j]! + 1,
+        current[j - 1]! + 1,
+        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
 }
 
 /** A usage error (exit code 2): the message, then the tool's usage. */

@@ -292,6 +292,7 @@ function main(argv: string[], context: ToolContext): ExitCode {
       },
     },
     USAGE,
+    context.env,
   );
   if (values.help) {
     context.out(USAGE);

@@ -78,7 +78,7 @@ export function consumerFiles(name: string): { source: string; functionFile: str
 }
 
 export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values } = parseFlags(argv, FLAGS, USAGE);
+  const { values } = parseFlags(argv, FLAGS, USAGE, context.env);
   if (values.help) {
     context.out(USAGE);
     return EXIT_CODES.ok;

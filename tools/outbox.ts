@@ -90,7 +90,7 @@ interface Request {
 type StoredOutboxDocument = OutboxDocument & { _etag: string };
 
 export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values, positionals } = parseFlags(argv, FLAGS, USAGE);
+  const { values, positionals } = parseFlags(argv, FLAGS, USAGE, context.env);
   if (values.help) {
     context.out(USAGE);
     return EXIT_CODES.ok;

@@ -56,7 +56,7 @@ interface Request {
 }
 
 export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values, positionals } = parseFlags(argv, FLAGS, USAGE);
+  const { values, positionals } = parseFlags(argv, FLAGS, USAGE, context.env);
   if (values.help) {
     context.out(USAGE);
     return EXIT_CODES.ok;

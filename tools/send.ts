@@ -51,7 +51,7 @@ Environment:
 const EVENT_FLAGS = [...new Set(Object.values(SHORTCUTS).flatMap(({ flags }) => Object.keys(flags)))];
 
 export async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values, positionals } = parseFlags(argv, FLAGS, USAGE);
+  const { values, positionals } = parseFlags(argv, FLAGS, USAGE, context.env);
   if (values.help) {
     context.out(USAGE);
     return EXIT_CODES.ok;

@@ -106,7 +106,7 @@ interface BenchRequest {
 }
 
 async function main(argv: string[], context: ToolContext): Promise<ExitCode> {
-  const { values } = parseFlags(argv, FLAGS, USAGE);
+  const { values } = parseFlags(argv, FLAGS, USAGE, context.env);
   if (values.help) {
     context.out(USAGE);
     return EXIT_CODES.ok;

@@ -103,6 +103,34 @@ describe('npm start', () => {
       env: { ...process.env, LOCAL_RUN_FILE: runFile, ...env },
     });
 
+  it('says to put -- first when npm took a flag for itself (npm start --duplicate-window PT20S)', async () => {
+    // What npm hands the script: the value alone, and the flag as its own config.
+    const run = await runCommandModule('tools/start/cli.ts', ['PT20S'], {
+      ...process.env,
+      npm_lifecycle_event: 'start',
+      npm_config_duplicate_window: 'PT20S',
+    });
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toBe(
+      "start: npm took --duplicate-window for itself: put -- before the tool's flags, as in npm start -- --duplicate-window …\n" +
+        'Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--app dist]\n' +
+        '(--help prints every option.)\n',
+    );
+  });
+
+  it('suggests the flag an unknown one is close to, with the usage line alone', async () => {
+    const near = await runCommandModule('tools/start/cli.ts', ['--duplicate-windw', 'PT20S']);
+    const far = await runCommandModule('tools/start/cli.ts', ['--verbose']);
+
+    expect(near.status).toBe(2);
+    expect(near.stderr).toMatch(
+      /^start: Unknown option '--duplicate-windw'.*\. Did you mean --duplicate-window\?\nUsage: npm start -- \[/,
+    );
+    expect(near.stderr).not.toContain('Options:');
+    expect(far.stderr).not.toContain('Did you mean');
+  });
+
   it('refuses a duplicate detection window Service Bus would refuse', () => {
     const run = start(['--duplicate-window', 'PT10S']);
 
