@@ -119,6 +119,9 @@ it('runs the README walkthrough against npm start', async () => {
   app.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   let at = await shown(/^Ready\. Press Ctrl\+C to stop\.$/m, 0);
   expect(output).toContain('duplicate detection PT20S');
+  expect(output).toMatch(
+    /outbox sweeper: resends what is pending after PT15S, every PT5S \(fitted to the PT20S window/,
+  );
   expect(JSON.parse(readFileSync(runFile, 'utf8'))).toMatchObject({
     environment: { SERVICEBUS_DUPLICATE_WINDOW: 'PT20S' },
   });

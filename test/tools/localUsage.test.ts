@@ -165,22 +165,36 @@ describe('npm start', () => {
     expect(run.stdout).not.toContain('Building the app');
   });
 
-  it('says which port is taken and how to pick another, and exits 2', async () => {
-    const taken = createServer();
-    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
-    const { port } = taken.address() as AddressInfo;
+  it('names every port that is taken, at once, with the one command that avoids them, and exits 2', async () => {
+    const listen = async (): Promise<[ReturnType<typeof createServer>, number]> => {
+      const server = createServer();
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      return [server, (server.address() as AddressInfo).port];
+    };
+    const [cosmos, cosmosPort] = await listen();
+    const [serviceBus, serviceBusPort] = await listen();
     const app = mkdtempSync(join(tmpdir(), 'start-'));
     try {
-      const run = start(['--cosmos-port', String(port), '--servicebus-port', '0', '--app', app]);
+      const one = start(['--cosmos-port', String(cosmosPort), '--servicebus-port', '0', '--app', app]);
+      const both = start([
+        ...['--cosmos-port', String(cosmosPort), '--servicebus-port', String(serviceBusPort), '--app', app],
+      ]);
 
-      expect(run.status).toBe(2);
-      expect(run.stderr).toContain(
-        `The Cosmos DB port ${port} is in use (another npm start, npm run cosmos or an emulator?). ` +
-          'Stop it, or pass --cosmos-port 0 for any free port.',
+      expect(one.status).toBe(2);
+      expect(one.stderr).toContain(
+        `The port for Cosmos DB ${cosmosPort} is in use (another npm start, npm run cosmos or an emulator?). ` +
+          'Stop it, or pick free ports: npm start -- --cosmos-port 0',
       );
-      expect(run.stderr).not.toContain('EADDRINUSE');
+      expect(both.status).toBe(2);
+      expect(both.stderr).toContain(
+        `The ports for Cosmos DB ${cosmosPort} and Service Bus ${serviceBusPort} are in use`,
+      );
+      expect(both.stderr).toContain('npm start -- --cosmos-port 0 --servicebus-port 0');
+      expect(both.stderr).not.toContain('EADDRINUSE');
+      expect(both.stdout).not.toContain('Building the app');
     } finally {
-      taken.close();
+      cosmos.close();
+      serviceBus.close();
     }
   });
 

@@ -1,3 +1,4 @@
+import type { TimerRunReport } from '../../local/host/timers';
 import { LiveOutput } from '../../tools/start/output';
 
 describe("npm start's output", () => {
@@ -23,5 +24,68 @@ describe("npm start's output", () => {
       /^\d\d:\d\d:\d\d business-events: no subscription takes messageId=w-1 \(subject WidgetCounted\); Service Bus accepted it and dropped it\. .*Restart npm start/,
     );
     expect(lines[2]).toMatch(/totals: 0 deliveries: .*taken by no subscription 1 \| inbox markers 0$/);
+  });
+});
+
+describe("npm start's output stays quiet when nothing happens", () => {
+  const run = (
+    texts: string[],
+    level: 'information' | 'warning' = 'information',
+    error?: Error,
+  ): TimerRunReport => ({
+    function: 'purge-expired-markers',
+    runMs: 3,
+    result: {
+      response: {},
+      logs: texts.map((text) => ({ level, category: 'user' as const, text })),
+      ...(error ? { error } : {}),
+    },
+  });
+
+  it('prints a timer run only when it failed, warned, or purged or sent something', () => {
+    const lines: string[] = [];
+    const output = new LiveOutput(
+      (line) => lines.push(line),
+      () => Promise.resolve(''),
+      'PT1H',
+    );
+
+    output.timerRun(run(['Purged 0 expired markers {"purged":0}']));
+    output.timerRun(run(['Outbox: 0 pending {"sent":0,"pending":0}']));
+    output.timerRun(run(['Purged 2 expired markers {"purged":2}']));
+    output.timerRun(run(['Resent 1 outbox messages {"sent":1}']));
+    output.timerRun(run(['Purged 0 expired markers; 1 remain {"purged":0}'], 'warning'));
+    output.timerRun(run([], 'information', new Error('Cosmos DB failed')));
+    output.stop();
+
+    expect(lines.map((line) => line.slice(9))).toEqual([
+      'purge-expired-markers (timer) ran: Purged 2 expired markers {"purged":2} in 3 ms',
+      'purge-expired-markers (timer) ran: Resent 1 outbox messages {"sent":1} in 3 ms',
+      'purge-expired-markers (timer) ran: Purged 0 expired markers; 1 remain {"purged":0} in 3 ms',
+      'purge-expired-markers (timer) failed (Error: Cosmos DB failed) in 3 ms',
+    ]);
+    expect(output.totals.timerRuns).toBe(6);
+  });
+
+  it('prints the totals once things go quiet only when they changed, and always on Ctrl+C', async () => {
+    const lines: string[] = [];
+    let census = 'inbox markers 0';
+    const output = new LiveOutput(
+      (line) => lines.push(line),
+      () => Promise.resolve(census),
+      'PT1H',
+    );
+
+    await output.printTotals({ always: false });
+    await output.printTotals({ always: false });
+    census = 'inbox markers 1';
+    await output.printTotals({ always: false });
+    await output.printTotals();
+
+    expect(lines.map((line) => line.replace(/^.* \| /, ''))).toEqual([
+      'inbox markers 0',
+      'inbox markers 1',
+      'inbox markers 1',
+    ]);
   });
 });

@@ -1,4 +1,5 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join, relative, resolve } from 'node:path';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
@@ -208,6 +209,10 @@ async function startEverything(
   const { database: databaseId, container: containerId } = settings.cosmos;
   const duplicateWindow = formatDuration(request.duplicateWindowSeconds);
   const sweep = fitSweeper(settings.outbox, request.duplicateWindowSeconds);
+  await refuseTakenPorts([
+    { what: 'Cosmos DB', flag: 'cosmos-port', port: request.cosmosPort },
+    { what: 'Service Bus', flag: 'servicebus-port', port: request.serviceBusPort },
+  ]);
   const cosmos = await listening('Cosmos DB', 'cosmos-port', request.cosmosPort, () =>
     startInWorker({ port: request.cosmosPort, host: HOST }),
   );
@@ -281,7 +286,17 @@ async function startEverything(
   started.add(() => removeLocalRun(request.runFile, process.pid));
 
   context.out(
-    readyLines({ request, app, cosmos, serviceBus, functionApp, trigger, armed, duplicateWindow }).join('\n'),
+    readyLines({
+      request,
+      app,
+      cosmos,
+      serviceBus,
+      functionApp,
+      trigger,
+      armed,
+      duplicateWindow,
+      sweep,
+    }).join('\n'),
   );
   return output;
 }
@@ -296,6 +311,7 @@ function readyLines({
   trigger,
   armed,
   duplicateWindow,
+  sweep,
 }: {
   request: StartRequest;
   app: AppSettings;
@@ -305,8 +321,10 @@ function readyLines({
   trigger: TriggerSettings;
   armed: ReturnType<TimerTriggers['start']>;
   duplicateWindow: string;
+  sweep: ReturnType<typeof fitSweeper>;
 }): string[] {
   const { database: databaseId, container: containerId } = app.settings.cosmos;
+  const { OUTBOX_SWEEP_AGE: age, OUTBOX_SWEEP_INTERVAL: every } = sweep.environment;
   const { redelivery } = app.settings;
   return [
     `App settings from ${app.sources.join(', ')}; in memory: everything is gone when it stops.`,
@@ -320,6 +338,10 @@ function readyLines({
       `functionTimeout ${trigger.functionTimeoutMs / 1000} s):`,
     ...functionApp.serviceBus.map((f) => `  ${f.name}: ${f.topicName}/Subscriptions/${f.subscriptionName}`),
     ...armed.map((t) => `  ${t.function}: timer, next run ${t.next.toISOString()}`),
+    `  outbox sweeper: resends what is pending after ${age}, every ${every}` +
+      (sweep.adjusted
+        ? ` (fitted to the ${duplicateWindow} window: the settings' sweeper would resend after the window has passed)`
+        : ''),
     ...functionApp.cosmosDB.map(
       (f) =>
         `  ${f.name}: change feed of ${f.databaseName}/${f.containerName}, leases in ${f.leaseContainerName}`,
@@ -446,7 +468,34 @@ function refuseAppFolder(directory: string): void {
   }
 }
 
-/** Starts a server on a port, saying what to do when the port is taken. */
+/**
+ * Every port npm start needs that something else holds, named at once with the one command that
+ * avoids them all (0 is any free port, never taken).
+ */
+async function refuseTakenPorts(ports: { what: string; flag: string; port: number }[]): Promise<void> {
+  const taken: typeof ports = [];
+  for (const entry of ports) {
+    if (entry.port !== 0 && (await inUse(entry.port))) taken.push(entry);
+  }
+  if (taken.length === 0) return;
+  const named = taken.map(({ what, port }) => `${what} ${port}`).join(' and ');
+  throw new EnvironmentError(
+    `${taken.length === 1 ? 'The port' : 'The ports'} for ${named} ${taken.length === 1 ? 'is' : 'are'} in use ` +
+      '(another npm start, npm run cosmos or an emulator?). Stop it, or pick free ports: ' +
+      `npm start -- ${taken.map(({ flag }) => `--${flag} 0`).join(' ')}`,
+  );
+}
+
+/** Whether something listens on the port, found by trying to listen on it. */
+function inUse(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', () => resolve(true));
+    probe.listen(port, HOST, () => probe.close(() => resolve(false)));
+  });
+}
+
+/** Starts a server on a port, saying what to do when the port is taken (by a race since the check). */
 async function listening<T>(what: string, flag: string, port: number, start: () => Promise<T>): Promise<T> {
   try {
     return await start();

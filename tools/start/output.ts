@@ -35,6 +35,7 @@ export class LiveOutput {
     timerRuns: 0,
   };
   private quietTimer: NodeJS.Timeout | undefined;
+  private lastTotals: string | undefined;
 
   constructor(
     private readonly write: (line: string) => void,
@@ -80,8 +81,10 @@ export class LiveOutput {
     );
   }
 
+  /** A timer's run, printed when it failed, warned, or purged or sent something: idle runs stay quiet. */
   timerRun({ function: name, result, runMs }: TimerRunReport): void {
     this.totals.timerRuns++;
+    if (!result.error && !result.logs.some((line) => line.category === 'user' && didSomething(line))) return;
     const last = result.logs.at(-1)?.text;
     const said = result.error
       ? `failed (${bounded(`${result.error.name}: ${result.error.message}`, 160)})`
@@ -104,11 +107,14 @@ export class LiveOutput {
     this.scheduleTotals();
   }
 
-  /** The totals line, printed now. */
-  async printTotals(): Promise<void> {
+  /** The totals line, printed now: on Ctrl+C always, once things go quiet only when it changed. */
+  async printTotals({ always = true }: { always?: boolean } = {}): Promise<void> {
     clearTimeout(this.quietTimer);
     this.quietTimer = undefined;
-    this.write(`${clockTime()} ${await this.totalsLine()}`);
+    const line = await this.totalsLine();
+    if (!always && line === this.lastTotals) return;
+    this.lastTotals = line;
+    this.write(`${clockTime()} ${line}`);
   }
 
   stop(): void {
@@ -117,7 +123,10 @@ export class LiveOutput {
 
   private scheduleTotals(): void {
     clearTimeout(this.quietTimer);
-    this.quietTimer = setTimeout(() => void this.printTotals().catch(() => undefined), this.quietMs);
+    this.quietTimer = setTimeout(
+      () => void this.printTotals({ always: false }).catch(() => undefined),
+      this.quietMs,
+    );
   }
 
   private async totalsLine(): Promise<string> {
@@ -135,6 +144,19 @@ export class LiveOutput {
         : []),
     ];
     return `totals: ${this.totals.deliveries} deliveries: ${counted.join(', ')} | ${await this.census()}`;
+  }
+}
+
+/** A timer's log line that reports work: a warning or an error, or a purge or a send of at least one. */
+function didSomething(line: LogLine): boolean {
+  if (line.level === 'warning' || line.level === 'error') return true;
+  const json = /\{.*\}$/.exec(line.text)?.[0];
+  if (json === undefined) return false;
+  try {
+    const fields = JSON.parse(json) as { purged?: unknown; sent?: unknown };
+    return Number(fields.purged ?? 0) > 0 || Number(fields.sent ?? 0) > 0;
+  } catch {
+    return true;
   }
 }
 
