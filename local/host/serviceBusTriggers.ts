@@ -8,6 +8,7 @@ import {
   invokeServiceBus,
   loggedField,
   loggedOutcome,
+  type LogLine,
   type ServiceBusDelivery,
   type ServiceBusFunction,
 } from './worker';
@@ -95,6 +96,8 @@ export interface TriggerDelivery {
   settlement: Settlement;
   error?: Error;
   handlerMs: number;
+  /** The invocation's log lines, when it returned. */
+  logs?: readonly LogLine[];
 }
 
 export class ServiceBusTriggers {
@@ -206,6 +209,7 @@ export class ServiceBusTriggers {
       outcome,
       ...(alternative === undefined ? {} : { alternative }),
       settlement: await settle(() => receiver.completeMessage(message), 'completed'),
+      logs: result.logs,
     });
   }
 }

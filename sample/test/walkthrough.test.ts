@@ -48,7 +48,7 @@ function walkthrough(): { start: string; commands: string[] } {
 /** What the first terminal must show after each command (keyed by the command, as the README has it). */
 const SHOWS: Record<string, RegExp[]> = {
   'npm run send -- --file sample/examples/events.jsonl --allow-invalid': [
-    /messageId=payment-PAY-1: alternative \(unapplied-payment\) → completed/,
+    /messageId=payment-PAY-1: alternative \(unapplied-payment\) → completed in \d+ ms; wrote invoice:INV-1: create unapplied:PAY-1$/m,
     /duplicate detection dropped messageId=payment-PAY-1 \(the same MessageId was sent within PT20S/,
     /delivery 10 messageId=payment-PAY-2: poison \(PoisonMessageError: .*schema.*\) → abandoned/,
     /dead-lettered #\d+ messageId=payment-PAY-2 \(MaxDeliveryCountExceeded; body \d+ bytes, sha256 [0-9a-f]{12}\)/,

@@ -77,6 +77,16 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
       } else {
         log(context, 'info', messageFor(result.outcome), summary);
       }
+      // Which business documents changed: business ids, so at debug level, which host.json's
+      // Information keeps out of Application Insights; npm start shows it.
+      if (result.wrote !== undefined) {
+        log(context, 'debug', 'Wrote', {
+          consumer: consumer.name,
+          partitionKey: bounded(result.wrote.partitionKey),
+          documents: result.wrote.documents.slice(0, 10).map(({ kind, id }) => `${kind} ${bounded(id)}`),
+          count: result.wrote.documents.length,
+        });
+      }
     } catch (error) {
       await breaker.failed(error, breakerStarted);
       logBreakerTransitions(context, breaker);
@@ -345,7 +355,7 @@ function messageFor(outcome: Outcome): string {
  */
 function log(
   context: InvocationContext,
-  level: 'info' | 'warn' | 'error',
+  level: 'debug' | 'info' | 'warn' | 'error',
   message: string,
   fields: object,
 ): void {

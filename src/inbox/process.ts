@@ -55,6 +55,11 @@ export interface ProcessResult {
   attempts: number;
   /** Messages the committed batch put in the outbox (see PartitionTransaction.publish). */
   published?: number;
+  /**
+   * What a committed batch (or a versioned write) changed: the partition, and each staged write's
+   * kind and document id, in order (the marker aside). Business ids: logged at debug level only.
+   */
+  wrote?: { partitionKey: string; documents: { kind: string; id: string }[] };
 }
 
 interface ParsedMessage<M> {
@@ -321,6 +326,7 @@ async function afterBatch<M>(
       published: tx.published.length,
       ...cost(run),
       attempts: attempt,
+      wrote: { partitionKey, documents: tx.staged.map(({ kind, id }) => ({ kind, id })) },
     };
   }
   if (failedAt === 0) {
@@ -385,11 +391,22 @@ async function processVersioned<M>(
   }
   await deps.beforeStore?.();
   const write = await store(() => writeIfNewer(deps.container, document, deps.settings.inbox.maxAttempts));
+  const written = write.result === 'written';
   return {
-    outcome: write.result === 'written' ? 'processed' : 'duplicate',
+    outcome: written ? 'processed' : 'duplicate',
     requestCharge: write.requestCharge,
     requests: write.requests,
     attempts: 1,
+    ...(written
+      ? {
+          wrote: {
+            partitionKey: document.partitionKey,
+            documents: [
+              { kind: write.previousVersion === undefined ? 'create' : 'replace', id: document.id },
+            ],
+          },
+        }
+      : {}),
   };
 }
 

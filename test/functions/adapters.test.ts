@@ -105,6 +105,7 @@ describe('a Service Bus delivery', () => {
 
   it('logs each completed outcome at its level, with the fields the workbook reads, and counts it', async () => {
     const messageId = `m-${runs + 1}`;
+    const account = `adapter-${runs + 1}`;
     const processed = await deliverProbe((_m, tx) => tx.create({ id: 'balance' }), { messageId });
     const duplicate = await deliverProbe(() => undefined, {
       messageId,
@@ -129,6 +130,17 @@ describe('a Service Bus delivery', () => {
           attempts: 1,
           requestCharge: expect.any(Number) as unknown,
           durationMs: expect.any(Number) as unknown,
+        },
+      },
+      // Which documents changed: at debug level, which host.json keeps out of Application Insights.
+      {
+        level: 'debug',
+        message: 'Wrote',
+        fields: {
+          consumer: 'test.consumer',
+          partitionKey: `account:${account}`,
+          documents: ['create balance'],
+          count: 1,
         },
       },
     ]);
@@ -236,6 +248,20 @@ describe('a Service Bus delivery', () => {
     ]);
   });
 
+  it('names at most ten of the documents a batch wrote, and counts them all', async () => {
+    const { lines } = await deliverProbe(
+      (_m, tx) => {
+        for (let i = 0; i < 12; i++) tx.create({ id: `line-${i}` });
+      },
+      { messageId: 'many-1' },
+    );
+
+    expect(lines.at(-1)?.fields).toMatchObject({
+      documents: Array.from({ length: 10 }, (_, i) => `create line-${i}`),
+      count: 12,
+    });
+  });
+
   it('warns when the MessageId arrived JSON-parsed, and keys the marker by it and the payload', async () => {
     const { lines } = await deliverProbe((_m, tx) => tx.create({ id: 'balance' }), { messageId: '12345' });
 
@@ -276,6 +302,7 @@ describe('a Service Bus delivery', () => {
     expect(brief(closing.lines)).toEqual([
       ['information', 'Cosmos DB circuit breaker closed'],
       ['information', 'Processed'],
+      ['debug', 'Wrote'],
     ]);
     expect(closing.lines[0]?.fields).toMatchObject({ breaker: { state: 'closed' } });
   });

@@ -48,6 +48,11 @@ describe('processDelivery: the marker and the effect commit together', () => {
 
     // Delivery 3: the marker is read first (a redelivery is most likely a duplicate), then the batch.
     expect(result).toMatchObject({ outcome: 'processed', requests: 2, attempts: 1 });
+    // What the batch wrote besides the marker.
+    expect(result.wrote).toEqual({
+      partitionKey: `account:${account}`,
+      documents: [{ kind: 'create', id: 'balance' }],
+    });
     expect(documents.find((doc) => doc.id === 'balance')).toMatchObject({
       amount: 5,
       partitionKey: `account:${account}`,

@@ -65,6 +65,12 @@ describe('a versioned consumer', () => {
     ]);
     expect(first.requestCharge).toBeGreaterThan(0);
     expect(repeat.requestCharge).toBeGreaterThan(0);
+    // What each write changed (none for a duplicate).
+    expect([first, second, repeat].map((result) => result.wrote)).toEqual([
+      { partitionKey: `invoice:${invoiceId}`, documents: [{ kind: 'create', id: `status-${invoiceId}` }] },
+      { partitionKey: `invoice:${invoiceId}`, documents: [{ kind: 'replace', id: `status-${invoiceId}` }] },
+      undefined,
+    ]);
     expect(await stored(invoiceId)).toEqual([
       expect.objectContaining({ id: `status-${invoiceId}`, status: 'paid', version: 3 }),
     ]);

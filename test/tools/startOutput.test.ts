@@ -27,6 +27,45 @@ describe("npm start's output", () => {
   });
 });
 
+describe("npm start's delivery lines", () => {
+  const delivered = (texts: string[]) => ({
+    function: 'billing-payment-applier',
+    messageId: 'p-1',
+    deliveryCount: 1,
+    sequenceNumber: 7,
+    outcome: 'processed',
+    settlement: 'completed' as const,
+    handlerMs: 12.4,
+    logs: texts.map((text) => ({ level: 'debug' as const, category: 'user' as const, text })),
+  });
+
+  it('say which business documents a delivery changed, from its debug line', () => {
+    const lines: string[] = [];
+    const output = new LiveOutput(
+      (line) => lines.push(line),
+      () => Promise.resolve(''),
+      'PT1H',
+    );
+
+    output.delivery(
+      delivered([
+        'Wrote {"consumer":"c","partitionKey":"invoice:INV-1","documents":["patch INV-1","create payment-P1"],"count":2}',
+      ]),
+    );
+    output.delivery(
+      delivered(['Wrote {"consumer":"c","partitionKey":"p","documents":["create a"],"count":3}']),
+    );
+    output.delivery(delivered([]));
+    output.stop();
+
+    expect(lines.map((line) => line.slice(9))).toEqual([
+      'billing-payment-applier #7 delivery 1 messageId=p-1: processed → completed in 12 ms; wrote invoice:INV-1: patch INV-1, create payment-P1',
+      'billing-payment-applier #7 delivery 1 messageId=p-1: processed → completed in 12 ms; wrote p: create a, and 2 more',
+      'billing-payment-applier #7 delivery 1 messageId=p-1: processed → completed in 12 ms',
+    ]);
+  });
+});
+
 describe("npm start's output stays quiet when nothing happens", () => {
   const run = (
     texts: string[],

@@ -52,7 +52,8 @@ export class LiveOutput {
     const error = d.error === undefined ? '' : ` (${bounded(`${d.error.name}: ${d.error.message}`, 160)})`;
     this.line(
       `${d.function} #${d.sequenceNumber} delivery ${d.deliveryCount} messageId=${id(d.messageId)}: ` +
-        `${outcome}${d.alternative === undefined ? '' : ` (${d.alternative})`}${error} → ${d.settlement} in ${Math.round(d.handlerMs)} ms`,
+        `${outcome}${d.alternative === undefined ? '' : ` (${d.alternative})`}${error} → ${d.settlement} in ${Math.round(d.handlerMs)} ms` +
+        wrote(d.logs ?? []),
     );
   }
 
@@ -144,6 +145,26 @@ export class LiveOutput {
         : []),
     ];
     return `totals: ${this.totals.deliveries} deliveries: ${counted.join(', ')} | ${await this.census()}`;
+  }
+}
+
+/**
+ * Which business documents a delivery changed, from its debug line (`Wrote {...}`, which Azure
+ * keeps out of Application Insights): `; wrote <partition>: create balance, patch invoice-1`.
+ */
+function wrote(logs: readonly LogLine[]): string {
+  const line = logs.find((entry) => entry.level === 'debug' && entry.text.startsWith('Wrote {'));
+  if (line === undefined) return '';
+  try {
+    const { partitionKey, documents, count } = JSON.parse(line.text.slice('Wrote '.length)) as {
+      partitionKey: string;
+      documents: string[];
+      count: number;
+    };
+    const more = count > documents.length ? `, and ${count - documents.length} more` : '';
+    return `; wrote ${bounded(partitionKey, 64)}: ${bounded(documents.join(', '), 200)}${more}`;
+  } catch {
+    return '';
   }
 }
 
