@@ -15,9 +15,11 @@ import {
 } from '../cli/tool';
 import { writeEmulatorConfig } from '../emulators/generateConfig';
 import { CONSUMER_NAME, ENTITY_NAME, functionNameOf, type Topology, topology } from '../src/topology';
+import { loadConsumers } from './consumers';
 
 const USAGE = `Usage:
   npm run new:consumer -- --name <area.consumer> --topic <topic> --subject <Subject> [--kind inbox|versioned]
+  npm run new:consumer -- --name <area.consumer> --topic <topic> --subject <Subject> --fan-out --example-body '<json>'
   npm run new:consumer -- --remove <area.consumer> [--force]
 Writes a working consumer of <Subject> messages on <topic>, and everything that registers, deploys and tests it:
   src/consumers/<function>.ts          its message schema (zod) and handler
@@ -32,6 +34,9 @@ Options:
   --subject <Subject>      the event's name, the Subject its subscription filters on: PascalCase, e.g. RefundIssued
   --kind inbox             (default) an effect applied exactly once: an inbox marker commits with it
   --kind versioned         the message carries absolute state and a version: written only over an older one
+  --fan-out                another consumer of a subject a consumer of the topic already reads: it takes that
+                           consumer's schema and partition key (an inbox consumer's), and counts the messages
+  --example-body <json>    with --fan-out: a body that consumer's schema takes, for the generated test
   --remove <area.consumer> undo: delete the three files it wrote and its subscription (the topic too, when the
                            scaffold created it and nothing else is on it), and regenerate the emulator config;
                            refused when a file was changed since, unless --force`;
@@ -44,6 +49,8 @@ const FLAGS = {
     topic: { type: 'string' },
     subject: { type: 'string' },
     kind: { type: 'string' },
+    'fan-out': { type: 'boolean' },
+    'example-body': { type: 'string' },
     remove: { type: 'string' },
     force: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
@@ -65,15 +72,34 @@ export interface ConsumerRequest {
    * subscription takes it now. The source says so, so that --remove puts it back.
    */
   wasUnsubscribed?: boolean;
+  /** A second consumer of a subject another consumer reads (`--fan-out`): it takes that one's schema. */
+  fanOut?: FanOut;
+}
+
+export interface FanOut {
+  /** The consumer that reads the subject already. */
+  from: string;
+  /** Its export, and the module that exports it, relative to src/consumers/. */
+  identifier: string;
+  module: string;
+  /** A body its schema takes (`--example-body`), for the generated test. */
+  example: unknown;
 }
 
 /** Where each file of a consumer goes. */
-export function consumerFiles(name: string): { source: string; functionFile: string; test: string } {
+export function consumerFiles(name: string): {
+  source: string;
+  functionFile: string;
+  test: string;
+  /** --fan-out's example body, which its test reads. */
+  example: string;
+} {
   const functionName = functionNameOf(name);
   return {
     source: path.join(PROJECT_ROOT, 'src', 'consumers', `${functionName}.ts`),
     functionFile: path.join(PROJECT_ROOT, 'functions', `${functionName}.ts`),
     test: path.join(PROJECT_ROOT, 'test', 'functions', `${functionName}.test.ts`),
+    example: path.join(PROJECT_ROOT, 'test', 'functions', `${functionName}.example.json`),
   };
 }
 
@@ -87,10 +113,21 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     return removeConsumer(values.remove, Boolean(values.force), values, context);
   if (values.force) throw new UsageError(`--force goes with --remove.\n${USAGE}`);
   const checked = checkedRequest(values, topology);
+  const fanOut = values['fan-out']
+    ? await fanOutOf(
+        checked.subject,
+        readersOf(topology, checked.topic, checked.subject),
+        values['example-body'],
+      )
+    : undefined;
   const wasUnsubscribed = topology.topics.some(
     (topic) => topic.name === checked.topic && topic.unsubscribedSubjects?.includes(checked.subject) === true,
   );
-  const request = { ...checked, ...(wasUnsubscribed ? { wasUnsubscribed } : {}) };
+  const request = {
+    ...checked,
+    ...(wasUnsubscribed ? { wasUnsubscribed } : {}),
+    ...(fanOut ? { fanOut } : {}),
+  };
   const files = consumerFiles(request.name);
   const texts = await generatedFiles(request);
 
@@ -104,7 +141,11 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   const newTopic = !topology.topics.some((topic) => topic.name === request.topic);
 
   context.out(
-    `Added the ${request.kind} consumer ${request.name} of ${request.subject} on ${request.topic}:`,
+    `Added the ${request.kind} consumer ${request.name} of ${request.subject} on ${request.topic}` +
+      (fanOut
+        ? ` (fan-out: ${fanOut.from} reads it too, each applies it once; ${fanOut.from}'s schema)`
+        : '') +
+      ':',
   );
   context.out(
     `  ${relative(files.source)}   its schema and handler: replace the sample fields and effect with yours`,
@@ -118,6 +159,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   context.out(
     `  ${relative(files.test)}   processed once, a redelivery is a duplicate, a bad body is poison`,
   );
+  if (fanOut) context.out(`  ${relative(files.example)}   the example body its test sends`);
   context.out('Next:');
   context.out(`  npx jest ${relative(files.test)} test/inbox/topology.test.ts   then npm test`);
   context.out(
@@ -141,10 +183,18 @@ export async function generatedFiles(
   const files = consumerFiles(request.name);
   const identifier = camelCase(functionNameOf(request.name));
   const sources = {
-    [files.source]:
-      request.kind === 'inbox' ? inboxSource(request, identifier) : versionedSource(request, identifier),
+    [files.source]: request.fanOut
+      ? fanOutSource(request, request.fanOut, identifier)
+      : request.kind === 'inbox'
+        ? inboxSource(request, identifier)
+        : versionedSource(request, identifier),
     [files.functionFile]: functionSource(request, identifier),
-    [files.test]: request.kind === 'inbox' ? inboxTest(request) : versionedTest(request),
+    [files.test]: request.fanOut
+      ? fanOutTest(request, request.fanOut)
+      : request.kind === 'inbox'
+        ? inboxTest(request)
+        : versionedTest(request),
+    ...(request.fanOut ? { [files.example]: `${JSON.stringify(request.fanOut.example, null, 2)}\n` } : {}),
   };
   return Promise.all(
     Object.entries(sources).map(async ([file, text]): Promise<[string, string]> => [
@@ -156,7 +206,14 @@ export async function generatedFiles(
 
 /** The request, or a usage error naming every problem; nothing is written before this passes. */
 export function checkedRequest(
-  values: { name?: string; topic?: string; subject?: string; kind?: string },
+  values: {
+    name?: string;
+    topic?: string;
+    subject?: string;
+    kind?: string;
+    'fan-out'?: boolean;
+    'example-body'?: string;
+  },
   declared: Topology,
 ): ConsumerRequest {
   const { name, topic, subject } = values;
@@ -185,6 +242,8 @@ export function checkedRequest(
     problems.push(`--kind ${bounded(kind)}: inbox or versioned`);
   }
   if (problems.length === 0) problems.push(...collisions(name, declared));
+  if (problems.length === 0)
+    problems.push(...fanOutProblems(values, declared, { name, topic, subject, kind }));
   if (problems.length > 0) throw new UsageError(`${problems.join('\n')}\n${USAGE}`);
   return { name, topic, subject, kind: kind as Kind };
 }
@@ -206,6 +265,98 @@ function collisions(name: string, declared: Topology): string[] {
     if (existsSync(file)) problems.push(`--name ${name}: ${relative(file)} already exists`);
   }
   return problems;
+}
+
+/** The consumers of the topic that read the subject already. */
+function readersOf(declared: Topology, topic: string, subject: string): string[] {
+  return (declared.topics.find((t) => t.name === topic)?.subscriptions ?? [])
+    .filter((s) => s.subjects.includes(subject))
+    .map((s) => s.name);
+}
+
+/**
+ * A subject another consumer of the topic reads takes --fan-out (two consumers of one stream is a
+ * choice), which takes --example-body and an inbox consumer; --fan-out needs such a consumer.
+ */
+function fanOutProblems(
+  values: { 'fan-out'?: boolean; 'example-body'?: string },
+  declared: Topology,
+  { topic, subject, kind }: { name: string; topic: string; subject: string; kind: string },
+): string[] {
+  const readers = readersOf(declared, topic, subject);
+  const fanOut = values['fan-out'] === true;
+  if (!fanOut) {
+    if (values['example-body'] !== undefined) return ['--example-body goes with --fan-out'];
+    return readers.length === 0
+      ? []
+      : [
+          `--subject ${subject}: ${readers.join(' and ')} already read${readers.length === 1 ? 's' : ''} it on ${topic}. ` +
+            `Another consumer of the same messages (fan-out) is legitimate: add --fan-out and --example-body '<json>', ` +
+            `and the new consumer takes ${readers[0]}'s schema`,
+        ];
+  }
+  if (readers.length === 0)
+    return [`--fan-out: no consumer reads ${subject} on ${topic}; leave --fan-out out`];
+  const problems: string[] = [];
+  if (kind !== 'inbox') problems.push('--fan-out writes an inbox consumer; leave --kind out');
+  if (values['example-body'] === undefined) {
+    problems.push(
+      `--fan-out needs --example-body '<json>': a ${subject} body ${readers[0]}'s schema takes, for the test`,
+    );
+  }
+  return problems;
+}
+
+/**
+ * What a fan-out consumer takes from the consumer that reads the subject already: its export and
+ * module (from its function file, which registers it), and the example body, checked with its
+ * schema as the app registers it.
+ */
+async function fanOutOf(
+  subject: string,
+  readers: string[],
+  exampleText: string | undefined,
+): Promise<FanOut> {
+  const from = readers[0]!;
+  const functionFile = consumerFiles(from).functionFile;
+  const text = existsSync(functionFile) ? readFileSync(functionFile, 'utf8') : '';
+  const identifier = /consumerTrigger\((\w+)\)/.exec(text)?.[1];
+  const imported =
+    identifier === undefined
+      ? undefined
+      : new RegExp(`import \\{[^}]*\\b${identifier}\\b[^}]*\\} from '([^']+)'`).exec(text)?.[1];
+  if (identifier === undefined || imported === undefined) {
+    throw new UsageError(
+      `--fan-out: ${relative(functionFile)} does not register ${from} as new:consumer writes it (app.serviceBusTopic(...consumerTrigger(<consumer>)) with the consumer imported); write this consumer by hand.`,
+    );
+  }
+  const consumer = (await loadConsumers({ definitionsOnly: true })).get(from);
+  if (consumer?.kind !== 'inbox') {
+    throw new UsageError(
+      `--fan-out: ${from} is a versioned consumer, which has no partition key to share; write this consumer by hand.`,
+    );
+  }
+  let example: unknown;
+  try {
+    example = JSON.parse(exampleText ?? '');
+  } catch (error) {
+    throw new UsageError(`--example-body is not JSON (${bounded((error as Error).message)}).`, {
+      cause: error,
+    });
+  }
+  const parsed = consumer.schema.safeParse(example);
+  if (!parsed.success) {
+    const issues = parsed.error.issues
+      .slice(0, 5)
+      .map((issue) => `${issue.path.map(String).join('.') || '(body)'}: ${issue.message}`);
+    throw new UsageError(`--example-body is not a ${subject} ${from}'s schema takes: ${issues.join('; ')}.`);
+  }
+  const fromConsumers = path.relative(
+    path.join(PROJECT_ROOT, 'src', 'consumers'),
+    path.resolve(path.dirname(functionFile), imported),
+  );
+  const module = fromConsumers.split(path.sep).join('/');
+  return { from, identifier, module: module.startsWith('.') ? module : `./${module}`, example };
 }
 
 /**
@@ -237,11 +388,12 @@ async function removeConsumer(
   const files = consumerFiles(name);
   const present = Object.values(files).filter((file) => existsSync(file));
   const request = { name, topic: topic.name, subject: subscription.subjects[0] ?? '' };
-  const written = await Promise.all(
-    KINDS.flatMap((kind) =>
-      [false, true].map((wasUnsubscribed) => generatedFiles({ ...request, kind, wasUnsubscribed })),
-    ),
+  const variants: ConsumerRequest[] = KINDS.flatMap((kind) =>
+    [false, true].map((wasUnsubscribed) => ({ ...request, kind, wasUnsubscribed })),
   );
+  const fanOut = await writtenFanOut(name, request, files);
+  if (fanOut) variants.push({ ...request, kind: 'inbox', fanOut });
+  const written = await Promise.all(variants.map((variant) => generatedFiles(variant)));
   const unchanged = written.find((texts) =>
     texts.every(([file, text]) => !existsSync(file) || readFileSync(file, 'utf8') === text),
   );
@@ -272,6 +424,26 @@ async function removeConsumer(
     'A deployment keeps the subscription until the next azd up (or azd provision), which deletes it; restart npm start to drop it there.',
   );
   return EXIT_CODES.ok;
+}
+
+/**
+ * What --fan-out took when it wrote this consumer, read back from its files (the example body is in
+ * its test), or undefined when it was not a fan-out or cannot be read back (then it counts as changed).
+ */
+async function writtenFanOut(
+  name: string,
+  request: { topic: string; subject: string },
+  files: ReturnType<typeof consumerFiles>,
+): Promise<FanOut | undefined> {
+  const source = existsSync(files.source) ? readFileSync(files.source, 'utf8') : '';
+  if (!source.includes('npm run new:consumer --fan-out')) return undefined;
+  const example = existsSync(files.example) ? readFileSync(files.example, 'utf8') : undefined;
+  const readers = readersOf(topology, request.topic, request.subject).filter((reader) => reader !== name);
+  try {
+    return await fanOutOf(request.subject, readers, example);
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -330,7 +502,8 @@ const bounded = (text: string): string => JSON.stringify(text.length > 60 ? `${t
 const camelCase = (functionName: string): string =>
   functionName.replace(/-([a-z0-9])/g, (_, letter: string) => letter.toUpperCase());
 
-function exampleBody(request: ConsumerRequest): Record<string, unknown> {
+function exampleBody(request: ConsumerRequest): unknown {
+  if (request.fanOut) return request.fanOut.example;
   return request.kind === 'inbox' ? { id: 'A-1', quantity: 2 } : { id: 'A-1', state: 'Ready', version: 1 };
 }
 
@@ -412,6 +585,57 @@ export const ${identifier} = defineInboxConsumer({
 `;
 }
 
+function fanOutSource(request: ConsumerRequest, fanOut: FanOut, identifier: string): string {
+  const { name, subject } = request;
+  return `import { defineInboxConsumer } from '#inbox';
+
+import { ${fanOut.identifier} } from '${fanOut.module}';
+
+/**
+ * ${subject} as ${fanOut.from} reads it: the same messages reach both consumers (fan-out), each
+ * applying its own effect once, so they share its schema. Generated by npm run new:consumer --fan-out.
+ */
+export const ${subject} = ${fanOut.identifier}.schema;
+
+/** The document ${name} keeps in a partition: how many ${subject} events it applied there. */
+export interface ${subject}Tally {
+  id: string;
+  partitionKey: string;
+  type: '${name}';
+  events: number;
+  [property: string]: unknown;
+}
+
+/** The tally's id, in the partition ${fanOut.from} uses for the same message. */
+export const ${identifier}TallyId = '${name}:tally';
+
+/**
+ * ${subject} → the partition's tally counts one more event, exactly once per message: the inbox
+ * marker commits in the same transactional batch. The first attempt increments; when the tally
+ * does not exist yet (404), the handler runs again and creates it. Replace it with your effect.${unsubscribedNote(request)}
+ */
+export const ${identifier} = defineInboxConsumer({
+  name: '${name}',
+  schema: ${subject},
+  partitionKey: ${fanOut.identifier}.partitionKey,
+
+  handle(_event, tx) {
+    if (tx.failed('add', 404)) {
+      const tally: ${subject}Tally = {
+        id: ${identifier}TallyId,
+        partitionKey: tx.partitionKey,
+        type: '${name}',
+        events: 1,
+      };
+      tx.create(tally, { name: 'create' });
+      return;
+    }
+    tx.patch(${identifier}TallyId, [{ op: 'incr', path: '/events', value: 1 }], { name: 'add' });
+  },
+});
+`;
+}
+
 function versionedSource(request: ConsumerRequest, identifier: string): string {
   const { name, subject } = request;
   return `import { z } from 'zod';
@@ -473,12 +697,15 @@ function sortedAsTheLintWants(specifiers: [name: string, written: string][]): st
 }
 
 /** A generated test's imports, in the order the lint's import sort wants them, with the consumer's. */
-const testPreamble = (consumerImport: string): string => `import { PoisonMessageError } from '#inbox';
+const testPreamble = (
+  consumerImport: string,
+  siblingImport?: string,
+): string => `import { PoisonMessageError } from '#inbox';
 
 import { loggedOutcome } from '../../local/host/worker';
 ${consumerImport}
 import { deliver, type LogLine } from '../support/deliveries';
-import { useLocalStack } from '../support/localStack';
+import { useLocalStack } from '../support/localStack';${siblingImport === undefined ? '' : `\n${siblingImport}`}
 
 const stack = useLocalStack();`;
 
@@ -519,6 +746,56 @@ describe('${name}', () => {
     expect(result.error).toBeInstanceOf(PoisonMessageError);
     expect((result.error as PoisonMessageError).reason).toBe('schema-violation');
     expect(await total('A-3')).toBeUndefined();
+  });
+});
+`;
+}
+
+function fanOutTest({ name, subject }: ConsumerRequest, fanOut: FanOut): string {
+  const functionName = functionNameOf(name);
+  const identifier = camelCase(functionName);
+  const specifiers = sortedAsTheLintWants([
+    [identifier, identifier],
+    [`${identifier}TallyId`, `${identifier}TallyId`],
+  ]);
+  return `${testPreamble(
+    `import { ${specifiers.join(', ')} } from '../../src/consumers/${functionName}';`,
+    `// A ${subject} that ${fanOut.from}'s schema takes (new:consumer's --example-body).\nimport example from './${functionName}.example.json';`,
+  )}
+
+const tally = async (): Promise<number> =>
+  (
+    await stack.container
+      .item(${identifier}TallyId, ${identifier}.partitionKey(example as never))
+      .read<{ events: number }>()
+  ).resource?.events ?? 0;
+
+describe('${name}', () => {
+  it('applies each ${subject} once: two messages, two events', async () => {
+    const before = await tally();
+    const first = await deliver('${functionName}', example, { messageId: '${functionName}-1' });
+    await deliver('${functionName}', example, { messageId: '${functionName}-2' });
+
+    expect(first.settled).toBe('completed');
+    expect(await tally()).toBe(before + 2);
+  });
+
+  it('absorbs a redelivery of the same message as a duplicate', async () => {
+    const logs: LogLine[] = [];
+    await deliver('${functionName}', example, { messageId: '${functionName}-3' });
+    const before = await tally();
+    const again = await deliver('${functionName}', example, { messageId: '${functionName}-3', deliveryCount: 2 }, logs);
+
+    expect(again.settled).toBe('completed');
+    expect(loggedOutcome(logs)).toBe('duplicate');
+    expect(await tally()).toBe(before);
+  });
+
+  it('gives back a body that fails the schema as poison', async () => {
+    const result = await deliver('${functionName}', [], { messageId: '${functionName}-4' });
+
+    expect(result.error).toBeInstanceOf(PoisonMessageError);
+    expect((result.error as PoisonMessageError).reason).toBe('schema-violation');
   });
 });
 `;

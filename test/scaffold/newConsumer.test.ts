@@ -39,7 +39,22 @@ describe('npm run new:consumer in a copy of the project', () => {
       ...['--kind', 'versioned'],
     ]);
 
+    // A second consumer of the payments (fan-out): the payment applier's schema and partition key.
+    const fanOut = copy().tool('tools/newConsumer.ts', [
+      ...['--name', 'loyalty.points-keeper', '--topic', 'business-events', '--subject', 'PaymentReceived'],
+      ...[
+        '--fan-out',
+        '--example-body',
+        '{"paymentId":"P-1","invoiceId":"INV-1","amount":12.5,"currency":"EUR"}',
+      ],
+    ]);
+
     expect([inbox.status, inbox.stderr, versioned.status, versioned.stderr]).toEqual([0, '', 0, '']);
+    expect([fanOut.status, fanOut.stderr]).toEqual([0, '']);
+    expect(fanOut.stdout).toContain('(fan-out: billing.payment-applier reads it too');
+    expect(copy().read('src/consumers/loyalty-points-keeper.ts')).toContain(
+      'export const PaymentReceived = paymentApplier.schema;',
+    );
     expect(inbox.stdout).toContain('functions/shipping-parcel-counter.ts');
     expect(inbox.stdout).toContain('on the new topic parcel-events');
     // Its subscription is a Bicep resource: only a provision creates it.
@@ -52,6 +67,7 @@ describe('npm run new:consumer in a copy of the project', () => {
     expect(declaredSubscriptions(copy())).toEqual(
       expect.arrayContaining([
         'business-events/billing.credit-limit',
+        'business-events/loyalty.points-keeper',
         'parcel-events/shipping.parcel-counter',
       ]),
     );
@@ -94,11 +110,12 @@ describe('npm run new:consumer in a copy of the project', () => {
     const suites = jestIn(copy(), [
       'test/functions/shipping-parcel-counter.test.ts',
       'test/functions/billing-credit-limit.test.ts',
+      'test/functions/loyalty-points-keeper.test.ts',
       'test/inbox/topology.test.ts',
       'test/emulators/config.test.ts',
     ]);
     expect(suites.ok ? 'passed' : suites.output).toBe('passed');
-    expect(suites.output).toMatch(/Test Suites: 4 passed, 4 total/);
+    expect(suites.output).toMatch(/Test Suites: 5 passed, 5 total/);
 
     const deployed = await deployedSubscriptions(copy());
     expect(deployed.subscriptions).toEqual(declaredSubscriptions(copy()));
@@ -149,6 +166,8 @@ describe('npm run new:consumer in a copy of the project', () => {
       ['--name', 'shipping.box-counter', '--topic', 'shipping-events', '--subject', 'parcel shipped'],
       ['--name', 'shipping.box-counter', '--topic', 't', '--subject', 'ParcelShipped', '--kind', 'saga'],
       ['--name', 'shipping.parcel-counter', '--unknown'],
+      // A subject another consumer reads, without --fan-out.
+      ['--name', 'billing.payment-auditor', '--topic', 'business-events', '--subject', 'PaymentReceived'],
     ]) {
       const result = copy().tool('tools/newConsumer.ts', args);
 
@@ -165,11 +184,15 @@ describe('npm run new:consumer in a copy of the project', () => {
     appendFileSync(source, '// my change\n');
 
     const removed = copy().tool('tools/newConsumer.ts', ['--remove', 'shipping.parcel-counter']);
+    const fanOut = copy().tool('tools/newConsumer.ts', ['--remove', 'loyalty.points-keeper']);
     const refused = copy().tool('tools/newConsumer.ts', ['--remove', 'billing.credit-limit']);
     const edited = existsSync(source);
     const forced = copy().tool('tools/newConsumer.ts', ['--remove', 'billing.credit-limit', '--force']);
 
     expect([removed.status, removed.stderr]).toEqual([0, '']);
+    // A fan-out is read back (its example body is in its test's JSON file) and removed as written.
+    expect([fanOut.status, fanOut.stderr]).toEqual([0, '']);
+    expect(fanOut.stdout).toContain('test/functions/loyalty-points-keeper.example.json   deleted');
     expect(removed.stdout).toContain(
       'without the subscription shipping.parcel-counter, and without the topic parcel-events, now empty',
     );
@@ -186,6 +209,6 @@ describe('npm run new:consumer in a copy of the project', () => {
     expect(copy().read('emulators/servicebus-config.json')).toBe(
       readFileSync(path.join(PROJECT_ROOT, 'emulators/servicebus-config.json'), 'utf8'),
     );
-    expect(files().filter((file) => /parcel-counter|credit-limit/.test(file))).toEqual([]);
+    expect(files().filter((file) => /parcel-counter|credit-limit|points-keeper/.test(file))).toEqual([]);
   });
 });

@@ -51,6 +51,36 @@ describe('new:consumer refuses', () => {
     expect(refusal({ ...request, ...change })).toMatch(message);
   });
 
+  it.each([
+    [
+      'a subject another consumer of the topic reads, without --fan-out',
+      { topic: 'orders', subject: 'OrderPlaced' },
+      /^--subject OrderPlaced: sales\.order-taker already reads it on orders\. .*add --fan-out and --example-body '<json>', and the new consumer takes sales\.order-taker's schema$/,
+    ],
+    [
+      '--fan-out without an example body',
+      { topic: 'orders', subject: 'OrderPlaced', 'fan-out': true },
+      /^--fan-out needs --example-body '<json>': a OrderPlaced body sales\.order-taker's schema takes/,
+    ],
+    [
+      '--fan-out of a versioned consumer',
+      { topic: 'orders', subject: 'OrderPlaced', 'fan-out': true, 'example-body': '{}', kind: 'versioned' },
+      /^--fan-out writes an inbox consumer; leave --kind out$/,
+    ],
+    [
+      '--fan-out where no consumer reads the subject',
+      { topic: 'orders', subject: 'OrderShipped', 'fan-out': true, 'example-body': '{}' },
+      /^--fan-out: no consumer reads OrderShipped on orders; leave --fan-out out$/,
+    ],
+    ['--example-body alone', { 'example-body': '{}' }, /^--example-body goes with --fan-out$/],
+  ])('%s', (_case, change, message) => {
+    expect(refusal({ ...request, ...change } as Record<string, string>)).toMatch(message);
+  });
+
+  it('takes a subject on another topic, where no one reads it, without --fan-out', () => {
+    expect(checkedRequest({ ...request, subject: 'OrderPlaced' }, declared).subject).toBe('OrderPlaced');
+  });
+
   it('missing flags, naming each', () => {
     expect(refusal({ name: request.name })).toBe('Missing --topic, --subject.');
   });
@@ -76,6 +106,18 @@ describe("new:consumer writes imports in the lint's order, whatever the names", 
     { name: 'shipping.parcel-counter', topic: 'parcel-events', subject: 'ParcelShipped', kind: 'inbox' },
     { name: 'zeta.alpha', topic: 'business-events', subject: 'Aardvark', kind: 'inbox' },
     { name: 'alpha.zeta', topic: 'business-events', subject: 'Zebra2', kind: 'versioned' },
+    ...['loyalty.points-keeper', 'zeta.alpha', 'billing.payment-auditor'].map((name): ConsumerRequest => ({
+      name,
+      topic: 'business-events',
+      subject: 'PaymentReceived',
+      kind: 'inbox',
+      fanOut: {
+        from: 'billing.payment-applier',
+        identifier: 'paymentApplier',
+        module: '../../sample/src',
+        example: {},
+      },
+    })),
   ];
   // The project's import-sort rules (eslint.config.mjs), run by ESLint's own Linter: the config file
   // itself loads through a dynamic import jest cannot run (the scaffold test runs the whole lint).
@@ -94,6 +136,7 @@ describe("new:consumer writes imports in the lint's order, whatever the names", 
     // Unformatted: prettier loads through a dynamic import jest cannot run; the order of imports,
     // what failed, does not depend on formatting (the scaffold test lints the formatted files).
     for (const [file, text] of await generatedFiles(request, (_file, text) => Promise.resolve(text))) {
+      if (!file.endsWith('.ts')) continue;
       for (const message of linter.verify(text, config, file)) {
         problems.push(
           `${path.relative(PROJECT_ROOT, file)}:${message.line} ${message.ruleId ?? ''} ${message.message}`,
