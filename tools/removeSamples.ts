@@ -141,7 +141,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   context.out('  npm run new:consumer -- --name <area.consumer> --topic <topic> --subject <Subject>');
   context.out('  npm test');
   context.out(
-    `  a live test of your own against Azure: npm run test:live and its CI job (see git history for the sample's)`,
+    "  a live test of your own against Azure, with a CI job to run it: the sample's (sample/liveTests.ts and the live-tests job) is in git history",
   );
   return EXIT_CODES.ok;
 }

@@ -44,6 +44,13 @@ describe('npm run remove:samples in a copy of the project', () => {
     expect(JSON.parse(copy().read('src/topology.json'))).toEqual({ topics: [] });
     expect(JSON.parse(copy().read('package.json'))).not.toHaveProperty(['scripts', 'demo']);
     expect(copy().read('.github/workflows/ci.yml')).not.toContain('live-tests');
+    // What it suggests next runs: every script it names is still there.
+    const scripts = Object.keys((JSON.parse(copy().read('package.json')) as { scripts: object }).scripts);
+    const suggested = [...(removed.stdout.split('Next:')[1] ?? '').matchAll(/npm run ([\w:-]+)/g)].map(
+      (m) => m[1],
+    );
+    expect(suggested.length).toBeGreaterThan(0);
+    expect(suggested.filter((script) => !scripts.includes(script!))).toEqual([]);
     expect(copy().tool('tools/removeSamples.ts', []).stdout).toContain('nothing to remove');
 
     const markedDocs = markdownFiles(copy().root).filter((file) => {
