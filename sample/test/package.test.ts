@@ -133,6 +133,27 @@ describe('npm run package', () => {
     expect(check).not.toHaveProperty('code');
   });
 
+  it('is described as it is: the README and azure.yaml name each bundle it ships', () => {
+    const bundles = report.files.filter((file) => file.endsWith('.js'));
+    const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
+    const azureYaml = readFileSync(join(PROJECT_ROOT, 'azure.yaml'), 'utf8');
+
+    expect(bundles).toHaveLength(3);
+    expect(readme).toContain('`dist/` (three bundles: ');
+    expect(azureYaml).toContain('# three bundles (');
+    for (const bundle of bundles) {
+      expect({
+        bundle,
+        readme: readme.includes(`\`${bundle}\``),
+        azureYaml: azureYaml.includes(bundle),
+      }).toEqual({
+        bundle,
+        readme: true,
+        azureYaml: true,
+      });
+    }
+  });
+
   it('zips exactly the files azd would zip from that folder', () => {
     const zipped = Object.keys(unzipSync(new Uint8Array(readFileSync(zipFile)))).sort();
 
