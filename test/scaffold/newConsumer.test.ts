@@ -52,8 +52,9 @@ describe('npm run new:consumer in a copy of the project', () => {
     expect([inbox.status, inbox.stderr, versioned.status, versioned.stderr]).toEqual([0, '', 0, '']);
     expect([fanOut.status, fanOut.stderr]).toEqual([0, '']);
     expect(fanOut.stdout).toContain('(fan-out: billing.payment-applier reads it too');
-    expect(copy().read('src/consumers/loyalty-points-keeper.ts')).toContain(
-      'export const PaymentReceived = paymentApplier.schema;',
+    // The sample stays behind its function file: the consumer takes the other one as a parameter.
+    expect(copy().read('functions/loyalty-points-keeper.ts')).toContain(
+      'app.serviceBusTopic(...consumerTrigger(loyaltyPointsKeeperOf(paymentApplier)));',
     );
     expect(inbox.stdout).toContain('functions/shipping-parcel-counter.ts');
     expect(inbox.stdout).toContain('on the new topic parcel-events');

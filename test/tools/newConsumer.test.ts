@@ -106,17 +106,20 @@ describe("new:consumer writes imports in the lint's order, whatever the names", 
     { name: 'shipping.parcel-counter', topic: 'parcel-events', subject: 'ParcelShipped', kind: 'inbox' },
     { name: 'zeta.alpha', topic: 'business-events', subject: 'Aardvark', kind: 'inbox' },
     { name: 'alpha.zeta', topic: 'business-events', subject: 'Zebra2', kind: 'versioned' },
-    ...['loyalty.points-keeper', 'zeta.alpha', 'billing.payment-auditor'].map((name): ConsumerRequest => ({
+    // Fan-outs of a sample consumer and of one of src/consumers, whose modules sort either side of ../src/app.
+    ...(
+      [
+        ['loyalty.points-keeper', '../sample/src', 'paymentApplier'],
+        ['zeta.alpha', '../src/consumers/probe-widget-counter', 'probeWidgetCounter'],
+        ['billing.payment-auditor', '../src/consumers/aardvark-zebra', 'aardvarkZebra'],
+        ['aa.first', '../src/consumers/zz-last', 'zzLast'],
+      ] as const
+    ).map(([name, module, identifier]): ConsumerRequest => ({
       name,
       topic: 'business-events',
       subject: 'PaymentReceived',
       kind: 'inbox',
-      fanOut: {
-        from: 'billing.payment-applier',
-        identifier: 'paymentApplier',
-        module: '../../sample/src',
-        example: {},
-      },
+      fanOut: { from: 'billing.payment-applier', identifier, module, example: {} },
     })),
   ];
   // The project's import-sort rules (eslint.config.mjs), run by ESLint's own Linter: the config file
