@@ -57,14 +57,20 @@ let runs = 0;
 /** Delivers a probe message (its own account) and returns what the adapter logged. */
 async function deliverProbe(
   handle: Parameters<typeof onHandle>[0],
-  options: { messageId?: string; deliveryCount?: number; body?: string; account?: string } = {},
+  options: {
+    messageId?: string;
+    deliveryCount?: number;
+    body?: string;
+    account?: string;
+    subject?: string | null;
+  } = {},
 ): Promise<{ error: Error | undefined; lines: Logged[] }> {
   const account = options.account ?? `adapter-${++runs}`;
   onHandle(handle);
   const result = await app.invokeServiceBus('publisherProbe', {
     body: options.body ?? JSON.stringify({ accountId: account, amount: 4 }),
     ...(options.messageId === undefined ? {} : { messageId: options.messageId }),
-    subject: 'Test',
+    ...(options.subject === null ? {} : { subject: options.subject ?? 'Test' }),
     deliveryCount: options.deliveryCount ?? 1,
   });
   return { error: result.error, lines: logged(result.logs) };
@@ -181,7 +187,7 @@ describe('a Service Bus delivery', () => {
       },
       { messageId: 'poison-1' },
     );
-    const anonymous = await deliverProbe(() => undefined);
+    const anonymous = await deliverProbe(() => undefined, { subject: null });
 
     expect(rejected.error).toBeInstanceOf(PoisonMessageError);
     expect(rejected.lines).toEqual([
@@ -196,8 +202,16 @@ describe('a Service Bus delivery', () => {
         },
       },
     ]);
-    expect(anonymous.lines[0]?.fields).toMatchObject({ messageId: null, reason: 'missing-message-id' });
+    expect(anonymous.lines[0]?.fields).toMatchObject({
+      messageId: null,
+      subject: null,
+      reason: 'missing-message-id',
+    });
     expect(await sink.value(METRIC_NAMES.messages, { consumer: 'test.consumer', outcome: 'poison' })).toBe(2);
+    // Milliseconds since each delivery started, failed ones too.
+    const poisonMs = await sink.sum(METRIC_NAMES.duration, { consumer: 'test.consumer', outcome: 'poison' });
+    expect(poisonMs).toBeGreaterThanOrEqual(0);
+    expect(poisonMs).toBeLessThan(60_000);
   });
 
   it('tells a store failure from a failure of the handler, each given back', async () => {
@@ -273,6 +287,27 @@ describe('a Service Bus delivery', () => {
       fields: fieldsOf('12345'),
     });
     expect(lines[1]?.fields.outcome).toBe('processed');
+  });
+
+  it('counts only consecutive store failures towards opening the breaker: a success starts again', async () => {
+    inboxRuntime().breaker = quickBreaker(() => Promise.resolve(), 2);
+    const create = (_m: unknown, tx: { create: (document: { id: string }) => void }): void =>
+      tx.create({ id: 'b' });
+
+    stack.server.faults.inject({ kind: 'unavailable', on: 'batch', times: 1 });
+    await deliverProbe(create, { messageId: 'cons-1' });
+    await deliverProbe(create, { messageId: 'cons-2' });
+    stack.server.faults.inject({ kind: 'unavailable', on: 'batch', times: 1 });
+    const afterOne = await deliverProbe(create, { messageId: 'cons-3' });
+    stack.server.faults.inject({ kind: 'unavailable', on: 'batch', times: 1 });
+    const afterTwo = await deliverProbe(create, { messageId: 'cons-4' });
+
+    expect(afterOne.lines.map((line) => line.message)).not.toContainEqual(
+      expect.stringContaining('circuit breaker opened'),
+    );
+    expect(afterTwo.lines.map((line) => line.message)).toContainEqual(
+      expect.stringContaining('circuit breaker opened'),
+    );
   });
 
   it('logs the breaker opening, a delivery it held, and its closing, each once, on the deliveries that see them', async () => {
@@ -351,6 +386,7 @@ describe('the purge timer', () => {
     // Request units to two decimals, as the workbook shows them.
     for (const { fields } of [...partial, ...rest]) {
       expect(fields.requestCharge).toBeGreaterThan(0);
+      expect(fields.requestCharge).toBeLessThan(100);
       expect(Math.round((fields.requestCharge as number) * 100)).toBe((fields.requestCharge as number) * 100);
     }
     expect(await sink.value(METRIC_NAMES.purgedMarkers)).toBe(3);
@@ -414,6 +450,8 @@ describe('the outbox relay and sweeper', () => {
       },
     ]);
     expect(logged(first.logs)[0]?.fields.durationMs).toBeLessThan(60_000);
+    expect(logged(first.logs)[0]?.fields.requestCharge).toBeGreaterThan(0);
+    expect(logged(first.logs)[0]?.fields.requestCharge).toBeLessThan(100);
     // The page as the trigger hands it again says pending; the store says dispatched.
     expect(sent).toHaveLength(1);
     expect(logged(retried.logs)).toEqual([]);
@@ -425,7 +463,7 @@ describe('the outbox relay and sweeper', () => {
     const refused = await relayChanges('outbox-relay', refusedPage);
     const failedPage = await committed('orders');
     sending = () => Promise.reject(new Error('ServiceCommunicationProblem'));
-    const failed = await relayChanges('outbox-relay', failedPage, { retryCount: 0, maxRetryCount: -1 });
+    const failed = await relayChanges('outbox-relay', failedPage, { retryCount: 2, maxRetryCount: -1 });
 
     expect(refused.error).toBeUndefined();
     expect(logged(refused.logs).map(({ level, message }) => [level, message.split(':')[0]])).toEqual([
@@ -437,23 +475,88 @@ describe('the outbox relay and sweeper', () => {
       // A policy of no retries (maxRetryCount -1) has none to spend.
       ['warning', 'Outbox relay failed: the change feed page will be retried'],
     ]);
-    expect(logged(failed.logs)[1]?.fields).toMatchObject({ changes: 1, retryCount: 0, maxRetryCount: -1 });
+    expect(logged(failed.logs)[1]?.fields).toEqual({
+      changes: 1,
+      retryCount: 2,
+      maxRetryCount: -1,
+      error: 'Error: ServiceCommunicationProblem',
+    });
+  });
+
+  it('trusts a page on its first delivery (no retry context: no reads), and says when no retry is left', async () => {
+    const page = await committed('orders');
+    await relayChanges('outbox-relay', page);
+    const sentBefore = sent.length;
+
+    // As the host hands a page to a function without a retry policy: no retry context.
+    const again = await app.invokeCosmosDB('outbox-relay', page);
+    sending = () => Promise.reject(new Error('ServiceCommunicationProblem'));
+    const failing = await app.invokeCosmosDB('outbox-relay', page);
+    const spent = await relayChanges('outbox-relay', page, { retryCount: 0, maxRetryCount: 0 });
+
+    // Sent again (the broker drops the copy by its MessageId); the mark finds it marked already.
+    expect(sent.length - sentBefore).toBe(1);
+    expect(logged(again.logs)[0]?.fields).toMatchObject({ sent: 1, marked: 0, alreadyMarked: 1 });
+    expect(logged(failing.logs).at(-1)).toMatchObject({
+      message: 'Outbox relay failed: the change feed page will be retried',
+      fields: { retryCount: 0, maxRetryCount: 0 },
+    });
+    expect(logged(spent.logs).at(-1)?.message).toBe(
+      'Outbox relay failed and its retries are spent: the change feed moves on, and the sweeper resends what is still pending',
+    );
+  });
+
+  it('names the topics that failed among those relayed, and logs what it set aside as unsendable', async () => {
+    const orders = await committed('orders');
+    const audit = await committed('audit');
+    const broken = {
+      id: `outbox-broken-${runs}`,
+      partitionKey: `account:relay-${runs}`,
+      type: OUTBOX_TYPE,
+      status: 'pending',
+      pendingSinceEpochSeconds: 0,
+      message: JSON.stringify({ topic: 'orders' }),
+    };
+    await stack.container.items.create(broken);
+    sending = (topic) => (topic === 'audit' ? Promise.reject(refusal()) : Promise.resolve());
+
+    const result = await relayChanges('outbox-relay', [...orders, ...audit, broken]);
+
+    expect(result.error).toBeUndefined();
+    expect(logged(result.logs).map(({ level, message }) => [level, message.split(' (')[0]])).toEqual([
+      ['error', '1 outbox documents set aside as unsendable, kept for an operator'],
+      ['error', expect.stringMatching(/^Topic audit refused 1 outbox messages/) as unknown],
+      ['information', 'Relayed 1 outbox messages'],
+    ]);
+    expect(logged(result.logs)[0]?.fields).toEqual({
+      unsendable: 1,
+      documents: [expect.objectContaining({ id: broken.id, reason: 'unreadable' }) as unknown],
+    });
+    expect(logged(result.logs)[2]?.fields).toMatchObject({ failedTopics: ['audit'], unsendable: 1 });
   });
 
   it('logs what the sweeper resent, what waits, and what is set aside, and fails the run for a topic that failed', async () => {
     await committed('orders', 3_600_000);
-    const resent = logged((await runTimer('outbox-sweeper')).logs);
-    const quiet = logged((await runTimer('outbox-sweeper')).logs);
+    const resentRun = await runTimer('outbox-sweeper');
+    const quietRun = await runTimer('outbox-sweeper');
+    const [resent, quiet] = [logged(resentRun.logs), logged(quietRun.logs)];
+    expect([resentRun.error, quietRun.error]).toEqual([undefined, undefined]);
     await committed('audit', 3_600_000);
     sending = () => Promise.reject(refusal());
     const refusedRun = await runTimer('outbox-sweeper');
 
+    // The broken document the relay set aside waits for an operator, and every run says so.
     expect(resent.map(({ level, message }) => [level, message])).toEqual([
+      [
+        'error',
+        'Outbox: 1 messages are set aside as unsendable and wait for an operator (npm run outbox -- list --unsendable)',
+      ],
       ['warning', 'Resent 1 outbox messages pending longer than OUTBOX_SWEEP_AGE'],
     ]);
-    expect(resent[0]?.fields).toMatchObject({ sent: 1, capped: false });
-    const pendingThen = quiet[0]?.fields.pending as number;
-    expect(quiet).toEqual([
+    expect(resent[0]?.fields).toEqual({ unsendableKept: 1 });
+    expect(resent[1]?.fields).toMatchObject({ sent: 1, capped: false });
+    const pendingThen = quiet[1]?.fields.pending as number;
+    expect(quiet.slice(1)).toEqual([
       {
         level: 'information',
         message: `Outbox: ${pendingThen} pending`,
@@ -461,12 +564,50 @@ describe('the outbox relay and sweeper', () => {
       },
     ]);
     expect(refusedRun.error?.name).toBe('ServiceBusError');
-    expect(logged(refusedRun.logs).map(({ level, message }) => [level, message])).toEqual([
+    expect(logged(refusedRun.logs).map(({ level, message }) => [level, message.split(' (')[0]])).toEqual([
       [
         'error',
         'Outbox sweeper: topic audit refused its messages; they wait, pending, for the next run, and the other topics go on',
       ],
+      ['error', 'Outbox: 1 messages are set aside as unsendable and wait for an operator'],
       ['information', `Outbox: ${pendingThen + 1} pending`],
     ]);
+  });
+
+  it('says when more remain than one run resends, when a topic failed, and when the run could not finish', async () => {
+    await committed('orders', 3_600_000);
+    await committed('orders', 3_600_000);
+    const runtime = inboxRuntime();
+    const { settings } = runtime;
+    runtime.settings = { ...settings, outbox: { ...settings.outbox, sweepMaxItems: 1 } };
+    let capped;
+    try {
+      capped = logged((await runTimer('outbox-sweeper')).logs);
+    } finally {
+      runtime.settings = settings;
+    }
+    sending = () => Promise.reject(new Error('ServiceCommunicationProblem'));
+    const failedRun = await runTimer('outbox-sweeper');
+    sending = () => Promise.resolve();
+    // Its send goes through; marking the document dispatched fails.
+    stack.server.faults.inject({ kind: 'unavailable', on: 'write', times: 5 });
+    const stoppedRun = await runTimer('outbox-sweeper');
+    stack.server.faults.clear();
+
+    expect(capped.map((line) => line.message)).toContainEqual(
+      'Resent 1 outbox messages pending longer than OUTBOX_SWEEP_AGE; more remain for the next run',
+    );
+    expect(failedRun.error?.message).toBe('ServiceCommunicationProblem');
+    expect(logged(failedRun.logs).map((line) => line.message)).toContainEqual(
+      expect.stringMatching(/^Outbox sweeper: topic orders failed its messages;/),
+    );
+    expect(stoppedRun.error).toBeInstanceOf(Error);
+    expect(logged(stoppedRun.logs).at(-1)).toMatchObject({
+      level: 'warning',
+      message: expect.stringMatching(
+        /^Outbox sweeper could not finish: \d+ messages wait, pending, for the next run$/,
+      ) as unknown,
+      fields: { error: expect.stringMatching(/503|ServiceUnavailable|unavailable/i) as unknown },
+    });
   });
 });

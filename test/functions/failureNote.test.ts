@@ -53,6 +53,12 @@ async function deliver(
   };
 }
 
+/** The JSON fields of the log line that starts with `message`. */
+function fieldsOf(logs: string, message: string): unknown {
+  const line = logs.split('\n').find((text) => text.startsWith(`${message} {`));
+  return line === undefined ? undefined : JSON.parse(line.slice(message.length + 1));
+}
+
 const rejecting = (): never => {
   throw new PoisonMessageError('rejected-by-handler', 'the invoice is closed\nsecond line');
 };
@@ -87,7 +93,11 @@ describe('the failure note of a last delivery', () => {
       }),
     ]);
     expect(failureNoteId(location.id)).toMatch(/^inbox-failure-[A-Za-z0-9_-]{43}$/);
-    expect(logs).toContain('Noted why the last delivery failed');
+    expect(fieldsOf(logs, 'Noted why the last delivery failed, for npm run dead-letters')).toEqual({
+      consumer: 'test.consumer',
+      note: failureNoteId(location.id),
+      reason: 'rejected-by-handler',
+    });
   });
 
   it('records an unexpected error as failed, by its name and first line', async () => {
@@ -143,7 +153,12 @@ describe('the failure note of a last delivery', () => {
 
     expect(error?.message).toMatch(/the invoice is closed/);
     expect(documents).toEqual([]);
-    expect(logs).toContain('Could not note why the last delivery failed');
+    expect(
+      fieldsOf(logs, 'Could not note why the last delivery failed; the dead-letter tool will not know'),
+    ).toEqual({
+      consumer: 'test.consumer',
+      error: expect.stringMatching(/^Error: .*(503|unavailable)/is) as unknown,
+    });
   });
 });
 

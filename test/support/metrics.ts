@@ -43,6 +43,22 @@ export class MetricsSink {
     return total;
   }
 
+  /** The sum a histogram recorded for points whose attributes include `match`. */
+  async sum(name: string, match: Attributes = {}): Promise<number> {
+    await this.reader.forceFlush();
+    let total = 0;
+    for (const scope of this.exporter.getMetrics().at(-1)?.scopeMetrics ?? []) {
+      for (const metric of scope.metrics) {
+        if (metric.descriptor.name !== name) continue;
+        for (const point of metric.dataPoints) {
+          if (!Object.entries(match).every(([key, value]) => point.attributes[key] === value)) continue;
+          total += (point.value as { sum?: number }).sum ?? 0;
+        }
+      }
+    }
+    return total;
+  }
+
   async stop(): Promise<void> {
     await this.provider.shutdown();
     metrics.disable();
