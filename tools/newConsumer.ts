@@ -780,7 +780,7 @@ beforeAll(() => loadFunctionApp());
 async function tally(): Promise<number> {
   const consumer = registeredConsumers().get('${name}');
   if (consumer?.kind !== 'inbox') throw new Error('functions/${functionName}.ts registers no inbox consumer ${name}');
-  const partitionKey = consumer.partitionKey(example as never);
+  const partitionKey = consumer.partitionKey(example);
   return (await stack.container.item(${identifier}TallyId, partitionKey).read<{ events: number }>()).resource?.events ?? 0;
 }
 
