@@ -8,7 +8,7 @@ import {
   TransientStoreError,
 } from '#inbox/internal';
 
-import { MAX_BODY_DEPTH } from '../../src/inbox/process';
+import { MAX_BATCH_BYTES, MAX_BODY_DEPTH } from '../../src/inbox/process';
 import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 
@@ -309,11 +309,16 @@ describe('processDelivery: poison messages write nothing', () => {
       for (let i = 0; i < 100; i++) tx.create({ id: `line-${i}` });
     });
 
-    expect(
-      await poisonReason(
-        processDelivery(consumer, delivery({ accountId: account, amount: 1 }), dependencies(stack.container)),
-      ),
-    ).toBe('too-many-operations');
+    const error = await processDelivery(
+      consumer,
+      delivery({ accountId: account, amount: 1 }),
+      dependencies(stack.container),
+    ).catch((caught: unknown) => caught as PoisonMessageError);
+
+    expect(error).toMatchObject({ reason: 'too-many-operations' });
+    expect((error as Error).message).toBe(
+      'The handler staged 100 writes and publishes; with the marker that exceeds the 100 operations of one transactional batch.',
+    );
     expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
   });
 
@@ -346,6 +351,34 @@ describe('processDelivery: poison messages write nothing', () => {
       ),
     ).toBe('batch-too-large');
     expect(await documentsIn(stack.container, `account:${account}`)).toEqual([]);
+  });
+
+  it('takes staged writes of exactly 2 MiB as JSON past its own check, and refuses one byte more', async () => {
+    const account = nextAccount();
+    const now = new Date('2026-12-01T00:00:00Z');
+    const deliverBlob = (length: number): Promise<Error | undefined> =>
+      processDelivery(
+        testConsumer((_message, tx) => tx.create({ id: 'blob', blob: 'x'.repeat(length) })),
+        delivery({ accountId: account, amount: 1 }, { messageId: 'exact' }),
+        dependencies(stack.container, { now: () => now }),
+      ).then(
+        () => undefined,
+        (error: unknown) => error as Error,
+      );
+    // The check reports the exact bytes: size the blob so that the operations are 2 MiB exactly.
+    const over = await deliverBlob(2_200_000);
+    const bytes = Number(/The staged writes take (\d+) bytes/.exec(over?.message ?? '')?.[1]);
+    const exact = 2_200_000 - (bytes - MAX_BATCH_BYTES);
+
+    const atTheLimit = await deliverBlob(exact);
+    const oneMore = await deliverBlob(exact + 1);
+
+    expect(bytes).toBeGreaterThan(MAX_BATCH_BYTES);
+    // Past the library's check, the store may still refuse the request (its body is not the same JSON).
+    expect(atTheLimit?.message ?? 'committed').not.toMatch(/^The staged writes take/);
+    expect(oneMore?.message).toBe(
+      `The staged writes take ${MAX_BATCH_BYTES + 1} bytes; one transactional batch carries at most ${MAX_BATCH_BYTES}.`,
+    );
   });
 
   it('1.6 MB of staged writes (the quick bound says maybe too large, the exact count says no) still fit', async () => {
