@@ -1,4 +1,4 @@
-// Docs are code: the README's scripts table is package.json's scripts, every relative link and
+// Docs are code: docs/development.md's scripts table is package.json's scripts, every relative link and
 // anchor resolves, every npm command the docs show exists (with the flags its tool reads), every path
 // the README names exists, every TypeScript block compiles, every quoted excerpt is in its file, and
 // the sample-only passages are marked so that npm run remove:samples can cut them.
@@ -24,6 +24,7 @@ import {
 
 const docs = markdownFiles().map(readMarkdown);
 const readme = docs.find((doc) => doc.path === 'README.md')!;
+const development = docs.find((doc) => doc.path === 'docs/development.md')!;
 const packageJson = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as {
   scripts: Record<string, string>;
   engines: { node: string };
@@ -48,8 +49,8 @@ describe('the docs', () => {
     );
   });
 
-  it("lists every package.json script in the README's Scripts table, and nothing else", () => {
-    const rows = section(readme, '## Scripts')
+  it("lists every package.json script in docs/development.md's Scripts table, and nothing else", () => {
+    const rows = section(development, '## Scripts')
       .filter(({ text }) => text.startsWith('| `'))
       .map(
         ({ text }) => /^\| `npm (?:run ([\w:-]+)|(test|start))`/.exec(text)?.slice(1).find(Boolean) ?? text,
@@ -63,9 +64,20 @@ describe('the docs', () => {
       const command = ['test', 'start'].includes(owner(hook))
         ? `npm ${owner(hook)}`
         : `npm run ${owner(hook)}`;
-      const row = section(readme, '## Scripts').find(({ text }) => text.startsWith(`| \`${command}\``));
+      const row = section(development, '## Scripts').find(({ text }) => text.startsWith(`| \`${command}\``));
       expect(row?.text).toContain(`\`${hook}\``);
     }
+  });
+
+  it("shows, in the README's Commands table, only scripts package.json has", () => {
+    const rows = section(readme, '## Commands')
+      .filter(({ text }) => text.startsWith('| `'))
+      .map(
+        ({ text }) => /^\| `npm (?:run ([\w:-]+)|(test|start))`/.exec(text)?.slice(1).find(Boolean) ?? text,
+      );
+
+    expect(rows.length).toBeGreaterThan(5);
+    expect(rows.filter((name) => !scripts.includes(name))).toEqual([]);
   });
 
   it('resolves every relative link and anchor', () => {
