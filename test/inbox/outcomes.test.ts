@@ -203,6 +203,31 @@ describe('the whole request failing', () => {
     expect(await markersIn(partitionKey)).toEqual([]);
   });
 
+  it("says what the store answered in one line: Cosmos DB's message without its diagnostics line", async () => {
+    const fail = async (status: 400 | 503): Promise<Error> => {
+      const { account } = await withTotal();
+      stack.server.faults.inject({ kind: 'status', status, on: 'batch', times: 1 });
+      return processDelivery(
+        adding,
+        delivery({ accountId: account, amount: 5 }),
+        dependencies(stack.container),
+      ).then(
+        () => new Error('committed'),
+        (error: unknown) => error as Error,
+      );
+    };
+
+    const rejected = await fail(400);
+    const failed = await fail(503);
+
+    // Cosmos DB's message is `Message: {"Errors":[...]}\r\nActivityId: ..., Request URI: ...`.
+    expect(rejected.message).toMatch(
+      /^Cosmos DB rejected the request with 400: Message: \{"Errors":\[.*\]\}$/,
+    );
+    expect(failed.message).toMatch(/^Cosmos DB failed the request with 503: Message: \{"Errors":\[.*\]\}$/);
+    expect(`${rejected.message}${failed.message}`).not.toContain('ActivityId');
+  });
+
   it('a throttled tx.read in the handler is transient 429 (after the SDK retries), and the batch is never sent', async () => {
     const { account, partitionKey, total } = await withTotal();
     const reading = testConsumer(async (message, tx) => {
