@@ -73,6 +73,13 @@ const SHOWS: Record<string, RegExp[]> = {
     /outbox-relay \(change feed, \d+ changes, 1 attempt\) succeeded: Relayed 1 outbox messages/,
     /shipping-shipment-planner #\d+ delivery 1 messageId=[0-9a-f]{32}: processed → completed/,
     /totals: .*inbox markers 3, messages waiting 0, in dead-letter queues 2/,
+    // The planner's ShipmentPlanned: no subscription here takes it, as src/topology.json declares.
+    /shipping-events: no subscription takes messageId=[0-9a-f]{32} \(subject ShipmentPlanned\); .*dropped it, on purpose/,
+  ],
+  // Sent where no subscription takes it: accepted, dropped, and said so on both sides.
+  'npm run send -- order --order ORD-2 --product SKU-1 --quantity 1 --topic shipping-events': [
+    /shipping-events: no subscription takes messageId=order-ORD-2 \(subject OrderCreated\); Service Bus accepted it and dropped it/,
+    /totals: .*taken by no subscription 2 \|/,
   ],
 };
 
@@ -127,10 +134,12 @@ it('runs the README walkthrough against npm start', async () => {
   });
 
   const printed: Record<string, string> = {};
+  const warned: Record<string, string> = {};
   for (const command of commands) {
     expect(Object.keys(SHOWS)).toContain(command);
     const { stdout, stderr } = await run('bash', ['-c', command], { cwd: PROJECT_ROOT, env });
     printed[command] = stdout;
+    warned[command] = stderr;
     if (command.startsWith('npm run ')) expect(stderr).toContain('Using the app npm start runs');
     const expected = SHOWS[command] ?? [];
     // The broker and the triggers run side by side: the lines of one step come in either order.
@@ -150,6 +159,12 @@ it('runs the README walkthrough against npm start', async () => {
   const resubmit =
     printed['npm run dead-letters -- resubmit billing.payment-applier --all --include-poison'] ?? '';
   expect(resubmit).toMatch(/^Resubmitted 2, .* failed 0/m);
+
+  expect(
+    warned['npm run send -- order --order ORD-2 --product SKU-1 --quantity 1 --topic shipping-events'],
+  ).toContain(
+    'Warning: no subscription of shipping-events in the running npm start takes OrderCreated: Service Bus reported success and dropped the message(s)',
+  );
 
   // Ctrl+C in the first terminal reaches the whole process group.
   // npm and tsx pass the signal on and end the way their child did, or by the signal itself.

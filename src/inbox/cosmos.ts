@@ -16,6 +16,7 @@ export function createCosmosClient(settings: Settings['cosmos']): CosmosClient {
     : new CosmosClient({
         endpoint: settings.endpoint,
         aadCredentials: new DefaultAzureCredential(
+          // Stryker disable next-line ConditionalExpression: equivalent: an undefined managedIdentityClientId is no client id
           settings.clientId === undefined ? {} : { managedIdentityClientId: settings.clientId },
         ),
         userAgentSuffix,

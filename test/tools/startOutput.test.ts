@@ -21,10 +21,32 @@ describe("npm start's output", () => {
 
     expect(lines[0]).not.toContain('taken by no subscription');
     expect(lines[1]).toMatch(
-      /^\d\d:\d\d:\d\d business-events: no subscription takes messageId=w-1 \(subject WidgetCounted\); Service Bus accepted it and dropped it\. .*Restart npm start/,
+      /^\d\d:\d\d:\d\d business-events: no subscription takes messageId=w-1 \(subject WidgetCounted\); Service Bus accepted it and dropped it\. A new consumer .*Restart npm start/,
     );
     expect(lines[2]).toMatch(/totals: 0 deliveries: .*taken by no subscription 1 \| inbox markers 0$/);
   });
+});
+
+it('says when a topic declares the subject unsubscribed: dropped on purpose, nothing to restart', () => {
+  const lines: string[] = [];
+  const output = new LiveOutput(
+    (line) => lines.push(line),
+    () => Promise.resolve(''),
+    'PT1H',
+    undefined,
+    (topic, subject) => topic === 'shipping-events' && subject === 'ShipmentPlanned',
+  );
+
+  output.matchedNoSubscription('shipping-events', {
+    messageId: 's-1',
+    subject: 'ShipmentPlanned',
+    body: '{}',
+  });
+  output.stop();
+
+  expect(lines[0]?.slice(9)).toBe(
+    'shipping-events: no subscription takes messageId=s-1 (subject ShipmentPlanned); Service Bus accepted it and dropped it, on purpose: ShipmentPlanned is among the unsubscribedSubjects of shipping-events (src/topology.json).',
+  );
 });
 
 describe("npm start's delivery lines", () => {

@@ -221,7 +221,14 @@ async function startEverything(
   started.add(() => cosmosClient.dispose());
   const database = (await cosmosClient.databases.createIfNotExists({ id: databaseId })).database;
   const container = await ensureAppContainer(database, containerId);
-  const output = new LiveOutput(context.out, () => totals(container, serviceBus), duplicateWindow);
+  const output = new LiveOutput(
+    context.out,
+    () => totals(container, serviceBus),
+    duplicateWindow,
+    undefined,
+    (topic, subject) =>
+      topology.topics.find((t) => t.name === topic)?.unsubscribedSubjects?.includes(subject) === true,
+  );
   started.add(() => output.stop());
   const serviceBus = await listening('Service Bus', 'servicebus-port', request.serviceBusPort, () =>
     startServiceBus({

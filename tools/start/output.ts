@@ -43,6 +43,8 @@ export class LiveOutput {
     private readonly census: () => Promise<string>,
     private readonly duplicateWindow: string,
     private readonly quietMs = 1500,
+    /** Whether the topic declares the subject unsubscribed: published on purpose with no subscription here. */
+    private readonly unsubscribed: (topic: string, subject: string) => boolean = () => false,
   ) {}
 
   delivery(d: TriggerDelivery): void {
@@ -68,9 +70,13 @@ export class LiveOutput {
   matchedNoSubscription(topic: string, message: OutgoingMessage): void {
     this.totals.matchedNoSubscription++;
     const subject = message.subject === undefined ? 'no subject' : `subject ${bounded(message.subject, 100)}`;
+    const why =
+      message.subject !== undefined && this.unsubscribed(topic, message.subject)
+        ? `, on purpose: ${bounded(message.subject, 100)} is among the unsubscribedSubjects of ${topic} (src/topology.json).`
+        : '. A new consumer in src/topology.json? Restart npm start to load its subscription.';
     this.line(
       `${topic}: no subscription takes messageId=${id(message.messageId)} (${subject}); Service Bus accepted ` +
-        'it and dropped it. A new consumer in src/topology.json? Restart npm start to load its subscription.',
+        `it and dropped it${why}`,
     );
   }
 
