@@ -135,12 +135,13 @@ describe('npm run package', () => {
 
   it('is described as it is: the README and azure.yaml name each bundle it ships', () => {
     const bundles = report.files.filter((file) => file.endsWith('.js'));
-    const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
-    const azureYaml = readFileSync(join(PROJECT_ROOT, 'azure.yaml'), 'utf8');
+    // As one line: prettier wraps the prose where it likes.
+    const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8').replace(/\s+/g, ' ');
+    const azureYaml = readFileSync(join(PROJECT_ROOT, 'azure.yaml'), 'utf8').replace(/\s*\n\s*#?\s*/g, ' ');
 
     expect(bundles).toHaveLength(3);
     expect(readme).toContain('`dist/` (three bundles: ');
-    expect(azureYaml).toContain('# three bundles (');
+    expect(azureYaml).toContain('three bundles (');
     for (const bundle of bundles) {
       expect({
         bundle,
