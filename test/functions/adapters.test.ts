@@ -1,5 +1,6 @@
 import {
   CircuitBreaker,
+  type InboxRuntime,
   MARKER_TYPE,
   METRIC_NAMES,
   OUTBOX_TYPE,
@@ -100,6 +101,21 @@ function quickBreaker(probe: () => Promise<unknown>, failureThreshold = 1_000): 
 beforeEach(() => {
   inboxRuntime().breaker = quickBreaker(() => Promise.resolve());
 });
+
+/** Runs the timer once with the app's settings changed, then puts them back. */
+async function withSettings(
+  change: (settings: InboxRuntime['settings']) => InboxRuntime['settings'],
+  timer: string,
+): Promise<Awaited<ReturnType<typeof runTimer>>> {
+  const runtime = inboxRuntime();
+  const { settings } = runtime;
+  runtime.settings = change(settings);
+  try {
+    return await runTimer(timer);
+  } finally {
+    runtime.settings = settings;
+  }
+}
 
 describe('a Service Bus delivery', () => {
   const fieldsOf = (messageId: string) => ({
@@ -358,15 +374,14 @@ describe('the purge timer', () => {
   it('says how many it purged, and warns, with the count, when some remain for the next run', async () => {
     runs++;
     await expiredMarkers(3);
-    const runtime = inboxRuntime();
-    const { settings } = runtime;
-    runtime.settings = { ...settings, purge: { ...settings.purge, maxItems: 1 } };
-    let partial;
-    try {
-      partial = logged((await runTimer('purge-expired-markers')).logs);
-    } finally {
-      runtime.settings = settings;
-    }
+    const partial = logged(
+      (
+        await withSettings(
+          (settings) => ({ ...settings, purge: { ...settings.purge, maxItems: 1 } }),
+          'purge-expired-markers',
+        )
+      ).logs,
+    );
     const rest = logged((await runTimer('purge-expired-markers')).logs);
 
     expect(partial).toEqual([
@@ -577,15 +592,14 @@ describe('the outbox relay and sweeper', () => {
   it('says when more remain than one run resends, when a topic failed, and when the run could not finish', async () => {
     await committed('orders', 3_600_000);
     await committed('orders', 3_600_000);
-    const runtime = inboxRuntime();
-    const { settings } = runtime;
-    runtime.settings = { ...settings, outbox: { ...settings.outbox, sweepMaxItems: 1 } };
-    let capped;
-    try {
-      capped = logged((await runTimer('outbox-sweeper')).logs);
-    } finally {
-      runtime.settings = settings;
-    }
+    const capped = logged(
+      (
+        await withSettings(
+          (settings) => ({ ...settings, outbox: { ...settings.outbox, sweepMaxItems: 1 } }),
+          'outbox-sweeper',
+        )
+      ).logs,
+    );
     sending = () => Promise.reject(new Error('ServiceCommunicationProblem'));
     const failedRun = await runTimer('outbox-sweeper');
     sending = () => Promise.resolve();
