@@ -84,8 +84,16 @@ export interface PackageReport {
   };
 }
 
-/** Deletes `out` and writes the package into it; returns the files written. */
-export async function buildPackage(out: string, root = PROJECT_ROOT): Promise<string[]> {
+/**
+ * Deletes `out` and writes the package into it; returns the files written. `sources`, when given,
+ * receives the absolute path of every project file bundled (not packages): what a change to
+ * changes the package (npm start's watch mode watches their folders).
+ */
+export async function buildPackage(
+  out: string,
+  root = PROJECT_ROOT,
+  sources?: Set<string>,
+): Promise<string[]> {
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
   const functionFiles = readdirSync(join(root, 'functions'))
@@ -98,27 +106,40 @@ export async function buildPackage(out: string, root = PROJECT_ROOT): Promise<st
     target: 'node22',
     format: 'cjs',
     logLevel: 'warning',
+    // Paths in the bundle (and the sources reported) relative to the project, wherever it runs from.
+    absWorkingDir: root,
+    metafile: sources !== undefined,
     // What a production install would not have stays out too: some runtime packages probe for an
     // optional one (debug for supports-color) that only a development dependency brought in.
     external: ['@azure/functions-core', ...developmentOnlyPackages(root)],
   };
-  await build({
-    ...common,
-    stdin: {
-      contents: functionFiles.map((file) => `require('./functions/${file}');`).join('\n'),
-      resolveDir: root,
-      sourcefile: 'functions.js',
-      loader: 'js',
-    },
-    outfile: join(out, PACKAGE_MAIN),
-    plugins: [deferModules],
-  });
-  for (const name of DEFERRED_MODULES) {
+  const noted = (result: { metafile?: { inputs: Record<string, unknown> } }): void => {
+    for (const input of Object.keys(result.metafile?.inputs ?? {})) {
+      if (!input.startsWith('<') && !input.split('/').includes('node_modules'))
+        sources?.add(join(root, input));
+    }
+  };
+  noted(
     await build({
       ...common,
-      entryPoints: [join(root, 'src', `${name}.ts`)],
-      outfile: join(out, `${name}.js`),
-    });
+      stdin: {
+        contents: functionFiles.map((file) => `require('./functions/${file}');`).join('\n'),
+        resolveDir: root,
+        sourcefile: 'functions.js',
+        loader: 'js',
+      },
+      outfile: join(out, PACKAGE_MAIN),
+      plugins: [deferModules],
+    }),
+  );
+  for (const name of DEFERRED_MODULES) {
+    noted(
+      await build({
+        ...common,
+        entryPoints: [join(root, 'src', `${name}.ts`)],
+        outfile: join(out, `${name}.js`),
+      }),
+    );
   }
   writeFileSync(join(out, 'host.json'), readFileSync(join(root, 'host.json')));
   const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Record<string, unknown>;

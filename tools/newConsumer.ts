@@ -163,7 +163,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   context.out('Next:');
   context.out(`  npx jest ${relative(files.test)} test/inbox/topology.test.ts   then npm test`);
   context.out(
-    '  npm start   (restart it if it runs: it loads the consumers and their subscriptions when it starts)',
+    '  npm start   (if it runs in watch mode, on by default in a terminal, it has restarted with the consumer and its subscription)',
   );
   context.out(
     `  npm run send -- --subject ${request.subject} --body '${JSON.stringify(exampleBody(request))}'   (in another terminal: npm start's terminal shows the delivery)`,
@@ -416,7 +416,7 @@ async function removeConsumer(
   );
   context.out(`  ${emulatorLines[0] ?? ''} (only for the Docker emulators, if you use them)`);
   context.out(
-    'A deployment keeps the subscription until the next azd up (or azd provision), which deletes it; restart npm start to drop it there.',
+    'A deployment keeps the subscription until the next azd up (or azd provision), which deletes it; npm start in watch mode drops it at once (without, at its next start).',
   );
   return EXIT_CODES.ok;
 }

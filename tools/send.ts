@@ -122,7 +122,7 @@ function unroutedWarning(topic: string, subjects: string[], localRun: LocalRun |
   const declaredNow = subjects.filter((subject) => routedSubjects(topic, topology).has(subject));
   const restart =
     localRun?.topology !== undefined && declaredNow.length > 0
-      ? ` src/topology.json now has a subscription for ${declaredNow.join(', ')} that the running npm start has not loaded: restart npm start.`
+      ? ` src/topology.json now has a subscription for ${declaredNow.join(', ')} that the running npm start has not loaded (it runs without watch mode): restart it.`
       : '';
   return (
     `Warning: no subscription of ${bounded(topic, 60)} ${where} takes ${named}: Service Bus reported success ` +

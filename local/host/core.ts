@@ -306,6 +306,27 @@ export async function startApp(
 }
 
 /**
+ * The worker's terminate handler (`terminateWorker`): runs the `appTerminate` hooks, after which
+ * the worker process exits. Here the process goes on, so what the app registered is forgotten
+ * instead, as a new worker process would start: the next startApp loads the app afresh.
+ */
+export async function terminateApp(): Promise<void> {
+  await executeHooks('appTerminate', {
+    get hookData() {
+      return worker.appLevelOnlyHookData;
+    },
+    get appHookData() {
+      return worker.appHookData;
+    },
+  });
+  worker.programmingModel = undefined;
+  worker.functions.clear();
+  for (const hooks of Object.values(worker.hooks)) hooks.splice(0);
+  worker.appHookData = {};
+  worker.appLevelOnlyHookData = {};
+}
+
+/**
  * The worker's InvocationHandler: builds the CoreInvocationContext, asks the programming model for
  * its InvocationModel, then getArguments → preInvocation hooks → invokeFunction → postInvocation
  * hooks → getResponse. A failure becomes a `failure` response, as setupEventStream sends it.

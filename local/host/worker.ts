@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import Module from 'node:module';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { format } from 'node:util';
 
@@ -160,6 +160,20 @@ export async function loadFunctionApp(entry?: string | readonly string[]): Promi
     }
   }
   return { functions, warnings, serviceBus, timers, cosmosDB, invokeServiceBus, invokeTimer, invokeCosmosDB };
+}
+
+/**
+ * What the host does when the app's files change: it stops the worker (its `appTerminate` hooks
+ * run) and starts a new one, which loads the app afresh. Here that is one process: the app's
+ * modules under `directory` leave the module cache, and the app is loaded again from it.
+ */
+export async function reloadFunctionApp(directory: string): Promise<FunctionApp> {
+  await core.terminateApp();
+  const root = resolve(directory);
+  for (const file of Object.keys(require.cache)) {
+    if (file.startsWith(`${root}${sep}`) || file === root) delete require.cache[file];
+  }
+  return loadFunctionApp(root);
 }
 
 /**

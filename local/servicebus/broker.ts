@@ -274,7 +274,8 @@ export class Subscription {
   constructor(
     readonly topic: string,
     readonly name: string,
-    readonly subjects: readonly string[],
+    /** Its correlation filter; a redeployment with other subjects changes its rules in place. */
+    public subjects: readonly string[],
     clock: Clock,
     options: { lockDurationMs: number; maxDeliveryCount: number; observer?: BrokerObserver },
   ) {
@@ -371,37 +372,76 @@ export class Topic {
   }
 }
 
+/** What a new declaration changed in a running broker, by entity path. */
+export interface TopologyChanges {
+  added: string[];
+  removed: string[];
+  refiltered: string[];
+}
+
 export class Broker {
   readonly topics = new Map<string, Topic>();
   readonly lockDurationMs: number;
   readonly maxDeliveryCount: number;
   private sequence = 0;
 
-  constructor(options: BrokerOptions) {
+  constructor(private readonly options: BrokerOptions) {
     this.lockDurationMs = options.lockDurationMs ?? 60_000;
     this.maxDeliveryCount = options.maxDeliveryCount ?? 10;
-    for (const declared of options.topology.topics) {
-      const subscriptions = declared.subscriptions.map(
-        (s) =>
-          new Subscription(declared.name, s.name, s.subjects, options.clock, {
-            lockDurationMs: this.lockDurationMs,
-            maxDeliveryCount: this.maxDeliveryCount,
-            ...(options.observer === undefined ? {} : { observer: options.observer }),
-          }),
-      );
-      this.topics.set(
-        declared.name,
-        new Topic(
-          declared.name,
-          subscriptions,
-          options.clock,
-          options.duplicateWindowMs ?? 3_600_000,
-          options.messageTimeToLiveMs ?? 14 * 86_400_000,
-          () => ++this.sequence,
-          options.observer,
-        ),
-      );
+    this.declare(options.topology);
+  }
+
+  /**
+   * Makes the entities match a declaration, as a redeployment of the Bicep does: topics and
+   * subscriptions it adds are created, those it no longer declares are deleted with their messages,
+   * and a subscription whose subjects changed gets the new filter, keeping what it holds.
+   */
+  declare(topology: Topology): TopologyChanges {
+    const changes: TopologyChanges = { added: [], removed: [], refiltered: [] };
+    const declaredTopics = new Set(topology.topics.map((t) => t.name));
+    for (const name of [...this.topics.keys()].filter((n) => !declaredTopics.has(n))) {
+      changes.removed.push(name);
+      this.topics.delete(name);
     }
+    for (const declared of topology.topics) {
+      let topic = this.topics.get(declared.name);
+      if (topic === undefined) {
+        topic = new Topic(
+          declared.name,
+          [],
+          this.options.clock,
+          this.options.duplicateWindowMs ?? 3_600_000,
+          this.options.messageTimeToLiveMs ?? 14 * 86_400_000,
+          () => ++this.sequence,
+          this.options.observer,
+        );
+        this.topics.set(declared.name, topic);
+        changes.added.push(declared.name);
+      }
+      const names = new Set(declared.subscriptions.map((s) => s.name));
+      for (const gone of topic.subscriptions.filter((s) => !names.has(s.name))) {
+        changes.removed.push(`${declared.name}/Subscriptions/${gone.name}`);
+        topic.subscriptions.splice(topic.subscriptions.indexOf(gone), 1);
+      }
+      for (const { name, subjects } of declared.subscriptions) {
+        const path = `${declared.name}/Subscriptions/${name}`;
+        const existing = topic.subscriptions.find((s) => s.name === name);
+        if (existing === undefined) {
+          topic.subscriptions.push(
+            new Subscription(declared.name, name, [...subjects], this.options.clock, {
+              lockDurationMs: this.lockDurationMs,
+              maxDeliveryCount: this.maxDeliveryCount,
+              ...(this.options.observer === undefined ? {} : { observer: this.options.observer }),
+            }),
+          );
+          changes.added.push(path);
+        } else if ([...existing.subjects].sort().join('\n') !== [...subjects].sort().join('\n')) {
+          existing.subjects = [...subjects];
+          changes.refiltered.push(path);
+        }
+      }
+    }
+    return changes;
   }
 
   topic(name: string): Topic {

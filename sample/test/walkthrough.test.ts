@@ -2,7 +2,9 @@
 // one process group, the second terminal's commands one by one through bash, the first terminal's
 // output checked after each, then Ctrl+C (SIGINT to the group) and a clean stop. The commands are
 // read from the README, so the docs and this test cannot drift apart; only free ports, a temporary
-// build folder and a temporary settings file (LOCAL_RUN_FILE) are added.
+// build folder, a temporary settings file (LOCAL_RUN_FILE) and --watch (which a terminal gets by
+// default; this test's output is no terminal) are added. It runs in a copy of the project: the
+// walkthrough adds a consumer, and npm start's watch mode must see it.
 
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
@@ -10,13 +12,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
-import { PROJECT_ROOT } from '../../local/project';
 import { readMarkdown } from '../../test/support/markdown';
+import { useProjectCopy } from '../../test/support/projectCopy';
 
 const run = promisify(execFile);
 const HEADING = '### Watch it work: `npm start`';
 const work = mkdtempSync(join(tmpdir(), 'walkthrough-'));
 const runFile = join(work, 'local-run.json');
+const copy = useProjectCopy();
 
 /** A user's shell: no Service Bus or Cosmos DB settings (the test setup's placeholders are removed). */
 const env: NodeJS.ProcessEnv = {
@@ -81,6 +84,19 @@ const SHOWS: Record<string, RegExp[]> = {
     /shipping-events: no subscription takes messageId=order-ORD-2 \(subject OrderCreated\); Service Bus accepted it and dropped it/,
     /totals: .*taken by no subscription 2 \|/,
   ],
+  // Watch mode: the consumer's files restart the app with it and its subscription...
+  'npm run new:consumer -- --name loyalty.points-keeper --topic business-events --subject PointsEarned': [
+    /Changed: .*functions\/loyalty-points-keeper\.ts.*\. Rebuilding\.\.\./,
+    /Restarted in [\d.]+ s: 8 functions \(added: loyalty-points-keeper\); topics and subscriptions: added business-events\/Subscriptions\/loyalty\.points-keeper\./,
+  ],
+  // ... which takes the event and applies it once...
+  'npm run send -- --subject PointsEarned --body \'{"id":"A-1","quantity":2}\'': [
+    /loyalty-points-keeper #\d+ delivery 1 messageId=PointsEarned-[0-9a-f]{40}: processed → completed in \d+ ms; wrote loyalty\.points-keeper:A-1: create A-1$/m,
+  ],
+  // ... and its removal restarts it without them.
+  'npm run new:consumer -- --remove loyalty.points-keeper': [
+    /Restarted in [\d.]+ s: 7 functions \(removed: loyalty-points-keeper\); topics and subscriptions: removed business-events\/Subscriptions\/loyalty\.points-keeper\./,
+  ],
 };
 
 let app: ChildProcess | undefined;
@@ -115,9 +131,9 @@ it('runs the README walkthrough against npm start', async () => {
 
   app = spawn(
     'bash',
-    ['-c', `exec ${start} --cosmos-port 0 --servicebus-port 0 --app '${join(work, 'app')}'`],
+    ['-c', `exec ${start} --cosmos-port 0 --servicebus-port 0 --app '${join(work, 'app')}' --watch`],
     {
-      cwd: PROJECT_ROOT,
+      cwd: copy().root,
       env,
       detached: true,
     },
@@ -137,10 +153,11 @@ it('runs the README walkthrough against npm start', async () => {
   const warned: Record<string, string> = {};
   for (const command of commands) {
     expect(Object.keys(SHOWS)).toContain(command);
-    const { stdout, stderr } = await run('bash', ['-c', command], { cwd: PROJECT_ROOT, env });
+    const { stdout, stderr } = await run('bash', ['-c', command], { cwd: copy().root, env });
     printed[command] = stdout;
     warned[command] = stderr;
-    if (command.startsWith('npm run ')) expect(stderr).toContain('Using the app npm start runs');
+    if (command.startsWith('npm run ') && !command.startsWith('npm run new:consumer'))
+      expect(stderr).toContain('Using the app npm start runs');
     const expected = SHOWS[command] ?? [];
     // The broker and the triggers run side by side: the lines of one step come in either order.
     const from = at;

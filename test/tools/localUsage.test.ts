@@ -114,7 +114,7 @@ describe('npm start', () => {
     expect(run.status).toBe(2);
     expect(run.stderr).toBe(
       "start: npm took --duplicate-window for itself: put -- before the tool's flags, as in npm start -- --duplicate-window …\n" +
-        'Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--app dist]\n' +
+        'Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--app dist] [--watch | --no-watch]\n' +
         '(--help prints every option.)\n',
     );
   });
@@ -138,6 +138,14 @@ describe('npm start', () => {
     expect(run.stderr).toContain(
       '--duplicate-window must be from PT20S to P7D, as Service Bus allows; got PT10S.',
     );
+  });
+
+  it('refuses --watch with --no-watch', () => {
+    const run = start(['--watch', '--no-watch']);
+
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain('Pass --watch or --no-watch, not both.');
+    expect(run.stdout).not.toContain('Building the app');
   });
 
   it('refuses to empty the project, or a folder that is not an earlier build', () => {

@@ -1,5 +1,6 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
@@ -14,7 +15,13 @@ import {
   SettingsError,
 } from '#inbox/internal';
 
-import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../../build/localRun';
+import {
+  type LocalRun,
+  localRunPath,
+  readLocalRun,
+  removeLocalRun,
+  writeLocalRun,
+} from '../../build/localRun';
 import { buildPackage } from '../../build/package';
 import { bounded, EnvironmentError } from '../../cli/errors';
 import {
@@ -37,14 +44,16 @@ import {
   triggerSettings,
 } from '../../local/host/serviceBusTriggers';
 import { TimerTriggers } from '../../local/host/timers';
-import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
+import { type FunctionApp, loadFunctionApp, reloadFunctionApp } from '../../local/host/worker';
 import { PROJECT_ROOT } from '../../local/project';
 import { type LocalServiceBus, start as startServiceBus } from '../../local/servicebus/amqp/server';
+import type { TopologyChanges } from '../../local/servicebus/broker';
 import { scaledClock } from '../../local/servicebus/clock';
-import { topology } from '../../src/topology';
+import { type Topology, topology, validateTopology } from '../../src/topology';
 import { LiveOutput } from './output';
+import { SourceWatcher } from './watch';
 
-const USAGE = `Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--app dist]
+const USAGE = `Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--app dist] [--watch | --no-watch]
 
 Runs the function app on this machine, with no Azure, Docker or Core Tools: the local Cosmos DB
 server (database and container created as the Bicep creates them), the local Service Bus peer
@@ -53,6 +62,12 @@ dead-lettering), and the app built as azd deploys it (npm run build, into --app)
 the Node.js worker's path, its Service Bus triggers receiving from the peer with host.json's
 settings, its timers on their schedules and its Cosmos DB trigger (the outbox relay) on the
 container's change feed. Everything is in memory: it is gone when it stops.
+
+In watch mode (on by default in a terminal), a saved change to the app's sources (functions/ and
+what they import), src/topology.json or host.json rebuilds it and restarts it as the host restarts
+its worker: the running invocations finish, the new build loads, the topics and subscriptions are
+made to match src/topology.json (what they hold stays), and one line says what changed. A build
+that fails leaves the running app as it was.
 
 It prints a line per delivery and the totals once things go quiet, and writes the settings the
 other tools need to .cache/local-run.json (LOCAL_RUN_FILE moves it), so that in another terminal
@@ -65,6 +80,8 @@ Options:
   --servicebus-port <n>    default 5672 (LOCAL_SERVICEBUS_PORT); 0 picks a free port
   --app <folder>           where to build the app, emptied first: new, empty, or an earlier build;
                            default dist (what npm run build writes)
+  --watch, --no-watch      rebuild and restart the app when its sources change; default: on when the
+                           output is a terminal
 App settings: local.settings.sample.json's values, then local.settings.json's if it exists, then the
 environment's; the Cosmos DB and Service Bus connections always point at the local servers.`;
 
@@ -74,6 +91,8 @@ const FLAGS = {
     'cosmos-port': { type: 'string', default: process.env.LOCAL_COSMOS_PORT ?? '8081' },
     'servicebus-port': { type: 'string', default: process.env.LOCAL_SERVICEBUS_PORT ?? '5672' },
     app: { type: 'string', default: 'dist' },
+    watch: { type: 'boolean', default: false },
+    'no-watch': { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
 } as const;
@@ -89,6 +108,7 @@ interface StartRequest {
   duplicateWindowSeconds: number;
   appDirectory: string;
   runFile: string;
+  watch: boolean;
 }
 
 /** The app's settings (the files, then the environment), validated as the app validates them. */
@@ -170,7 +190,9 @@ function startRequest(values: FlagValues<typeof FLAGS>, context: ToolContext): S
         'its own settings file with LOCAL_RUN_FILE=<path> (and other ports), and the same LOCAL_RUN_FILE to its tools.',
     );
   }
-  return { cosmosPort, serviceBusPort, duplicateWindowSeconds, appDirectory, runFile };
+  if (values.watch && values['no-watch']) throw usageError('Pass --watch or --no-watch, not both.', USAGE);
+  const watch = values.watch || (!values['no-watch'] && process.stdout.isTTY === true);
+  return { cosmosPort, serviceBusPort, duplicateWindowSeconds, appDirectory, runFile, watch };
 }
 
 /** The app's settings, validated before anything starts (the app validates them again on load). */
@@ -227,7 +249,7 @@ async function startEverything(
     duplicateWindow,
     undefined,
     (topic, subject) =>
-      topology.topics.find((t) => t.name === topic)?.unsubscribedSubjects?.includes(subject) === true,
+      currentTopology.topics.find((t) => t.name === topic)?.unsubscribedSubjects?.includes(subject) === true,
   );
   started.add(() => output.stop());
   const serviceBus = await listening('Service Bus', 'servicebus-port', request.serviceBusPort, () =>
@@ -248,7 +270,8 @@ async function startEverything(
   started.add(() => serviceBus.stop());
 
   context.out(`Building the app into ${shown(request.appDirectory)} (as npm run build does)...`);
-  const files = await buildPackage(request.appDirectory);
+  const sources = new Set<string>();
+  const files = await buildPackage(request.appDirectory, PROJECT_ROOT, sources);
   context.out(`  ${files.length} files.`);
   // The app's environment, as the Functions host gives it to the worker. The outbox relay sends
   // with ServiceBusConnection, the local peer's connection string; the namespace setting (for
@@ -260,19 +283,7 @@ async function startEverything(
     ...sweep.environment,
   });
   delete process.env.ServiceBusConnection__fullyQualifiedNamespace;
-  const functionApp = await loadFunctionApp(request.appDirectory);
-  const hostJson = JSON.parse(readFileSync(join(request.appDirectory, 'host.json'), 'utf8')) as unknown;
-  const trigger = triggerSettings(hostJson);
-  const armed = await startTriggers(
-    functionApp,
-    trigger,
-    serviceBus.connectionString,
-    cosmosClient,
-    output,
-    started,
-  );
-
-  writeLocalRun(request.runFile, {
+  const run: LocalRun = {
     pid: process.pid,
     startedAt: new Date().toISOString(),
     environment: {
@@ -289,8 +300,25 @@ async function startEverything(
       ...sweep.environment,
     },
     topology,
+  };
+  const hosted = new HostedApp({
+    appDirectory: request.appDirectory,
+    serviceBus,
+    cosmosClient,
+    output,
+    publishTopology: (declared) => writeLocalRun(request.runFile, { ...run, topology: declared }),
   });
+  const running = await hosted.start(sources);
+  started.add(() => hosted.stop());
+  writeLocalRun(request.runFile, run);
   started.add(() => removeLocalRun(request.runFile, process.pid));
+  if (request.watch) {
+    const watcher = new SourceWatcher(PROJECT_ROOT, (changed) => hosted.changed(changed));
+    watcher.watch(sources);
+    hosted.onSources = (next) => watcher.watch(next);
+    // Stopped before the app: no rebuild starts while it stops.
+    started.add(() => watcher.close());
+  }
 
   context.out(
     readyLines({
@@ -298,14 +326,196 @@ async function startEverything(
       app,
       cosmos,
       serviceBus,
-      functionApp,
-      trigger,
-      armed,
+      functionApp: running.functionApp,
+      trigger: running.trigger,
+      armed: running.armed,
       duplicateWindow,
       sweep,
     }).join('\n'),
   );
   return output;
+}
+
+/** The app running: what it registered, the host.json trigger settings, its timers' next runs. */
+interface RunningApp {
+  functionApp: FunctionApp;
+  trigger: TriggerSettings;
+  armed: ReturnType<TimerTriggers['start']>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The app as npm start hosts it: built into the app folder, loaded through the worker's path, its
+ * triggers running. In watch mode, a change rebuilds it into a folder of its own first, so that a
+ * build that fails leaves the running app as it was; a build the same as the running one changes
+ * nothing; otherwise the app restarts as the host restarts its worker (the running invocations
+ * finish, appTerminate hooks run, the new build loads) on a broker whose topics and subscriptions
+ * now match src/topology.json.
+ */
+class HostedApp {
+  /** Told the sources of each new build (watch mode watches their folders). */
+  onSources: (sources: ReadonlySet<string>) => void = () => undefined;
+  private running: RunningApp | undefined;
+  private reloading: Promise<void> = Promise.resolve();
+  private pending: string[] = [];
+
+  constructor(
+    private readonly host: {
+      appDirectory: string;
+      serviceBus: LocalServiceBus;
+      cosmosClient: CosmosClient;
+      output: LiveOutput;
+      /** Writes the local run file with the topology the broker now serves. */
+      publishTopology: (declared: Topology) => void;
+    },
+  ) {}
+
+  /** Loads the build in the app folder and starts its triggers. */
+  async start(
+    sources: ReadonlySet<string>,
+    load: (directory: string) => Promise<FunctionApp> = loadFunctionApp,
+  ): Promise<RunningApp> {
+    const { appDirectory, serviceBus, cosmosClient, output } = this.host;
+    const functionApp = await load(appDirectory);
+    const hostJson = JSON.parse(readFileSync(join(appDirectory, 'host.json'), 'utf8')) as unknown;
+    const trigger = triggerSettings(hostJson);
+    const group = new Started();
+    const armed = await startTriggers(
+      functionApp,
+      trigger,
+      serviceBus.connectionString,
+      cosmosClient,
+      output,
+      group,
+    );
+    this.running = { functionApp, trigger, armed, stop: () => group.stopAll() };
+    this.onSources(sources);
+    return this.running;
+  }
+
+  /** Files changed: one rebuild at a time, the changes that come meanwhile in the next. */
+  changed(files: string[]): void {
+    this.pending.push(...files);
+    this.reloading = this.reloading.then(async () => {
+      const changed = [...new Set(this.pending.splice(0))].sort();
+      if (changed.length > 0) await this.reload(changed);
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.reloading;
+    await this.running?.stop();
+    this.running = undefined;
+  }
+
+  private async reload(changed: string[]): Promise<void> {
+    const { appDirectory, serviceBus, output } = this.host;
+    const startedAt = performance.now();
+    const named =
+      changed.length > 3
+        ? `${changed.slice(0, 3).join(', ')} and ${changed.length - 3} more`
+        : changed.join(', ');
+    output.note(`Changed: ${named}. Rebuilding...`);
+    const staging = mkdtempSync(join(tmpdir(), 'npm-start-build-'));
+    try {
+      const sources = new Set<string>();
+      let declared: Topology;
+      try {
+        declared = validateTopology(
+          JSON.parse(readFileSync(join(PROJECT_ROOT, 'src', 'topology.json'), 'utf8')),
+        );
+        await buildPackage(staging, PROJECT_ROOT, sources);
+        triggerSettings(JSON.parse(readFileSync(join(staging, 'host.json'), 'utf8')));
+      } catch (error) {
+        output.note(`The build failed; the app runs on as it was. ${firstLine(error)}`);
+        return;
+      }
+      if (sameFiles(staging, appDirectory)) {
+        this.onSources(sources);
+        output.note('The build is the same as the running one: nothing to restart.');
+        return;
+      }
+      const before = new Set(this.running?.functionApp.functions.map((f) => f.name));
+      await this.running?.stop();
+      this.running = undefined;
+      rmSync(appDirectory, { recursive: true, force: true });
+      cpSync(staging, appDirectory, { recursive: true });
+      const topologyChanges = serviceBus.broker.declare(declared);
+      currentTopology = declared;
+      this.host.publishTopology(declared);
+      let running: RunningApp;
+      try {
+        running = await this.start(sources, reloadFunctionApp);
+      } catch (error) {
+        this.onSources(sources);
+        output.note(
+          `The new build does not load, so no function runs until a change that does: ${firstLine(error)}`,
+        );
+        return;
+      }
+      const after = running.functionApp.functions.map((f) => f.name);
+      output.note(
+        `Restarted in ${((performance.now() - startedAt) / 1000).toFixed(1)} s: ${after.length} functions` +
+          listed(
+            ' (added: ',
+            after.filter((name) => !before.has(name)),
+            ')',
+          ) +
+          listed(
+            ' (removed: ',
+            [...before].filter((name) => !after.includes(name)),
+            ')',
+          ) +
+          `; ${describeTopologyChanges(topologyChanges)}.`,
+      );
+    } finally {
+      rmSync(staging, { recursive: true, force: true });
+    }
+  }
+}
+
+/** The topology the local broker serves: src/topology.json as it was at start or the last reload. */
+let currentTopology: Topology = topology;
+
+function describeTopologyChanges({ added, removed, refiltered }: TopologyChanges): string {
+  const parts = [
+    listed('added ', added, ''),
+    listed('removed ', removed, ''),
+    listed('new subjects for ', refiltered, ''),
+  ].filter((part) => part !== '');
+  return parts.length === 0
+    ? 'topics and subscriptions unchanged'
+    : `topics and subscriptions: ${parts.join('; ')}`;
+}
+
+function listed(prefix: string, names: readonly string[], suffix: string): string {
+  return names.length === 0 ? '' : `${prefix}${names.join(', ')}${suffix}`;
+}
+
+/**
+ * An error in one line, bounded: esbuild's first error with its place (esbuild has printed them all
+ * above), or the first line of any other.
+ */
+function firstLine(error: unknown): string {
+  const first = (error as { errors?: { text?: unknown; location?: Record<string, unknown> | null }[] })
+    .errors?.[0];
+  if (first !== undefined) {
+    const where = first.location ? `${String(first.location.file)}:${String(first.location.line)}: ` : '';
+    return bounded(`${where}${String(first.text)}`, 300);
+  }
+  const text = error instanceof Error ? error.message : String(error);
+  return bounded(text.split('\n').find((line) => line.trim() !== '') ?? text, 300);
+}
+
+/** Whether two folders hold the same files with the same bytes. */
+function sameFiles(a: string, b: string): boolean {
+  if (!existsSync(b)) return false;
+  const files = readdirSync(a).sort();
+  const others = readdirSync(b).sort();
+  return (
+    files.join('\n') === others.join('\n') &&
+    files.every((file) => readFileSync(join(a, file)).equals(readFileSync(join(b, file))))
+  );
 }
 
 /** What npm start prints once everything runs: where it is, and the settings another terminal needs. */

@@ -110,8 +110,13 @@ export class LiveOutput {
   }
 
   line(text: string): void {
-    this.write(`${clockTime()} ${text}`);
+    this.note(text);
     this.scheduleTotals();
+  }
+
+  /** A line about npm start itself (watch mode's), which changes no total. */
+  note(text: string): void {
+    this.write(`${clockTime()} ${text}`);
   }
 
   /** The totals line, printed now: on Ctrl+C always, once things go quiet only when it changed. */

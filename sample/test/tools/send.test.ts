@@ -148,7 +148,7 @@ describe('send: a message no subscription takes', () => {
     expect(run.err.at(-1)).toBe(
       'Warning: no subscription of business-events in the running npm start takes StockReserved: Service Bus ' +
         'reported success and dropped the message(s), as it drops every message no subscription takes. ' +
-        'src/topology.json now has a subscription for StockReserved that the running npm start has not loaded: restart npm start.',
+        'src/topology.json now has a subscription for StockReserved that the running npm start has not loaded (it runs without watch mode): restart it.',
     );
   });
 

@@ -97,6 +97,59 @@ describe('topic', () => {
   });
 });
 
+describe('a new declaration (npm start in watch mode, as a redeployment)', () => {
+  it('adds, removes and refilters what changed, keeps what the others hold and their duplicate history', () => {
+    const { broker } = setup();
+    broker.topic('events').send({ messageId: 'p1', subject: 'PaymentReceived', body: 'kept' });
+    broker.topic('events').send({ messageId: 'o1', subject: 'OrderCreated', body: 'gone' });
+    const payments = broker.subscription('events', 'payments');
+
+    const changes = broker.declare({
+      topics: [
+        {
+          name: 'events',
+          subscriptions: [
+            { name: 'payments', subjects: ['PaymentReceived'] },
+            { name: 'audit', subjects: ['OrderCreated'] },
+            { name: 'points', subjects: ['PointsEarned'] },
+          ],
+        },
+        { name: 'shipping', subscriptions: [{ name: 'carriers', subjects: ['ShipmentPlanned'] }] },
+      ],
+    });
+
+    expect(changes).toEqual({
+      added: ['events/Subscriptions/points', 'shipping', 'shipping/Subscriptions/carriers'],
+      removed: ['events/Subscriptions/orders'],
+      refiltered: ['events/Subscriptions/audit'],
+    });
+    expect(broker.subscription('events', 'payments')).toBe(payments);
+    expect(payments.entity.peek().map((m) => m.body)).toEqual(['kept']);
+    expect(() => broker.subscription('events', 'orders')).toThrow("'events/orders' does not exist");
+    // The audit subscription now takes orders only; the topic still knows p1 (duplicate detection).
+    expect(
+      broker.topic('events').send({ messageId: 'p1', subject: 'PaymentReceived', body: '' }).accepted,
+    ).toBe(false);
+    expect(
+      broker.topic('events').send({ messageId: 'p2', subject: 'PaymentReceived', body: '' }).deliveredTo,
+    ).toEqual(['payments']);
+    expect(
+      broker.topic('events').send({ messageId: 'o2', subject: 'OrderCreated', body: '' }).deliveredTo,
+    ).toEqual(['audit']);
+    expect(
+      broker.topic('shipping').send({ messageId: 's1', subject: 'ShipmentPlanned', body: '' }).deliveredTo,
+    ).toEqual(['carriers']);
+  });
+
+  it('removes a topic no longer declared, and changes nothing for the same declaration', () => {
+    const { broker } = setup();
+
+    expect(broker.declare(topology)).toEqual({ added: [], removed: [], refiltered: [] });
+    expect(broker.declare({ topics: [] })).toEqual({ added: [], removed: ['events'], refiltered: [] });
+    expect(() => broker.topic('events')).toThrow("The topic 'events' does not exist");
+  });
+});
+
 describe('subscription (peek-lock)', () => {
   it('hides a locked message, counts deliveries, and removes it on complete', () => {
     const { broker } = setup();

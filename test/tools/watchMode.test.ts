@@ -1,0 +1,133 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+import { ServiceBusClient } from '@azure/service-bus';
+
+import { useProjectCopy } from '../support/projectCopy';
+
+/**
+ * npm start's watch mode in a copy of the project, driven as a user drives it: a consumer added
+ * with new:consumer while it runs, then a build that fails, a change that builds the same app, a
+ * function that throws when it loads, and a host.json change. The app keeps running through the
+ * failed build, documents and messages survive each restart, and every step prints one line. Written
+ * against a consumer of its own, so that it holds without the sample (npm run remove:samples).
+ */
+const run = promisify(execFile);
+const copy = useProjectCopy();
+const work = mkdtempSync(join(tmpdir(), 'watch-mode-'));
+const env: NodeJS.ProcessEnv = {
+  ...Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([name]) => !/^(COSMOS_|SERVICEBUS_|INBOX_|PURGE_|HOST_|APPLICATIONINSIGHTS_)/.test(name),
+    ),
+  ),
+  LOCAL_RUN_FILE: join(work, 'local-run.json'),
+};
+let app: ChildProcess | undefined;
+let output = '';
+
+afterAll(() => {
+  if (app?.exitCode === null && app.signalCode === null && app.pid !== undefined) {
+    process.kill(-app.pid, 'SIGKILL');
+  }
+  rmSync(work, { recursive: true, force: true });
+});
+
+/** Waits until npm start shows `pattern` after `from` (the limit only turns silence into a failure). */
+async function shown(pattern: RegExp, from: number): Promise<number> {
+  const giveUp = Date.now() + 90_000;
+  for (;;) {
+    const match = pattern.exec(output.slice(from));
+    if (match) return from + match.index + match[0].length;
+    if (app?.exitCode !== null || Date.now() > giveUp) {
+      throw new Error(`npm start never showed ${String(pattern)}; it showed:\n${output.slice(from)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const tool = (script: string, args: string[]): Promise<{ stdout: string; stderr: string }> =>
+  run(process.execPath, [require.resolve('tsx/cli'), script, ...args], { cwd: copy().root, env });
+const write = (file: string, text: string): void => writeFileSync(join(copy().root, file), text);
+const remove = (file: string): void => rmSync(join(copy().root, file));
+
+it('restarts the app on a change, and keeps the running one through a build that fails', async () => {
+  app = spawn(
+    process.execPath,
+    [
+      require.resolve('tsx/cli'),
+      'tools/start/cli.ts',
+      ...['--cosmos-port', '0', '--servicebus-port', '0', '--app', join(work, 'app'), '--watch'],
+    ],
+    { cwd: copy().root, env, detached: true },
+  );
+  app.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  app.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  let at = await shown(/^Ready\. Press Ctrl\+C to stop\.$/m, 0);
+
+  // Without the sample (remove:samples), the topic is new too.
+  await tool('tools/newConsumer.ts', [
+    ...['--name', 'probe.widget-counter', '--topic', 'business-events', '--subject', 'WidgetCounted'],
+  ]);
+  at = await shown(
+    /Restarted in [\d.]+ s: \d+ functions \(added: probe-widget-counter\); topics and subscriptions: added (business-events, )?business-events\/Subscriptions\/probe\.widget-counter\./,
+    at,
+  );
+
+  // A build that fails: the app runs on, and takes the next event (sent with the SDK: npm run send
+  // loads the functions to learn their schemas, and the broken one fails it too).
+  write('functions/broken.ts', "import './does-not-exist';\n");
+  at = await shown(
+    /The build failed; the app runs on as it was\. functions\/broken\.ts:1: .*does-not-exist/,
+    at,
+  );
+  const { environment } = JSON.parse(readFileSync(env.LOCAL_RUN_FILE!, 'utf8')) as {
+    environment: { SERVICEBUS_CONNECTION_STRING: string };
+  };
+  const client = new ServiceBusClient(environment.SERVICEBUS_CONNECTION_STRING);
+  await client
+    .createSender('business-events')
+    .sendMessages({ messageId: 'widget-A-1', subject: 'WidgetCounted', body: { id: 'A-1', quantity: 2 } });
+  await client.close();
+  at = await shown(/probe-widget-counter #\d+ delivery 1 messageId=widget-A-1: processed/, at);
+
+  // Back to the build that runs: nothing to restart.
+  remove('functions/broken.ts');
+  at = await shown(/The build is the same as the running one: nothing to restart\./, at);
+
+  // A function that throws as it loads: nothing runs until the next change that loads.
+  write('functions/throws.ts', "throw new Error('refused at load');\n");
+  at = await shown(
+    /The new build does not load, so no function runs until a change that does: .*refused at load/,
+    at,
+  );
+  remove('functions/throws.ts');
+  at = await shown(
+    /Restarted in [\d.]+ s: \d+ functions \(added: .*probe-widget-counter.*\); topics and subscriptions unchanged\./,
+    at,
+  );
+
+  // host.json: the triggers restart with its settings; the inbox marker written before is still there.
+  const hostJson = JSON.parse(readFileSync(join(copy().root, 'host.json'), 'utf8')) as {
+    extensions: { serviceBus: { maxConcurrentCalls: number } };
+  };
+  hostJson.extensions.serviceBus.maxConcurrentCalls = 3;
+  write('host.json', `${JSON.stringify(hostJson, null, 2)}\n`);
+  at = await shown(/Restarted in [\d.]+ s: \d+ functions; topics and subscriptions unchanged\./, at);
+  await tool('tools/send.ts', ['--subject', 'WidgetCounted', '--body', '{"id":"A-2","quantity":1}']);
+  at = await shown(
+    /probe-widget-counter #\d+ delivery 1 messageId=WidgetCounted-[0-9a-f]{40}: processed/,
+    at,
+  );
+  at = await shown(/totals: .*\| inbox markers 2, messages waiting 0/, at);
+
+  const exited = new Promise<string>((resolve) =>
+    app?.once('exit', (code, signal) => resolve(signal ?? `exit code ${code}`)),
+  );
+  process.kill(-app.pid!, 'SIGINT');
+  expect(['exit code 0', 'SIGINT']).toContain(await exited);
+  expect(output.slice(at)).toMatch(/Stopped\.\n?$/);
+}, 300_000);
