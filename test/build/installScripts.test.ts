@@ -10,8 +10,8 @@ const npmMajor = Number(npm(['--version']).stdout.split('.')[0]);
 
 /**
  * npm 11 runs no dependency's install scripts unless package.json's `allowScripts` approves them,
- * and warns after every `npm ci` about those no entry covers. The project reviewed each (README,
- * "Requirements"): a dependency that brings a new one fails here until someone decides.
+ * and warns after every `npm ci` about those no entry covers. The project reviewed each
+ * (docs/development.md): a dependency that brings a new one fails here until someone decides.
  */
 (npmMajor >= 11 ? it : it.skip)('leaves no dependency install script unreviewed', () => {
   const run = npm(['install-scripts', 'ls']);
