@@ -13,7 +13,7 @@ const SLOW = [
   '<rootDir>/test/scaffold/',
   '<rootDir>/test/tools/usage.test.ts',
   '<rootDir>/test/tools/localUsage.test.ts',
-  '<rootDir>/test/tools/watchMode.test.ts',
+  '<rootDir>/test/tools/ownConsumer.test.ts',
   '<rootDir>/sample/test/scenario/',
   '<rootDir>/sample/test/commands.test.ts',
   '<rootDir>/sample/test/package.test.ts',

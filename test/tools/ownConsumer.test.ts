@@ -9,11 +9,14 @@ import { ServiceBusClient } from '@azure/service-bus';
 import { useProjectCopy } from '../support/projectCopy';
 
 /**
- * npm start's watch mode in a copy of the project, driven as a user drives it: a consumer added
- * with new:consumer while it runs, then a build that fails, a change that builds the same app, a
- * function that throws when it loads, and a host.json change. The app keeps running through the
- * failed build, documents and messages survive each restart, and every step prints one line. Written
- * against a consumer of its own, so that it holds without the sample (npm run remove:samples).
+ * A consumer of your own, from scratch, in a copy of the project: added with new:consumer while
+ * npm start runs in watch mode, then a build that fails, a change that builds the same app, a
+ * function that throws when it loads, and a host.json change (the app keeps running through the
+ * failed build, documents and messages survive each restart, and every step prints one line); the
+ * deployment package npm start builds, loaded through the worker's path, applies what npm run send
+ * sends; a poison message is dead-lettered, and npm run dead-letters lists it with the consumer's
+ * reason and will not resubmit it. Nothing here is the sample's: it holds after npm run
+ * remove:samples, whose test runs it there.
  */
 const run = promisify(execFile);
 const copy = useProjectCopy();
@@ -49,12 +52,20 @@ async function shown(pattern: RegExp, from: number): Promise<number> {
   }
 }
 
-const tool = (script: string, args: string[]): Promise<{ stdout: string; stderr: string }> =>
-  run(process.execPath, [require.resolve('tsx/cli'), script, ...args], { cwd: copy().root, env });
+/** Runs a tool of the copy as npm run does; its exit code instead of a throw. */
+const tool = (script: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
+  run(process.execPath, [require.resolve('tsx/cli'), script, ...args], { cwd: copy().root, env }).then(
+    ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+    (error: { code?: number; stdout?: string; stderr?: string }) => ({
+      code: error.code ?? 1,
+      stdout: error.stdout ?? '',
+      stderr: error.stderr ?? '',
+    }),
+  );
 const write = (file: string, text: string): void => writeFileSync(join(copy().root, file), text);
 const remove = (file: string): void => rmSync(join(copy().root, file));
 
-it('restarts the app on a change, and keeps the running one through a build that fails', async () => {
+it('runs, restarts and dead-letters for a consumer added while npm start runs', async () => {
   app = spawn(
     process.execPath,
     [
@@ -69,9 +80,10 @@ it('restarts the app on a change, and keeps the running one through a build that
   let at = await shown(/^Ready\. Press Ctrl\+C to stop\.$/m, 0);
 
   // Without the sample (remove:samples), the topic is new too.
-  await tool('tools/newConsumer.ts', [
+  const added = await tool('tools/newConsumer.ts', [
     ...['--name', 'probe.widget-counter', '--topic', 'business-events', '--subject', 'WidgetCounted'],
   ]);
+  expect([added.code, added.stderr]).toEqual([0, '']);
   at = await shown(
     /Restarted in [\d.]+ s: \d+ functions \(added: probe-widget-counter\); topics and subscriptions: added (business-events, )?business-events\/Subscriptions\/probe\.widget-counter\./,
     at,
@@ -117,12 +129,33 @@ it('restarts the app on a change, and keeps the running one through a build that
   hostJson.extensions.serviceBus.maxConcurrentCalls = 3;
   write('host.json', `${JSON.stringify(hostJson, null, 2)}\n`);
   at = await shown(/Restarted in [\d.]+ s: \d+ functions; topics and subscriptions unchanged\./, at);
-  await tool('tools/send.ts', ['--subject', 'WidgetCounted', '--body', '{"id":"A-2","quantity":1}']);
+  expect(
+    (await tool('tools/send.ts', ['--subject', 'WidgetCounted', '--body', '{"id":"A-2","quantity":1}'])).code,
+  ).toBe(0);
   at = await shown(
     /probe-widget-counter #\d+ delivery 1 messageId=WidgetCounted-[0-9a-f]{40}: processed/,
     at,
   );
   at = await shown(/totals: .*\| inbox markers 2, messages waiting 0/, at);
+
+  // Poison: its schema refuses it on each delivery, then Service Bus dead-letters it.
+  const poison = await tool('tools/send.ts', [
+    ...['--subject', 'WidgetCounted', '--body', '{"id":"A-3"}', '--allow-invalid'],
+  ]);
+  expect(poison.code).toBe(0);
+  // The broker's line and the trigger's come in either order.
+  const poisoned = at;
+  for (const line of [
+    /probe-widget-counter #\d+ delivery 10 messageId=WidgetCounted-[0-9a-f]{40}: poison/,
+    /dead-lettered #\d+ messageId=WidgetCounted-[0-9a-f]{40} \(MaxDeliveryCountExceeded/,
+  ])
+    at = Math.max(at, await shown(line, poisoned));
+  const listed = await tool('tools/deadLetters.ts', ['list', 'probe.widget-counter']);
+  expect(listed.stdout).toMatch(/WidgetCounted-[0-9a-f]{12}.* poison \(schema-violation\)/);
+  const resubmitted = await tool('tools/deadLetters.ts', ['resubmit', 'probe.widget-counter', '--all']);
+  expect(resubmitted.code).not.toBe(0);
+  expect(resubmitted.stdout).toMatch(/^Resubmitted 0, /m);
+  expect(resubmitted.stdout).toContain('--include-poison');
 
   const exited = new Promise<string>((resolve) =>
     app?.once('exit', (code, signal) => resolve(signal ?? `exit code ${code}`)),
