@@ -14,6 +14,7 @@ const SLOW = [
   '<rootDir>/test/tools/usage.test.ts',
   '<rootDir>/test/tools/localUsage.test.ts',
   '<rootDir>/test/tools/ownConsumer.test.ts',
+  '<rootDir>/test/engines/',
   '<rootDir>/sample/test/scenario/',
   '<rootDir>/sample/test/commands.test.ts',
   '<rootDir>/sample/test/package.test.ts',

@@ -1,3 +1,5 @@
+import { types } from 'rhea';
+
 import type { Entity } from '../broker';
 import { CONDITIONS, PeerError } from './errors';
 import { lockTokenOfUuid } from './lockTokens';
@@ -34,7 +36,14 @@ export function handleManagementRequest(
     case OPERATIONS.renewLock:
       return {
         statusCode: 200,
-        body: { expirations: lockTokens(request.body).map((token) => new Date(entity.renewLock(token))) },
+        // An AMQP array of timestamps, as Service Bus answers (the .NET client reads a DateTime[]).
+        body: {
+          expirations: types.wrap_array(
+            lockTokens(request.body).map((token) => entity.renewLock(token)),
+            0x83,
+            undefined,
+          ),
+        },
       };
     default:
       return updateDisposition(entity, request.body);

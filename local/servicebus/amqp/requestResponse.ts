@@ -1,4 +1,11 @@
-import { type Delivery, type EventContext, message as amqpMessage, type Receiver, type Sender } from 'rhea';
+import {
+  type Delivery,
+  type EventContext,
+  message as amqpMessage,
+  type Receiver,
+  type Sender,
+  types,
+} from 'rhea';
 
 import { asPeerError, STATUS_OF } from './errors';
 
@@ -36,7 +43,8 @@ export function serveRequestLink(
     const delivery = context.delivery as Delivery;
     const request = (context.message ?? {}) as Record<string, unknown>;
     delivery.accept();
-    const properties: Record<string, string | number> = {};
+    // The status code is an AMQP int, as Service Bus sends it (the .NET client casts it to Int32).
+    const properties: Record<string, unknown> = {};
     let body: Record<string, unknown> | undefined;
     try {
       const { operation } = isMap(request.application_properties) ? request.application_properties : {};
@@ -44,12 +52,12 @@ export function serveRequestLink(
         operation: typeof operation === 'string' ? operation : undefined,
         body: isMap(request.body) ? request.body : {},
       });
-      properties[keys.code] = response.statusCode;
+      properties[keys.code] = types.wrap_int(response.statusCode);
       if (response.statusDescription) properties[keys.description] = response.statusDescription;
       body = response.body;
     } catch (error) {
       const refusal = asPeerError(error);
-      properties[keys.code] = STATUS_OF[refusal.condition];
+      properties[keys.code] = types.wrap_int(STATUS_OF[refusal.condition]);
       properties[keys.description] = refusal.message;
       properties[keys.condition] = refusal.condition;
     }

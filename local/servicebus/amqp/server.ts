@@ -14,10 +14,14 @@ import { serveRequestLink, STATUS_KEYS } from './requestResponse';
 
 /**
  * A local AMQP 1.0 peer that serves the Service Bus model (broker.ts) to the real @azure/service-bus
- * client, over plain TCP with a `UseDevelopmentEmulator=true` connection string, in real time.
+ * client, and to the .NET client the Functions host's extension runs (Azure.Messaging.ServiceBus:
+ * test/engines/serviceBus.test.ts), over plain TCP with a `UseDevelopmentEmulator=true` connection
+ * string, in real time.
  *
- * Implements, as far as @azure/service-bus 7.9 uses it:
- *   - SASL ANONYMOUS or no SASL; $cbs put-token, any token accepted (202)
+ * Implements, as far as @azure/service-bus 7.9 and the .NET client's send, receive, peek, renew,
+ * abandon, dead-letter and processor use it:
+ *   - SASL ANONYMOUS (JavaScript), MSSBCBS (.NET) or no SASL; $cbs put-token, any token accepted
+ *     (202; status codes are AMQP ints, as Service Bus sends them)
  *   - sending to a topic: single messages and batches (message-format 0x80013700) up to the Standard
  *     tier's 256 KB (larger: amqp:link:message-size-exceeded); duplicate
  *     detection by MessageId and the Subject correlation filters are the broker model's;
@@ -28,15 +32,17 @@ import { serveRequestLink, STATUS_KEYS } from './requestResponse';
  *     settlement by accepted (complete), released/modified (abandon, with the properties to modify
  *     merged into the application properties) and rejected com.microsoft:dead-letter (with
  *     DeadLetterReason/DeadLetterErrorDescription)
- *   - $management: com.microsoft:peek-message, com.microsoft:renew-lock, com.microsoft:update-disposition
+ *   - $management: com.microsoft:peek-message, com.microsoft:renew-lock (expirations: an AMQP array
+ *     of timestamps), com.microsoft:update-disposition
  *   - errors as AMQP errors: unknown node → amqp:not-found on the link, lock lost →
  *     com.microsoft:message-lock-lost, unreadable frame → close with amqp:decode-error, bytes that
  *     are not AMQP → the AMQP protocol header, then close; other connections are unaffected
  * Does not implement: TLS, WebSockets, authentication (any SAS or JWT is accepted), queues, sessions,
  * receiveAndDelete, deferral, scheduled messages, rules (filters come from src/topology.json),
  * transactions, auto-forwarding, message properties the model does not keep (to, reply-to,
- * session-id, partition-key, other annotations), and bodies other than one data section. Clients other
- * than @azure/service-bus (the Functions host's .NET extension, for one) are untested.
+ * session-id, partition-key, other annotations), bodies other than one data section, and the types of
+ * application properties beyond what JavaScript has (an Int32 comes back UInt32, a long UInt64, and
+ * the .NET client's described types, DateTimeOffset, TimeSpan, Guid and Uri, are refused).
  */
 export interface LocalServiceBusOptions {
   /** TCP port; default 0, a free one (the CLI defaults to 5672, the emulator's). */
@@ -90,6 +96,7 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
   };
   const broker = new Broker(brokerOptions);
   const container = create_container({ id: 'local-servicebus' });
+  offerSaslMechanisms(container.sasl_server_mechanisms as SaslMechanisms);
   // Whatever a connection does wrong ends that connection, never the process.
   container.on('error', () => undefined);
 
@@ -126,6 +133,32 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
       await closed;
     },
   };
+}
+
+/** rhea's table of SASL mechanisms a server offers: each name, a factory of its server side. */
+type SaslMechanisms = Record<string, () => SaslServerMechanism> & { enable_anonymous(): void };
+interface SaslServerMechanism {
+  outcome: boolean | undefined;
+  username: string | undefined;
+  start(response?: Buffer): void;
+}
+
+/**
+ * ANONYMOUS (what @azure/service-bus asks for) and MSSBCBS (what the .NET client,
+ * Azure.Messaging.ServiceBus, asks for: Service Bus's "claims-based security" mechanism, which
+ * carries no credential; the client then puts a token on $cbs). Both succeed at once: the token put
+ * on $cbs is what authorises a link.
+ */
+function offerSaslMechanisms(mechanisms: SaslMechanisms): void {
+  mechanisms.enable_anonymous();
+  mechanisms.MSSBCBS = () => ({
+    outcome: undefined,
+    username: undefined,
+    start() {
+      this.outcome = true;
+      this.username = '$cbs';
+    },
+  });
 }
 
 function serveConnection(

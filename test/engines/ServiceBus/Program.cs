@@ -1,0 +1,175 @@
+// Drives Azure.Messaging.ServiceBus, the client the Functions host's Service Bus extension runs,
+// with its default options against a Service Bus endpoint (the local peer, from
+// test/engines/serviceBus.test.ts), and prints what it observed as one JSON object. The test
+// asserts on it; this program judges nothing, so a check that never ran shows as missing.
+//
+// Usage: dotnet run -- <connection string> <topic> <subscription> <subject> <max delivery count>
+using System.Text.Json;
+using Azure.Messaging.ServiceBus;
+
+var (connection, topic, subscription, subject) = (args[0], args[1], args[2], args[3]);
+var maxDeliveryCount = int.Parse(args[4]);
+var wait = TimeSpan.FromSeconds(30);
+var run = Guid.NewGuid().ToString("N")[..8];
+var results = new Dictionary<string, object?>();
+
+await using var client = new ServiceBusClient(connection);
+await using var sender = client.CreateSender(topic);
+await using var receiver = client.CreateReceiver(topic, subscription);
+
+ServiceBusMessage Message(string check) =>
+    new(BinaryData.FromString($"{{\"check\":\"{check}\"}}"))
+    {
+        MessageId = $"{run}-{check}",
+        Subject = subject,
+        ContentType = "application/json",
+    };
+
+async Task<ServiceBusReceivedMessage> Next(ServiceBusReceiver from) =>
+    await from.ReceiveMessageAsync(wait) ?? throw new TimeoutException($"No message within {wait}.");
+
+// Each check records what it saw, or the error that stopped it; one failing leaves the others running.
+async Task Check(string name, Func<Task<object>> check)
+{
+    try
+    {
+        results[name] = await check();
+    }
+    catch (Exception error)
+    {
+        results[name] = new { Error = $"{error.GetType().Name}: {error.Message.Split('\n')[0]}" };
+    }
+}
+
+object Seen(ServiceBusReceivedMessage m) => new
+{
+    m.MessageId,
+    m.Subject,
+    m.ContentType,
+    m.CorrelationId,
+    Body = m.Body.ToString(),
+    m.DeliveryCount,
+    m.DeadLetterReason,
+    m.DeadLetterErrorDescription,
+    Properties = m.ApplicationProperties.ToDictionary(
+        p => p.Key,
+        p => new
+        {
+            Type = p.Value?.GetType().Name,
+            Value = p.Value is DateTimeOffset or DateTime ? $"{p.Value:o}" : Convert.ToString(p.Value, System.Globalization.CultureInfo.InvariantCulture),
+        }),
+};
+
+// Sent and received intact, with application properties of one type each: `roundtrip` those AMQP
+// has types for, `roundtripDescribed` those the client writes as Service Bus's described types.
+async Task<object> RoundTrip(string check, Dictionary<string, object> properties)
+{
+    var message = Message(check);
+    message.CorrelationId = "correlation-1";
+    foreach (var (key, value) in properties) message.ApplicationProperties[key] = value;
+    await sender.SendMessageAsync(message);
+    var received = await Next(receiver);
+    await receiver.CompleteMessageAsync(received);
+    return Seen(received);
+}
+await Check("roundtrip", () => RoundTrip("roundtrip", new()
+{
+    ["text"] = "héllo",
+    ["int"] = 42,
+    ["long"] = 1L << 40,
+    ["double"] = 2.5,
+    ["bool"] = true,
+    ["when"] = new DateTime(2026, 12, 2, 15, 0, 0, DateTimeKind.Utc),
+}));
+await Check("roundtripDescribed", () => RoundTrip("roundtripDescribed", new()
+{
+    ["offset"] = new DateTimeOffset(2026, 12, 2, 15, 0, 0, TimeSpan.Zero),
+    ["span"] = TimeSpan.FromMinutes(90),
+    ["guid"] = Guid.Parse("8f2c1c1e-6a8b-4d8e-9a55-2f4b3c1d0e7a"),
+    ["uri"] = new Uri("https://example.com/a"),
+    ["bytes"] = new byte[] { 1, 2, 3 },
+}));
+
+// Peeked: seen without a lock or a delivery counted; then received, renewed, abandoned with a
+// property to modify, and received again.
+await Check("abandon", async () =>
+{
+    await sender.SendMessageAsync(Message("abandon"));
+    var peeked = await receiver.PeekMessageAsync();
+    var first = await Next(receiver);
+    var lockedUntil = first.LockedUntil;
+    await Task.Delay(1000);
+    await receiver.RenewMessageLockAsync(first);
+    var renewedUntil = first.LockedUntil;
+    await receiver.AbandonMessageAsync(first, new Dictionary<string, object> { ["abandonedBy"] = "engine" });
+    var second = await Next(receiver);
+    await receiver.CompleteMessageAsync(second);
+    return new
+    {
+        Peeked = peeked is null ? null : new { peeked.MessageId, peeked.DeliveryCount },
+        First = Seen(first),
+        RenewMovedLockMs = (renewedUntil - lockedUntil).TotalMilliseconds,
+        Second = Seen(second),
+    };
+});
+
+// Dead-lettered with a reason and a description, and read from the dead-letter queue.
+await Check("deadletter", async () =>
+{
+    await sender.SendMessageAsync(Message("deadletter"));
+    var received = await Next(receiver);
+    await receiver.DeadLetterMessageAsync(received, "engine-reason", "engine description");
+    await using var deadLetters = client.CreateReceiver(topic, subscription, new ServiceBusReceiverOptions { SubQueue = SubQueue.DeadLetter });
+    var dead = await Next(deadLetters);
+    await deadLetters.CompleteMessageAsync(dead);
+    return Seen(dead);
+});
+
+// The processor as the Functions extension runs it: it settles itself (AutoCompleteMessages false),
+// completing after a function succeeds and abandoning after one throws (MessageProcessor,
+// Microsoft.Azure.WebJobs.Extensions.ServiceBus), with host.json's maxConcurrentCalls 16,
+// prefetchCount 0 and maxAutoLockRenewalDuration 00:05:00.
+await Check("processor", async () =>
+{
+    var options = new ServiceBusProcessorOptions
+    {
+        AutoCompleteMessages = false,
+        MaxConcurrentCalls = 16,
+        PrefetchCount = 0,
+        MaxAutoLockRenewalDuration = TimeSpan.FromMinutes(5),
+    };
+    await using var processor = client.CreateProcessor(topic, subscription, options);
+    var deliveries = new List<object>();
+    var done = new TaskCompletionSource();
+    var failing = $"{run}-processor-fails";
+    processor.ProcessMessageAsync += async args =>
+    {
+        var m = args.Message;
+        lock (deliveries) deliveries.Add(new { m.MessageId, m.DeliveryCount });
+        if (m.MessageId == failing)
+        {
+            await args.AbandonMessageAsync(m);
+            if (m.DeliveryCount == maxDeliveryCount) done.TrySetResult();
+        }
+        else
+        {
+            await args.CompleteMessageAsync(m);
+        }
+    };
+    processor.ProcessErrorAsync += args =>
+    {
+        lock (deliveries) deliveries.Add(new { Error = args.Exception.Message });
+        return Task.CompletedTask;
+    };
+    await sender.SendMessageAsync(Message("processor-succeeds"));
+    await sender.SendMessageAsync(Message("processor-fails"));
+    await processor.StartProcessingAsync();
+    await done.Task.WaitAsync(TimeSpan.FromSeconds(60));
+    await processor.StopProcessingAsync();
+    await using var deadLetters = client.CreateReceiver(topic, subscription, new ServiceBusReceiverOptions { SubQueue = SubQueue.DeadLetter });
+    var dead = await Next(deadLetters);
+    await deadLetters.CompleteMessageAsync(dead);
+    return new { Deliveries = deliveries, DeadLettered = Seen(dead) };
+});
+
+Console.WriteLine(JsonSerializer.Serialize(new { run, results }));

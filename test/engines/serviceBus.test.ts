@@ -1,0 +1,168 @@
+import { execFile, spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+import { PROJECT_ROOT } from '../../local/project';
+import { type LocalServiceBus, start } from '../../local/servicebus/amqp';
+
+/**
+ * The local Service Bus peer against the engine the Functions host runs: Azure.Messaging.ServiceBus
+ * 7.21.0 (the .NET client of the Service Bus extension), with its default options, driven by the
+ * test-only program in test/engines/ServiceBus. The program prints what the client observed; the
+ * assertions are here. Without `dotnet` on the machine the suite is skipped, saying so once.
+ */
+const run = promisify(execFile);
+const PROJECT = join(PROJECT_ROOT, 'test', 'engines', 'ServiceBus');
+const OUTPUT = join(PROJECT_ROOT, '.cache', 'engines', 'ServiceBus');
+const MAX_DELIVERY_COUNT = 4;
+const topology = {
+  topics: [
+    { name: 'engine-events', subscriptions: [{ name: 'engine.checks', subjects: ['EngineChecked'] }] },
+  ],
+};
+
+const dotnet = spawnSync('dotnet', ['--version'], { encoding: 'utf8' }).status === 0;
+if (!dotnet) {
+  // CI (.ci/run) sets REQUIRE_ENGINES: there a missing dotnet fails the run instead.
+  if (process.env.REQUIRE_ENGINES === '1')
+    throw new Error('REQUIRE_ENGINES is set and dotnet is not on PATH.');
+  console.warn(
+    'Skipped test/engines/serviceBus.test.ts: no dotnet on PATH (install the .NET SDK 10 to check the local peer against the .NET Service Bus client).',
+  );
+}
+
+interface Seen {
+  MessageId: string;
+  Subject: string;
+  ContentType: string;
+  CorrelationId: string | null;
+  Body: string;
+  DeliveryCount: number;
+  DeadLetterReason: string | null;
+  DeadLetterErrorDescription: string | null;
+  Properties: Record<string, { Type: string; Value: string }>;
+}
+type Results = Record<string, { Error?: string } & Record<string, unknown>>;
+
+let peer: LocalServiceBus;
+let observed: { run: string; results: Results };
+
+(dotnet ? describe : describe.skip)(
+  'Azure.Messaging.ServiceBus (the extension’s client) against the local peer',
+  () => {
+    beforeAll(async () => {
+      // A first build restores the package from NuGet; later ones take seconds.
+      await run('dotnet', ['build', PROJECT, '-o', OUTPUT, '--nologo', '-v', 'quiet'], { timeout: 300_000 });
+      peer = await start({ topology, maxDeliveryCount: MAX_DELIVERY_COUNT });
+      const { stdout } = await run(
+        'dotnet',
+        [
+          join(OUTPUT, 'ServiceBusEngine.dll'),
+          peer.connectionString,
+          ...['engine-events', 'engine.checks', 'EngineChecked', String(MAX_DELIVERY_COUNT)],
+        ],
+        { timeout: 240_000 },
+      );
+      observed = JSON.parse(stdout) as typeof observed;
+    }, 600_000);
+
+    afterAll(async () => {
+      await peer?.stop();
+    });
+
+    const result = <T>(check: string): T => {
+      const seen = observed.results[check];
+      expect({ check, error: seen?.Error }).toEqual({ check, error: undefined });
+      return seen as T;
+    };
+
+    it('connects with SASL MSSBCBS and a token on $cbs, sends and receives a message intact', () => {
+      const seen = result<Seen>('roundtrip');
+
+      expect(seen).toMatchObject({
+        MessageId: `${observed.run}-roundtrip`,
+        Subject: 'EngineChecked',
+        ContentType: 'application/json',
+        CorrelationId: 'correlation-1',
+        Body: '{"check":"roundtrip"}',
+        DeliveryCount: 1,
+      });
+      expect(seen.Properties).toMatchObject({
+        text: { Type: 'String', Value: 'héllo' },
+        double: { Type: 'Double', Value: '2.5' },
+        bool: { Type: 'Boolean', Value: 'True' },
+        when: { Type: 'DateTime', Value: '2026-12-02T15:00:00.0000000Z' },
+      });
+    });
+
+    // Known gaps, kept visible: these fail today, so jest counts them as passing; once the peer keeps
+    // the types, they pass, jest fails them, and `.failing` comes off.
+    it.failing(
+      'keeps an integer property Int32 and a long Int64 (the peer sends them as UInt32, UInt64)',
+      () => {
+        expect(result<Seen>('roundtrip').Properties).toMatchObject({
+          int: { Type: 'Int32', Value: '42' },
+          long: { Type: 'Int64', Value: '1099511627776' },
+        });
+      },
+    );
+
+    it.failing(
+      'carries the described types the client writes (DateTimeOffset, TimeSpan, Guid, Uri, bytes)',
+      () => {
+        expect(result<Seen>('roundtripDescribed').Properties).toMatchObject({
+          offset: { Type: 'DateTimeOffset' },
+          span: { Type: 'TimeSpan' },
+          guid: { Type: 'Guid' },
+          uri: { Type: 'Uri' },
+          bytes: { Type: 'Byte[]' },
+        });
+      },
+    );
+
+    it('peeks without a delivery, renews a lock, and redelivers an abandoned message with its modified properties', () => {
+      const seen = result<{
+        Peeked: { MessageId: string; DeliveryCount: number };
+        First: Seen;
+        RenewMovedLockMs: number;
+        Second: Seen;
+      }>('abandon');
+
+      expect(seen.Peeked).toEqual({ MessageId: `${observed.run}-abandon`, DeliveryCount: 0 });
+      expect(seen.First.DeliveryCount).toBe(1);
+      expect(seen.RenewMovedLockMs).toBeGreaterThan(0);
+      expect(seen.Second).toMatchObject({ MessageId: `${observed.run}-abandon`, DeliveryCount: 2 });
+      expect(seen.Second.Properties.abandonedBy).toEqual({ Type: 'String', Value: 'engine' });
+    });
+
+    it('dead-letters with a reason and a description, read back from the dead-letter queue', () => {
+      expect(result<Seen>('deadletter')).toMatchObject({
+        MessageId: `${observed.run}-deadletter`,
+        DeadLetterReason: 'engine-reason',
+        DeadLetterErrorDescription: 'engine description',
+      });
+    });
+
+    it("runs the extension's processor: completes after success, abandons after a throw until max deliveries, then dead-letters", () => {
+      const seen = result<{
+        Deliveries: { MessageId?: string; DeliveryCount?: number; Error?: string }[];
+        DeadLettered: Seen;
+      }>('processor');
+      const failing = `${observed.run}-processor-fails`;
+
+      expect(seen.Deliveries.filter((d) => d.Error !== undefined)).toEqual([]);
+      expect(seen.Deliveries.filter((d) => d.MessageId === `${observed.run}-processor-succeeds`)).toEqual([
+        { MessageId: `${observed.run}-processor-succeeds`, DeliveryCount: 1 },
+      ]);
+      expect(seen.Deliveries.filter((d) => d.MessageId === failing).map((d) => d.DeliveryCount)).toEqual(
+        Array.from({ length: MAX_DELIVERY_COUNT }, (_, i) => i + 1),
+      );
+      expect(seen.DeadLettered).toMatchObject({
+        MessageId: failing,
+        DeadLetterReason: 'MaxDeliveryCountExceeded',
+      });
+      // Nothing is left behind: the successful message was completed, not redelivered.
+      expect(peer.broker.subscription('engine-events', 'engine.checks').entity.activeCount).toBe(0);
+    });
+  },
+);
