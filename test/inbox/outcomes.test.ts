@@ -888,3 +888,100 @@ describe('what a delivery reports and keeps', () => {
     expect(location).toEqual({ id: marker?.id, partitionKey, payloadHash: marker?.payloadHash });
   });
 });
+
+describe('what an operator reads: the reason each message gives, word for word', () => {
+  const messageOf = async (work: Promise<ProcessResult>): Promise<string> => {
+    const error = await work.then(
+      () => new Error('the delivery ended without an error'),
+      (caught: unknown) => caught as Error,
+    );
+    return error.message;
+  };
+  const run = (consumer = adding, body: unknown = { accountId: nextAccount(), amount: 1 }, overrides = {}) =>
+    messageOf(processDelivery(consumer, delivery(body, overrides), dependencies(stack.container)));
+
+  it('names every top-level property that shadows the broker metadata', async () => {
+    expect(
+      await run(adding, { accountId: 'a', amount: 1 }, { shadowedByBody: ['messageId', 'correlationId'] }),
+    ).toBe(
+      "The body has a top-level messageId and correlationId property, which the Functions host puts in place of the broker's " +
+        '(names compared ignoring case), so the message cannot be deduplicated. Rename it.',
+    );
+  });
+
+  it('says a message without a MessageId cannot be deduplicated', async () => {
+    expect(await run(adding, { accountId: 'a', amount: 1 }, { messageId: undefined })).toBe(
+      'The message has no MessageId, so its effect cannot be deduplicated.',
+    );
+  });
+
+  it('gives the depth a body may nest to', async () => {
+    let body: unknown = 1;
+    for (let level = 0; level < 65; level++) body = [body];
+
+    expect(await run(adding, body)).toBe('The body nests arrays or objects more than 64 levels deep.');
+  });
+
+  it("names each schema issue's path, the body itself as (body), separated by '; '", async () => {
+    const Nested = z.object({ a: z.object({ b: z.string() }), c: z.number() });
+    const nested = testConsumer(() => undefined, { schema: Nested as never });
+
+    expect(await run(nested, { a: { b: 1 }, c: 'x' })).toMatch(
+      /^The body does not match the test\.consumer message schema: a\.b: [^;]+; c: [^;]+\.$/,
+    );
+    expect(await run(nested, 5)).toMatch(
+      /^The body does not match the test\.consumer message schema: \(body\): [^;]+\.$/,
+    );
+  });
+
+  it.each([
+    [null, 'null'],
+    [7, '7'],
+    [['k'], 'an array'],
+    [{ k: 1 }, 'an object'],
+    ['', '""'],
+  ])('echoes a partition key of %p as %s, never its contents', async (key, shown) => {
+    const keyed = testConsumer(() => undefined, { partitionKey: () => key as never });
+
+    expect(await run(keyed)).toBe(
+      `The message yields no usable partition key (got ${shown}); it must be a non-empty string of at most 2 KB.`,
+    );
+  });
+
+  it('names the status Cosmos DB refused the inbox marker with', async () => {
+    stack.server.faults.inject({ kind: 'status', status: 404, on: 'batch', operation: 0, times: 1 });
+
+    expect(await run()).toBe('Cosmos DB refused the inbox marker with 404.');
+  });
+
+  it('names the write, its id and the status of a failure no retry can mend here', async () => {
+    const upserting = testConsumer((_message, tx) => tx.upsert({ id: 'doc-1' }));
+    stack.server.faults.inject({ kind: 'status', status: 449, on: 'batch', operation: 1, times: 1 });
+
+    expect(await run(upserting)).toBe("Cosmos DB failed the upsert of 'doc-1' with 449.");
+  });
+
+  it('names the projected document that has no numeric version', async () => {
+    const projecting = {
+      kind: 'versioned' as const,
+      name: 'test.projector',
+      schema: TestMessage,
+      project: (message: TestMessage) => ({
+        id: `p-${message.accountId}`,
+        partitionKey: `account:${message.accountId}`,
+        version: Number.NaN,
+        state: {},
+      }),
+    };
+
+    expect(
+      await messageOf(
+        processDelivery(
+          projecting as never,
+          delivery({ accountId: 'v1', amount: 1 }),
+          dependencies(stack.container),
+        ),
+      ),
+    ).toBe("The projected document 'p-v1' has no numeric version.");
+  });
+});
