@@ -856,7 +856,8 @@ describe('what a delivery reports and keeps', () => {
 
     expect(error).toBeInstanceOf(TransientStoreError);
     expect((error as TransientStoreError).statusCode).toBeUndefined();
-    expect(error.message).toMatch(/^Cosmos DB failed the request \(/);
+    // No status: the error's code instead (an uppercase system code, never the words 'no status').
+    expect(error.message).toMatch(/^Cosmos DB failed the request \([A-Z_]+\): /);
     expect(redelivery.outcome).toBe('duplicate');
     expect(await total()).toBe(5);
   });
@@ -956,9 +957,34 @@ describe('what an operator reads: the reason each message gives, word for word',
 
   it('names the write, its id and the status of a failure no retry can mend here', async () => {
     const upserting = testConsumer((_message, tx) => tx.upsert({ id: 'doc-1' }));
-    stack.server.faults.inject({ kind: 'status', status: 449, on: 'batch', operation: 1, times: 1 });
+    stack.server.faults.inject({ kind: 'status', status: 500, on: 'batch', operation: 1, times: 1 });
 
-    expect(await run(upserting)).toBe("Cosmos DB failed the upsert of 'doc-1' with 449.");
+    expect(await run(upserting)).toBe("Cosmos DB failed the upsert of 'doc-1' with 500.");
+  });
+
+  it('names a rejected write that has no name by its kind and id alone', async () => {
+    const upserting = testConsumer((_message, tx) => tx.upsert({ id: 'doc-2' }));
+    stack.server.faults.inject({ kind: 'status', status: 400, on: 'batch', operation: 1, times: 1 });
+
+    expect(await run(upserting)).toBe(
+      "Cosmos DB rejected the upsert of 'doc-2' with 400; retrying cannot change that.",
+    );
+  });
+
+  it('keeps what Cosmos DB said as the cause when it rejects the whole request', async () => {
+    stack.server.faults.inject({ kind: 'status', status: 400, on: 'batch', times: 1 });
+
+    const error = await poisonOf(
+      processDelivery(
+        adding,
+        delivery({ accountId: nextAccount(), amount: 1 }),
+        dependencies(stack.container),
+      ),
+    );
+
+    expect(error.reason).toBe('rejected-by-store');
+    expect(error.message).toMatch(/^Cosmos DB rejected the request with 400: /);
+    expect(error.cause).toBeInstanceOf(Error);
   });
 
   it('names the projected document that has no numeric version', async () => {
