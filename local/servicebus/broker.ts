@@ -18,6 +18,13 @@ export interface OutgoingMessage {
   correlationId?: string;
   contentType?: string;
   applicationProperties?: ApplicationProperties;
+  /**
+   * The application properties as they came over the wire, typed (the AMQP peer's, opaque here):
+   * sent back as they came, so that a .NET Int32 stays an Int32 and the .NET client's described
+   * types (DateTimeOffset, TimeSpan, Guid, Uri) pass through. A property abandon modifies is sent as
+   * `applicationProperties` has it.
+   */
+  wireProperties?: Readonly<Record<string, unknown>>;
   /** Per-message TTL in ms; default: the subscription's. */
   timeToLiveMs?: number;
 }

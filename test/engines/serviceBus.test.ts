@@ -95,30 +95,19 @@ let observed: { run: string; results: Results };
       });
     });
 
-    // Known gaps, kept visible: these fail today, so jest counts them as passing; once the peer keeps
-    // the types, they pass, jest fails them, and `.failing` comes off.
-    it.failing(
-      'keeps an integer property Int32 and a long Int64 (the peer sends them as UInt32, UInt64)',
-      () => {
-        expect(result<Seen>('roundtrip').Properties).toMatchObject({
-          int: { Type: 'Int32', Value: '42' },
-          long: { Type: 'Int64', Value: '1099511627776' },
-        });
-      },
-    );
-
-    it.failing(
-      'carries the described types the client writes (DateTimeOffset, TimeSpan, Guid, Uri, bytes)',
-      () => {
-        expect(result<Seen>('roundtripDescribed').Properties).toMatchObject({
-          offset: { Type: 'DateTimeOffset' },
-          span: { Type: 'TimeSpan' },
-          guid: { Type: 'Guid' },
-          uri: { Type: 'Uri' },
-          bytes: { Type: 'Byte[]' },
-        });
-      },
-    );
+    it('keeps each property its type: an int Int32, a long Int64, and the described types the client writes', () => {
+      expect(result<Seen>('roundtrip').Properties).toMatchObject({
+        int: { Type: 'Int32', Value: '42' },
+        long: { Type: 'Int64', Value: '1099511627776' },
+      });
+      expect(result<Seen>('roundtripDescribed').Properties).toEqual({
+        offset: { Type: 'DateTimeOffset', Value: '2026-12-02T15:00:00.0000000+00:00' },
+        span: { Type: 'TimeSpan', Value: '01:30:00' },
+        guid: { Type: 'Guid', Value: '8f2c1c1e-6a8b-4d8e-9a55-2f4b3c1d0e7a' },
+        uri: { Type: 'Uri', Value: 'https://example.com/a' },
+        bytes: { Type: 'Byte[]', Value: 'System.Byte[]' },
+      });
+    });
 
     it('peeks without a delivery, renews a lock, and redelivers an abandoned message with its modified properties', () => {
       const seen = result<{

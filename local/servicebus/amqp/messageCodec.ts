@@ -41,11 +41,42 @@ export function decodeTransfer(payload: Buffer, format: number): OutgoingMessage
   const parts = section.multiple ? (section.content as unknown[]) : [section.content];
   return parts.map((part) => {
     if (!Buffer.isBuffer(part)) throw new PeerError(CONDITIONS.decodeError, 'A batch entry is not binary.');
-    return toOutgoingMessage(decode(part));
+    return toOutgoingMessage(decode(part), typedApplicationProperties(part));
   });
 }
 
-export function toOutgoingMessage(fields: Fields): OutgoingMessage {
+const ENCODED = Symbol('the encoded message');
+
+/**
+ * rhea decodes a message of format 0 before the link sees it and keeps its bytes nowhere, and its
+ * decoding keeps a number's value, not its AMQP type (an int and a uint are both a number). So that
+ * the peer can send application properties back as they came, rhea's decode is wrapped, once per
+ * process, to keep the bytes on the decoded message under a symbol (not enumerable: invisible to
+ * anything else in the process that uses rhea, such as @azure/service-bus).
+ */
+export function keepEncodedMessages(): void {
+  const module = amqpMessage as unknown as { decode(buffer: Buffer): object; [ENCODED]?: true };
+  if (module[ENCODED]) return;
+  const decode = module.decode.bind(module);
+  module.decode = (buffer: Buffer): object => {
+    const decoded = decode(buffer);
+    Object.defineProperty(decoded, ENCODED, { value: buffer });
+    return decoded;
+  };
+  module[ENCODED] = true;
+}
+
+/** A message of format 0 as the peer received it: decoded, its typed properties read from its bytes. */
+export function toReceivedMessage(decoded: Fields): OutgoingMessage {
+  const encoded = (decoded as { [ENCODED]?: Buffer })[ENCODED];
+  return toOutgoingMessage(decoded, encoded === undefined ? undefined : typedApplicationProperties(encoded));
+}
+
+/**
+ * `fields` decoded by rhea (which keeps a number's value, not its AMQP type); `wire`, when the
+ * encoded message was at hand, its application properties typed, to send back as they came.
+ */
+export function toOutgoingMessage(fields: Fields, wire?: Record<string, unknown>): OutgoingMessage {
   const annotations = (fields.message_annotations ?? {}) as Fields;
   if (annotations[ANNOTATIONS.scheduledEnqueueTime] !== undefined)
     throw new PeerError(
@@ -61,7 +92,13 @@ export function toOutgoingMessage(fields: Fields): OutgoingMessage {
     ...(typeof fields.content_type === 'string' ? { contentType: fields.content_type } : {}),
     ...(fields.application_properties === undefined
       ? {}
-      : { applicationProperties: decodeApplicationProperties(fields.application_properties) }),
+      : {
+          applicationProperties: decodeApplicationProperties(
+            fields.application_properties,
+            wire !== undefined,
+          ),
+        }),
+    ...(wire === undefined ? {} : { wireProperties: wire }),
     ...(typeof fields.ttl === 'number' && fields.ttl > 0 ? { timeToLiveMs: fields.ttl } : {}),
     body: bodyOf(fields.body),
   };
@@ -76,8 +113,8 @@ export interface DeliveryState {
 export function encodeMessage(message: BrokerMessage, state: DeliveryState = {}): Buffer {
   const locked = state.lockedUntil !== undefined;
   const deadLetter = message.deadLetter;
-  const properties: ApplicationProperties = {
-    ...message.applicationProperties,
+  const properties: Record<string, unknown> = {
+    ...wireOrModel(message),
     ...(deadLetter?.reason ? { [DEAD_LETTER_PROPERTIES.reason]: deadLetter.reason } : {}),
     ...(deadLetter?.description ? { [DEAD_LETTER_PROPERTIES.description]: deadLetter.description } : {}),
   };
@@ -143,18 +180,80 @@ function identifier(value: unknown, field: string): string | undefined {
   throw new PeerError(CONDITIONS.invalidField, `The ${field} has a type the local peer does not model.`);
 }
 
-/** Application properties, or the properties an abandon modifies, as the model keeps them. */
-export function decodeApplicationProperties(value: unknown): ApplicationProperties {
+/**
+ * The application properties of an encoded message as rhea's typed values (`Typed`: an int stays
+ * an int, a described value keeps its descriptor), undefined when it has none.
+ */
+function typedApplicationProperties(payload: Buffer): Record<string, unknown> | undefined {
+  // rhea's types module has the Reader its decoder uses; its typings leave it out.
+  const Reader = (
+    types as unknown as { Reader: new (buffer: Buffer) => { remaining(): number; read(): TypedValue } }
+  ).Reader;
+  const reader = new Reader(payload);
+  try {
+    while (reader.remaining()) {
+      const section = reader.read();
+      const descriptor = section.descriptor?.value;
+      if (descriptor !== 0x74 && descriptor !== 'amqp:application-properties:map') continue;
+      const entries = section.value as TypedValue[];
+      const result: Record<string, unknown> = {};
+      for (let i = 0; i + 1 < entries.length; i += 2) result[String(entries[i]!.value)] = entries[i + 1];
+      return result;
+    }
+  } catch {
+    // decode() has read this message already; a part it could read is a part this can.
+  }
+  return undefined;
+}
+
+interface TypedValue {
+  value: unknown;
+  descriptor?: { value: unknown };
+}
+
+/**
+ * What goes back on the wire for each property: the value as it came (typed) while the model's
+ * value is still the one it decodes to; the model's when abandon changed it or nothing came typed.
+ */
+function wireOrModel(message: BrokerMessage): Record<string, unknown> {
+  const model = message.applicationProperties ?? {};
+  const wire = message.wireProperties ?? {};
+  const result: Record<string, unknown> = {};
+  for (const [key, typed] of Object.entries(wire)) {
+    // A value the model left out (a described type, a uuid, bytes) or still holds as it came.
+    if (!(key in model) || sameValue(types.unwrap(typed, true), model[key])) result[key] = typed;
+  }
+  for (const [key, value] of Object.entries(model)) if (!(key in result)) result[key] = value;
+  return result;
+}
+
+/** The property types the model keeps: what JavaScript has (a Date is an AMQP timestamp). */
+function isModelled(property: unknown): property is string | number | boolean | Date {
+  return (
+    typeof property === 'string' ||
+    typeof property === 'number' ||
+    typeof property === 'boolean' ||
+    property instanceof Date
+  );
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+  return a instanceof Date && b instanceof Date ? a.getTime() === b.getTime() : a === b;
+}
+
+/**
+ * Application properties, or the properties an abandon modifies, as the model keeps them. With
+ * `typedWire` (the encoded message's typed properties are kept beside), a value of another type
+ * (the .NET client's DateTimeOffset, TimeSpan, Uri as described types, a Guid as a uuid, bytes) is
+ * left to those and out of the model; otherwise it is refused.
+ */
+export function decodeApplicationProperties(value: unknown, typedWire = false): ApplicationProperties {
   if (typeof value !== 'object' || value === null)
     throw new PeerError(CONDITIONS.decodeError, 'application-properties must be a map.');
   const result: ApplicationProperties = {};
   for (const [key, property] of Object.entries(value as Fields)) {
-    if (
-      typeof property !== 'string' &&
-      typeof property !== 'number' &&
-      typeof property !== 'boolean' &&
-      !(property instanceof Date)
-    ) {
+    if (typedWire && !isModelled(property)) continue;
+    if (!isModelled(property)) {
       throw new PeerError(
         CONDITIONS.notImplemented,
         `Application property '${key}' is not a string, number, boolean or timestamp; the local peer models only those.`,

@@ -2,7 +2,7 @@ import { type Delivery, type EventContext, message as amqpMessage, type Receiver
 
 import type { Topic } from '../broker';
 import { asPeerError, CONDITIONS, PeerError } from './errors';
-import { decodeTransfer, toOutgoingMessage } from './messageCodec';
+import { decodeTransfer, toReceivedMessage } from './messageCodec';
 
 /**
  * Service Bus Standard's limit on one transfer (a message, or a batch); the peer announces it as the
@@ -32,7 +32,7 @@ export function servePublishLink(receiver: Receiver, topic: Topic): void {
           `The message is ${size} bytes; the limit is ${MAX_MESSAGE_SIZE_BYTES} (Service Bus Standard).`,
         );
       const messages = single
-        ? [toOutgoingMessage(context.message as unknown as Record<string, unknown>)]
+        ? [toReceivedMessage(context.message as unknown as Record<string, unknown>)]
         : decodeTransfer(context.message as unknown as Buffer, format);
       for (const message of messages) topic.send(message);
       delivery.accept();

@@ -8,6 +8,7 @@ import { type Clock, scaledClock } from '../clock';
 import { findEntity, findTopic, type NodeAddress, parseAddress } from './addresses';
 import { asPeerError, CONDITIONS, PeerError } from './errors';
 import { handleManagementRequest } from './management';
+import { keepEncodedMessages } from './messageCodec';
 import { MAX_MESSAGE_SIZE_BYTES, servePublishLink } from './publishLink';
 import { serveReceiveLink } from './receiveLink';
 import { serveRequestLink, STATUS_KEYS } from './requestResponse';
@@ -40,9 +41,10 @@ import { serveRequestLink, STATUS_KEYS } from './requestResponse';
  * Does not implement: TLS, WebSockets, authentication (any SAS or JWT is accepted), queues, sessions,
  * receiveAndDelete, deferral, scheduled messages, rules (filters come from src/topology.json),
  * transactions, auto-forwarding, message properties the model does not keep (to, reply-to,
- * session-id, partition-key, other annotations), bodies other than one data section, and the types of
- * application properties beyond what JavaScript has (an Int32 comes back UInt32, a long UInt64, and
- * the .NET client's described types, DateTimeOffset, TimeSpan, Guid and Uri, are refused).
+ * session-id, partition-key, other annotations), and bodies other than one data section.
+ * Application properties go back as they came (typed: an Int32 stays an Int32, and the .NET
+ * client's DateTimeOffset, TimeSpan, Guid, Uri and bytes pass through); the model itself keeps
+ * only those of JavaScript's types (string, number, boolean, Date).
  */
 export interface LocalServiceBusOptions {
   /** TCP port; default 0, a free one (the CLI defaults to 5672, the emulator's). */
@@ -95,6 +97,7 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
     ...(options.observer === undefined ? {} : { observer: options.observer }),
   };
   const broker = new Broker(brokerOptions);
+  keepEncodedMessages();
   const container = create_container({ id: 'local-servicebus' });
   offerSaslMechanisms(container.sasl_server_mechanisms as SaslMechanisms);
   // Whatever a connection does wrong ends that connection, never the process.
