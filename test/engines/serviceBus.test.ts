@@ -2,6 +2,8 @@ import { execFile, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
+import { ServiceBusClient, type ServiceBusReceivedMessage } from '@azure/service-bus';
+
 import { PROJECT_ROOT } from '../../local/project';
 import { type LocalServiceBus, start } from '../../local/servicebus/amqp';
 
@@ -46,6 +48,7 @@ type Results = Record<string, { Error?: string } & Record<string, unknown>>;
 
 let peer: LocalServiceBus;
 let observed: { run: string; results: Results };
+let forJavaScript: ServiceBusReceivedMessage[] = [];
 
 (dotnet ? describe : describe.skip)(
   'Azure.Messaging.ServiceBus (the extension’s client) against the local peer',
@@ -54,6 +57,22 @@ let observed: { run: string; results: Results };
       // A first build restores the package from NuGet; later ones take seconds.
       await run('dotnet', ['build', PROJECT, '-o', OUTPUT, '--nologo', '-v', 'quiet'], { timeout: 300_000 });
       peer = await start({ topology, maxDeliveryCount: MAX_DELIVERY_COUNT });
+      // Interop one way: what the JavaScript client sends, the program receives first.
+      const client = new ServiceBusClient(peer.connectionString);
+      await client.createSender('engine-events').sendMessages({
+        messageId: 'from-javascript',
+        subject: 'EngineChecked',
+        contentType: 'application/json',
+        correlationId: 'correlation-js',
+        body: { from: 'javascript' },
+        applicationProperties: {
+          text: 'from JavaScript',
+          whole: 42,
+          fraction: 2.5,
+          flag: true,
+          when: new Date(Date.UTC(2026, 11, 2)),
+        },
+      });
       const { stdout } = await run(
         'dotnet',
         [
@@ -64,6 +83,11 @@ let observed: { run: string; results: Results };
         { timeout: 240_000 },
       );
       observed = JSON.parse(stdout) as typeof observed;
+      // And the other: what the program left, the JavaScript client receives.
+      const receiver = client.createReceiver('engine-events', 'engine.checks');
+      forJavaScript = await receiver.receiveMessages(1, { maxWaitTimeInMs: 30_000 });
+      for (const message of forJavaScript) await receiver.completeMessage(message);
+      await client.close();
     }, 600_000);
 
     afterAll(async () => {
@@ -106,6 +130,40 @@ let observed: { run: string; results: Results };
         guid: { Type: 'Guid', Value: '8f2c1c1e-6a8b-4d8e-9a55-2f4b3c1d0e7a' },
         uri: { Type: 'Uri', Value: 'https://example.com/a' },
         bytes: { Type: 'Byte[]', Value: 'System.Byte[]' },
+      });
+    });
+
+    it('carries a message from @azure/service-bus to the .NET client, and one back, intact', () => {
+      expect(result<Seen>('fromJavaScript')).toMatchObject({
+        MessageId: 'from-javascript',
+        Subject: 'EngineChecked',
+        ContentType: 'application/json',
+        CorrelationId: 'correlation-js',
+        Body: '{"from":"javascript"}',
+        Properties: {
+          text: { Type: 'String', Value: 'from JavaScript' },
+          fraction: { Type: 'Double', Value: '2.5' },
+          flag: { Type: 'Boolean', Value: 'True' },
+          when: { Type: 'DateTime', Value: '2026-12-02T00:00:00.0000000Z' },
+        },
+      });
+      // JavaScript has one number type: rhea sends a positive whole number as an AMQP uint, and the
+      // peer passes it on as it came.
+      expect(result<Seen>('fromJavaScript').Properties.whole).toEqual({ Type: 'UInt32', Value: '42' });
+
+      expect(forJavaScript.map((m) => [m.messageId, m.subject, m.correlationId, m.contentType])).toEqual([
+        [`${observed.run}-forJavaScript`, 'EngineChecked', 'correlation-2', 'application/json'],
+      ]);
+      // The SDK hands a data section of JSON over parsed.
+      expect(forJavaScript[0]!.body).toEqual({ check: 'forJavaScript' });
+      expect(forJavaScript[0]!.applicationProperties).toEqual({
+        text: 'from .NET',
+        int: 7,
+        long: 2 ** 40,
+        double: 0.5,
+        bool: false,
+        // A timestamp: @azure/service-bus hands it over as milliseconds (unless skipConvertingDate).
+        when: Date.UTC(2026, 11, 2, 16),
       });
     });
 

@@ -60,6 +60,15 @@ object Seen(ServiceBusReceivedMessage m) => new
         }),
 };
 
+// A message @azure/service-bus sent before this program started (the test sends it): received
+// intact, with its properties as the JavaScript client typed them.
+await Check("fromJavaScript", async () =>
+{
+    var received = await Next(receiver);
+    await receiver.CompleteMessageAsync(received);
+    return Seen(received);
+});
+
 // Sent and received intact, with application properties of one type each: `roundtrip` those AMQP
 // has types for, `roundtripDescribed` those the client writes as Service Bus's described types.
 async Task<object> RoundTrip(string check, Dictionary<string, object> properties)
@@ -170,6 +179,21 @@ await Check("processor", async () =>
     var dead = await Next(deadLetters);
     await deadLetters.CompleteMessageAsync(dead);
     return new { Deliveries = deliveries, DeadLettered = Seen(dead) };
+});
+
+// Left for @azure/service-bus to receive once this program has ended (the test does).
+await Check("forJavaScript", async () =>
+{
+    var message = Message("forJavaScript");
+    message.CorrelationId = "correlation-2";
+    message.ApplicationProperties["text"] = "from .NET";
+    message.ApplicationProperties["int"] = 7;
+    message.ApplicationProperties["long"] = 1L << 40;
+    message.ApplicationProperties["double"] = 0.5;
+    message.ApplicationProperties["bool"] = false;
+    message.ApplicationProperties["when"] = new DateTime(2026, 12, 2, 16, 0, 0, DateTimeKind.Utc);
+    await sender.SendMessageAsync(message);
+    return new { message.MessageId };
 });
 
 Console.WriteLine(JsonSerializer.Serialize(new { run, results }));
