@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -24,14 +24,10 @@ export interface ProjectCopy {
 
 export function copyProject(): ProjectCopy {
   const root = mkdtempSync(path.join(tmpdir(), 'template-copy-'));
-  const listed = spawnSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '-z'], {
-    cwd: PROJECT_ROOT,
-    encoding: 'utf8',
-  });
-  if (listed.status !== 0) throw new Error(`git ls-files failed: ${listed.stderr}`);
+  const files = projectFiles();
   // node_modules and .cache are linked below (in a worktree they may be symlinks git does not ignore).
   const linked = new Set(['node_modules', '.cache']);
-  for (const file of listed.stdout.split('\0').filter((name) => name && !linked.has(name))) {
+  for (const file of files.filter((name) => !linked.has(name))) {
     const source = path.join(PROJECT_ROOT, file);
     // A file deleted in the working tree but not yet in the index is not part of the checkout.
     try {
@@ -65,6 +61,32 @@ export function copyProject(): ProjectCopy {
     read: (file) => readFileSync(path.join(root, file), 'utf8'),
     remove: () => rmSync(root, { recursive: true, force: true }),
   };
+}
+
+/**
+ * The project's files: those git knows (committed or not, ignored ones left out); in a copy that is
+ * no git work tree (a copy of a copy, as the remove:samples test makes), every file but
+ * node_modules, .cache and what builds write (dist, .NET's bin and obj).
+ */
+function projectFiles(): string[] {
+  const listed = spawnSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '-z'], {
+    cwd: PROJECT_ROOT,
+    encoding: 'utf8',
+  });
+  if (listed.status === 0) return listed.stdout.split('\0').filter(Boolean);
+  if (!/not a git repository/i.test(listed.stderr)) throw new Error(`git ls-files failed: ${listed.stderr}`);
+  const skipped = new Set(['node_modules', '.cache', '.git', 'dist', 'bin', 'obj']);
+  const files: string[] = [];
+  const walk = (folder: string): void => {
+    for (const entry of readdirSync(path.join(PROJECT_ROOT, folder), { withFileTypes: true })) {
+      if (skipped.has(entry.name)) continue;
+      const relative = folder === '' ? entry.name : path.join(folder, entry.name);
+      if (entry.isDirectory()) walk(relative);
+      else if (entry.isFile()) files.push(relative);
+    }
+  };
+  walk('');
+  return files;
 }
 
 /** A copy of the project for the calling test file, made before its tests and removed after them. */
