@@ -6,13 +6,14 @@
 // default; this test's output is no terminal) are added. It runs in a copy of the project: the
 // walkthrough adds a consumer, and npm start's watch mode must see it.
 
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 import { readMarkdown } from '../../test/support/markdown';
+import { StartedApp, userEnvironment } from '../../test/support/npmStart';
 import { useProjectCopy } from '../../test/support/projectCopy';
 
 const run = promisify(execFile);
@@ -21,15 +22,7 @@ const work = mkdtempSync(join(tmpdir(), 'walkthrough-'));
 const runFile = join(work, 'local-run.json');
 const copy = useProjectCopy();
 
-/** A user's shell: no Service Bus or Cosmos DB settings (the test setup's placeholders are removed). */
-const env: NodeJS.ProcessEnv = {
-  ...Object.fromEntries(
-    Object.entries(process.env).filter(
-      ([name]) => !/^(COSMOS_|SERVICEBUS_|INBOX_|PURGE_|HOST_|APPLICATIONINSIGHTS_)/.test(name),
-    ),
-  ),
-  LOCAL_RUN_FILE: runFile,
-};
+const env = userEnvironment(runFile);
 
 /** The walkthrough's two code blocks: the first terminal's command and the second's. */
 function walkthrough(): { start: string; commands: string[] } {
@@ -99,50 +92,24 @@ const SHOWS: Record<string, RegExp[]> = {
   ],
 };
 
-let app: ChildProcess | undefined;
-let output = '';
+let app: StartedApp | undefined;
 
-afterAll(() => {
-  // Only if the test failed before stopping it: the whole group, at once.
-  if (app?.exitCode === null && app.signalCode === null && app.pid !== undefined) {
-    process.kill(-app.pid, 'SIGKILL');
-  }
-});
+afterAll(() => app?.kill());
 
-/**
- * Waits until the first terminal shows `pattern` after `from`. Not a timing assert: the limit only
- * turns a line that never comes into a failure that shows what came instead.
- */
-async function shown(pattern: RegExp, from: number): Promise<number> {
-  const giveUp = Date.now() + 60_000;
-  for (;;) {
-    const match = pattern.exec(output.slice(from));
-    if (match) return from + match.index + match[0].length;
-    if (app?.exitCode !== null || Date.now() > giveUp) {
-      throw new Error(`npm start never showed ${String(pattern)}; it showed:\n${output.slice(from)}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+const shown = (pattern: RegExp, from: number): Promise<number> => app!.shown(pattern, from, 60_000);
 
 it('runs the README walkthrough against npm start', async () => {
   const { start, commands } = walkthrough();
   expect(start).toBe('npm start -- --duplicate-window PT20S');
 
-  app = spawn(
+  app = new StartedApp(
     'bash',
     ['-c', `exec ${start} --cosmos-port 0 --servicebus-port 0 --app '${join(work, 'app')}' --watch`],
-    {
-      cwd: copy().root,
-      env,
-      detached: true,
-    },
+    { cwd: copy().root, env },
   );
-  app.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  app.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   let at = await shown(/^Ready\. Press Ctrl\+C to stop\.$/m, 0);
-  expect(output).toContain('duplicate detection PT20S');
-  expect(output).toMatch(
+  expect(app.output).toContain('duplicate detection PT20S');
+  expect(app.output).toMatch(
     /outbox sweeper: resends what is pending after PT15S, every PT5S \(fitted to the PT20S window/,
   );
   expect(JSON.parse(readFileSync(runFile, 'utf8'))).toMatchObject({
@@ -183,13 +150,8 @@ it('runs the README walkthrough against npm start', async () => {
     'Warning: no subscription of shipping-events in the running npm start takes OrderCreated: Service Bus reported success and dropped the message(s)',
   );
 
-  // Ctrl+C in the first terminal reaches the whole process group.
-  // npm and tsx pass the signal on and end the way their child did, or by the signal itself.
-  const exited = new Promise<string>((resolve) =>
-    app?.once('exit', (code, signal) => resolve(signal ?? `exit code ${code}`)),
-  );
-  process.kill(-app.pid!, 'SIGINT');
-  expect(['exit code 0', 'SIGINT']).toContain(await exited);
-  expect(output).toMatch(/Stopping: no new deliveries.*\n(.*\n)*Stopped\.\n?$/);
+  // Ctrl+C in the first terminal.
+  expect(['exit code 0', 'SIGINT']).toContain(await app.interrupt());
+  expect(app.output).toMatch(/Stopping: no new deliveries.*\n(.*\n)*Stopped\.\n?$/);
   expect(existsSync(runFile)).toBe(false);
 }, 240_000);

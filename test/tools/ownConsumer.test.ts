@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 
 import { ServiceBusClient } from '@azure/service-bus';
 
+import { StartedApp, userEnvironment } from '../support/npmStart';
 import { useProjectCopy } from '../support/projectCopy';
 
 /**
@@ -21,36 +22,15 @@ import { useProjectCopy } from '../support/projectCopy';
 const run = promisify(execFile);
 const copy = useProjectCopy();
 const work = mkdtempSync(join(tmpdir(), 'watch-mode-'));
-const env: NodeJS.ProcessEnv = {
-  ...Object.fromEntries(
-    Object.entries(process.env).filter(
-      ([name]) => !/^(COSMOS_|SERVICEBUS_|INBOX_|PURGE_|HOST_|APPLICATIONINSIGHTS_)/.test(name),
-    ),
-  ),
-  LOCAL_RUN_FILE: join(work, 'local-run.json'),
-};
-let app: ChildProcess | undefined;
-let output = '';
+const env = userEnvironment(join(work, 'local-run.json'));
+let app: StartedApp | undefined;
 
 afterAll(() => {
-  if (app?.exitCode === null && app.signalCode === null && app.pid !== undefined) {
-    process.kill(-app.pid, 'SIGKILL');
-  }
+  app?.kill();
   rmSync(work, { recursive: true, force: true });
 });
 
-/** Waits until npm start shows `pattern` after `from` (the limit only turns silence into a failure). */
-async function shown(pattern: RegExp, from: number): Promise<number> {
-  const giveUp = Date.now() + 90_000;
-  for (;;) {
-    const match = pattern.exec(output.slice(from));
-    if (match) return from + match.index + match[0].length;
-    if (app?.exitCode !== null || Date.now() > giveUp) {
-      throw new Error(`npm start never showed ${String(pattern)}; it showed:\n${output.slice(from)}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+const shown = (pattern: RegExp, from: number): Promise<number> => app!.shown(pattern, from);
 
 /** Runs a tool of the copy as npm run does; its exit code instead of a throw. */
 const tool = (script: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
@@ -66,17 +46,15 @@ const write = (file: string, text: string): void => writeFileSync(join(copy().ro
 const remove = (file: string): void => rmSync(join(copy().root, file));
 
 it('runs, restarts and dead-letters for a consumer added while npm start runs', async () => {
-  app = spawn(
+  app = new StartedApp(
     process.execPath,
     [
       require.resolve('tsx/cli'),
       'tools/start/cli.ts',
       ...['--cosmos-port', '0', '--servicebus-port', '0', '--app', join(work, 'app'), '--watch'],
     ],
-    { cwd: copy().root, env, detached: true },
+    { cwd: copy().root, env },
   );
-  app.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  app.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   let at = await shown(/^Ready\. Press Ctrl\+C to stop\.$/m, 0);
 
   // Without the sample (remove:samples), the topic is new too.
@@ -157,10 +135,6 @@ it('runs, restarts and dead-letters for a consumer added while npm start runs', 
   expect(resubmitted.stdout).toMatch(/^Resubmitted 0, /m);
   expect(resubmitted.stdout).toContain('--include-poison');
 
-  const exited = new Promise<string>((resolve) =>
-    app?.once('exit', (code, signal) => resolve(signal ?? `exit code ${code}`)),
-  );
-  process.kill(-app.pid!, 'SIGINT');
-  expect(['exit code 0', 'SIGINT']).toContain(await exited);
-  expect(output.slice(at)).toMatch(/Stopped\.\n?$/);
+  expect(['exit code 0', 'SIGINT']).toContain(await app.interrupt());
+  expect(app.output.slice(at)).toMatch(/Stopped\.\n?$/);
 }, 300_000);
