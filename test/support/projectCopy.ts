@@ -37,6 +37,9 @@ export function copyProject(): ProjectCopy {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     }
   }
+  // A fresh clone has no .cache until something writes there: a link to nothing would make the
+  // copy's tools fail to create anything in it.
+  mkdirSync(path.join(PROJECT_ROOT, '.cache'), { recursive: true });
   for (const name of linked) symlinkSync(path.join(PROJECT_ROOT, name), path.join(root, name));
   const env = { ...process.env, APPLICATIONINSIGHTS_CONNECTION_STRING: '', FORCE_COLOR: '0' };
   return {
