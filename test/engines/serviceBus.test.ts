@@ -190,6 +190,20 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
       });
     });
 
+    it('checks shared access signatures: refuses a wrong key and an expired token, accepts one signed with the key', () => {
+      type Outcome = { Sent: boolean; Refused?: string; Reason?: string; Message?: string };
+      const seen = result<{ WrongKey: Outcome; Signed: Outcome; SignedReceived: string; Expired: Outcome }>(
+        'sas',
+      );
+
+      expect(seen.WrongKey).toMatchObject({ Sent: false, Refused: 'UnauthorizedAccessException' });
+      expect(seen.WrongKey.Message).toMatch(/InvalidSignature/);
+      expect(seen.Expired).toMatchObject({ Sent: false, Refused: 'UnauthorizedAccessException' });
+      expect(seen.Expired.Message).toMatch(/ExpiredToken/);
+      expect(seen.Signed).toEqual({ Sent: true });
+      expect(seen.SignedReceived).toBe(`${observed.run}-sas-signed`);
+    });
+
     it("runs the extension's processor: completes after success, abandons after a throw until max deliveries, then dead-letters", () => {
       const seen = result<{
         Deliveries: { MessageId?: string; DeliveryCount?: number; Error?: string }[];

@@ -7,6 +7,7 @@ import { MessageLockLostError } from '../broker';
  */
 export const CONDITIONS = {
   notFound: 'amqp:not-found',
+  unauthorizedAccess: 'amqp:unauthorized-access',
   notAllowed: 'amqp:not-allowed',
   notImplemented: 'amqp:not-implemented',
   decodeError: 'amqp:decode-error',
@@ -21,6 +22,7 @@ export type Condition = (typeof CONDITIONS)[keyof typeof CONDITIONS];
 /** The HTTP-like status a $management or $cbs response carries for each condition. */
 export const STATUS_OF: Readonly<Record<Condition, number>> = {
   [CONDITIONS.notFound]: 404,
+  [CONDITIONS.unauthorizedAccess]: 401,
   [CONDITIONS.notAllowed]: 403,
   [CONDITIONS.notImplemented]: 501,
   [CONDITIONS.decodeError]: 400,

@@ -18,8 +18,12 @@ import { asPeerError, STATUS_OF } from './errors';
  */
 export interface ManagementRequest {
   operation: string | undefined;
-  /** The request body: a map for every operation the SDK sends. */
+  /** The request's application properties ($cbs: type and name). */
+  properties: Record<string, unknown>;
+  /** The request body as a map ($management), or {} when it is not one. */
   body: Record<string, unknown>;
+  /** The body as it came ($cbs put-token: the token, a string). */
+  value: unknown;
 }
 
 export interface ManagementResponse {
@@ -47,10 +51,15 @@ export function serveRequestLink(
     const properties: Record<string, unknown> = {};
     let body: Record<string, unknown> | undefined;
     try {
-      const { operation } = isMap(request.application_properties) ? request.application_properties : {};
+      const applicationProperties = isMap(request.application_properties)
+        ? request.application_properties
+        : {};
+      const { operation } = applicationProperties;
       const response = handle({
         operation: typeof operation === 'string' ? operation : undefined,
+        properties: applicationProperties,
         body: isMap(request.body) ? request.body : {},
+        value: request.body,
       });
       properties[keys.code] = types.wrap_int(response.statusCode);
       if (response.statusDescription) properties[keys.description] = response.statusDescription;

@@ -12,6 +12,7 @@ import { keepEncodedMessages } from './messageCodec';
 import { MAX_MESSAGE_SIZE_BYTES, servePublishLink } from './publishLink';
 import { serveReceiveLink } from './receiveLink';
 import { serveRequestLink, STATUS_KEYS } from './requestResponse';
+import { checkToken, covers, type Grant, LOCAL_KEY, unauthorized } from './sas';
 
 /**
  * A local AMQP 1.0 peer that serves the Service Bus model (broker.ts) to the real @azure/service-bus
@@ -21,8 +22,10 @@ import { serveRequestLink, STATUS_KEYS } from './requestResponse';
  *
  * Implements, as far as @azure/service-bus 7.9 and the .NET client's send, receive, peek, renew,
  * abandon, dead-letter and processor use it:
- *   - SASL ANONYMOUS (JavaScript), MSSBCBS (.NET) or no SASL; $cbs put-token, any token accepted
- *     (202; status codes are AMQP ints, as Service Bus sends them)
+ *   - SASL ANONYMOUS (JavaScript), MSSBCBS (.NET) or no SASL; $cbs put-token with a shared access
+ *     signature checked against the emulator's key (sas.ts: a wrong key, a bad signature or an
+ *     expired token is answered 401, amqp:unauthorized-access; status codes are AMQP ints, as
+ *     Service Bus sends them), and a link to an entity no token covers is refused the same way
  *   - sending to a topic: single messages and batches (message-format 0x80013700) up to the Standard
  *     tier's 256 KB (larger: amqp:link:message-size-exceeded); duplicate
  *     detection by MessageId and the Subject correlation filters are the broker model's;
@@ -38,7 +41,8 @@ import { serveRequestLink, STATUS_KEYS } from './requestResponse';
  *   - errors as AMQP errors: unknown node → amqp:not-found on the link, lock lost →
  *     com.microsoft:message-lock-lost, unreadable frame → close with amqp:decode-error, bytes that
  *     are not AMQP → the AMQP protocol header, then close; other connections are unaffected
- * Does not implement: TLS, WebSockets, authentication (any SAS or JWT is accepted), queues, sessions,
+ * Does not implement: TLS, WebSockets, Azure AD tokens (refused), closing links when their token
+ * expires (a token is checked when it is put and when a link attaches), queues, sessions,
  * receiveAndDelete, deferral, scheduled messages, rules (filters come from src/topology.json),
  * transactions, auto-forwarding, message properties the model does not keep (to, reply-to,
  * session-id, partition-key, other annotations), and bodies other than one data section.
@@ -70,7 +74,7 @@ export interface LocalServiceBusOptions {
 }
 
 export interface LocalServiceBus {
-  /** For ServiceBusClient: plain AMQP on the port, SAS values the peer accepts without checking. */
+  /** For ServiceBusClient: plain AMQP on the port, with the emulator's key, which the peer checks. */
   readonly connectionString: string;
   readonly host: string;
   readonly port: number;
@@ -78,6 +82,8 @@ export interface LocalServiceBus {
   readonly clock: Clock;
   stop(): Promise<void>;
 }
+
+const MAX_GRANTS = 1000;
 
 /** "AMQP", protocol id 0, version 1.0.0. */
 const AMQP_PROTOCOL_HEADER = Buffer.from([0x41, 0x4d, 0x51, 0x50, 0, 1, 0, 0]);
@@ -124,7 +130,7 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
   const port = typeof address === 'object' && address ? address.port : (options.port ?? 0);
 
   return {
-    connectionString: `Endpoint=sb://${host}:${port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;`,
+    connectionString: `Endpoint=sb://${host}:${port};SharedAccessKeyName=${LOCAL_KEY.name};SharedAccessKey=${LOCAL_KEY.value};UseDevelopmentEmulator=true;`,
     host,
     port,
     broker,
@@ -172,6 +178,17 @@ function serveConnection(
 ): void {
   /** Links the client receives on, by the address it asked answers to be sent to (reply-to). */
   const replyLinks = new Map<string, Sender>();
+  /** What the connection's tokens authorise, by resource path; a renewed token replaces its grant. */
+  const grants = new Map<string, Grant>();
+  const authorise = (address: NodeAddress): void => {
+    if (address.kind === 'cbs') return;
+    const path = entityPath(address);
+    if (!covers(grants.values(), path, Date.now()))
+      throw unauthorized(
+        `Unauthorized access to '${path}': put a shared access signature that covers it on $cbs first ` +
+          `(signed with the key '${LOCAL_KEY.name}' of the connection string the peer prints).`,
+      );
+  };
 
   // rhea ends the socket right after these events. Before it does, tell the client why: a close
   // frame with amqp:decode-error, or, when the bytes were not even an AMQP protocol header, the
@@ -200,6 +217,7 @@ function serveConnection(
     const sender = context.sender as Sender;
     refuseOnError(sender, () => {
       const address = parseAddress(sender.source?.address);
+      authorise(address);
       if (address.kind === 'cbs' || address.kind === 'management') {
         echoTermini(sender);
         // The SDK's reply-to is the link's target address ($management) or, for $cbs, its name.
@@ -230,6 +248,7 @@ function serveConnection(
     const receiver = context.receiver as Receiver;
     refuseOnError(receiver, () => {
       const address = parseAddress((receiver.target as { address?: unknown } | undefined)?.address);
+      authorise(address);
       serveNode(receiver, address);
       echoTermini(receiver);
     });
@@ -238,13 +257,17 @@ function serveConnection(
   function serveNode(receiver: Receiver, address: NodeAddress): void {
     switch (address.kind) {
       case 'cbs':
-        // Any token is accepted: the peer is local and unauthenticated, like the emulator.
         return serveRequestLink(
           receiver,
           STATUS_KEYS.cbs,
-          ({ operation }) => {
+          ({ operation, properties, value }) => {
             if (operation !== 'put-token')
               throw new PeerError(CONDITIONS.notImplemented, `$cbs does not implement '${operation}'.`);
+            const grant = checkToken(properties.type, value, Date.now());
+            grants.delete(grant.path);
+            grants.set(grant.path, grant);
+            // A client puts one token per entity and renews it; more than this is not a client.
+            if (grants.size > MAX_GRANTS) grants.delete(grants.keys().next().value as string);
             return { statusCode: 202, statusDescription: 'Accepted' };
           },
           (replyTo) => replyLinks.get(replyTo),
@@ -285,6 +308,21 @@ function echoTermini(link: Sender | Receiver): void {
   const target = (link.target as { address?: unknown } | undefined)?.address;
   if (typeof source === 'string') link.set_source({ address: source });
   if (typeof target === 'string') link.set_target({ address: target });
+}
+
+/** The node a link works on, as a token's resource names it: topic[/subscriptions/sub[/$deadletterqueue]][/$management]. */
+function entityPath(address: Exclude<NodeAddress, { kind: 'cbs' }>): string {
+  switch (address.kind) {
+    case 'management':
+      // @azure/service-bus puts its token for <entity>/$management; one for the entity covers it too.
+      return `${entityPath(address.of)}/$management`;
+    case 'topic':
+      return address.topic;
+    default:
+      return [address.topic, 'subscriptions', address.subscription]
+        .concat(address.deadLetter ? ['$deadletterqueue'] : [])
+        .join('/');
+  }
 }
 
 function cannot(verb: string, address: NodeAddress): PeerError {

@@ -4,6 +4,9 @@
 // asserts on it; this program judges nothing, so a check that never ran shows as missing.
 //
 // Usage: dotnet run -- <connection string> <topic> <subscription> <subject> <max delivery count>
+using System.Net;
+using System.Security.Cryptography;
+using System.Text;
 using System.Text.Json;
 using Azure.Messaging.ServiceBus;
 
@@ -179,6 +182,50 @@ await Check("processor", async () =>
     var dead = await Next(deadLetters);
     await deadLetters.CompleteMessageAsync(dead);
     return new { Deliveries = deliveries, DeadLettered = Seen(dead) };
+});
+
+// Shared access signatures: the peer checks them as Service Bus does. A send with the wrong key,
+// with a token this program signs itself (valid for an hour, then one that expired a minute ago):
+// each outcome is recorded, a refusal as the exception the client throws.
+var settings = ServiceBusConnectionStringProperties.Parse(connection);
+async Task<object> SendWith(string connectionString, string check)
+{
+    try
+    {
+        await using var other = new ServiceBusClient(connectionString, new ServiceBusClientOptions
+        {
+            RetryOptions = new ServiceBusRetryOptions { MaxRetries = 0 },
+        });
+        await using var otherSender = other.CreateSender(topic);
+        await otherSender.SendMessageAsync(Message(check));
+        return new { Sent = true };
+    }
+    catch (Exception error)
+    {
+        return new { Sent = false, Refused = error.GetType().Name, Reason = (error as ServiceBusException)?.Reason.ToString(), error.Message };
+    }
+}
+async Task<string> ReceiveAndComplete()
+{
+    var received = await Next(receiver);
+    await receiver.CompleteMessageAsync(received);
+    return received.MessageId;
+}
+string Signed(DateTimeOffset expiry)
+{
+    var resource = WebUtility.UrlEncode($"sb://{settings.FullyQualifiedNamespace}/{topic}");
+    var se = expiry.ToUnixTimeSeconds();
+    using var hmac = new HMACSHA256(Encoding.UTF8.GetBytes(settings.SharedAccessKey));
+    var sig = Convert.ToBase64String(hmac.ComputeHash(Encoding.UTF8.GetBytes($"{resource}\n{se}")));
+    var token = $"SharedAccessSignature sr={resource}&sig={WebUtility.UrlEncode(sig)}&se={se}&skn={settings.SharedAccessKeyName}";
+    return $"Endpoint={settings.Endpoint};SharedAccessSignature={token};UseDevelopmentEmulator=true;";
+}
+await Check("sas", async () => new
+{
+    WrongKey = await SendWith(connection.Replace($"SharedAccessKey={settings.SharedAccessKey}", "SharedAccessKey=not-the-key"), "sas-wrong-key"),
+    Signed = await SendWith(Signed(DateTimeOffset.UtcNow.AddHours(1)), "sas-signed"),
+    SignedReceived = await ReceiveAndComplete(),
+    Expired = await SendWith(Signed(DateTimeOffset.UtcNow.AddMinutes(-1)), "sas-expired"),
 });
 
 // Left for @azure/service-bus to receive once this program has ended (the test does).
