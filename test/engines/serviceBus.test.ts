@@ -190,6 +190,16 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
       });
     });
 
+    it('receives in receiveAndDelete: the message is handed out once and is gone', () => {
+      const seen = result<{ Taken: Seen; Left: string | null }>('receiveAndDelete');
+
+      expect(seen.Taken).toMatchObject({
+        MessageId: `${observed.run}-receive-and-delete`,
+        Body: '{"check":"receive-and-delete"}',
+      });
+      expect(seen.Left).toBeNull();
+    });
+
     it('checks shared access signatures: refuses a wrong key and an expired token, accepts one signed with the key', () => {
       type Outcome = { Sent: boolean; Refused?: string; Reason?: string; Message?: string };
       const seen = result<{ WrongKey: Outcome; Signed: Outcome; SignedReceived: string; Expired: Outcome }>(

@@ -15,14 +15,24 @@ import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } fr
  *                                     modify
  *   modified undeliverable-here     → defer: not implemented, answered with an error
  *   rejected com.microsoft:dead-letter (info DeadLetterReason, DeadLetterErrorDescription) → dead-letter
- * The client receives in peek-lock (rcv-settle-mode second), so it waits for the peer to settle the
+ * In receiveAndDelete a message is completed as it is sent, and the transfer goes settled: there is
+ * nothing to settle. In peek-lock (rcv-settle-mode second) the client waits for the peer to settle the
  * delivery: settled without error = done; settled with a rejected state and an error = the SDK throws
  * (com.microsoft:message-lock-lost when the lock had run out).
  */
-export function serveReceiveLink(sender: Sender, entity: Entity): { stop: () => void } {
+export function serveReceiveLink(
+  sender: Sender,
+  entity: Entity,
+  receiveAndDelete = false,
+): { stop: () => void } {
   let waiting: AbortController | undefined;
 
   const offer = (locked: LockedMessage): void => {
+    if (receiveAndDelete) {
+      // Gone from the entity as it is handed out; the transfer goes pre-settled (the link's mode).
+      sender.send(encodeMessage(entity.complete(locked.lockToken)), deliveryTagOf(locked.lockToken), 0);
+      return;
+    }
     sender.send(
       encodeMessage(locked.message, { lockedUntil: locked.lockedUntil }),
       deliveryTagOf(locked.lockToken),

@@ -30,7 +30,8 @@ import { checkToken, covers, type Grant, LOCAL_KEY, unauthorized } from './sas';
  *     tier's 256 KB (larger: amqp:link:message-size-exceeded); duplicate
  *     detection by MessageId and the Subject correlation filters are the broker model's;
  *     application properties of string, number, boolean or timestamp (Date)
- *   - peek-lock receiving from a subscription and from its $DeadLetterQueue: credit, drain, a message
+ *   - receiveAndDelete receiving (a message is gone once it is sent, settled), and
+ *     peek-lock receiving from a subscription and from its $DeadLetterQueue: credit, drain, a message
  *     locked only as it is handed out within the receiver's credit (competing receivers share a
  *     backlog; what a receiver did not take stays receivable), the lock token as delivery tag,
  *     settlement by accepted (complete), released/modified (abandon, with the properties to modify
@@ -43,7 +44,7 @@ import { checkToken, covers, type Grant, LOCAL_KEY, unauthorized } from './sas';
  *     are not AMQP → the AMQP protocol header, then close; other connections are unaffected
  * Does not implement: TLS, WebSockets, Azure AD tokens (refused), closing links when their token
  * expires (a token is checked when it is put and when a link attaches), queues, sessions,
- * receiveAndDelete, deferral, scheduled messages, rules (filters come from src/topology.json),
+ * deferral, scheduled messages, rules (filters come from src/topology.json),
  * transactions, auto-forwarding, message properties the model does not keep (to, reply-to,
  * session-id, partition-key, other annotations), and bodies other than one data section.
  * Application properties go back as they came (typed: an Int32 stays an Int32, and the .NET
@@ -144,6 +145,11 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
   };
 }
 
+/** rhea keeps the attach it will send; a sender whose own settle mode is settled pre-settles each transfer. */
+interface SettleModes {
+  local: { attach: { snd_settle_mode?: number } };
+}
+
 /** rhea's table of SASL mechanisms a server offers: each name, a factory of its server side. */
 type SaslMechanisms = Record<string, () => SaslServerMechanism> & { enable_anonymous(): void };
 interface SaslServerMechanism {
@@ -228,13 +234,17 @@ function serveConnection(
         return;
       }
       if (address.kind !== 'queue') throw cannot('receive from', address);
-      if (sender.rcv_settle_mode !== 1) {
+      // The client's attach says how it receives: sender-settle-mode settled is receiveAndDelete
+      // (the peer settles each transfer as it sends it), receiver-settle-mode second is peek-lock.
+      const receiveAndDelete = sender.snd_settle_mode === 1;
+      if (!receiveAndDelete && sender.rcv_settle_mode !== 1) {
         throw new PeerError(
           CONDITIONS.notImplemented,
-          'The local peer implements peek-lock receivers only (receiveAndDelete is not implemented).',
+          'The local peer serves peek-lock (receiver-settle-mode second) and receiveAndDelete (sender-settle-mode settled) receivers.',
         );
       }
-      const { stop } = serveReceiveLink(sender, findEntity(broker, address));
+      if (receiveAndDelete) (sender as unknown as SettleModes).local.attach.snd_settle_mode = 1;
+      const { stop } = serveReceiveLink(sender, findEntity(broker, address), receiveAndDelete);
       echoTermini(sender);
       stops.add(stop);
       sender.on('sender_close', () => {

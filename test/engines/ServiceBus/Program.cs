@@ -184,6 +184,17 @@ await Check("processor", async () =>
     return new { Deliveries = deliveries, DeadLettered = Seen(dead) };
 });
 
+// Received in receiveAndDelete: handed out once, settled by the peer, and gone (a fresh peek finds nothing).
+await Check("receiveAndDelete", async () =>
+{
+    await sender.SendMessageAsync(Message("receive-and-delete"));
+    await using var taker = client.CreateReceiver(topic, subscription, new ServiceBusReceiverOptions { ReceiveMode = ServiceBusReceiveMode.ReceiveAndDelete });
+    var taken = await Next(taker);
+    await using var looker = client.CreateReceiver(topic, subscription);
+    var left = await looker.PeekMessageAsync();
+    return new { Taken = Seen(taken), Left = left?.MessageId };
+});
+
 // Shared access signatures: the peer checks them as Service Bus does. A send with the wrong key,
 // with a token this program signs itself (valid for an hour, then one that expired a minute ago):
 // each outcome is recorded, a refusal as the exception the client throws.

@@ -285,6 +285,21 @@ describe('receiving in peek-lock', () => {
   });
 });
 
+describe('receiving in receiveAndDelete', () => {
+  it('hands a message out once, already settled, and it is gone from the subscription', async () => {
+    await sendPayment();
+    const taker = fixture.client.createReceiver(TOPIC, PAYMENTS, { receiveMode: 'receiveAndDelete' });
+
+    const [message] = await receive(taker, 1);
+    await taker.close();
+
+    expect(message).toMatchObject({ messageId: 'payment-PAY-1', body: payment });
+    expect(await peekAll(receiverFor(PAYMENTS))).toEqual([]);
+    expect(await receiverFor(PAYMENTS).receiveMessages(1, { maxWaitTimeInMs: 300 })).toEqual([]);
+    expect(fixture.peer.broker.subscription(TOPIC, PAYMENTS).entity.activeCount).toBe(0);
+  });
+});
+
 describe('competing receivers and a backlog', () => {
   /** `count` orders, sent as one batch. */
   const sendOrders = (count: number): Promise<void> =>
