@@ -8,7 +8,9 @@ import type { Clock } from './clock';
  * MessageId over a window, subscriptions with Subject (Label) correlation filters, peek-lock with a
  * lock duration, lock renewal and expiry, DeliveryCount (counted, as Service Bus counts it, when a
  * delivery ends unsettled: abandoned or its lock expired), MaxDeliveryCount → the dead-letter queue,
- * message TTL → the dead-letter queue, and the dead-letter sub-queue itself.
+ * message TTL → the dead-letter queue, the dead-letter sub-queue itself, and scheduled messages
+ * (held by the topic until their enqueue time, cancellable by the sequence number scheduling
+ * returned; duplicate detection applies when a message is scheduled, as to any send).
  */
 export interface OutgoingMessage {
   messageId?: string;
@@ -27,6 +29,8 @@ export interface OutgoingMessage {
   wireProperties?: Readonly<Record<string, unknown>>;
   /** Per-message TTL in ms; default: the subscription's. */
   timeToLiveMs?: number;
+  /** When a scheduled message is enqueued, model ms; one not in the future is enqueued at once. */
+  scheduledEnqueueTime?: number;
 }
 
 /** What Service Bus accepts as an application property value (a Date travels as an AMQP timestamp). */
@@ -315,12 +319,26 @@ export class Subscription {
 export interface SendResult {
   /** False when duplicate detection dropped the send (Service Bus still reports success). */
   accepted: boolean;
-  /** The subscriptions the message was copied to. */
+  /** The subscriptions the message was copied to (none yet for a scheduled message). */
   deliveredTo: string[];
+  /**
+   * For a message that named a scheduled enqueue time: the sequence number the send is answered
+   * with, which cancels the message while it waits (a message due already is enqueued at once).
+   */
+  sequenceNumber?: number;
+}
+
+export class MessageNotFoundError extends Error {
+  constructor(sequenceNumber: number) {
+    super(`No scheduled message has the sequence number ${sequenceNumber}.`);
+    this.name = 'MessageNotFoundError';
+  }
 }
 
 export class Topic {
   private readonly history = new Map<string, number>();
+  /** Scheduled messages, by the sequence number scheduling returned, with what cancels their timer. */
+  private readonly scheduled = new Map<number, { message: OutgoingMessage; cancel: () => void }>();
   readonly subscriptions: Subscription[];
   readonly stats = { sent: 0, accepted: 0, droppedAsDuplicate: 0, matchedNoSubscription: 0 };
 
@@ -340,18 +358,48 @@ export class Topic {
     const now = this.clock.now();
     this.stats.sent++;
     this.forgetOutsideWindow(now);
+    const at = message.scheduledEnqueueTime;
+    const numbered = at === undefined ? {} : { sequenceNumber: this.nextSequenceNumber() };
     if (message.messageId !== undefined) {
       const seenAt = this.history.get(message.messageId);
       if (seenAt !== undefined && now - seenAt < this.duplicateWindowMs) {
         this.stats.droppedAsDuplicate++;
         this.observer?.droppedAsDuplicate?.(this.name, message);
-        return { accepted: false, deliveredTo: [] };
+        return { accepted: false, deliveredTo: [], ...numbered };
       }
       // Re-inserted, so the history stays in order of time for forgetOutsideWindow.
       this.history.delete(message.messageId);
       this.history.set(message.messageId, now);
     }
     this.stats.accepted++;
+    if (at !== undefined && at > now) {
+      const sequenceNumber = numbered.sequenceNumber!;
+      const cancel = this.clock.after(at - now, () => {
+        this.scheduled.delete(sequenceNumber);
+        this.enqueue(message);
+      });
+      this.scheduled.set(sequenceNumber, { message, cancel });
+      return { accepted: true, deliveredTo: [], sequenceNumber };
+    }
+    return { accepted: true, deliveredTo: this.enqueue(message), ...numbered };
+  }
+
+  /** Cancels a scheduled message that has not been enqueued yet. */
+  cancelScheduled(sequenceNumber: number): void {
+    const scheduled = this.scheduled.get(sequenceNumber);
+    if (!scheduled) throw new MessageNotFoundError(sequenceNumber);
+    scheduled.cancel();
+    this.scheduled.delete(sequenceNumber);
+  }
+
+  /** Messages scheduled and not yet enqueued. */
+  get scheduledCount(): number {
+    return this.scheduled.size;
+  }
+
+  /** Copies the message to the subscriptions whose filter takes it; returns their names. */
+  private enqueue(message: OutgoingMessage): string[] {
+    const now = this.clock.now();
     const targets = this.subscriptions.filter((subscription) => subscription.accepts(message));
     if (targets.length === 0) {
       this.stats.matchedNoSubscription++;
@@ -367,7 +415,7 @@ export class Topic {
         deliveryCount: 0,
       });
     }
-    return { accepted: true, deliveredTo: targets.map((subscription) => subscription.name) };
+    return targets.map((subscription) => subscription.name);
   }
 
   /** Drops the MessageIds whose window has passed (oldest first), so a long run's history stays bounded. */

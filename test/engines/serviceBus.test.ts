@@ -200,6 +200,29 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
       expect(seen.Left).toBeNull();
     });
 
+    it('schedules a message until its time and cancels another by its sequence number', () => {
+      const seen = result<{
+        SequenceNumbers: number[];
+        CancelAgain: string | null;
+        PeekedBefore: string | null;
+        Received: Seen;
+        ScheduledFor: number;
+        Asked: number;
+        EnqueuedOnTime: boolean;
+        After: string | null;
+      }>('schedule');
+
+      expect(seen.SequenceNumbers.every((n) => n > 0)).toBe(true);
+      expect(new Set(seen.SequenceNumbers).size).toBe(2);
+      expect(seen.PeekedBefore).toBeNull();
+      expect(seen.Received.MessageId).toBe(`${observed.run}-scheduled`);
+      // AMQP timestamps are whole milliseconds.
+      expect(seen.ScheduledFor).toBe(seen.Asked);
+      expect(seen.EnqueuedOnTime).toBe(true);
+      expect(seen.After).toBeNull();
+      expect(seen.CancelAgain).toBe('MessageNotFound');
+    });
+
     it('checks shared access signatures: refuses a wrong key and an expired token, accepts one signed with the key', () => {
       type Outcome = { Sent: boolean; Refused?: string; Reason?: string; Message?: string };
       const seen = result<{ WrongKey: Outcome; Signed: Outcome; SignedReceived: string; Expired: Outcome }>(

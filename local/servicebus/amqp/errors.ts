@@ -1,4 +1,4 @@
-import { MessageLockLostError } from '../broker';
+import { MessageLockLostError, MessageNotFoundError } from '../broker';
 
 /**
  * The AMQP error conditions the peer answers with. @azure/service-bus turns a condition into a
@@ -14,6 +14,7 @@ export const CONDITIONS = {
   invalidField: 'amqp:invalid-field',
   internalError: 'amqp:internal-error',
   messageLockLost: 'com.microsoft:message-lock-lost',
+  messageNotFound: 'com.microsoft:message-not-found',
   messageSizeExceeded: 'amqp:link:message-size-exceeded',
   deadLetter: 'com.microsoft:dead-letter',
 } as const;
@@ -29,6 +30,7 @@ export const STATUS_OF: Readonly<Record<Condition, number>> = {
   [CONDITIONS.invalidField]: 400,
   [CONDITIONS.internalError]: 500,
   [CONDITIONS.messageLockLost]: 410,
+  [CONDITIONS.messageNotFound]: 404,
   [CONDITIONS.messageSizeExceeded]: 413,
   [CONDITIONS.deadLetter]: 400,
 };
@@ -55,6 +57,8 @@ export function asPeerError(error: unknown): PeerError {
   if (error instanceof PeerError) return error;
   if (error instanceof MessageLockLostError)
     return new PeerError(CONDITIONS.messageLockLost, error.message, { cause: error });
+  if (error instanceof MessageNotFoundError)
+    return new PeerError(CONDITIONS.messageNotFound, error.message, { cause: error });
   const message = error instanceof Error ? error.message : String(error);
   return new PeerError(CONDITIONS.internalError, message, { cause: error });
 }

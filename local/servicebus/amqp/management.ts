@@ -1,18 +1,18 @@
 import { types } from 'rhea';
 
-import type { Entity } from '../broker';
+import type { Entity, Topic } from '../broker';
 import { CONDITIONS, PeerError } from './errors';
 import { lockTokenOfUuid } from './lockTokens';
-import { decodeApplicationProperties, encodeMessage } from './messageCodec';
+import { decodeApplicationProperties, decodeMessage, encodeMessage } from './messageCodec';
 import type { ManagementRequest, ManagementResponse } from './requestResponse';
 
 /**
- * The $management operations @azure/service-bus uses on a subscription or its dead-letter queue:
+ * The $management operations the clients use on a subscription or its dead-letter queue:
  *   com.microsoft:peek-message         peekMessages (from-sequence-number, message-count)
  *   com.microsoft:renew-lock           renewMessageLock, and the receivers' auto lock renewal
  *   com.microsoft:update-disposition   settling when the receive link is gone
- * Everything else (sessions, rules, scheduling, deferral, receive-by-sequence-number) is answered
- * amqp:not-implemented.
+ * and on a topic (handleTopicRequest): schedule-message and cancel-scheduled-message. Everything
+ * else (sessions, rules, deferral, receive-by-sequence-number) is answered amqp:not-implemented.
  */
 export const OPERATIONS = {
   peek: 'com.microsoft:peek-message',
@@ -20,12 +20,58 @@ export const OPERATIONS = {
   updateDisposition: 'com.microsoft:update-disposition',
 } as const;
 
-/** `entity` is undefined for a topic's own $management node: the peer serves no operation there. */
-export function handleManagementRequest(
-  entity: Entity | undefined,
-  request: ManagementRequest,
-): ManagementResponse {
-  if (entity === undefined || !Object.values<string | undefined>(OPERATIONS).includes(request.operation))
+/** The $management operations of a topic: a sender's ScheduleMessages and CancelScheduledMessages. */
+export const TOPIC_OPERATIONS = {
+  schedule: 'com.microsoft:schedule-message',
+  cancelScheduled: 'com.microsoft:cancel-scheduled-message',
+} as const;
+
+/** Service Bus takes at most this many messages (or sequence numbers) in one request. */
+const MAX_PER_REQUEST = 4500;
+
+export function handleTopicRequest(topic: Topic, request: ManagementRequest): ManagementResponse {
+  switch (request.operation) {
+    case TOPIC_OPERATIONS.schedule: {
+      const sequenceNumbers = entries(request.body.messages, 'messages').map((entry) => {
+        const bytes = (entry as { message?: unknown } | null)?.message;
+        if (!Buffer.isBuffer(bytes))
+          throw new PeerError(CONDITIONS.invalidField, 'Each of messages must carry its encoded message.');
+        const message = decodeMessage(bytes);
+        if (message.scheduledEnqueueTime === undefined)
+          throw new PeerError(
+            CONDITIONS.invalidField,
+            'A message to schedule must carry x-opt-scheduled-enqueue-time.',
+          );
+        return topic.send(message).sequenceNumber!;
+      });
+      return {
+        statusCode: 200,
+        body: { 'sequence-numbers': types.wrap_array(sequenceNumbers, 0x81, undefined) },
+      };
+    }
+    case TOPIC_OPERATIONS.cancelScheduled:
+      for (const value of entries(request.body['sequence-numbers'], 'sequence-numbers'))
+        topic.cancelScheduled(integer(value, 'sequence-numbers'));
+      return { statusCode: 200 };
+    default:
+      throw new PeerError(
+        CONDITIONS.notImplemented,
+        `The local peer does not implement '${request.operation ?? '(no operation)'}' on a topic.`,
+      );
+  }
+}
+
+function entries(value: unknown, field: string): unknown[] {
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_PER_REQUEST)
+    throw new PeerError(
+      CONDITIONS.invalidField,
+      `${field} must be an array of 1 to ${MAX_PER_REQUEST} entries.`,
+    );
+  return value;
+}
+
+export function handleManagementRequest(entity: Entity, request: ManagementRequest): ManagementResponse {
+  if (!Object.values<string | undefined>(OPERATIONS).includes(request.operation))
     throw new PeerError(
       CONDITIONS.notImplemented,
       `The local peer does not implement '${request.operation ?? '(no operation)'}' here.`,

@@ -6,8 +6,8 @@ import { CONDITIONS, PeerError } from './errors';
 /**
  * Between AMQP messages and the broker model's messages. Only the fields the model keeps cross:
  * message-id, subject, correlation-id, content-type, application-properties, header ttl, and a body
- * of one data section (what @azure/service-bus sends for any body). Anything the model would
- * silently drop in a way that changes behaviour (a scheduled enqueue time, an amqp-value body) is
+ * of one data section (what @azure/service-bus sends for any body), and the scheduled enqueue time.
+ * Anything the model would silently drop in a way that changes behaviour (an amqp-value body) is
  * refused instead.
  */
 
@@ -41,8 +41,13 @@ export function decodeTransfer(payload: Buffer, format: number): OutgoingMessage
   const parts = section.multiple ? (section.content as unknown[]) : [section.content];
   return parts.map((part) => {
     if (!Buffer.isBuffer(part)) throw new PeerError(CONDITIONS.decodeError, 'A batch entry is not binary.');
-    return toOutgoingMessage(decode(part), typedApplicationProperties(part));
+    return decodeMessage(part);
   });
+}
+
+/** One encoded message (a scheduled message in a $management request), its properties typed. */
+export function decodeMessage(payload: Buffer): OutgoingMessage {
+  return toOutgoingMessage(decode(payload), typedApplicationProperties(payload));
 }
 
 const ENCODED = Symbol('the encoded message');
@@ -78,11 +83,7 @@ export function toReceivedMessage(decoded: Fields): OutgoingMessage {
  */
 export function toOutgoingMessage(fields: Fields, wire?: Record<string, unknown>): OutgoingMessage {
   const annotations = (fields.message_annotations ?? {}) as Fields;
-  if (annotations[ANNOTATIONS.scheduledEnqueueTime] !== undefined)
-    throw new PeerError(
-      CONDITIONS.notImplemented,
-      'Scheduled messages are not implemented by the local peer.',
-    );
+  const scheduledEnqueueTime = timestamp(annotations[ANNOTATIONS.scheduledEnqueueTime]);
   const messageId = identifier(fields.message_id, 'message-id');
   const correlationId = identifier(fields.correlation_id, 'correlation-id');
   return {
@@ -100,6 +101,7 @@ export function toOutgoingMessage(fields: Fields, wire?: Record<string, unknown>
         }),
     ...(wire === undefined ? {} : { wireProperties: wire }),
     ...(typeof fields.ttl === 'number' && fields.ttl > 0 ? { timeToLiveMs: fields.ttl } : {}),
+    ...(scheduledEnqueueTime === undefined ? {} : { scheduledEnqueueTime }),
     body: bodyOf(fields.body),
   };
 }
@@ -132,6 +134,9 @@ export function encodeMessage(message: BrokerMessage, state: DeliveryState = {})
       [ANNOTATIONS.enqueuedTime]: new Date(message.enqueuedAt),
       [ANNOTATIONS.sequenceNumber]: types.wrap_long(message.sequenceNumber),
       ...(locked ? { [ANNOTATIONS.lockedUntil]: new Date(state.lockedUntil!) } : {}),
+      ...(message.scheduledEnqueueTime === undefined
+        ? {}
+        : { [ANNOTATIONS.scheduledEnqueueTime]: new Date(message.scheduledEnqueueTime) }),
     },
     body: dataSection(Buffer.isBuffer(message.body) ? message.body : Buffer.from(message.body)),
   });
@@ -166,6 +171,14 @@ function bodyOf(body: unknown): string | Buffer {
   } catch {
     return section.content;
   }
+}
+
+/** An AMQP timestamp, as rhea decodes it (a Date), in ms; undefined when absent. */
+function timestamp(value: unknown): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (value instanceof Date && Number.isFinite(value.getTime())) return value.getTime();
+  if (typeof value === 'number' && Number.isFinite(value)) return value;
+  throw new PeerError(CONDITIONS.invalidField, 'x-opt-scheduled-enqueue-time must be a timestamp.');
 }
 
 /** Service Bus ids are strings; a numeric or uuid id is kept as its text. */

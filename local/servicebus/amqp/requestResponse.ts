@@ -68,7 +68,8 @@ export function serveRequestLink(
       const refusal = asPeerError(error);
       properties[keys.code] = types.wrap_int(STATUS_OF[refusal.condition]);
       properties[keys.description] = refusal.message;
-      properties[keys.condition] = refusal.condition;
+      // A symbol, as Service Bus sends it (the .NET client casts it to AmqpSymbol).
+      properties[keys.condition] = types.wrap_symbol(refusal.condition);
     }
     const replyTo = typeof request.reply_to === 'string' ? request.reply_to : undefined;
     const link = replyTo === undefined ? undefined : replyLink(replyTo);

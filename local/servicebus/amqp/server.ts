@@ -7,7 +7,7 @@ import { Broker, type BrokerObserver, type BrokerOptions } from '../broker';
 import { type Clock, scaledClock } from '../clock';
 import { findEntity, findTopic, type NodeAddress, parseAddress } from './addresses';
 import { asPeerError, CONDITIONS, PeerError } from './errors';
-import { handleManagementRequest } from './management';
+import { handleManagementRequest, handleTopicRequest } from './management';
 import { keepEncodedMessages } from './messageCodec';
 import { MAX_MESSAGE_SIZE_BYTES, servePublishLink } from './publishLink';
 import { serveReceiveLink } from './receiveLink';
@@ -38,13 +38,15 @@ import { checkToken, covers, type Grant, LOCAL_KEY, unauthorized } from './sas';
  *     merged into the application properties) and rejected com.microsoft:dead-letter (with
  *     DeadLetterReason/DeadLetterErrorDescription)
  *   - $management: com.microsoft:peek-message, com.microsoft:renew-lock (expirations: an AMQP array
- *     of timestamps), com.microsoft:update-disposition
+ *     of timestamps), com.microsoft:update-disposition; on a topic, com.microsoft:schedule-message and
+ *     com.microsoft:cancel-scheduled-message (a message sent with x-opt-scheduled-enqueue-time is
+ *     scheduled too; the topic holds it until its time); errors carry their condition as a symbol
  *   - errors as AMQP errors: unknown node → amqp:not-found on the link, lock lost →
  *     com.microsoft:message-lock-lost, unreadable frame → close with amqp:decode-error, bytes that
  *     are not AMQP → the AMQP protocol header, then close; other connections are unaffected
  * Does not implement: TLS, WebSockets, Azure AD tokens (refused), closing links when their token
  * expires (a token is checked when it is put and when a link attaches), queues, sessions,
- * deferral, scheduled messages, rules (filters come from src/topology.json),
+ * deferral, rules (filters come from src/topology.json),
  * transactions, auto-forwarding, message properties the model does not keep (to, reply-to,
  * session-id, partition-key, other annotations), and bodies other than one data section.
  * Application properties go back as they came (typed: an Int32 stays an Int32, and the .NET
@@ -283,8 +285,16 @@ function serveConnection(
           (replyTo) => replyLinks.get(replyTo),
         );
       case 'management': {
-        const entity = address.of.kind === 'queue' ? findEntity(broker, address.of) : undefined;
-        if (address.of.kind === 'topic') findTopic(broker, address.of.topic);
+        if (address.of.kind === 'topic') {
+          const topic = findTopic(broker, address.of.topic);
+          return serveRequestLink(
+            receiver,
+            STATUS_KEYS.management,
+            (request) => handleTopicRequest(topic, request),
+            (replyTo) => replyLinks.get(replyTo),
+          );
+        }
+        const entity = findEntity(broker, address.of);
         return serveRequestLink(
           receiver,
           STATUS_KEYS.management,

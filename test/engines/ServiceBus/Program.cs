@@ -195,6 +195,35 @@ await Check("receiveAndDelete", async () =>
     return new { Taken = Seen(taken), Left = left?.MessageId };
 });
 
+// Scheduled: one message held until its time and then received with it; one cancelled by the
+// sequence number scheduling returned, which never arrives; cancelling it again is refused.
+await Check("schedule", async () =>
+{
+    var at = DateTimeOffset.UtcNow.AddSeconds(1);
+    var kept = await sender.ScheduleMessageAsync(Message("scheduled"), at);
+    var cancelled = await sender.ScheduleMessageAsync(Message("cancelled"), at);
+    await sender.CancelScheduledMessageAsync(cancelled);
+    string? cancelAgain = null;
+    try { await sender.CancelScheduledMessageAsync(cancelled); }
+    catch (ServiceBusException error) { cancelAgain = error.Reason.ToString(); }
+    await using var looker = client.CreateReceiver(topic, subscription);
+    var before = await looker.PeekMessageAsync();
+    var received = await Next(receiver);
+    await receiver.CompleteMessageAsync(received);
+    var after = await receiver.ReceiveMessageAsync(TimeSpan.FromSeconds(2));
+    return new
+    {
+        SequenceNumbers = new[] { kept, cancelled },
+        CancelAgain = cancelAgain,
+        PeekedBefore = before?.MessageId,
+        Received = Seen(received),
+        ScheduledFor = received.ScheduledEnqueueTime.ToUnixTimeMilliseconds(),
+        Asked = at.ToUnixTimeMilliseconds(),
+        EnqueuedOnTime = received.EnqueuedTime >= at.AddMilliseconds(-1),
+        After = after?.MessageId,
+    };
+});
+
 // Shared access signatures: the peer checks them as Service Bus does. A send with the wrong key,
 // with a token this program signs itself (valid for an hour, then one that expired a minute ago):
 // each outcome is recorded, a refusal as the exception the client throws.
