@@ -8,7 +8,8 @@ import type { Clock } from './clock';
  * MessageId over a window, subscriptions with Subject (Label) correlation filters, peek-lock with a
  * lock duration, lock renewal and expiry, DeliveryCount (counted, as Service Bus counts it, when a
  * delivery ends unsettled: abandoned or its lock expired), MaxDeliveryCount → the dead-letter queue,
- * message TTL → the dead-letter queue, the dead-letter sub-queue itself, and scheduled messages
+ * message TTL → the dead-letter queue, the dead-letter sub-queue itself, deferral (a deferred
+ * message is received only by its sequence number), and scheduled messages
  * (held by the topic until their enqueue time, cancellable by the sequence number scheduling
  * returned; duplicate detection applies when a message is scheduled, as to any send).
  */
@@ -92,6 +93,8 @@ export class Entity {
   private readonly messages = new Map<number, BrokerMessage>();
   private readonly locks = new Map<string, { sequenceNumber: number; until: number }>();
   private readonly lockOf = new Map<number, string>();
+  /** Deferred messages: out of the receivable backlog until received by sequence number. */
+  private readonly deferred = new Set<number>();
   private readonly waiters = new Set<() => void>();
   /** Messages that left the entity by completion, in order. */
   readonly completed: BrokerMessage[] = [];
@@ -117,6 +120,7 @@ export class Entity {
   receive(): LockedMessage | undefined {
     const now = this.clock.now();
     for (const message of this.messages.values()) {
+      if (this.deferred.has(message.sequenceNumber)) continue;
       if (this.isLocked(message.sequenceNumber, now)) continue;
       // Its lock ran out on its last allowed delivery: it has just been dead-lettered.
       if (!this.messages.has(message.sequenceNumber)) continue;
@@ -124,13 +128,32 @@ export class Entity {
         this.moveToDeadLetter(message, 'TTLExpiredException', 'The message expired and was dead lettered.');
         continue;
       }
-      const lockToken = randomUUID();
-      const until = now + this.lockDurationMs;
-      this.locks.set(lockToken, { sequenceNumber: message.sequenceNumber, until });
-      this.lockOf.set(message.sequenceNumber, lockToken);
-      return { message, lockToken, lockedUntil: until, deliveryNumber: message.deliveryCount + 1 };
+      return this.lock(message, now);
     }
     return undefined;
+  }
+
+  /**
+   * Locks a deferred message, received by its sequence number (it stays deferred: abandoned, or its
+   * lock run out, it goes back to waiting for the next receive by sequence number).
+   */
+  receiveDeferred(sequenceNumber: number): LockedMessage {
+    const now = this.clock.now();
+    const message = this.messages.get(sequenceNumber);
+    if (!message || !this.deferred.has(sequenceNumber))
+      throw new MessageNotFoundError(sequenceNumber, 'deferred');
+    this.isLocked(sequenceNumber, now);
+    if (!this.messages.has(sequenceNumber)) throw new MessageNotFoundError(sequenceNumber, 'deferred');
+    this.release(sequenceNumber);
+    return this.lock(message, now);
+  }
+
+  private lock(message: BrokerMessage, now: number): LockedMessage {
+    const lockToken = randomUUID();
+    const until = now + this.lockDurationMs;
+    this.locks.set(lockToken, { sequenceNumber: message.sequenceNumber, until });
+    this.lockOf.set(message.sequenceNumber, lockToken);
+    return { message, lockToken, lockedUntil: until, deliveryNumber: message.deliveryCount + 1 };
   }
 
   /**
@@ -173,6 +196,7 @@ export class Entity {
     const message = this.heldMessage(lockToken);
     this.release(message.sequenceNumber);
     this.messages.delete(message.sequenceNumber);
+    this.deferred.delete(message.sequenceNumber);
     this.completed.push(message);
     return message;
   }
@@ -188,6 +212,22 @@ export class Entity {
       message.applicationProperties = { ...message.applicationProperties, ...propertiesToModify };
     this.afterRelease(message, description);
     this.wake();
+  }
+
+  /**
+   * Sets the message aside (with `propertiesToModify` merged, as abandon does): it is no longer
+   * received, only received by its sequence number. The delivery does not count.
+   */
+  defer(lockToken: string, propertiesToModify?: ApplicationProperties): void {
+    const message = this.heldMessage(lockToken);
+    this.release(message.sequenceNumber);
+    if (propertiesToModify !== undefined)
+      message.applicationProperties = { ...message.applicationProperties, ...propertiesToModify };
+    this.deferred.add(message.sequenceNumber);
+  }
+
+  isDeferred(sequenceNumber: number): boolean {
+    return this.deferred.has(sequenceNumber);
   }
 
   deadLetter(lockToken: string, reason: string, description: string): void {
@@ -209,8 +249,14 @@ export class Entity {
     return [...this.messages.values()];
   }
 
+  /** Messages that can be received (deferred ones are not). */
   get activeCount(): number {
-    return this.peek().length;
+    return this.peek().filter((message) => !this.deferred.has(message.sequenceNumber)).length;
+  }
+
+  get deferredCount(): number {
+    this.expireLocks();
+    return this.deferred.size;
   }
 
   get lockedCount(): number {
@@ -269,6 +315,7 @@ export class Entity {
 
   private moveToDeadLetter(message: BrokerMessage, reason: string, description: string): void {
     this.messages.delete(message.sequenceNumber);
+    this.deferred.delete(message.sequenceNumber);
     this.release(message.sequenceNumber);
     this.onDeadLetter?.({ ...message, deadLetter: { reason, description, at: this.clock.now() } });
   }
@@ -329,8 +376,8 @@ export interface SendResult {
 }
 
 export class MessageNotFoundError extends Error {
-  constructor(sequenceNumber: number) {
-    super(`No scheduled message has the sequence number ${sequenceNumber}.`);
+  constructor(sequenceNumber: number, kind: 'scheduled' | 'deferred') {
+    super(`No ${kind} message has the sequence number ${sequenceNumber}.`);
     this.name = 'MessageNotFoundError';
   }
 }
@@ -387,7 +434,7 @@ export class Topic {
   /** Cancels a scheduled message that has not been enqueued yet. */
   cancelScheduled(sequenceNumber: number): void {
     const scheduled = this.scheduled.get(sequenceNumber);
-    if (!scheduled) throw new MessageNotFoundError(sequenceNumber);
+    if (!scheduled) throw new MessageNotFoundError(sequenceNumber, 'scheduled');
     scheduled.cancel();
     this.scheduled.delete(sequenceNumber);
   }

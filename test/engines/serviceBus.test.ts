@@ -200,6 +200,24 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
       expect(seen.Left).toBeNull();
     });
 
+    it('defers a message: set aside with its modified properties, received only by sequence number, then completed', () => {
+      const seen = result<{
+        PlainReceive: string | null;
+        Again: Seen;
+        AgainLocked: boolean;
+        ThirdDeliveryCount: number;
+        AfterComplete: string | null;
+      }>('defer');
+
+      expect(seen.PlainReceive).toBeNull();
+      expect(seen.Again).toMatchObject({ MessageId: `${observed.run}-deferred` });
+      expect(seen.Again.Properties.deferredBy).toEqual({ Type: 'String', Value: 'engine' });
+      expect(seen.AgainLocked).toBe(true);
+      // The abandon counted a delivery, and the message stayed deferred.
+      expect(seen.ThirdDeliveryCount).toBe(seen.Again.DeliveryCount + 1);
+      expect(seen.AfterComplete).toBe('MessageNotFound');
+    });
+
     it('schedules a message until its time and cancels another by its sequence number', () => {
       const seen = result<{
         SequenceNumbers: number[];

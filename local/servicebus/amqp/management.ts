@@ -10,14 +10,19 @@ import type { ManagementRequest, ManagementResponse } from './requestResponse';
  * The $management operations the clients use on a subscription or its dead-letter queue:
  *   com.microsoft:peek-message         peekMessages (from-sequence-number, message-count)
  *   com.microsoft:renew-lock           renewMessageLock, and the receivers' auto lock renewal
- *   com.microsoft:update-disposition   settling when the receive link is gone
+ *   com.microsoft:update-disposition   settling when the receive link is gone, and settling a
+ *                                      message received by sequence number (completed, abandoned,
+ *                                      suspended = dead-lettered, defered = deferred, as spelled)
+ *   com.microsoft:receive-by-sequence-number   receiving deferred messages (peek-lock, or
+ *                                      receiveAndDelete when receiver-settle-mode is 0)
  * and on a topic (handleTopicRequest): schedule-message and cancel-scheduled-message. Everything
- * else (sessions, rules, deferral, receive-by-sequence-number) is answered amqp:not-implemented.
+ * else (sessions, rules) is answered amqp:not-implemented.
  */
 export const OPERATIONS = {
   peek: 'com.microsoft:peek-message',
   renewLock: 'com.microsoft:renew-lock',
   updateDisposition: 'com.microsoft:update-disposition',
+  receiveBySequenceNumber: 'com.microsoft:receive-by-sequence-number',
 } as const;
 
 /** The $management operations of a topic: a sender's ScheduleMessages and CancelScheduledMessages. */
@@ -91,9 +96,24 @@ export function handleManagementRequest(entity: Entity, request: ManagementReque
           ),
         },
       };
+    case OPERATIONS.receiveBySequenceNumber:
+      return receiveBySequenceNumber(entity, request.body);
     default:
       return updateDisposition(entity, request.body);
   }
+}
+
+function receiveBySequenceNumber(entity: Entity, body: Record<string, unknown>): ManagementResponse {
+  const receiveAndDelete = body['receiver-settle-mode'] === 0;
+  const messages = entries(body['sequence-numbers'], 'sequence-numbers').map((value) => {
+    const locked = entity.receiveDeferred(integer(value, 'sequence-numbers'));
+    if (receiveAndDelete) return { message: encodeMessage(entity.complete(locked.lockToken)) };
+    return {
+      message: encodeMessage(locked.message, { lockedUntil: locked.lockedUntil }),
+      'lock-token': types.wrap_uuid(Buffer.from(locked.lockToken.replace(/-/g, ''), 'hex')),
+    };
+  });
+  return { statusCode: 200, body: { messages } };
 }
 
 function peek(entity: Entity, body: Record<string, unknown>): ManagementResponse {
@@ -123,6 +143,9 @@ function updateDisposition(entity: Entity, body: Record<string, unknown>): Manag
         break;
       case 'abandoned':
         entity.abandon(token, undefined, propertiesToModify);
+        break;
+      case 'defered':
+        entity.defer(token, propertiesToModify);
         break;
       case 'suspended':
         entity.deadLetter(token, text(body['deadletter-reason']), text(body['deadletter-description']));

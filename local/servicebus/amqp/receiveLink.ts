@@ -1,7 +1,7 @@
 import { type EventContext, message as amqpMessage, type Sender } from 'rhea';
 
 import type { Entity, LockedMessage } from '../broker';
-import { asPeerError, CONDITIONS, PeerError } from './errors';
+import { asPeerError } from './errors';
 import { deliveryTagOf, lockTokenOfDeliveryTag } from './lockTokens';
 import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } from './messageCodec';
 
@@ -13,7 +13,7 @@ import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } fr
  *   released, modified              → abandon (the delivery counts); the
  *                                     modified outcome's message-annotations are the properties to
  *                                     modify
- *   modified undeliverable-here     → defer: not implemented, answered with an error
+ *   modified undeliverable-here     → defer (received again only by sequence number)
  *   rejected com.microsoft:dead-letter (info DeadLetterReason, DeadLetterErrorDescription) → dead-letter
  * In receiveAndDelete a message is completed as it is sent, and the transfer goes settled: there is
  * nothing to settle. In peek-lock (rcv-settle-mode second) the client waits for the peer to settle the
@@ -92,18 +92,12 @@ export function serveReceiveLink(
   );
   sender.on('modified', (context: EventContext) =>
     settle(context, 'modified', (lockToken, state) => {
-      if (state.undeliverable_here === true)
-        throw new PeerError(
-          CONDITIONS.notImplemented,
-          'Deferring messages is not implemented by the local peer.',
-        );
-      // abandonMessage(message, propertiesToModify) sends them as the outcome's message-annotations.
+      // abandonMessage and deferMessage send the properties to modify as the outcome's
+      // message-annotations; a deferral is the modified outcome with undeliverable-here.
       const modify = state.message_annotations;
-      entity.abandon(
-        lockToken,
-        undefined,
-        modify === undefined ? undefined : decodeApplicationProperties(modify),
-      );
+      const properties = modify === undefined ? undefined : decodeApplicationProperties(modify);
+      if (state.undeliverable_here === true) entity.defer(lockToken, properties);
+      else entity.abandon(lockToken, undefined, properties);
     }),
   );
   sender.on('rejected', (context: EventContext) =>

@@ -35,10 +35,11 @@ import { checkToken, covers, type Grant, LOCAL_KEY, unauthorized } from './sas';
  *     locked only as it is handed out within the receiver's credit (competing receivers share a
  *     backlog; what a receiver did not take stays receivable), the lock token as delivery tag,
  *     settlement by accepted (complete), released/modified (abandon, with the properties to modify
- *     merged into the application properties) and rejected com.microsoft:dead-letter (with
- *     DeadLetterReason/DeadLetterErrorDescription)
+ *     merged into the application properties), modified undeliverable-here (defer) and rejected
+ *     com.microsoft:dead-letter (with DeadLetterReason/DeadLetterErrorDescription)
  *   - $management: com.microsoft:peek-message, com.microsoft:renew-lock (expirations: an AMQP array
- *     of timestamps), com.microsoft:update-disposition; on a topic, com.microsoft:schedule-message and
+ *     of timestamps), com.microsoft:update-disposition, com.microsoft:receive-by-sequence-number
+ *     (deferred messages); on a topic, com.microsoft:schedule-message and
  *     com.microsoft:cancel-scheduled-message (a message sent with x-opt-scheduled-enqueue-time is
  *     scheduled too; the topic holds it until its time); errors carry their condition as a symbol
  *   - errors as AMQP errors: unknown node → amqp:not-found on the link, lock lost →
@@ -46,7 +47,7 @@ import { checkToken, covers, type Grant, LOCAL_KEY, unauthorized } from './sas';
  *     are not AMQP → the AMQP protocol header, then close; other connections are unaffected
  * Does not implement: TLS, WebSockets, Azure AD tokens (refused), closing links when their token
  * expires (a token is checked when it is put and when a link attaches), queues, sessions,
- * deferral, rules (filters come from src/topology.json),
+ * rules (filters come from src/topology.json),
  * transactions, auto-forwarding, message properties the model does not keep (to, reply-to,
  * session-id, partition-key, other annotations), and bodies other than one data section.
  * Application properties go back as they came (typed: an Int32 stays an Int32, and the .NET
@@ -149,7 +150,7 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
 
 /** rhea keeps the attach it will send; a sender whose own settle mode is settled pre-settles each transfer. */
 interface SettleModes {
-  local: { attach: { snd_settle_mode?: number } };
+  local: { attach: { snd_settle_mode?: number; rcv_settle_mode?: number } };
 }
 
 /** rhea's table of SASL mechanisms a server offers: each name, a factory of its server side. */
@@ -245,7 +246,6 @@ function serveConnection(
           'The local peer serves peek-lock (receiver-settle-mode second) and receiveAndDelete (sender-settle-mode settled) receivers.',
         );
       }
-      if (receiveAndDelete) (sender as unknown as SettleModes).local.attach.snd_settle_mode = 1;
       const { stop } = serveReceiveLink(sender, findEntity(broker, address), receiveAndDelete);
       echoTermini(sender);
       stops.add(stop);
@@ -322,8 +322,17 @@ function refuseOnError(link: Sender | Receiver, open: () => void): void {
   }
 }
 
-/** The peer's attach names the same source and target as the client's. */
+/**
+ * The peer's attach names the same source and target, and the same settle modes, as the client's.
+ * The .NET client (Microsoft.Azure.Amqp) takes a sending link's settle mode from the answer: its
+ * $management and $cbs requests go pre-settled, all with the same empty delivery tag, and answered
+ * with rhea's default (mixed) it would track them as unsettled and fail on the second request sent
+ * before the first was settled (ArgumentException: an item with the same key).
+ */
 function echoTermini(link: Sender | Receiver): void {
+  const attach = (link as unknown as SettleModes).local.attach;
+  if (link.snd_settle_mode !== undefined) attach.snd_settle_mode = link.snd_settle_mode;
+  if (link.rcv_settle_mode !== undefined) attach.rcv_settle_mode = link.rcv_settle_mode;
   const source = (link.source as { address?: unknown } | undefined)?.address;
   const target = (link.target as { address?: unknown } | undefined)?.address;
   if (typeof source === 'string') link.set_source({ address: source });

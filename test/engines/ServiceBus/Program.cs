@@ -41,6 +41,7 @@ async Task Check(string name, Func<Task<object>> check)
     catch (Exception error)
     {
         results[name] = new { Error = $"{error.GetType().Name}: {error.Message.Split('\n')[0]}" };
+        if (Environment.GetEnvironmentVariable("ENGINE_TRACE") == "1") Console.Error.WriteLine(error);
     }
 }
 
@@ -193,6 +194,31 @@ await Check("receiveAndDelete", async () =>
     await using var looker = client.CreateReceiver(topic, subscription);
     var left = await looker.PeekMessageAsync();
     return new { Taken = Seen(taken), Left = left?.MessageId };
+});
+
+// Deferred: set aside with a property to modify, not received again by a plain receive, received
+// by its sequence number, abandoned (it stays deferred), received again and completed.
+await Check("defer", async () =>
+{
+    await sender.SendMessageAsync(Message("deferred"));
+    var first = await Next(receiver);
+    await receiver.DeferMessageAsync(first, new Dictionary<string, object> { ["deferredBy"] = "engine" });
+    var plain = await receiver.ReceiveMessageAsync(TimeSpan.FromSeconds(1));
+    var again = await receiver.ReceiveDeferredMessageAsync(first.SequenceNumber);
+    await receiver.AbandonMessageAsync(again);
+    var third = await receiver.ReceiveDeferredMessageAsync(first.SequenceNumber);
+    await receiver.CompleteMessageAsync(third);
+    string? afterComplete = null;
+    try { await receiver.ReceiveDeferredMessageAsync(first.SequenceNumber); }
+    catch (ServiceBusException error) { afterComplete = error.Reason.ToString(); }
+    return new
+    {
+        PlainReceive = plain?.MessageId,
+        Again = Seen(again),
+        AgainLocked = again.LockedUntil > DateTimeOffset.UtcNow,
+        ThirdDeliveryCount = third.DeliveryCount,
+        AfterComplete = afterComplete,
+    };
 });
 
 // Scheduled: one message held until its time and then received with it; one cancelled by the
