@@ -1,11 +1,19 @@
 import { execFile, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 import { ServiceBusClient, type ServiceBusReceivedMessage } from '@azure/service-bus';
 
+import {
+  ServiceBusTriggers,
+  type TriggerDelivery,
+  triggerSettings,
+} from '../../local/host/serviceBusTriggers';
+import { loadFunctionApp } from '../../local/host/worker';
 import { PROJECT_ROOT } from '../../local/project';
 import { type LocalServiceBus, start } from '../../local/servicebus/amqp';
+import { PAYMENTS, PEER_TOPOLOGY, TOPIC } from '../support/peer';
 
 /**
  * The local Service Bus peer against the engine the Functions host runs: Azure.Messaging.ServiceBus
@@ -79,6 +87,7 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
           join(OUTPUT, 'ServiceBusEngine.dll'),
           peer.connectionString,
           ...['engine-events', 'engine.checks', 'EngineChecked', String(MAX_DELIVERY_COUNT)],
+          join(PROJECT_ROOT, 'host.json'),
         ],
         { timeout: 240_000 },
       );
@@ -255,19 +264,33 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
       expect(seen.SignedReceived).toBe(`${observed.run}-sas-signed`);
     });
 
-    it("runs the extension's processor: completes after success, abandons after a throw until max deliveries, then dead-letters", () => {
+    it("runs the extension's processor with host.json's options: it completes after success, abandons after a throw until max deliveries, then the message is dead-lettered", () => {
       const seen = result<{
-        Deliveries: { MessageId?: string; DeliveryCount?: number; Error?: string }[];
+        Options: Record<string, unknown>;
+        Deliveries: { MessageId?: string; DeliveryCount?: number }[];
+        Errors: { Source: string; Error: string }[];
         DeadLettered: Seen;
       }>('processor');
       const failing = `${observed.run}-processor-fails`;
 
-      expect(seen.Deliveries.filter((d) => d.Error !== undefined)).toEqual([]);
+      expect(seen.Options).toEqual({
+        AutoCompleteMessages: true,
+        MaxConcurrentCalls: 16,
+        PrefetchCount: 0,
+        MaxAutoLockRenewalDuration: '00:05:00',
+      });
       expect(seen.Deliveries.filter((d) => d.MessageId === `${observed.run}-processor-succeeds`)).toEqual([
         { MessageId: `${observed.run}-processor-succeeds`, DeliveryCount: 1 },
       ]);
       expect(seen.Deliveries.filter((d) => d.MessageId === failing).map((d) => d.DeliveryCount)).toEqual(
         Array.from({ length: MAX_DELIVERY_COUNT }, (_, i) => i + 1),
+      );
+      // Each throw reaches the error handler as the function's; nothing else went wrong.
+      expect(seen.Errors).toEqual(
+        Array.from({ length: MAX_DELIVERY_COUNT }, () => ({
+          Source: 'ProcessMessageCallback',
+          Error: 'The function failed.',
+        })),
       );
       expect(seen.DeadLettered).toMatchObject({
         MessageId: failing,
@@ -276,5 +299,83 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
       // Nothing is left behind: the successful message was completed, not redelivered.
       expect(peer.broker.subscription('engine-events', 'engine.checks').entity.activeCount).toBe(0);
     });
+
+    it("settles as our trigger model does: the model's deliveries and dead letter match the extension's processor", async () => {
+      const processor = result<{
+        Deliveries: { MessageId?: string; DeliveryCount?: number }[];
+        DeadLettered: Seen;
+      }>('processor');
+      const counts = (messageId: string): number[] =>
+        processor.Deliveries.filter((d) => d.MessageId === messageId).map((d) => d.DeliveryCount!);
+      const engine = {
+        succeeds: counts(`${observed.run}-processor-succeeds`),
+        fails: counts(`${observed.run}-processor-fails`),
+        deadLetterReason: processor.DeadLettered.DeadLetterReason,
+      };
+
+      const model = await runTriggerModel();
+
+      expect(model.deliveries).toEqual(engine);
+      // And the model settled each delivery as the extension does: complete on return, abandon on a throw.
+      expect(model.settlements).toEqual({
+        succeeds: ['completed'],
+        fails: Array.from({ length: MAX_DELIVERY_COUNT }, () => 'abandoned'),
+      });
+    });
   },
 );
+
+/**
+ * The same script through our Service Bus trigger model (local/host/serviceBusTriggers.ts, what
+ * npm start runs) with the project's host.json: a fixture function that returns for one message and
+ * throws for another, on a peer with the same maximum delivery count.
+ */
+async function runTriggerModel(): Promise<{
+  deliveries: { succeeds: number[]; fails: number[]; deadLetterReason: string | null };
+  settlements: { succeeds: string[]; fails: string[] };
+}> {
+  const modelPeer = await start({ topology: PEER_TOPOLOGY, maxDeliveryCount: MAX_DELIVERY_COUNT });
+  const client = new ServiceBusClient(modelPeer.connectionString);
+  const app = await loadFunctionApp([join(__dirname, '..', 'local', 'host', 'fixtureApp.ts')]);
+  const consumer = app.serviceBus.find((f) => f.name === 'fixture-consumer')!;
+  const hostJson = JSON.parse(readFileSync(join(PROJECT_ROOT, 'host.json'), 'utf8')) as unknown;
+  const deliveries: TriggerDelivery[] = [];
+  const triggers = new ServiceBusTriggers(
+    client,
+    [consumer],
+    triggerSettings(hostJson),
+    (delivery) => deliveries.push(delivery),
+    (_name, error) => {
+      throw error;
+    },
+  );
+  try {
+    triggers.start();
+    await client.createSender(TOPIC).sendMessages([
+      { body: 'ok', subject: 'PaymentReceived', messageId: 'model-succeeds' },
+      { body: 'throw', subject: 'PaymentReceived', messageId: 'model-fails' },
+    ]);
+    const deadLetters = modelPeer.broker.subscription(TOPIC, PAYMENTS).deadLetterQueue;
+    const deadline = Date.now() + 60_000;
+    while (deadLetters.activeCount === 0 || deliveries.length < MAX_DELIVERY_COUNT + 1) {
+      if (Date.now() > deadline) throw new Error(`The model delivered ${deliveries.length} times in 60 s.`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const of = (messageId: string): TriggerDelivery[] => deliveries.filter((d) => d.messageId === messageId);
+    return {
+      deliveries: {
+        succeeds: of('model-succeeds').map((d) => d.deliveryCount),
+        fails: of('model-fails').map((d) => d.deliveryCount),
+        deadLetterReason: deadLetters.peek()[0]?.deadLetter?.reason ?? null,
+      },
+      settlements: {
+        succeeds: of('model-succeeds').map((d) => d.settlement),
+        fails: of('model-fails').map((d) => d.settlement),
+      },
+    };
+  } finally {
+    await triggers.stop();
+    await client.close();
+    await modelPeer.stop();
+  }
+}

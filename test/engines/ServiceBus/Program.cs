@@ -3,7 +3,7 @@
 // test/engines/serviceBus.test.ts), and prints what it observed as one JSON object. The test
 // asserts on it; this program judges nothing, so a check that never ran shows as missing.
 //
-// Usage: dotnet run -- <connection string> <topic> <subscription> <subject> <max delivery count>
+// Usage: dotnet run -- <connection string> <topic> <subscription> <subject> <max delivery count> <host.json>
 using System.Net;
 using System.Security.Cryptography;
 using System.Text;
@@ -12,6 +12,7 @@ using Azure.Messaging.ServiceBus;
 
 var (connection, topic, subscription, subject) = (args[0], args[1], args[2], args[3]);
 var maxDeliveryCount = int.Parse(args[4]);
+var hostJsonPath = args[5];
 var wait = TimeSpan.FromSeconds(30);
 var run = Guid.NewGuid().ToString("N")[..8];
 var results = new Dictionary<string, object?>();
@@ -138,51 +139,57 @@ await Check("deadletter", async () =>
     return Seen(dead);
 });
 
-// The processor as the Functions extension runs it: it settles itself (AutoCompleteMessages false),
-// completing after a function succeeds and abandoning after one throws (MessageProcessor,
-// Microsoft.Azure.WebJobs.Extensions.ServiceBus), with host.json's maxConcurrentCalls 16,
-// prefetchCount 0 and maxAutoLockRenewalDuration 00:05:00.
+// The processor as the Functions extension runs it: ServiceBusOptions.ToProcessorOptions() takes
+// autoCompleteMessages, prefetchCount, maxAutoLockRenewalDuration and maxConcurrentCalls from
+// host.json (the extension's defaults where it says nothing), and the function's failure is
+// rethrown into the handler (MessageProcessor.CompleteProcessingMessageAsync), so the processor
+// itself completes a message after success and abandons it after a throw.
 await Check("processor", async () =>
 {
+    var serviceBus = JsonDocument.Parse(File.ReadAllText(hostJsonPath)).RootElement
+        .GetProperty("extensions").GetProperty("serviceBus");
     var options = new ServiceBusProcessorOptions
     {
-        AutoCompleteMessages = false,
-        MaxConcurrentCalls = 16,
-        PrefetchCount = 0,
-        MaxAutoLockRenewalDuration = TimeSpan.FromMinutes(5),
+        AutoCompleteMessages = serviceBus.TryGetProperty("autoCompleteMessages", out var auto) ? auto.GetBoolean() : true,
+        MaxConcurrentCalls = serviceBus.TryGetProperty("maxConcurrentCalls", out var calls) ? calls.GetInt32() : 16 * Environment.ProcessorCount,
+        PrefetchCount = serviceBus.TryGetProperty("prefetchCount", out var prefetch) ? prefetch.GetInt32() : 0,
+        MaxAutoLockRenewalDuration = serviceBus.TryGetProperty("maxAutoLockRenewalDuration", out var renewal)
+            ? TimeSpan.Parse(renewal.GetString()!, System.Globalization.CultureInfo.InvariantCulture)
+            : TimeSpan.FromMinutes(5),
     };
     await using var processor = client.CreateProcessor(topic, subscription, options);
     var deliveries = new List<object>();
+    var errors = new List<object>();
     var done = new TaskCompletionSource();
     var failing = $"{run}-processor-fails";
-    processor.ProcessMessageAsync += async args =>
+    processor.ProcessMessageAsync += args =>
     {
         var m = args.Message;
         lock (deliveries) deliveries.Add(new { m.MessageId, m.DeliveryCount });
-        if (m.MessageId == failing)
-        {
-            await args.AbandonMessageAsync(m);
-            if (m.DeliveryCount == maxDeliveryCount) done.TrySetResult();
-        }
-        else
-        {
-            await args.CompleteMessageAsync(m);
-        }
+        if (m.MessageId != failing) return Task.CompletedTask;
+        if (m.DeliveryCount == maxDeliveryCount) done.TrySetResult();
+        throw new InvalidOperationException("The function failed.");
     };
     processor.ProcessErrorAsync += args =>
     {
-        lock (deliveries) deliveries.Add(new { Error = args.Exception.Message });
+        lock (errors) errors.Add(new { Source = args.ErrorSource.ToString(), Error = args.Exception.Message });
         return Task.CompletedTask;
     };
     await sender.SendMessageAsync(Message("processor-succeeds"));
     await sender.SendMessageAsync(Message("processor-fails"));
     await processor.StartProcessingAsync();
     await done.Task.WaitAsync(TimeSpan.FromSeconds(60));
-    await processor.StopProcessingAsync();
     await using var deadLetters = client.CreateReceiver(topic, subscription, new ServiceBusReceiverOptions { SubQueue = SubQueue.DeadLetter });
     var dead = await Next(deadLetters);
     await deadLetters.CompleteMessageAsync(dead);
-    return new { Deliveries = deliveries, DeadLettered = Seen(dead) };
+    await processor.StopProcessingAsync();
+    return new
+    {
+        Options = new { options.AutoCompleteMessages, options.MaxConcurrentCalls, options.PrefetchCount, options.MaxAutoLockRenewalDuration },
+        Deliveries = deliveries,
+        Errors = errors,
+        DeadLettered = Seen(dead),
+    };
 });
 
 // Received in receiveAndDelete: handed out once, settled by the peer, and gone (a fresh peek finds nothing).
