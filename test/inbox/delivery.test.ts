@@ -134,6 +134,115 @@ describe('toDelivery (the trigger adapter)', () => {
   });
 });
 
+/** toDelivery on metadata as the host hands it, for the cases the worker path cannot produce. */
+const withMetadata = (triggerMetadata: Record<string, unknown>, body: unknown = {}): Delivery =>
+  toDelivery(body, new InvocationContext({ triggerMetadata }));
+
+describe('toDelivery: what it reads, value by value', () => {
+  it('marks a MessageId and a DeliveryCount the body replaced, whatever their case, and reads neither', () => {
+    const delivery = withMetadata(
+      { messageId: 'from-the-body', deliveryCount: 9, subject: 'PaymentReceived' },
+      { MessageId: 'from-the-body', DELIVERYCOUNT: 9, amount: 1 },
+    );
+
+    expect(delivery).toMatchObject({
+      shadowedByBody: ['messageId', 'deliveryCount'],
+      messageId: undefined,
+      deliveryCount: 1,
+      subject: 'PaymentReceived',
+    });
+    expect(withMetadata({ messageId: 'm' }, { messageId: 'm' }).shadowedByBody).toEqual(['messageId']);
+  });
+
+  it('takes a body property that is null or an array as no replacement (the host skips those)', () => {
+    const delivery = withMetadata(
+      { messageId: 'broker', deliveryCount: 2 },
+      { messageId: null, deliveryCount: [1] },
+    );
+
+    expect(delivery).toMatchObject({ shadowedByBody: undefined, messageId: 'broker', deliveryCount: 2 });
+  });
+
+  it('reads the metadata of a body that is not an object: null, text, bytes, a list', () => {
+    for (const body of [null, 'text', Buffer.from('bytes'), [{ messageId: 'x' }], 42]) {
+      expect(withMetadata({ messageId: 'broker' }, body)).toMatchObject({
+        body,
+        messageId: 'broker',
+        shadowedByBody: undefined,
+      });
+    }
+  });
+
+  it('takes a DeliveryCount that is not a whole number above zero as the first delivery', () => {
+    const counts = [0, -1, 2.5, 'abc', '3', 4].map(
+      (deliveryCount) => withMetadata({ deliveryCount }).deliveryCount,
+    );
+
+    expect(counts).toEqual([1, 1, 1, 1, 3, 4]);
+  });
+
+  it('takes an empty MessageId as none, and keeps a text one exact', () => {
+    expect(withMetadata({ messageId: '' })).toMatchObject({ messageId: undefined, messageIdIsLossy: false });
+    expect(withMetadata({ messageId: 'order-1' })).toMatchObject({
+      messageId: 'order-1',
+      messageIdIsLossy: false,
+    });
+  });
+
+  it('reads Subject and CorrelationId as text: empty or null is none, another value its JSON', () => {
+    expect(withMetadata({ subject: '', correlationId: null })).toMatchObject({
+      subject: undefined,
+      correlationId: undefined,
+    });
+    expect(withMetadata({ subject: 42, correlationId: { a: 1 } })).toMatchObject({
+      subject: '42',
+      correlationId: '{"a":1}',
+    });
+    expect(withMetadata({ subject: 'PaymentReceived' }).subject).toBe('PaymentReceived');
+  });
+
+  it('reads EnqueuedTimeUtc from text or milliseconds; a zoneless time is UTC, a zoned one keeps its zone', () => {
+    const at = (enqueuedTimeUtc: unknown): string | undefined =>
+      withMetadata({ enqueuedTimeUtc }).enqueuedTimeUtc?.toISOString();
+
+    expect(at('2026-11-29T10:00')).toBe('2026-11-29T10:00:00.000Z');
+    expect(at('2026-11-29T10:00:05')).toBe('2026-11-29T10:00:05.000Z');
+    expect(at('2026-11-29T10:00:05.123456')).toBe('2026-11-29T10:00:05.123Z');
+    expect(at('2026-11-29T10:00:00+02:00')).toBe('2026-11-29T08:00:00.000Z');
+    expect(at(Date.UTC(2026, 10, 29, 10))).toBe('2026-11-29T10:00:00.000Z');
+    expect([at('not a date'), at(true), at({}), at(undefined)]).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ]);
+  });
+
+  it('reads ApplicationProperties from UserProperties when the body replaced them', () => {
+    const delivery = withMetadata(
+      { applicationProperties: { from: 'body' }, userProperties: { tenant: 'contoso' } },
+      { applicationProperties: { from: 'body' } },
+    );
+
+    expect(delivery.applicationProperties).toEqual({ tenant: 'contoso' });
+  });
+
+  it('reads ApplicationProperties from an object or its JSON text; anything else is none', () => {
+    const properties = (applicationProperties: unknown): Record<string, unknown> =>
+      withMetadata({ applicationProperties }).applicationProperties as Record<string, unknown>;
+
+    expect(properties({ tenant: 'contoso' })).toEqual({ tenant: 'contoso' });
+    expect(properties('{"tenant":"contoso"}')).toEqual({ tenant: 'contoso' });
+    expect([
+      properties('{not json'),
+      properties('null'),
+      properties('[1]'),
+      properties(7),
+      properties(null),
+    ]).toEqual([{}, {}, {}, {}, {}]);
+  });
+});
+
 describe('markers', () => {
   it('derives a legal, deterministic id per (consumer, MessageId), whatever the MessageId holds', () => {
     const hostile = `${'/\\?#'.repeat(8)}${'ü'.repeat(96)}`;
