@@ -229,7 +229,7 @@ describe('toDelivery: what it reads, value by value', () => {
 
   it('reads ApplicationProperties from an object or its JSON text; anything else is none', () => {
     const properties = (applicationProperties: unknown): Record<string, unknown> =>
-      withMetadata({ applicationProperties }).applicationProperties as Record<string, unknown>;
+      withMetadata({ applicationProperties }).applicationProperties;
 
     expect(properties({ tenant: 'contoso' })).toEqual({ tenant: 'contoso' });
     expect(properties('{"tenant":"contoso"}')).toEqual({ tenant: 'contoso' });
