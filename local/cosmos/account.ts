@@ -125,8 +125,10 @@ export class DatabaseState {
     return encodeRid(this.ridBytes);
   }
 
+  /** By id, or by resource id (`_rid`), as a request addressed by resource ids names it. */
   container(id: string): ContainerState {
-    const container = this.containers.get(id);
+    const container =
+      this.containers.get(id) ?? [...this.containers.values()].find((candidate) => candidate.rid === id);
     if (!container) throw notFound(`Container '${id}' does not exist in database '${this.id}'.`);
     return container;
   }
@@ -155,8 +157,10 @@ export class AccountState {
   readonly databases = new Map<string, DatabaseState>();
   private databaseSequence = 0;
 
+  /** By id, or by resource id (`_rid`), as a request addressed by resource ids names it. */
   database(id: string): DatabaseState {
-    const database = this.databases.get(id);
+    const database =
+      this.databases.get(id) ?? [...this.databases.values()].find((candidate) => candidate.rid === id);
     if (!database) throw notFound(`Database '${id}' does not exist.`);
     return database;
   }

@@ -6,6 +6,8 @@ import { CosmosError } from './errors';
  * Master-key authorization, as the SDK signs it:
  *   authorization = urlencode("type=master&ver=1.0&sig=" + base64(HMAC-SHA256(base64decode(key), text)))
  *   text = verb + "\n" + resourceType + "\n" + resourceLink + "\n" + x-ms-date + "\n\n"   (verb, type, date lower-cased)
+ * where resourceLink is the name-based path, or, for a request addressed by resource ids, the last
+ * id lower-cased.
  * https://learn.microsoft.com/rest/api/cosmos-db/access-control-on-cosmosdb-resources
  */
 export interface SignedResource {
@@ -39,10 +41,18 @@ export function verifyMasterKey(
       `The authorization token is not a master key token (type=master&ver=1.0&sig=...).`,
     );
   }
-  const text = `${resource.verb.toLowerCase()}\n${resource.resourceType.toLowerCase()}\n${resource.resourceLink}\n${date.toLowerCase()}\n\n`;
-  const expected = createHmac('sha256', keyBytes).update(text, 'utf8').digest();
+  const signed = (link: string): string =>
+    `${resource.verb.toLowerCase()}\n${resource.resourceType.toLowerCase()}\n${link}\n${date.toLowerCase()}\n\n`;
+  const text = signed(resource.resourceLink);
+  // A request addressed by resource ids (dbs/<rid>/colls/<rid>/..., as the .NET SDK reads partition
+  // key ranges) is signed over the last id alone, lower-cased.
+  const ridText = signed(resource.resourceLink.split('/').at(-1)?.toLowerCase() ?? '');
   const given = Buffer.from(fields.sig, 'base64');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+  const matches = (payload: string): boolean => {
+    const expected = createHmac('sha256', keyBytes).update(payload, 'utf8').digest();
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  };
+  if (!matches(text) && !(resource.resourceLink.includes('/') && matches(ridText))) {
     throw new CosmosError(
       401,
       "The input authorization token can't serve the request. The wrong key is being used or the expected payload is not built as per the protocol. " +

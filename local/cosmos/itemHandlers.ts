@@ -7,7 +7,7 @@ import { flag, type Reply, type RequestHeaders, single } from './http';
 import { executeOperation, isExpired, type ItemOperation, StagedWrites } from './items';
 import { parsePartitionKeyHeader } from './partitionKey';
 import { parsePatchRequest } from './patch';
-import { parseQuerySpec, runQuery } from './query';
+import { parseQuerySpec, queryPlan, runQuery } from './query';
 import { queryCharge } from './requestCharge';
 import { body, containerOf, notAllowed, type ResourceRequest } from './resourceHandlers';
 import type { Route } from './routes';
@@ -24,7 +24,7 @@ export function items(request: ResourceRequest, route: Extract<Route, { type: 'i
   }
   if (method !== 'POST') return notAllowed(request);
   if (flag(headers['x-ms-cosmos-is-query-plan-request'])) {
-    throw badRequest('The local server does not produce query plans; it runs every query directly.');
+    return { status: 200, body: queryPlan(parseQuerySpec(body(request))), requestCharge: 1 };
   }
   if (
     flag(headers['x-ms-documentdb-isquery']) ||

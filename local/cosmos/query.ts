@@ -70,6 +70,37 @@ export function runQuery(
   };
 }
 
+/**
+ * The query plan the gateway answers a query-plan request with (the .NET SDK asks for one before
+ * every query; @azure/cosmos asks too, and uses it only when a query sent directly is refused).
+ * The server has one partition key range and runs every query whole on it, so the plan is a pass
+ * through: no client-side ORDER BY, TOP, aggregates or DISTINCT, one range covering all keys. A
+ * query the server cannot compile is refused here, with the reason, as it would be when run.
+ */
+export function queryPlan(spec: QuerySpec): Record<string, unknown> {
+  compile(spec.query);
+  return {
+    partitionedQueryExecutionInfoVersion: 2,
+    queryInfo: {
+      distinctType: 'None',
+      top: null,
+      offset: null,
+      limit: null,
+      orderBy: [],
+      orderByExpressions: [],
+      groupByExpressions: [],
+      groupByAliases: [],
+      aggregates: [],
+      groupByAliasToAggregateType: {},
+      rewrittenQuery: '',
+      hasSelectValue: false,
+      dCountInfo: null,
+      hasNonStreamingOrderBy: false,
+    },
+    queryRanges: [{ min: '', max: 'FF', isMinInclusive: true, isMaxInclusive: false }],
+  };
+}
+
 /** True when `from c where <predicate>` holds for the document (the patch condition form). */
 export function conditionHolds(document: unknown, condition: string): boolean {
   if (!/^\s*from\s/i.test(condition)) {
@@ -99,9 +130,17 @@ function liftNumbers(query: string): { text: string; parameters: QueryParameter[
   return { text, parameters };
 }
 
+/** Query features Cosmos DB has and the server does not, named in the refusal. */
+const UNSUPPORTED: readonly [RegExp, string][] = [[/\bGROUP\s+BY\b/i, 'GROUP BY']];
+
 function compile(text: string): CompiledQuery {
   let compiled = cache.get(text);
   if (compiled === undefined) {
+    const outsideStrings = text.replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, "''");
+    for (const [pattern, feature] of UNSUPPORTED) {
+      if (pattern.test(outsideStrings))
+        throw badRequest(`The local server does not support ${feature} in queries (see local/README.md).`);
+    }
     try {
       compiled = createQuery(text);
       void compiled.code; // compile now, so syntax and semantic errors surface here

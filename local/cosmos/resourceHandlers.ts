@@ -97,7 +97,11 @@ export function partitionKeyRanges(
 ): Reply {
   const container = containerOf(request, route);
   if (request.method !== 'GET') return notAllowed(request);
-  return feed('PartitionKeyRanges', container.rid, [
+  // The .NET SDK reads the ranges as a change feed (A-IM: Incremental feed) until 304 Not
+  // Modified: the ranges never change here, so their ETag is fixed.
+  const etag = '"1"';
+  if (request.headers['if-none-match'] === etag) return { status: 304, requestCharge: METADATA_CHARGE };
+  const reply = feed('PartitionKeyRanges', container.rid, [
     {
       id: '0',
       _rid: `${container.rid}AgAAAAAAAA==`,
@@ -112,6 +116,7 @@ export function partitionKeyRanges(
       parents: [],
     },
   ]);
+  return { ...reply, headers: { etag } };
 }
 
 function accountResource(host: string): Record<string, unknown> {

@@ -1,0 +1,108 @@
+// Drives Microsoft.Azure.Cosmos, the SDK the Functions host's Cosmos DB extension runs, in gateway
+// mode with its other options at their defaults, against a Cosmos DB endpoint (the local server,
+// from test/engines/cosmos.test.ts), and prints what it observed as one JSON object. The test
+// asserts on it; this program judges nothing, so a check that never ran shows as missing.
+//
+// Usage: dotnet run -- <endpoint> <key>
+using System.Net;
+using Microsoft.Azure.Cosmos;
+using Newtonsoft.Json;
+using Newtonsoft.Json.Linq;
+
+var (endpoint, key) = (args[0], args[1]);
+var results = new Dictionary<string, object?>();
+
+using var client = new CosmosClient(endpoint, key, new CosmosClientOptions { ConnectionMode = ConnectionMode.Gateway });
+
+// Each check records what it saw, or the error that stopped it; one failing leaves the others running.
+async Task Check(string name, Func<Task<object>> check)
+{
+    try
+    {
+        results[name] = await check();
+    }
+    catch (Exception error)
+    {
+        results[name] = new { Error = $"{error.GetType().Name}: {error.Message.Split('\n')[0]}" };
+        if (Environment.GetEnvironmentVariable("ENGINE_TRACE") == "1") Console.Error.WriteLine(error);
+    }
+}
+
+Database database = null!;
+Container container = null!;
+await Check("setup", async () =>
+{
+    database = (await client.CreateDatabaseIfNotExistsAsync("engine")).Database;
+    container = (await database.CreateContainerIfNotExistsAsync("state", "/partitionKey")).Container;
+    return new { Database = database.Id, Container = container.Id };
+});
+
+// Point operations with ETags: create, read, a replace that names the current ETag, and one that
+// names the old one (412).
+await Check("pointOperations", async () =>
+{
+    var pk = new PartitionKey("account-1");
+    var created = await container.CreateItemAsync(new JObject { ["id"] = "doc-1", ["partitionKey"] = "account-1", ["balance"] = 10 }, pk);
+    var read = await container.ReadItemAsync<JObject>("doc-1", pk);
+    var replaced = await container.ReplaceItemAsync(
+        new JObject { ["id"] = "doc-1", ["partitionKey"] = "account-1", ["balance"] = 20 }, "doc-1", pk,
+        new ItemRequestOptions { IfMatchEtag = read.ETag });
+    HttpStatusCode stale;
+    try
+    {
+        await container.ReplaceItemAsync(
+            new JObject { ["id"] = "doc-1", ["partitionKey"] = "account-1", ["balance"] = 30 }, "doc-1", pk,
+            new ItemRequestOptions { IfMatchEtag = read.ETag });
+        stale = HttpStatusCode.OK;
+    }
+    catch (CosmosException error)
+    {
+        stale = error.StatusCode;
+    }
+    return new
+    {
+        Created = (int)created.StatusCode,
+        ReadBalance = (int)read.Resource["balance"]!,
+        Replaced = (int)replaced.StatusCode,
+        ReplacedBalance = (int)replaced.Resource["balance"]!,
+        StaleReplace = (int)stale,
+    };
+});
+
+// A parameterized query, in one partition and across partitions: the SDK asks the gateway for a
+// query plan first (there is no local query engine for it on Linux).
+await Check("query", async () =>
+{
+    await container.UpsertItemAsync(new JObject { ["id"] = "doc-2", ["partitionKey"] = "account-2", ["balance"] = 5 }, new PartitionKey("account-2"));
+    var definition = new QueryDefinition("SELECT c.id, c.balance FROM c WHERE c.balance >= @min ORDER BY c.id").WithParameter("@min", 1);
+    async Task<List<string>> Run(QueryRequestOptions? options)
+    {
+        var ids = new List<string>();
+        using var iterator = container.GetItemQueryIterator<JObject>(definition, requestOptions: options);
+        while (iterator.HasMoreResults)
+            foreach (var item in await iterator.ReadNextAsync()) ids.Add($"{item["id"]}:{item["balance"]}");
+        return ids;
+    }
+    return new
+    {
+        AcrossPartitions = await Run(null),
+        OnePartition = await Run(new QueryRequestOptions { PartitionKey = new PartitionKey("account-1") }),
+    };
+});
+
+// A query the server does not support is refused at its query plan, with the reason.
+await Check("unsupportedQuery", async () =>
+{
+    try
+    {
+        using var iterator = container.GetItemQueryIterator<JObject>("SELECT c.partitionKey, COUNT(1) AS n FROM c GROUP BY c.partitionKey");
+        await iterator.ReadNextAsync();
+        return new { Refused = (int?)null, Message = (string?)null };
+    }
+    catch (CosmosException error)
+    {
+        return new { Refused = (int?)error.StatusCode, Message = (string?)error.ResponseBody };
+    }
+});
+
+Console.WriteLine(JsonConvert.SerializeObject(new { results }));

@@ -1,0 +1,83 @@
+import { execFile, spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+import { start } from '../../local/cosmos/server';
+import { PROJECT_ROOT } from '../../local/project';
+
+/**
+ * The local Cosmos DB server against the SDK the Functions host's Cosmos DB extension runs:
+ * Microsoft.Azure.Cosmos 3.64.0 in gateway mode, other options at their defaults, driven by the
+ * test-only program in test/engines/Cosmos. The program prints what the SDK observed; the
+ * assertions are here. Without `dotnet` on the machine the suite is skipped, saying so once.
+ */
+const run = promisify(execFile);
+const PROJECT = join(PROJECT_ROOT, 'test', 'engines', 'Cosmos');
+const OUTPUT = join(PROJECT_ROOT, '.cache', 'engines', 'Cosmos');
+
+const dotnet = spawnSync('dotnet', ['--version'], { encoding: 'utf8' }).status === 0;
+if (!dotnet) {
+  // CI (.ci/run) sets REQUIRE_ENGINES: there a missing dotnet fails the run instead.
+  if (process.env.REQUIRE_ENGINES === '1')
+    throw new Error('REQUIRE_ENGINES is set and dotnet is not on PATH.');
+  console.warn(
+    'Skipped test/engines/cosmos.test.ts: no dotnet on PATH (install the .NET SDK 10 to check the local Cosmos DB server against the .NET SDK).',
+  );
+}
+
+type Results = Record<string, { Error?: string } & Record<string, unknown>>;
+let observed: Results;
+
+(dotnet ? describe : describe.skip)(
+  'Microsoft.Azure.Cosmos (the extension’s SDK, gateway mode) against the local server',
+  () => {
+    beforeAll(async () => {
+      // A first build restores the package from NuGet; later ones take seconds.
+      await run('dotnet', ['build', PROJECT, '-o', OUTPUT, '--nologo', '-v', 'quiet'], { timeout: 300_000 });
+      const server = await start();
+      try {
+        const { stdout } = await run(
+          'dotnet',
+          [join(OUTPUT, 'CosmosEngine.dll'), server.endpoint, server.key],
+          {
+            timeout: 240_000,
+          },
+        );
+        observed = (JSON.parse(stdout) as { results: Results }).results;
+      } finally {
+        await server.stop();
+      }
+    }, 600_000);
+
+    const result = <T>(check: string): T => {
+      const seen = observed[check];
+      expect({ check, error: seen?.Error }).toEqual({ check, error: undefined });
+      return seen as T;
+    };
+
+    it('creates a database and a container, and works on items with ETags (a stale one gets 412)', () => {
+      expect(result('setup')).toEqual({ Database: 'engine', Container: 'state' });
+      expect(result('pointOperations')).toEqual({
+        Created: 201,
+        ReadBalance: 10,
+        Replaced: 200,
+        ReplacedBalance: 20,
+        StaleReplace: 412,
+      });
+    });
+
+    it('runs a parameterized query with ORDER BY in one partition and across partitions: the query plan, the partition key ranges by resource id', () => {
+      expect(result('query')).toEqual({
+        AcrossPartitions: ['doc-1:20', 'doc-2:5'],
+        OnePartition: ['doc-1:20'],
+      });
+    });
+
+    it('refuses a query it does not support at its query plan, with a 400 that names the feature', () => {
+      const seen = result<{ Refused: number; Message: string }>('unsupportedQuery');
+
+      expect(seen.Refused).toBe(400);
+      expect(seen.Message).toContain('The local server does not support GROUP BY in queries');
+    });
+  },
+);
