@@ -58,7 +58,8 @@ export function changeFeed(container: ContainerState, headers: RequestHeaders, n
   // A page that stops early covers up to its last item's commit; otherwise everything so far.
   const last = end < changed.length ? (page.at(-1)?.lsn ?? after) : container.lastLsn;
   const etag = `"${last}"`;
-  if (page.length === 0) return { status: 304, requestCharge: 1, headers: { etag } };
+  // The .NET SDK reads the item count of a 304 too.
+  if (page.length === 0) return { status: 304, requestCharge: 1, headers: { etag, 'x-ms-item-count': '0' } };
   const documents = page.map((item) => ({ ...item.document, _lsn: item.lsn }));
   const bytes = byteLength(documents);
   return {

@@ -79,5 +79,12 @@ let observed: Results;
       expect(seen.Refused).toBe(400);
       expect(seen.Message).toContain('The local server does not support GROUP BY in queries');
     });
+
+    it('reads the change feed as the SDK does: from the beginning, the latest version of each item, until 304; then resumes from the continuation', () => {
+      expect(result('changeFeed')).toEqual({
+        FromBeginning: ['doc-1:20', 'doc-2:5'],
+        AfterContinuation: ['doc-3:1'],
+      });
+    });
   },
 );

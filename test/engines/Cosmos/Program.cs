@@ -90,6 +90,32 @@ await Check("query", async () =>
     };
 });
 
+// The change feed as the SDK reads it: from the beginning, latest version, until it says 304
+// (nothing new); then one more change, read from the continuation.
+await Check("changeFeed", async () =>
+{
+    var seen = new List<string>();
+    string? continuation = null;
+    var iterator = container.GetChangeFeedIterator<JObject>(ChangeFeedStartFrom.Beginning(), ChangeFeedMode.LatestVersion);
+    while (iterator.HasMoreResults)
+    {
+        var page = await iterator.ReadNextAsync();
+        continuation = page.ContinuationToken;
+        if (page.StatusCode == HttpStatusCode.NotModified) break;
+        foreach (var item in page) seen.Add($"{item["id"]}:{item["balance"]}");
+    }
+    await container.UpsertItemAsync(new JObject { ["id"] = "doc-3", ["partitionKey"] = "account-3", ["balance"] = 1 }, new PartitionKey("account-3"));
+    var later = new List<string>();
+    var resumed = container.GetChangeFeedIterator<JObject>(ChangeFeedStartFrom.ContinuationToken(continuation), ChangeFeedMode.LatestVersion);
+    while (resumed.HasMoreResults)
+    {
+        var page = await resumed.ReadNextAsync();
+        if (page.StatusCode == HttpStatusCode.NotModified) break;
+        foreach (var item in page) later.Add($"{item["id"]}:{item["balance"]}");
+    }
+    return new { FromBeginning = seen, AfterContinuation = later };
+});
+
 // A query the server does not support is refused at its query plan, with the reason.
 await Check("unsupportedQuery", async () =>
 {
