@@ -86,5 +86,18 @@ let observed: Results;
         AfterContinuation: ['doc-3:1'],
       });
     });
+
+    it("runs the extension's change feed processor: it takes a lease, delivers each change once, checkpoints, and a second instance resumes from the lease", () => {
+      const seen = result<{ First: string[]; Second: string[]; Leases: string[] }>('processor');
+
+      expect(seen.First).toEqual(['doc-1:20', 'doc-2:5', 'doc-3:1']);
+      // Asked to start from the beginning too, the second instance resumes from the checkpoint.
+      expect(seen.Second).toEqual(['doc-4:4']);
+      // One lease for the one partition key range, and the processor's info document.
+      expect(seen.Leases.map((id) => id.replace(/^engine-processor.*_/, ''))).toEqual(
+        expect.arrayContaining([expect.stringMatching(/\.\.0$/), expect.stringMatching(/\.info$/)]),
+      );
+      expect(seen.Leases).toHaveLength(2);
+    });
   },
 );

@@ -116,6 +116,49 @@ await Check("changeFeed", async () =>
     return new { FromBeginning = seen, AfterContinuation = later };
 });
 
+// The change feed processor, as the Cosmos DB trigger runs it (the extension's defaults: no lease
+// prefix, a 5 s poll delay, start from now unless told otherwise; here from the beginning): it
+// acquires a lease in the lease container, delivers each change once, checkpoints, and a second
+// instance resumes from the lease, delivering only what came after.
+await Check("processor", async () =>
+{
+    var leases = (await database.CreateContainerIfNotExistsAsync("leases", "/id")).Container;
+    async Task<List<string>> RunUntil(string instance, int expected, bool fromBeginning)
+    {
+        var delivered = new List<string>();
+        var enough = new TaskCompletionSource();
+        var builder = container
+            .GetChangeFeedProcessorBuilder<JObject>("engine-processor", (IReadOnlyCollection<JObject> changes, CancellationToken _) =>
+            {
+                lock (delivered)
+                {
+                    delivered.AddRange(changes.Select(item => $"{item["id"]}:{item["balance"]}"));
+                    if (delivered.Count >= expected) enough.TrySetResult();
+                }
+                return Task.CompletedTask;
+            })
+            .WithInstanceName(instance)
+            .WithLeaseContainer(leases)
+            .WithPollInterval(TimeSpan.FromSeconds(5));
+        if (fromBeginning) builder = builder.WithStartTime(DateTime.MinValue.ToUniversalTime());
+        var processor = builder.Build();
+        await processor.StartAsync();
+        await enough.Task.WaitAsync(TimeSpan.FromSeconds(60));
+        // One more poll, so that anything delivered twice would show.
+        await Task.Delay(TimeSpan.FromSeconds(6));
+        await processor.StopAsync();
+        return delivered;
+    }
+    var first = await RunUntil("instance-1", 3, fromBeginning: true);
+    await container.UpsertItemAsync(new JObject { ["id"] = "doc-4", ["partitionKey"] = "account-4", ["balance"] = 4 }, new PartitionKey("account-4"));
+    var second = await RunUntil("instance-2", 1, fromBeginning: true);
+    var leaseIds = new List<string>();
+    using (var iterator = leases.GetItemQueryIterator<JObject>("SELECT * FROM c"))
+        while (iterator.HasMoreResults)
+            foreach (var lease in await iterator.ReadNextAsync()) leaseIds.Add($"{lease["id"]}");
+    return new { First = first, Second = second, Leases = leaseIds };
+});
+
 // A query the server does not support is refused at its query plan, with the reason.
 await Check("unsupportedQuery", async () =>
 {
