@@ -2,8 +2,14 @@ import { execFile, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
-import { start } from '../../local/cosmos/server';
+import { CosmosClient } from '@azure/cosmos';
+
+import { type LocalCosmos, start } from '../../local/cosmos/server';
+import { ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
+import { loadFunctionApp } from '../../local/host/worker';
 import { PROJECT_ROOT } from '../../local/project';
+import { scaledClock } from '../../local/servicebus/clock';
+import { received } from '../local/host/changeFeedFixtureApp';
 
 /**
  * The local Cosmos DB server against the SDK the Functions host's Cosmos DB extension runs:
@@ -27,6 +33,7 @@ if (!dotnet) {
 
 type Results = Record<string, { Error?: string } & Record<string, unknown>>;
 let observed: Results;
+let server: LocalCosmos;
 
 (dotnet ? describe : describe.skip)(
   'Microsoft.Azure.Cosmos (the extension’s SDK, gateway mode) against the local server',
@@ -34,20 +41,20 @@ let observed: Results;
     beforeAll(async () => {
       // A first build restores the package from NuGet; later ones take seconds.
       await run('dotnet', ['build', PROJECT, '-o', OUTPUT, '--nologo', '-v', 'quiet'], { timeout: 300_000 });
-      const server = await start();
-      try {
-        const { stdout } = await run(
-          'dotnet',
-          [join(OUTPUT, 'CosmosEngine.dll'), server.endpoint, server.key],
-          {
-            timeout: 240_000,
-          },
-        );
-        observed = (JSON.parse(stdout) as { results: Results }).results;
-      } finally {
-        await server.stop();
-      }
+      server = await start();
+      const { stdout } = await run(
+        'dotnet',
+        [join(OUTPUT, 'CosmosEngine.dll'), server.endpoint, server.key],
+        {
+          timeout: 240_000,
+        },
+      );
+      observed = (JSON.parse(stdout) as { results: Results }).results;
     }, 600_000);
+
+    afterAll(async () => {
+      await server?.stop();
+    });
 
     const result = <T>(check: string): T => {
       const seen = observed[check];
@@ -93,11 +100,43 @@ let observed: Results;
       expect(seen.First).toEqual(['doc-1:20', 'doc-2:5', 'doc-3:1']);
       // Asked to start from the beginning too, the second instance resumes from the checkpoint.
       expect(seen.Second).toEqual(['doc-4:4']);
-      // One lease for the one partition key range, and the processor's info document.
-      expect(seen.Leases.map((id) => id.replace(/^engine-processor.*_/, ''))).toEqual(
-        expect.arrayContaining([expect.stringMatching(/\.\.0$/), expect.stringMatching(/\.info$/)]),
+      // One lease for the one partition key range, and the processor's info document, named as
+      // the trigger model names them: <prefix><host>_<database rid>_<container rid>..<range>, .info.
+      expect(seen.Leases.map((id) => id.replace(/_[^_.]+_[^_.]+(?=\.)/, '_<db>_<coll>'))).toEqual(
+        expect.arrayContaining(['relay-127.0.0.1_<db>_<coll>..0', 'relay-127.0.0.1_<db>_<coll>.info']),
       );
       expect(seen.Leases).toHaveLength(2);
+    });
+
+    it('resumes our trigger model (local/host/changeFeedTrigger.ts) from the leases the .NET processor wrote: nothing it checkpointed comes again', async () => {
+      result('processor');
+      const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
+      const database = client.database('engine');
+      const app = await loadFunctionApp([join(__dirname, '..', 'local', 'host', 'changeFeedFixtureApp.ts')]);
+      const relay = app.cosmosDB.find((f) => f.name === 'fixture-relay')!;
+      // The fixture relay starts from the beginning when it has no lease: only the lease stops it.
+      const trigger = new ChangeFeedTrigger(relay, {
+        clock: scaledClock(1000),
+        monitored: database.container('state'),
+        leases: database.container('leases'),
+      });
+      received.length = 0;
+      try {
+        await trigger.start();
+        await database
+          .container('state')
+          .items.upsert({ id: 'doc-5', partitionKey: 'account-5', balance: 5 });
+        const deadline = Date.now() + 30_000;
+        while (!received.some((r) => (r.documents as { id: string }[]).some((d) => d.id === 'doc-5'))) {
+          if (Date.now() > deadline) throw new Error('Our trigger model delivered no doc-5 in 30 s.');
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      } finally {
+        await trigger.stop();
+        client.dispose();
+      }
+
+      expect(received.flatMap((r) => (r.documents as { id: string }[]).map((d) => d.id))).toEqual(['doc-5']);
     });
   },
 );

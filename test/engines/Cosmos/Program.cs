@@ -123,12 +123,16 @@ await Check("changeFeed", async () =>
 await Check("processor", async () =>
 {
     var leases = (await database.CreateContainerIfNotExistsAsync("leases", "/id")).Container;
+    // The extension names the processor by the trigger's leaseContainerPrefix: this is the prefix of
+    // the test's fixture relay (test/local/host/changeFeedFixtureApp.ts), whose trigger model then
+    // resumes from these leases.
+    const string processorName = "relay-";
     async Task<List<string>> RunUntil(string instance, int expected, bool fromBeginning)
     {
         var delivered = new List<string>();
         var enough = new TaskCompletionSource();
         var builder = container
-            .GetChangeFeedProcessorBuilder<JObject>("engine-processor", (IReadOnlyCollection<JObject> changes, CancellationToken _) =>
+            .GetChangeFeedProcessorBuilder<JObject>(processorName, (IReadOnlyCollection<JObject> changes, CancellationToken _) =>
             {
                 lock (delivered)
                 {
