@@ -30,8 +30,26 @@ export interface LocalSettingsFile {
 /** The Cosmos DB emulator as the outbox relay's trigger connects to it: its endpoint and published key. */
 export const COSMOS_EMULATOR_CONNECTION_STRING = `AccountEndpoint=${COSMOS_EMULATOR.endpoint};AccountKey=${COSMOS_EMULATOR.key};`;
 
-/** The sample's settings, pointed at the emulators. */
-export function emulatorLocalSettings(sample: LocalSettingsFile): LocalSettingsFile {
+/** Where the host's connections point: a Service Bus connection string and a Cosmos DB endpoint and key. */
+export interface LocalTargets {
+  serviceBusConnectionString: string;
+  cosmosEndpoint: string;
+  cosmosKey: string;
+}
+
+/**
+ * The Cosmos DB extension's connection mode. The extension defaults to gateway mode already
+ * (`CosmosDBUtility.BuildClientOptions` in azure-webjobs-sdk-extensions); written out, it stays
+ * gateway when host.json changes it, as both the emulator and the local server need.
+ */
+export const COSMOS_EXTENSION_CONNECTION_MODE = 'AzureFunctionsJobHost__extensions__cosmosDB__connectionMode';
+
+/**
+ * The sample's settings with the connections pointed at local servers: each trigger gets a
+ * connection string instead of the identity-based settings (`…__fullyQualifiedNamespace`,
+ * `…__accountEndpoint`), which are removed; Azurite holds the host's storage.
+ */
+export function hostLocalSettings(sample: LocalSettingsFile, targets: LocalTargets): LocalSettingsFile {
   const values = Object.fromEntries(
     Object.entries(sample.Values).filter(
       ([name]) => !name.startsWith('ServiceBusConnection__') && !name.startsWith('CosmosDBConnection__'),
@@ -42,12 +60,22 @@ export function emulatorLocalSettings(sample: LocalSettingsFile): LocalSettingsF
     Values: {
       ...values,
       AzureWebJobsStorage: 'UseDevelopmentStorage=true',
-      ServiceBusConnection: SERVICE_BUS_EMULATOR_CONNECTION_STRING,
-      CosmosDBConnection: COSMOS_EMULATOR_CONNECTION_STRING,
-      COSMOS_ENDPOINT: COSMOS_EMULATOR.endpoint,
-      COSMOS_KEY: COSMOS_EMULATOR.key,
+      ServiceBusConnection: targets.serviceBusConnectionString,
+      CosmosDBConnection: `AccountEndpoint=${targets.cosmosEndpoint};AccountKey=${targets.cosmosKey};`,
+      [COSMOS_EXTENSION_CONNECTION_MODE]: 'Gateway',
+      COSMOS_ENDPOINT: targets.cosmosEndpoint,
+      COSMOS_KEY: targets.cosmosKey,
     },
   };
+}
+
+/** The sample's settings, pointed at the emulators. */
+export function emulatorLocalSettings(sample: LocalSettingsFile): LocalSettingsFile {
+  return hostLocalSettings(sample, {
+    serviceBusConnectionString: SERVICE_BUS_EMULATOR_CONNECTION_STRING,
+    cosmosEndpoint: COSMOS_EMULATOR.endpoint,
+    cosmosKey: COSMOS_EMULATOR.key,
+  });
 }
 
 function main(): void {

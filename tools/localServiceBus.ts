@@ -9,9 +9,9 @@ const USAGE = `Usage: npx tsx tools/localServiceBus.ts [--port 5672] [--host 127
          [--duplicate-window PT1H] [--lock-duration PT1M] [--max-delivery-count 10]
 
 Serves the Service Bus model (topics and subscriptions from src/topology.json, in memory, real time)
-over AMQP 1.0 without TLS, for @azure/service-bus with a UseDevelopmentEmulator=true connection
-string, as the send and dead-letter tools in tools/ use it. (Other clients, such as the Functions
-host's .NET extension, may need protocol the peer does not implement; they are untested.)
+over AMQP 1.0 without TLS, for a client given its UseDevelopmentEmulator=true connection string:
+@azure/service-bus (the tools in tools/) and Azure.Messaging.ServiceBus, the Functions host's
+Service Bus extension (test/engines/serviceBus.test.ts). npm run func:local starts it for func start.
 It runs until interrupted; messages are lost when it stops.`;
 
 const FLAGS = {

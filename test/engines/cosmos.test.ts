@@ -1,4 +1,4 @@
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -7,10 +7,9 @@ import { CosmosClient } from '@azure/cosmos';
 import { type LocalCosmos, start } from '../../local/cosmos/server';
 import { ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
 import { loadFunctionApp } from '../../local/host/worker';
-import { PROJECT_ROOT } from '../../local/project';
 import { scaledClock } from '../../local/servicebus/clock';
 import { received } from '../local/host/changeFeedFixtureApp';
-
+import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
 /**
  * The local Cosmos DB server against the SDK the Functions host's Cosmos DB extension runs:
  * Microsoft.Azure.Cosmos 3.64.0 in gateway mode, other options at their defaults, driven by the
@@ -18,37 +17,23 @@ import { received } from '../local/host/changeFeedFixtureApp';
  * assertions are here. Without `dotnet` on the machine the suite is skipped, saying so once.
  */
 const run = promisify(execFile);
-const PROJECT = join(PROJECT_ROOT, 'test', 'engines', 'Cosmos');
-const OUTPUT = join(PROJECT_ROOT, '.cache', 'engines', 'Cosmos');
 
-const dotnet = spawnSync('dotnet', ['--version'], { encoding: 'utf8' }).status === 0;
-if (!dotnet) {
-  // CI (.ci/run) sets REQUIRE_ENGINES: there a missing dotnet fails the run instead.
-  if (process.env.REQUIRE_ENGINES === '1')
-    throw new Error('REQUIRE_ENGINES is set and dotnet is not on PATH.');
-  console.warn(
-    'Skipped test/engines/cosmos.test.ts: no dotnet on PATH (install the .NET SDK 10 to check the local Cosmos DB server against the .NET SDK).',
-  );
-}
+warnWhenSkipped('test/engines/cosmos.test.ts', 'check the local Cosmos DB server against the .NET SDK');
 
 type Results = Record<string, { Error?: string } & Record<string, unknown>>;
+let harness: string;
 let observed: Results;
 let server: LocalCosmos;
 
-(dotnet ? describe : describe.skip)(
+(DOTNET ? describe : describe.skip)(
   'Microsoft.Azure.Cosmos (the extension’s SDK, gateway mode) against the local server',
   () => {
     beforeAll(async () => {
-      // A first build restores the package from NuGet; later ones take seconds.
-      await run('dotnet', ['build', PROJECT, '-o', OUTPUT, '--nologo', '-v', 'quiet'], { timeout: 300_000 });
+      harness = await buildHarness('Cosmos');
       server = await start();
-      const { stdout } = await run(
-        'dotnet',
-        [join(OUTPUT, 'CosmosEngine.dll'), server.endpoint, server.key],
-        {
-          timeout: 240_000,
-        },
-      );
+      const { stdout } = await run('dotnet', [harness, server.endpoint, server.key], {
+        timeout: 240_000,
+      });
       observed = (JSON.parse(stdout) as { results: Results }).results;
     }, 600_000);
 

@@ -1,4 +1,4 @@
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -13,8 +13,8 @@ import {
 import { loadFunctionApp } from '../../local/host/worker';
 import { PROJECT_ROOT } from '../../local/project';
 import { type LocalServiceBus, start } from '../../local/servicebus/amqp';
+import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
 import { PAYMENTS, PEER_TOPOLOGY, TOPIC } from '../support/peer';
-
 /**
  * The local Service Bus peer against the engine the Functions host runs: Azure.Messaging.ServiceBus
  * 7.21.0 (the .NET client of the Service Bus extension), with its default options, driven by the
@@ -22,8 +22,6 @@ import { PAYMENTS, PEER_TOPOLOGY, TOPIC } from '../support/peer';
  * assertions are here. Without `dotnet` on the machine the suite is skipped, saying so once.
  */
 const run = promisify(execFile);
-const PROJECT = join(PROJECT_ROOT, 'test', 'engines', 'ServiceBus');
-const OUTPUT = join(PROJECT_ROOT, '.cache', 'engines', 'ServiceBus');
 const MAX_DELIVERY_COUNT = 4;
 const topology = {
   topics: [
@@ -31,15 +29,10 @@ const topology = {
   ],
 };
 
-const dotnet = spawnSync('dotnet', ['--version'], { encoding: 'utf8' }).status === 0;
-if (!dotnet) {
-  // CI (.ci/run) sets REQUIRE_ENGINES: there a missing dotnet fails the run instead.
-  if (process.env.REQUIRE_ENGINES === '1')
-    throw new Error('REQUIRE_ENGINES is set and dotnet is not on PATH.');
-  console.warn(
-    'Skipped test/engines/serviceBus.test.ts: no dotnet on PATH (install the .NET SDK 10 to check the local peer against the .NET Service Bus client).',
-  );
-}
+warnWhenSkipped(
+  'test/engines/serviceBus.test.ts',
+  'check the local peer against the .NET Service Bus client',
+);
 
 interface Seen {
   MessageId: string;
@@ -55,15 +48,15 @@ interface Seen {
 type Results = Record<string, { Error?: string } & Record<string, unknown>>;
 
 let peer: LocalServiceBus;
+let harness: string;
 let observed: { run: string; results: Results };
 let forJavaScript: ServiceBusReceivedMessage[] = [];
 
-(dotnet ? describe : describe.skip)(
+(DOTNET ? describe : describe.skip)(
   'Azure.Messaging.ServiceBus (the extension’s client) against the local peer',
   () => {
     beforeAll(async () => {
-      // A first build restores the package from NuGet; later ones take seconds.
-      await run('dotnet', ['build', PROJECT, '-o', OUTPUT, '--nologo', '-v', 'quiet'], { timeout: 300_000 });
+      harness = await buildHarness('ServiceBus');
       peer = await start({ topology, maxDeliveryCount: MAX_DELIVERY_COUNT });
       // Interop one way: what the JavaScript client sends, the program receives first.
       const client = new ServiceBusClient(peer.connectionString);
@@ -84,7 +77,7 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
       const { stdout } = await run(
         'dotnet',
         [
-          join(OUTPUT, 'ServiceBusEngine.dll'),
+          harness,
           peer.connectionString,
           ...['engine-events', 'engine.checks', 'EngineChecked', String(MAX_DELIVERY_COUNT)],
           join(PROJECT_ROOT, 'host.json'),

@@ -21,6 +21,7 @@ const tools = present([
   { script: 'sample/demo.ts', usage: 'Usage: npm run demo', started: 'Starting the offline stack' },
   { script: 'sample/bench/purgeUnderLoad.ts', usage: 'Usage: npm run bench:purge', started: '|' },
   { script: 'tools/start/cli.ts', usage: 'Usage: npm start', started: 'Building the app' },
+  { script: 'tools/funcLocal.ts', usage: 'Usage: npm run func:local', started: 'Cosmos DB:' },
 ]);
 
 /** The tools that are there: npm run remove:samples takes the sample's away. */
@@ -77,6 +78,11 @@ describe('bad values', () => {
         "--cosmos-port must be an integer from 0 to 65535; got '70000'.",
       ],
       [
+        'tools/funcLocal.ts',
+        ['--servicebus-port', '70000'],
+        "--servicebus-port must be an integer from 0 to 65535; got '70000'.",
+      ],
+      [
         'tools/start/cli.ts',
         ['--duplicate-window', 'PT1X'],
         "--duplicate-window='PT1X' is not an ISO-8601 duration",
@@ -90,6 +96,28 @@ describe('bad values', () => {
     expect(run.stderr).toContain('Usage:');
     expect(run.stdout).not.toContain('listening');
     expect(run.stdout).not.toContain('Building the app');
+  });
+});
+
+describe('npm run func:local', () => {
+  it('refuses to replace a settings file that holds other values, before anything starts', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'func-local-'));
+    const settings = join(folder, 'local.settings.json');
+    writeFileSync(settings, '{"IsEncrypted": false, "Values": {"MY_SETTING": "mine"}}\n');
+
+    const run = await runCommandModule('tools/funcLocal.ts', ['--settings', settings], {
+      ...process.env,
+      LOCAL_RUN_FILE: join(folder, 'local-run.json'),
+    });
+
+    // An environment error, as npm start's refusals: exit code 2.
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain(
+      'local.settings.json exists with other values. Run with --force to replace it',
+    );
+    expect(run.stdout).not.toContain('Cosmos DB:');
+    expect(readFileSync(settings, 'utf8')).toContain('"MY_SETTING": "mine"');
+    expect(existsSync(join(folder, 'local-run.json'))).toBe(false);
   });
 });
 

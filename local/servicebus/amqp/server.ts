@@ -89,6 +89,11 @@ export interface LocalServiceBus {
 
 const MAX_GRANTS = 1000;
 
+/** The connection string of a peer on `host`:`port`, in the Service Bus emulator's format, with the emulator's key. */
+export function connectionStringFor(host: string, port: number): string {
+  return `Endpoint=sb://${host}:${port};SharedAccessKeyName=${LOCAL_KEY.name};SharedAccessKey=${LOCAL_KEY.value};UseDevelopmentEmulator=true;`;
+}
+
 /** "AMQP", protocol id 0, version 1.0.0. */
 const AMQP_PROTOCOL_HEADER = Buffer.from([0x41, 0x4d, 0x51, 0x50, 0, 1, 0, 0]);
 
@@ -134,7 +139,7 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
   const port = typeof address === 'object' && address ? address.port : (options.port ?? 0);
 
   return {
-    connectionString: `Endpoint=sb://${host}:${port};SharedAccessKeyName=${LOCAL_KEY.name};SharedAccessKey=${LOCAL_KEY.value};UseDevelopmentEmulator=true;`,
+    connectionString: connectionStringFor(host, port),
     host,
     port,
     broker,

@@ -4,13 +4,20 @@
 // asserts on it; this program judges nothing, so a check that never ran shows as missing.
 //
 // Usage: dotnet run -- <endpoint> <key>
+//        dotnet run -- --local-settings <local.settings.json>   (LocalSettings.cs)
 using System.Net;
 using Microsoft.Azure.Cosmos;
 using Newtonsoft.Json;
 using Newtonsoft.Json.Linq;
 
-var (endpoint, key) = (args[0], args[1]);
 var results = new Dictionary<string, object?>();
+if (args[0] == "--local-settings")
+{
+    await LocalSettings.Check(args[1], Check);
+    Console.WriteLine(JsonConvert.SerializeObject(new { results }));
+    return;
+}
+var (endpoint, key) = (args[0], args[1]);
 
 using var client = new CosmosClient(endpoint, key, new CosmosClientOptions { ConnectionMode = ConnectionMode.Gateway });
 

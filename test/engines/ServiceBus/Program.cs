@@ -4,18 +4,25 @@
 // asserts on it; this program judges nothing, so a check that never ran shows as missing.
 //
 // Usage: dotnet run -- <connection string> <topic> <subscription> <subject> <max delivery count> <host.json>
+//        dotnet run -- --local-settings <local.settings.json> <topic> <subscription> <subject>   (LocalSettings.cs)
 using System.Net;
 using System.Security.Cryptography;
 using System.Text;
 using System.Text.Json;
 using Azure.Messaging.ServiceBus;
 
+var results = new Dictionary<string, object?>();
+if (args[0] == "--local-settings")
+{
+    await LocalSettings.Check(args, Check);
+    Console.WriteLine(JsonSerializer.Serialize(new { results }));
+    return;
+}
 var (connection, topic, subscription, subject) = (args[0], args[1], args[2], args[3]);
 var maxDeliveryCount = int.Parse(args[4]);
 var hostJsonPath = args[5];
 var wait = TimeSpan.FromSeconds(30);
 var run = Guid.NewGuid().ToString("N")[..8];
-var results = new Dictionary<string, object?>();
 
 await using var client = new ServiceBusClient(connection);
 await using var sender = client.CreateSender(topic);
