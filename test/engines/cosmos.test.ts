@@ -6,7 +6,7 @@ import { CosmosClient } from '@azure/cosmos';
 
 import { type LocalCosmos, start } from '../../local/cosmos/server';
 import { ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
-import { loadFunctionApp } from '../../local/host/worker';
+import { type CosmosDBFunction, loadFunctionApp } from '../../local/host/worker';
 import { scaledClock } from '../../local/servicebus/clock';
 import { received } from '../local/host/changeFeedFixtureApp';
 import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
@@ -24,6 +24,27 @@ type Results = Record<string, { Error?: string } & Record<string, unknown>>;
 let harness: string;
 let observed: Results;
 let server: LocalCosmos;
+
+let relay: Promise<CosmosDBFunction> | undefined;
+/** The fixture relay (test/local/host/changeFeedFixtureApp.ts): lease prefix `relay-`, from the beginning. */
+function fixtureRelay(): Promise<CosmosDBFunction> {
+  relay ??= loadFunctionApp([join(__dirname, '..', 'local', 'host', 'changeFeedFixtureApp.ts')]).then((app) =>
+    app.cosmosDB.find((f) => f.name === 'fixture-relay')!,
+  );
+  return relay;
+}
+
+const receivedIds = (): string[] =>
+  received.flatMap((r) => (r.documents as { id: string }[]).map((d) => d.id));
+
+/** Waits until our trigger model has handed the fixture relay document `id`. */
+async function deliveredByModel(id: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!receivedIds().includes(id)) {
+    if (Date.now() > deadline) throw new Error(`Our trigger model delivered no ${id} in 30 s.`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
 
 (DOTNET ? describe : describe.skip)(
   'Microsoft.Azure.Cosmos (the extension’s SDK, gateway mode) against the local server',
@@ -97,8 +118,7 @@ let server: LocalCosmos;
       result('processor');
       const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
       const database = client.database('engine');
-      const app = await loadFunctionApp([join(__dirname, '..', 'local', 'host', 'changeFeedFixtureApp.ts')]);
-      const relay = app.cosmosDB.find((f) => f.name === 'fixture-relay')!;
+      const relay = await fixtureRelay();
       // The fixture relay starts from the beginning when it has no lease: only the lease stops it.
       const trigger = new ChangeFeedTrigger(relay, {
         clock: scaledClock(1000),
@@ -111,17 +131,63 @@ let server: LocalCosmos;
         await database
           .container('state')
           .items.upsert({ id: 'doc-5', partitionKey: 'account-5', balance: 5 });
-        const deadline = Date.now() + 30_000;
-        while (!received.some((r) => (r.documents as { id: string }[]).some((d) => d.id === 'doc-5'))) {
-          if (Date.now() > deadline) throw new Error('Our trigger model delivered no doc-5 in 30 s.');
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
+        await deliveredByModel('doc-5');
       } finally {
         await trigger.stop();
         client.dispose();
       }
 
-      expect(received.flatMap((r) => (r.documents as { id: string }[]).map((d) => d.id))).toEqual(['doc-5']);
+      expect(receivedIds()).toEqual(['doc-5']);
     });
+
+    it('resumes the .NET change feed processor from the leases our trigger model wrote: only the change after its checkpoint', async () => {
+      const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
+      const { database } = await client.databases.createIfNotExists({ id: 'engine-model' });
+      const { container: state } = await database.containers.createIfNotExists({
+        id: 'state',
+        partitionKey: '/partitionKey',
+      });
+      const { container: leases } = await database.containers.createIfNotExists({
+        id: 'leases',
+        partitionKey: '/id',
+      });
+      let modelLeases: string[];
+      try {
+        await state.items.upsert({ id: 'doc-a', partitionKey: 'account-a', balance: 1 });
+        await state.items.upsert({ id: 'doc-b', partitionKey: 'account-b', balance: 2 });
+        const trigger = new ChangeFeedTrigger(await fixtureRelay(), {
+          clock: scaledClock(1000),
+          monitored: state,
+          leases,
+        });
+        received.length = 0;
+        try {
+          await trigger.start();
+          await deliveredByModel('doc-b');
+        } finally {
+          await trigger.stop();
+        }
+        modelLeases = (await leases.items.readAll<{ id: string }>().fetchAll()).resources.map((l) => l.id);
+        await state.items.upsert({ id: 'doc-c', partitionKey: 'account-c', balance: 3 });
+      } finally {
+        client.dispose();
+      }
+      const { stdout } = await run(
+        'dotnet',
+        [harness, server.endpoint, server.key, '--resume', 'engine-model'],
+        { timeout: 120_000 },
+      );
+      const resumed = (JSON.parse(stdout) as { results: Results }).results['resumeFromModel'] as {
+        Delivered: string[];
+        Leases: string[];
+      };
+
+      expect(receivedIds()).toEqual(['doc-a', 'doc-b']);
+      // Asked to start from the beginning, it starts from our model's checkpoint instead.
+      expect(resumed.Delivered).toEqual(['doc-c:3']);
+      // It took over our model's lease and info documents: it created none of its own.
+      expect([...resumed.Leases].sort()).toEqual([...modelLeases].sort());
+      expect(modelLeases).toHaveLength(2);
+    }, 120_000);
   },
 );

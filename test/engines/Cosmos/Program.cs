@@ -4,6 +4,7 @@
 // asserts on it; this program judges nothing, so a check that never ran shows as missing.
 //
 // Usage: dotnet run -- <endpoint> <key>
+//        dotnet run -- <endpoint> <key> --resume <database>      (the .NET processor on our model's leases)
 //        dotnet run -- --local-settings <local.settings.json>   (LocalSettings.cs)
 using System.Net;
 using Microsoft.Azure.Cosmos;
@@ -20,6 +21,22 @@ if (args[0] == "--local-settings")
 var (endpoint, key) = (args[0], args[1]);
 
 using var client = new CosmosClient(endpoint, key, new CosmosClientOptions { ConnectionMode = ConnectionMode.Gateway });
+
+// Leases the other way: the .NET processor resumes from leases our trigger model wrote in database
+// args[3] (test/engines/cosmos.test.ts writes them, then one more change): it must deliver that
+// change alone.
+if (args.Length > 2 && args[2] == "--resume")
+{
+    await Check("resumeFromModel", async () =>
+    {
+        var database = client.GetDatabase(args[3]);
+        var leases = database.GetContainer("leases");
+        var delivered = await ChangeFeed.RunUntil(database.GetContainer("state"), leases, "relay-", "instance-3", 1);
+        return new { Delivered = delivered, Leases = (await ChangeFeed.Leases(leases)).Select(lease => $"{lease["id"]}").ToList() };
+    });
+    Console.WriteLine(JsonConvert.SerializeObject(new { results }));
+    return;
+}
 
 // Each check records what it saw, or the error that stopped it; one failing leaves the others running.
 async Task Check(string name, Func<Task<object>> check)
@@ -134,39 +151,10 @@ await Check("processor", async () =>
     // the test's fixture relay (test/local/host/changeFeedFixtureApp.ts), whose trigger model then
     // resumes from these leases.
     const string processorName = "relay-";
-    async Task<List<string>> RunUntil(string instance, int expected, bool fromBeginning)
-    {
-        var delivered = new List<string>();
-        var enough = new TaskCompletionSource();
-        var builder = container
-            .GetChangeFeedProcessorBuilder<JObject>(processorName, (IReadOnlyCollection<JObject> changes, CancellationToken _) =>
-            {
-                lock (delivered)
-                {
-                    delivered.AddRange(changes.Select(item => $"{item["id"]}:{item["balance"]}"));
-                    if (delivered.Count >= expected) enough.TrySetResult();
-                }
-                return Task.CompletedTask;
-            })
-            .WithInstanceName(instance)
-            .WithLeaseContainer(leases)
-            .WithPollInterval(TimeSpan.FromSeconds(5));
-        if (fromBeginning) builder = builder.WithStartTime(DateTime.MinValue.ToUniversalTime());
-        var processor = builder.Build();
-        await processor.StartAsync();
-        await enough.Task.WaitAsync(TimeSpan.FromSeconds(60));
-        // One more poll, so that anything delivered twice would show.
-        await Task.Delay(TimeSpan.FromSeconds(6));
-        await processor.StopAsync();
-        return delivered;
-    }
-    var first = await RunUntil("instance-1", 3, fromBeginning: true);
+    var first = await ChangeFeed.RunUntil(container, leases, processorName, "instance-1", 3);
     await container.UpsertItemAsync(new JObject { ["id"] = "doc-4", ["partitionKey"] = "account-4", ["balance"] = 4 }, new PartitionKey("account-4"));
-    var second = await RunUntil("instance-2", 1, fromBeginning: true);
-    var leaseIds = new List<string>();
-    using (var iterator = leases.GetItemQueryIterator<JObject>("SELECT * FROM c"))
-        while (iterator.HasMoreResults)
-            foreach (var lease in await iterator.ReadNextAsync()) leaseIds.Add($"{lease["id"]}");
+    var second = await ChangeFeed.RunUntil(container, leases, processorName, "instance-2", 1);
+    var leaseIds = (await ChangeFeed.Leases(leases)).Select(lease => $"{lease["id"]}").ToList();
     return new { First = first, Second = second, Leases = leaseIds };
 });
 
