@@ -10,9 +10,10 @@ import {
   type TriggerDelivery,
   triggerSettings,
 } from '../../local/host/serviceBusTriggers';
-import { loadFunctionApp } from '../../local/host/worker';
+import { loadFunctionApp, type ServiceBusFunction } from '../../local/host/worker';
 import { PROJECT_ROOT } from '../../local/project';
 import { type LocalServiceBus, start } from '../../local/servicebus/amqp';
+import { seen } from '../local/host/fixtureApp';
 import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
 import { PAYMENTS, PEER_TOPOLOGY, TOPIC } from '../support/peer';
 /**
@@ -23,6 +24,10 @@ import { PAYMENTS, PEER_TOPOLOGY, TOPIC } from '../support/peer';
  */
 const run = promisify(execFile);
 const MAX_DELIVERY_COUNT = 4;
+/** The timing comparison: a 1 s lock, a 1.5 s handler (the fixture's "hang"), more messages than maxConcurrentCalls. */
+const LOCK_MS = 1000;
+const SLOW_MS = 1500;
+const MESSAGES = 40;
 const topology = {
   topics: [
     { name: 'engine-events', subscriptions: [{ name: 'engine.checks', subjects: ['EngineChecked'] }] },
@@ -315,8 +320,132 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
         fails: Array.from({ length: MAX_DELIVERY_COUNT }, () => 'abandoned'),
       });
     });
+
+    it('renews the lock of a handler slower than the lock and runs at most maxConcurrentCalls at once, as our trigger model does', async () => {
+      const timingPeer = await start({
+        topology,
+        maxDeliveryCount: MAX_DELIVERY_COUNT,
+        lockDurationMs: LOCK_MS,
+      });
+      let engine: Results;
+      try {
+        const { stdout } = await run(
+          'dotnet',
+          [
+            harness,
+            '--timing',
+            timingPeer.connectionString,
+            'engine-events',
+            'engine.checks',
+            'EngineChecked',
+            join(PROJECT_ROOT, 'host.json'),
+            String(SLOW_MS),
+            String(MESSAGES),
+          ],
+          { timeout: 180_000 },
+        );
+        engine = (JSON.parse(stdout) as { results: Results }).results;
+      } finally {
+        await timingPeer.stop();
+      }
+      const model = await runTimingModel();
+
+      // The engine: renewed while the handler ran, completed on the first delivery; 16 at once
+      // (host.json's maxConcurrentCalls), never more.
+      expect(engine['slowHandler']).toEqual({ Deliveries: [{ DeliveryCount: 1, Renewed: true }], Left: 0 });
+      expect(engine['concurrency']).toEqual({ MaxConcurrentCalls: 16, MaxRunning: 16, Handled: MESSAGES });
+      expect(model).toEqual({
+        slowHandler: { deliveries: [1], settlements: ['completed'], left: 0 },
+        concurrency: { maxRunning: 16, handled: MESSAGES },
+      });
+    }, 240_000);
   },
 );
+
+let fixture: Promise<ServiceBusFunction> | undefined;
+/** The fixture consumer of test/local/host/fixtureApp.ts: returns, throws or takes 1.5 s, as the body says. */
+function fixtureConsumer(): Promise<ServiceBusFunction> {
+  fixture ??= loadFunctionApp([join(__dirname, '..', 'local', 'host', 'fixtureApp.ts')]).then((app) =>
+    app.serviceBus.find((f) => f.name === 'fixture-consumer')!,
+  );
+  return fixture;
+}
+
+/** Our trigger model (local/host/serviceBusTriggers.ts) on `peer` with the project's host.json, reporting each delivery. */
+function modelTriggers(peer: LocalServiceBus, consumer: ServiceBusFunction, deliveries: TriggerDelivery[]) {
+  const client = new ServiceBusClient(peer.connectionString);
+  const hostJson = JSON.parse(readFileSync(join(PROJECT_ROOT, 'host.json'), 'utf8')) as unknown;
+  const triggers = new ServiceBusTriggers(
+    client,
+    [consumer],
+    triggerSettings(hostJson),
+    (delivery) => deliveries.push(delivery),
+    (_name, error) => {
+      throw error;
+    },
+  );
+  return {
+    client,
+    start: () => triggers.start(),
+    stop: async () => {
+      await triggers.stop();
+      await client.close();
+    },
+  };
+}
+
+async function until(what: string, done: () => boolean, limitMs = 60_000): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`${what} did not happen in ${limitMs / 1000} s.`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/**
+ * The timing script through our trigger model, on a peer with the same short lock: the fixture's
+ * 1.5 s body ("hang") once, then MESSAGES of them at once.
+ */
+async function runTimingModel(): Promise<{
+  slowHandler: { deliveries: number[]; settlements: string[]; left: number };
+  concurrency: { maxRunning: number; handled: number };
+}> {
+  const modelPeer = await start({
+    topology: PEER_TOPOLOGY,
+    maxDeliveryCount: MAX_DELIVERY_COUNT,
+    lockDurationMs: LOCK_MS,
+  });
+  const deliveries: TriggerDelivery[] = [];
+  const model = modelTriggers(modelPeer, await fixtureConsumer(), deliveries);
+  const subscription = modelPeer.broker.subscription(TOPIC, PAYMENTS);
+  try {
+    model.start();
+    const sender = model.client.createSender(TOPIC);
+    await sender.sendMessages({ body: 'hang', subject: 'PaymentReceived', messageId: 'model-slow' });
+    await until('The slow delivery', () => deliveries.length === 1);
+    // Twice as long again: a lost lock would bring the message back.
+    await new Promise((resolve) => setTimeout(resolve, 2 * SLOW_MS));
+    const slowHandler = {
+      deliveries: deliveries.map((d) => d.deliveryCount),
+      settlements: deliveries.map((d) => d.settlement),
+      left: subscription.entity.activeCount,
+    };
+    deliveries.length = 0;
+    seen.maxRunning = 0;
+    await sender.sendMessages(
+      Array.from({ length: MESSAGES }, (_, i) => ({
+        body: 'hang',
+        subject: 'PaymentReceived',
+        messageId: `model-${i}`,
+      })),
+    );
+    await until('Every concurrent delivery', () => deliveries.length === MESSAGES);
+    return { slowHandler, concurrency: { maxRunning: seen.maxRunning, handled: deliveries.length } };
+  } finally {
+    await model.stop();
+    await modelPeer.stop();
+  }
+}
 
 /**
  * The same script through our Service Bus trigger model (local/host/serviceBusTriggers.ts, what
@@ -328,23 +457,11 @@ async function runTriggerModel(): Promise<{
   settlements: { succeeds: string[]; fails: string[] };
 }> {
   const modelPeer = await start({ topology: PEER_TOPOLOGY, maxDeliveryCount: MAX_DELIVERY_COUNT });
-  const client = new ServiceBusClient(modelPeer.connectionString);
-  const app = await loadFunctionApp([join(__dirname, '..', 'local', 'host', 'fixtureApp.ts')]);
-  const consumer = app.serviceBus.find((f) => f.name === 'fixture-consumer')!;
-  const hostJson = JSON.parse(readFileSync(join(PROJECT_ROOT, 'host.json'), 'utf8')) as unknown;
   const deliveries: TriggerDelivery[] = [];
-  const triggers = new ServiceBusTriggers(
-    client,
-    [consumer],
-    triggerSettings(hostJson),
-    (delivery) => deliveries.push(delivery),
-    (_name, error) => {
-      throw error;
-    },
-  );
+  const model = modelTriggers(modelPeer, await fixtureConsumer(), deliveries);
   try {
-    triggers.start();
-    await client.createSender(TOPIC).sendMessages([
+    model.start();
+    await model.client.createSender(TOPIC).sendMessages([
       { body: 'ok', subject: 'PaymentReceived', messageId: 'model-succeeds' },
       { body: 'throw', subject: 'PaymentReceived', messageId: 'model-fails' },
     ]);
@@ -367,8 +484,7 @@ async function runTriggerModel(): Promise<{
       },
     };
   } finally {
-    await triggers.stop();
-    await client.close();
+    await model.stop();
     await modelPeer.stop();
   }
 }

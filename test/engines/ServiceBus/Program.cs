@@ -4,6 +4,7 @@
 // asserts on it; this program judges nothing, so a check that never ran shows as missing.
 //
 // Usage: dotnet run -- <connection string> <topic> <subscription> <subject> <max delivery count> <host.json>
+//        dotnet run -- --timing <connection string> <topic> <subscription> <subject> <host.json> <slow ms> <messages>   (Timing.cs)
 //        dotnet run -- --local-settings <local.settings.json> <topic> <subscription> <subject>   (LocalSettings.cs)
 using System.Net;
 using System.Security.Cryptography;
@@ -12,6 +13,12 @@ using System.Text.Json;
 using Azure.Messaging.ServiceBus;
 
 var results = new Dictionary<string, object?>();
+if (args[0] == "--timing")
+{
+    await Timing.Check(args, Check, ProcessorOptions);
+    Console.WriteLine(JsonSerializer.Serialize(new { results }));
+    return;
+}
 if (args[0] == "--local-settings")
 {
     await LocalSettings.Check(args, Check);
@@ -153,17 +160,7 @@ await Check("deadletter", async () =>
 // itself completes a message after success and abandons it after a throw.
 await Check("processor", async () =>
 {
-    var serviceBus = JsonDocument.Parse(File.ReadAllText(hostJsonPath)).RootElement
-        .GetProperty("extensions").GetProperty("serviceBus");
-    var options = new ServiceBusProcessorOptions
-    {
-        AutoCompleteMessages = serviceBus.TryGetProperty("autoCompleteMessages", out var auto) ? auto.GetBoolean() : true,
-        MaxConcurrentCalls = serviceBus.TryGetProperty("maxConcurrentCalls", out var calls) ? calls.GetInt32() : 16 * Environment.ProcessorCount,
-        PrefetchCount = serviceBus.TryGetProperty("prefetchCount", out var prefetch) ? prefetch.GetInt32() : 0,
-        MaxAutoLockRenewalDuration = serviceBus.TryGetProperty("maxAutoLockRenewalDuration", out var renewal)
-            ? TimeSpan.Parse(renewal.GetString()!, System.Globalization.CultureInfo.InvariantCulture)
-            : TimeSpan.FromMinutes(5),
-    };
+    var options = ProcessorOptions(hostJsonPath);
     await using var processor = client.CreateProcessor(topic, subscription, options);
     var deliveries = new List<object>();
     var errors = new List<object>();
@@ -324,3 +321,21 @@ await Check("forJavaScript", async () =>
 });
 
 Console.WriteLine(JsonSerializer.Serialize(new { run, results }));
+
+// The processor's options as the extension derives them (ServiceBusOptions.ToProcessorOptions):
+// autoCompleteMessages, prefetchCount, maxAutoLockRenewalDuration and maxConcurrentCalls from
+// host.json, the extension's defaults where it says nothing.
+static ServiceBusProcessorOptions ProcessorOptions(string hostJsonPath)
+{
+    var serviceBus = JsonDocument.Parse(File.ReadAllText(hostJsonPath)).RootElement
+        .GetProperty("extensions").GetProperty("serviceBus");
+    return new ServiceBusProcessorOptions
+    {
+        AutoCompleteMessages = serviceBus.TryGetProperty("autoCompleteMessages", out var auto) ? auto.GetBoolean() : true,
+        MaxConcurrentCalls = serviceBus.TryGetProperty("maxConcurrentCalls", out var calls) ? calls.GetInt32() : 16 * Environment.ProcessorCount,
+        PrefetchCount = serviceBus.TryGetProperty("prefetchCount", out var prefetch) ? prefetch.GetInt32() : 0,
+        MaxAutoLockRenewalDuration = serviceBus.TryGetProperty("maxAutoLockRenewalDuration", out var renewal)
+            ? TimeSpan.Parse(renewal.GetString()!, System.Globalization.CultureInfo.InvariantCulture)
+            : TimeSpan.FromMinutes(5),
+    };
+}
