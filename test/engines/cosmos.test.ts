@@ -8,7 +8,7 @@ import { type LocalCosmos, start } from '../../local/cosmos/server';
 import { ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
 import { type CosmosDBFunction, loadFunctionApp } from '../../local/host/worker';
 import { scaledClock } from '../../local/servicebus/clock';
-import { received } from '../local/host/changeFeedFixtureApp';
+import { onInvocation, received } from '../local/host/changeFeedFixtureApp';
 import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
 /**
  * The local Cosmos DB server against the SDK the Functions host's Cosmos DB extension runs:
@@ -139,6 +139,86 @@ async function deliveredByModel(id: string): Promise<void> {
 
       expect(receivedIds()).toEqual(['doc-5']);
     });
+
+    it("pages, retries, checkpoints and restarts as the extension's trigger does: a page that fails every attempt is passed, and a restart resumes after it", async () => {
+      const documents = ['a', 'b', 'c', 'd', 'e'].map((id) => ({
+        id: `doc-${id}`,
+        partitionKey: id,
+        ...(id === 'c' ? { fail: true } : {}),
+      }));
+      const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
+      const containers = async (id: string) => {
+        const { database } = await client.databases.createIfNotExists({ id });
+        const { container: state } = await database.containers.createIfNotExists({
+          id: 'state',
+          partitionKey: '/partitionKey',
+        });
+        const { container: leases } = await database.containers.createIfNotExists({
+          id: 'leases',
+          partitionKey: '/id',
+        });
+        for (const document of documents) await state.items.create(document);
+        return { state, leases };
+      };
+      type Page = { ids: string[]; attempts: number; outcome: string };
+      let engine: {
+        First: { Ids: string[]; Attempts: number; Outcome: string }[];
+        Second: typeof engine.First;
+      };
+      let model: { first: Page[]; second: Page[] };
+      try {
+        await containers('engine-relay');
+        const { stdout } = await run(
+          'dotnet',
+          [harness, server.endpoint, server.key, '--relay', 'engine-relay'],
+          { timeout: 120_000 },
+        );
+        engine = (JSON.parse(stdout) as { results: Results }).results['relay'] as typeof engine;
+
+        // The same script through our trigger model, with the fixture relay's own settings.
+        const { state, leases } = await containers('engine-relay-model');
+        onInvocation((docs) =>
+          docs.some((d) => d['fail'] === true)
+            ? Promise.reject(new Error('the page fails'))
+            : Promise.resolve(),
+        );
+        const runModel = async (lastId: string): Promise<Page[]> => {
+          const trigger = new ChangeFeedTrigger(await fixtureRelay(), {
+            clock: scaledClock(1000),
+            monitored: state,
+            leases,
+          });
+          await trigger.start();
+          try {
+            const deadline = Date.now() + 30_000;
+            while (!trigger.invocations.some((i) => i.ids.includes(lastId))) {
+              if (Date.now() > deadline) throw new Error(`Our trigger model handled no ${lastId} in 30 s.`);
+              await new Promise((resolve) => setTimeout(resolve, 20));
+            }
+          } finally {
+            await trigger.stop();
+          }
+          return trigger.invocations.map(({ ids, attempts, outcome }) => ({ ids, attempts, outcome }));
+        };
+        const first = await runModel('doc-e');
+        await state.items.create({ id: 'doc-f', partitionKey: 'f' });
+        model = { first, second: await runModel('doc-f') };
+      } finally {
+        onInvocation(() => Promise.resolve());
+        client.dispose();
+      }
+      const asModel = (pages: typeof engine.First): Page[] =>
+        pages.map((p) => ({ ids: p.Ids, attempts: p.Attempts, outcome: p.Outcome }));
+
+      // The engine: pages of maxItemsPerInvocation; the failing page tried 1 + maxRetryCount times,
+      // then passed (checkpointed); after a restart only what came since.
+      expect(asModel(engine.First)).toEqual([
+        { ids: ['doc-a', 'doc-b', 'doc-c'], attempts: 3, outcome: 'failed' },
+        { ids: ['doc-d', 'doc-e'], attempts: 1, outcome: 'succeeded' },
+      ]);
+      expect(asModel(engine.Second)).toEqual([{ ids: ['doc-f'], attempts: 1, outcome: 'succeeded' }]);
+      expect(model).toEqual({ first: asModel(engine.First), second: asModel(engine.Second) });
+    }, 180_000);
 
     it('resumes the .NET change feed processor from the leases our trigger model wrote: only the change after its checkpoint', async () => {
       const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });

@@ -5,6 +5,7 @@
 //
 // Usage: dotnet run -- <endpoint> <key>
 //        dotnet run -- <endpoint> <key> --resume <database>      (the .NET processor on our model's leases)
+//        dotnet run -- <endpoint> <key> --relay <database>       (the extension's trigger: Relay.cs)
 //        dotnet run -- --local-settings <local.settings.json>   (LocalSettings.cs)
 using System.Net;
 using Microsoft.Azure.Cosmos;
@@ -25,6 +26,12 @@ using var client = new CosmosClient(endpoint, key, new CosmosClientOptions { Con
 // Leases the other way: the .NET processor resumes from leases our trigger model wrote in database
 // args[3] (test/engines/cosmos.test.ts writes them, then one more change): it must deliver that
 // change alone.
+if (args.Length > 2 && args[2] == "--relay")
+{
+    await Relay.Check(client, args[3], Check);
+    Console.WriteLine(JsonConvert.SerializeObject(new { results }));
+    return;
+}
 if (args.Length > 2 && args[2] == "--resume")
 {
     await Check("resumeFromModel", async () =>
