@@ -25,7 +25,8 @@ import { checkToken, covers, type Grant, LOCAL_KEY, unauthorized } from './sas';
  *   - SASL ANONYMOUS (JavaScript), MSSBCBS (.NET) or no SASL; $cbs put-token with a shared access
  *     signature checked against the emulator's key (sas.ts: a wrong key, a bad signature or an
  *     expired token is answered 401, amqp:unauthorized-access; status codes are AMQP ints, as
- *     Service Bus sends them), and a link to an entity no token covers is refused the same way
+ *     Service Bus sends them), and a link to an entity no token covers is refused the same way;
+ *     a link is detached the same way once the last token that covered it has expired unrenewed
  *   - sending to a topic: single messages and batches (message-format 0x80013700) up to the Standard
  *     tier's 256 KB (larger: amqp:link:message-size-exceeded); duplicate
  *     detection by MessageId and the Subject correlation filters are the broker model's;
@@ -194,7 +195,30 @@ function serveConnection(
   const replyLinks = new Map<string, Sender>();
   /** What the connection's tokens authorise, by resource path; a renewed token replaces its grant. */
   const grants = new Map<string, Grant>();
-  const authorise = (address: NodeAddress): void => {
+  /**
+   * The links a token authorised, by the path it had to cover. Service Bus detaches a link once no
+   * unexpired token covers it (a client renews its token on $cbs before it expires): so does the
+   * peer, at the expiry of the last grant that covered it.
+   */
+  const authorised = new Map<Sender | Receiver, string>();
+  let expiryCheck: NodeJS.Timeout | undefined;
+  const checkExpiries = (): void => {
+    clearTimeout(expiryCheck);
+    const now = Date.now();
+    for (const [link, path] of authorised) {
+      if (covers(grants.values(), path, now)) continue;
+      authorised.delete(link);
+      link.close(
+        unauthorized(
+          `ExpiredToken: The token for '${path}' expired, and no renewed token on $cbs covers the link.`,
+        ).toAmqp(),
+      );
+    }
+    if (authorised.size === 0) return;
+    const next = Math.min(...[...grants.values()].map((g) => g.expiresAt).filter((at) => at > now));
+    if (Number.isFinite(next)) expiryCheck = setTimeout(checkExpiries, next - now + 1).unref();
+  };
+  const authorise = (link: Sender | Receiver, address: NodeAddress): void => {
     if (address.kind === 'cbs') return;
     const path = entityPath(address);
     if (!covers(grants.values(), path, Date.now()))
@@ -202,6 +226,11 @@ function serveConnection(
         `Unauthorized access to '${path}': put a shared access signature that covers it on $cbs first ` +
           `(signed with the key '${LOCAL_KEY.name}' of the connection string the peer prints).`,
       );
+    authorised.set(link, path);
+    const forget = (): void => void authorised.delete(link);
+    link.once('sender_close', forget);
+    link.once('receiver_close', forget);
+    checkExpiries();
   };
 
   // rhea ends the socket right after these events. Before it does, tell the client why: a close
@@ -225,13 +254,13 @@ function serveConnection(
   };
   connection.on('protocol_error', refuse);
   connection.on('error', refuse);
-  connection.on('disconnected', () => undefined);
+  connection.on('disconnected', () => clearTimeout(expiryCheck));
 
   connection.on('sender_open', (context: EventContext) => {
     const sender = context.sender as Sender;
     refuseOnError(sender, () => {
       const address = parseAddress(sender.source?.address);
-      authorise(address);
+      authorise(sender, address);
       if (address.kind === 'cbs' || address.kind === 'management') {
         echoTermini(sender);
         // The SDK's reply-to is the link's target address ($management) or, for $cbs, its name.
@@ -265,7 +294,7 @@ function serveConnection(
     const receiver = context.receiver as Receiver;
     refuseOnError(receiver, () => {
       const address = parseAddress((receiver.target as { address?: unknown } | undefined)?.address);
-      authorise(address);
+      authorise(receiver, address);
       serveNode(receiver, address);
       echoTermini(receiver);
     });
@@ -285,6 +314,7 @@ function serveConnection(
             grants.set(grant.path, grant);
             // A client puts one token per entity and renews it; more than this is not a client.
             if (grants.size > MAX_GRANTS) grants.delete(grants.keys().next().value as string);
+            checkExpiries();
             return { statusCode: 202, statusDescription: 'Accepted' };
           },
           (replyTo) => replyLinks.get(replyTo),

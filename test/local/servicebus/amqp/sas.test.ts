@@ -187,6 +187,31 @@ describe('@azure/service-bus against the peer’s checks', () => {
     expect(fixture.peer.broker.subscription(TOPIC, PAYMENTS).entity.activeCount).toBe(1);
   });
 
+  it('detaches a link once its token has expired with no renewed one: the next send is refused, nothing more arrives', async () => {
+    const resource = `sb://${fixture.peer.host}:${fixture.peer.port}/${TOPIC}`;
+    const expiry = Math.floor(Date.now() / 1000) + 2;
+    const client = new ServiceBusClient(withToken(sign(resource, expiry)), {
+      retryOptions: { maxRetries: 0 },
+    });
+    const message = (id: string) => ({ body: 'x', messageId: id, subject: 'PaymentReceived' });
+    try {
+      const sender = client.createSender(TOPIC);
+      await sender.sendMessages(message('before-expiry'));
+      // Past the expiry, with a second's margin for the peer's check to have run.
+      await new Promise((resolve) => setTimeout(resolve, expiry * 1000 + 1000 - Date.now()));
+      const refused = await sender.sendMessages(message('after-expiry')).then(
+        () => 'sent',
+        (error: unknown) => error,
+      );
+
+      expect(isServiceBusError(refused) && refused.code).toBe('UnauthorizedAccess');
+      expect((refused as Error).message).toMatch(/ExpiredToken/);
+      expect(fixture.peer.broker.subscription(TOPIC, PAYMENTS).entity.activeCount).toBe(1);
+    } finally {
+      await client.close();
+    }
+  });
+
   it('refuses a link to an entity the token does not cover', async () => {
     const resource = `sb://${fixture.peer.host}:${fixture.peer.port}/another-topic`;
     const refused = await sendWith(withToken(sign(resource, Math.floor(Date.now() / 1000) + 3600)));
