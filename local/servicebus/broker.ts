@@ -28,6 +28,16 @@ export interface OutgoingMessage {
    * `applicationProperties` has it.
    */
   wireProperties?: Readonly<Record<string, unknown>>;
+  /**
+   * System properties the broker carries and hands back as sent: AMQP `to`, `reply-to`,
+   * `reply-to-group-id` (ReplyToSessionId), `group-id` (SessionId: sessions themselves are not
+   * modelled, so it is only carried) and the `x-opt-partition-key` annotation.
+   */
+  to?: string;
+  replyTo?: string;
+  replyToSessionId?: string;
+  sessionId?: string;
+  partitionKey?: string;
   /** Per-message TTL in ms; default: the subscription's. */
   timeToLiveMs?: number;
   /** When a scheduled message is enqueued, model ms; one not in the future is enqueued at once. */

@@ -5,8 +5,9 @@ import { CONDITIONS, PeerError } from './errors';
 
 /**
  * Between AMQP messages and the broker model's messages. Only the fields the model keeps cross:
- * message-id, subject, correlation-id, content-type, application-properties, header ttl, and a body
- * of one data section (what @azure/service-bus sends for any body), and the scheduled enqueue time.
+ * message-id, subject, correlation-id, content-type, to, reply-to, reply-to-group-id, group-id,
+ * the partition key, application-properties, header ttl, and a body of one data section (what
+ * @azure/service-bus sends for any body), and the scheduled enqueue time.
  * Anything the model would silently drop in a way that changes behaviour (an amqp-value body) is
  * refused instead.
  */
@@ -19,7 +20,11 @@ const ANNOTATIONS = {
   sequenceNumber: 'x-opt-sequence-number',
   lockedUntil: 'x-opt-locked-until',
   scheduledEnqueueTime: 'x-opt-scheduled-enqueue-time',
+  partitionKey: 'x-opt-partition-key',
 } as const;
+
+/** Service Bus's limit on SessionId, ReplyToSessionId and PartitionKey. */
+const MAX_SESSION_ID_LENGTH = 128;
 
 /** Application properties Service Bus adds to a dead-lettered message, and the SDK reads back. */
 export const DEAD_LETTER_PROPERTIES = {
@@ -100,6 +105,7 @@ export function toOutgoingMessage(fields: Fields, wire?: Record<string, unknown>
           ),
         }),
     ...(wire === undefined ? {} : { wireProperties: wire }),
+    ...systemProperties(fields, annotations),
     ...(typeof fields.ttl === 'number' && fields.ttl > 0 ? { timeToLiveMs: fields.ttl } : {}),
     ...(scheduledEnqueueTime === undefined ? {} : { scheduledEnqueueTime }),
     body: bodyOf(fields.body),
@@ -129,8 +135,13 @@ export function encodeMessage(message: BrokerMessage, state: DeliveryState = {})
     ...(message.subject === undefined ? {} : { subject: message.subject }),
     ...(message.correlationId === undefined ? {} : { correlation_id: message.correlationId }),
     ...(message.contentType === undefined ? {} : { content_type: message.contentType }),
+    ...(message.to === undefined ? {} : { to: message.to }),
+    ...(message.replyTo === undefined ? {} : { reply_to: message.replyTo }),
+    ...(message.replyToSessionId === undefined ? {} : { reply_to_group_id: message.replyToSessionId }),
+    ...(message.sessionId === undefined ? {} : { group_id: message.sessionId }),
     ...(Object.keys(properties).length === 0 ? {} : { application_properties: properties }),
     message_annotations: {
+      ...(message.partitionKey === undefined ? {} : { [ANNOTATIONS.partitionKey]: message.partitionKey }),
       [ANNOTATIONS.enqueuedTime]: new Date(message.enqueuedAt),
       [ANNOTATIONS.sequenceNumber]: types.wrap_long(message.sequenceNumber),
       ...(locked ? { [ANNOTATIONS.lockedUntil]: new Date(state.lockedUntil!) } : {}),
@@ -182,6 +193,47 @@ function timestamp(value: unknown): number | undefined {
 }
 
 /** Service Bus ids are strings; a numeric or uuid id is kept as its text. */
+/**
+ * To, ReplyTo, ReplyToSessionId, SessionId and PartitionKey, carried as sent. Service Bus refuses
+ * session ids and partition keys over 128 characters, and a PartitionKey that differs from the
+ * SessionId of the same message; so does the peer.
+ */
+function systemProperties(
+  fields: Fields,
+  annotations: Fields,
+): Pick<OutgoingMessage, 'to' | 'replyTo' | 'replyToSessionId' | 'sessionId' | 'partitionKey'> {
+  const text = (value: unknown, field: string, max?: number): string | undefined => {
+    if (value === undefined || value === null) return undefined;
+    if (typeof value !== 'string')
+      throw new PeerError(CONDITIONS.invalidField, `The ${field} must be a string.`);
+    if (max !== undefined && value.length > max)
+      throw new PeerError(
+        CONDITIONS.invalidField,
+        `The ${field} is ${value.length} characters long; Service Bus allows ${max}.`,
+      );
+    return value;
+  };
+  const sessionId = text(fields.group_id, 'group-id (SessionId)', MAX_SESSION_ID_LENGTH);
+  const partitionKey = text(annotations[ANNOTATIONS.partitionKey], 'PartitionKey', MAX_SESSION_ID_LENGTH);
+  if (sessionId !== undefined && partitionKey !== undefined && sessionId !== partitionKey)
+    throw new PeerError(
+      CONDITIONS.invalidField,
+      'The PartitionKey of a message with a SessionId must be the SessionId, as Service Bus requires.',
+    );
+  const fieldsOf = {
+    to: text(fields.to, 'to'),
+    replyTo: text(fields.reply_to, 'reply-to'),
+    replyToSessionId: text(
+      fields.reply_to_group_id,
+      'reply-to-group-id (ReplyToSessionId)',
+      MAX_SESSION_ID_LENGTH,
+    ),
+    sessionId,
+    partitionKey,
+  };
+  return Object.fromEntries(Object.entries(fieldsOf).filter(([, value]) => value !== undefined));
+}
+
 function identifier(value: unknown, field: string): string | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value === 'string') return value;

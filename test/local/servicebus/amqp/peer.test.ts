@@ -62,6 +62,24 @@ describe('publishing to the topic', () => {
     expect(payments[0]?.enqueuedTimeUtc).toBeInstanceOf(Date);
   });
 
+  it('carries the system properties as sent: To, ReplyTo, ReplyToSessionId, SessionId, PartitionKey, TimeToLive', async () => {
+    const sent = {
+      body: payment,
+      messageId: 'payment-system-properties',
+      subject: 'PaymentReceived',
+      to: 'billing',
+      replyTo: 'payments-replies',
+      replyToSessionId: 'reply-session',
+      sessionId: 'session-7',
+      partitionKey: 'session-7',
+      timeToLive: 3_600_000,
+    };
+    await sender.sendMessages(sent);
+
+    const [received] = await peekAll(receiverFor(PAYMENTS));
+    expect(received).toMatchObject(sent);
+  });
+
   it('keeps a Date application property (an AMQP timestamp) as a Date', async () => {
     const at = new Date('2030-01-02T03:04:05.678Z');
     await sender.sendMessages({
