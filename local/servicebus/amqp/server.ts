@@ -270,6 +270,17 @@ function serveConnection(
         sender.on('sender_close', () => names.forEach((name) => replyLinks.delete(name)));
         return;
       }
+      if (address.kind === 'topic') {
+        // A name that is no topic (a queue's, say) is not found, as Service Bus answers it.
+        const topic = findTopic(broker, address.topic);
+        const names = topic.subscriptions
+          .slice(0, 5)
+          .map((s) => `'${address.topic}/Subscriptions/${s.name}'`);
+        throw new PeerError(
+          CONDITIONS.notAllowed,
+          `'${address.topic}' is a topic: receive from one of its subscriptions (${names.join(', ') || 'it has none'}).`,
+        );
+      }
       if (address.kind !== 'queue') throw cannot('receive from', address);
       // The client's attach says how it receives: sender-settle-mode settled is receiveAndDelete
       // (the peer settles each transfer as it sends it), receiver-settle-mode second is peek-lock.

@@ -290,6 +290,21 @@ describe('receiving in peek-lock', () => {
 
     expect(handled).toEqual(['order-1', 'order-2']);
   });
+  it('answers a receive from a queue it does not have with MessagingEntityNotFound, and one from a topic by naming its subscriptions', async () => {
+    const fromQueue = fixture.client.createReceiver('no-such-queue');
+    const fromTopic = fixture.client.createReceiver(TOPIC);
+
+    const [queue, topic] = await Promise.all([
+      fromQueue.receiveMessages(1, { maxWaitTimeInMs: 1_000 }).catch((caught: unknown) => caught),
+      fromTopic.receiveMessages(1, { maxWaitTimeInMs: 1_000 }).catch((caught: unknown) => caught),
+    ]);
+
+    expect(isServiceBusError(queue) && queue.code).toBe('MessagingEntityNotFound');
+    expect((topic as Error).message).toContain(
+      `'${TOPIC}' is a topic: receive from one of its subscriptions ('${TOPIC}/Subscriptions/`,
+    );
+  });
+
   it('answers a receive or a peek on a subscription it does not have with MessagingEntityNotFound', async () => {
     const receiver = receiverFor('no-such-subscription');
 
