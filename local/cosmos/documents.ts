@@ -42,9 +42,12 @@ export function validateId(id: unknown): string {
   return id;
 }
 
-/** Item `ttl`: absent or null = follow the container; -1 = never expire; a positive integer = seconds. */
+/**
+ * Item `ttl`: absent = follow the container; -1 = never expire; a positive integer = seconds.
+ * Anything else, null included, is refused with 400, as Cosmos DB refuses it.
+ */
 export function validateItemTtl(ttl: unknown): void {
-  if (ttl === undefined || ttl === null) return;
+  if (ttl === undefined) return;
   if (typeof ttl !== 'number' || !Number.isInteger(ttl) || (ttl <= 0 && ttl !== -1)) {
     throw badRequest(`The value of 'ttl' must be -1 or a positive integer; got ${JSON.stringify(ttl)}.`);
   }

@@ -1,7 +1,8 @@
 import type { AccountState, ContainerState } from './account';
 import { asObject } from './documents';
 import { CosmosError } from './errors';
-import { parseJson, type Reply, type RequestHeaders } from './http';
+import { flag, parseJson, type Reply, type RequestHeaders, single } from './http';
+import { parseQuerySpec, runQuery } from './query';
 import { METADATA_CHARGE } from './requestCharge';
 import type { Route } from './routes';
 
@@ -46,6 +47,13 @@ export function databases(request: ResourceRequest): Reply {
       '',
       [...account.databases.values()].map((d) => d.resource),
     );
+  if (method === 'POST' && isQuery(request.headers))
+    return queryFeed(
+      'Databases',
+      '',
+      [...account.databases.values()].map((d) => d.resource),
+      request,
+    );
   if (method === 'POST') return created(account.createDatabase(body(request), request.nowMs).resource);
   return notAllowed(request);
 }
@@ -70,6 +78,13 @@ export function containers(request: ResourceRequest, route: Extract<Route, { typ
       [...database.containers.values()].map((c) => c.resource),
     );
   }
+  if (request.method === 'POST' && isQuery(request.headers))
+    return queryFeed(
+      'DocumentCollections',
+      database.rid,
+      [...database.containers.values()].map((c) => c.resource),
+      request,
+    );
   if (request.method === 'POST')
     return created(database.createContainer(body(request), request.nowMs).resource);
   return notAllowed(request);
@@ -138,6 +153,28 @@ function accountResource(host: string): Record<string, unknown> {
     readPolicy: { primaryReadCoefficient: 1, secondaryReadCoefficient: 1 },
     queryEngineConfiguration:
       '{"maxSqlQueryInputLength":262144,"maxJoinsPerSqlQuery":5,"maxLogicalAndPerSqlQuery":500,"maxLogicalOrPerSqlQuery":500,"maxUdfRefPerSqlQuery":10,"maxInExpressionItemsCount":16000,"queryMaxInMemorySortDocumentCount":500,"maxQueryRequestTimeoutFraction":0.9,"sqlAllowNonFiniteNumbers":false,"sqlAllowAggregateFunctions":true,"sqlAllowSubQuery":true,"sqlAllowScalarSubQuery":true,"allowNewKeywords":true,"sqlAllowLike":true,"sqlAllowGroupByClause":false,"maxSpatialQueryCells":12,"spatialMaxGeometryPointCount":256,"sqlDisableQueryILOptimization":false,"sqlDisableFilterPlanOptimization":false}',
+  };
+}
+
+/** A POST that is a query (`client.databases.query`, `database.containers.query`), not a create. */
+const isQuery = (headers: RequestHeaders): boolean =>
+  flag(headers['x-ms-documentdb-isquery']) ||
+  String(headers['content-type'] ?? '').startsWith('application/query+json');
+
+/** A query on the databases or a database's containers, paged as a query on items is. */
+function queryFeed(name: string, rid: string, resources: unknown[], request: ResourceRequest): Reply {
+  const requested = Number(single(request.headers['x-ms-max-item-count']) ?? -1);
+  const continuation = single(request.headers['x-ms-continuation']);
+  const page = runQuery(resources, parseQuerySpec(body(request)), {
+    maxItemCount: Number.isInteger(requested) && requested > 0 ? requested : 100,
+    ...(continuation ? { continuation } : {}),
+  });
+  return {
+    ...feed(name, rid, page.documents),
+    headers: {
+      'x-ms-item-count': String(page.documents.length),
+      ...(page.continuation ? { 'x-ms-continuation': page.continuation } : {}),
+    },
   };
 }
 

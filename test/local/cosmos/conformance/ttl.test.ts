@@ -73,10 +73,13 @@ describe('time to live', () => {
     expect(recreated.statusCode).toBe(201);
   });
 
-  it('refuses ttl 0 and non-integer ttl values (400)', async () => {
+  it('refuses ttl 0, null and non-integer ttl values (400)', async () => {
     const container = await target.container({ defaultTtl: -1 });
 
     expect(await statusOf(container.items.create({ id: 'zero', pk: 'p', ttl: 0 }))).toBe(400);
+    expect(
+      await statusOf(container.items.create({ id: 'null', pk: 'p', ttl: null as unknown as number })),
+    ).toBe(400);
     expect(
       await statusOf(container.items.create({ id: 'text', pk: 'p', ttl: '60' as unknown as number })),
     ).toBe(400);

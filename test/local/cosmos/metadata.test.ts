@@ -1,0 +1,64 @@
+import { CosmosClient } from '@azure/cosmos';
+
+import { type LocalCosmos, start } from '../../../local/cosmos';
+
+/**
+ * Queries on the account's databases and on a database's containers, through @azure/cosmos: a POST
+ * with the query header on /dbs or /dbs/{db}/colls is a query, as in Azure, not a create.
+ */
+let server: LocalCosmos;
+let client: CosmosClient;
+
+beforeAll(async () => {
+  server = await start();
+  client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
+  for (const id of ['orders', 'payments', 'stock']) await client.databases.create({ id });
+  for (const id of ['state', 'leases', 'archive'])
+    await client.database('orders').containers.create({ id, partitionKey: '/id' });
+});
+
+afterAll(async () => {
+  client.dispose();
+  await server.stop();
+});
+
+describe('metadata queries', () => {
+  it('queries the databases with a parameter, creating none', async () => {
+    const { resources } = await client.databases
+      .query({
+        query: 'SELECT * FROM root r WHERE r.id = @id',
+        parameters: [{ name: '@id', value: 'payments' }],
+      })
+      .fetchAll();
+    const all = await client.databases.readAll().fetchAll();
+
+    expect(resources.map((d: { id: string }) => d.id)).toEqual(['payments']);
+    expect(all.resources.map((d) => d.id).sort()).toEqual(['orders', 'payments', 'stock']);
+  });
+
+  it("queries a database's containers, in pages when asked", async () => {
+    const iterator = client
+      .database('orders')
+      .containers.query('SELECT c.id FROM c ORDER BY c.id', { maxItemCount: 2 });
+    const pages: string[][] = [];
+    while (iterator.hasMoreResults()) {
+      const { resources } = await iterator.fetchNext();
+      if (resources.length > 0) pages.push(resources.map((c: { id: string }) => c.id));
+    }
+
+    expect(pages).toEqual([['archive', 'leases'], ['state']]);
+  });
+
+  it('refuses a query it cannot parse with 400, creating nothing', async () => {
+    const refused = await client.databases
+      .query('SELECT FROM WHERE')
+      .fetchAll()
+      .then(
+        () => 200,
+        (error: { code?: number }) => error.code,
+      );
+
+    expect(refused).toBe(400);
+    expect((await client.databases.readAll().fetchAll()).resources).toHaveLength(3);
+  });
+});
