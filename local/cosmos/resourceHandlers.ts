@@ -1,7 +1,9 @@
 import type { AccountState, ContainerState } from './account';
 import { asObject } from './documents';
-import { CosmosError } from './errors';
+import { badRequest, CosmosError } from './errors';
 import { flag, parseJson, type Reply, type RequestHeaders, single } from './http';
+import { itemKey, StagedWrites } from './items';
+import { parsePartitionKeyHeader } from './partitionKey';
 import { parseQuerySpec, runQuery } from './query';
 import { METADATA_CHARGE } from './requestCharge';
 import type { Route } from './routes';
@@ -103,6 +105,46 @@ export function container(request: ResourceRequest, route: Extract<Route, { type
     return { status: 204, requestCharge: METADATA_CHARGE };
   }
   return notAllowed(request);
+}
+
+/**
+ * The conflicts feed: always empty. Conflicts come from several write regions; the local account
+ * has one, and its containers resolve by last writer wins (`conflictResolutionPolicy`).
+ */
+export function conflicts(request: ResourceRequest, route: Extract<Route, { type: 'conflicts' }>): Reply {
+  const container = containerOf(request, route);
+  if (request.method === 'GET') return feed('Conflicts', container.rid, []);
+  if (request.method === 'POST' && isQuery(request.headers))
+    return queryFeed('Conflicts', container.rid, [], request);
+  return notAllowed(request);
+}
+
+/**
+ * `deleteAllItemsForPartitionKey`: every item of one partition key value goes, as one write. Azure
+ * deletes them in the background after answering; here they are gone when the answer comes.
+ */
+export function partitionKeyDelete(
+  request: ResourceRequest,
+  route: Extract<Route, { type: 'partitionKeyDelete' }>,
+): Reply {
+  if (request.method !== 'POST') return notAllowed(request);
+  const container = containerOf(request, route);
+  const header = single(request.headers['x-ms-documentdb-partitionkey']);
+  if (header === undefined)
+    throw badRequest(
+      'Deleting the items of a partition key needs the partition key (x-ms-documentdb-partitionkey).',
+    );
+  const partitionKey = parsePartitionKeyHeader(header, container.partitionKey);
+  const staged = new StagedWrites(container, request.nowMs);
+  for (const stored of container.items.values()) {
+    if (stored.partitionKey === partitionKey)
+      staged.remove(itemKey(partitionKey, String(stored.document.id)));
+  }
+  if (staged.size > 0) {
+    staged.commit();
+    request.committed();
+  }
+  return { status: 200, requestCharge: METADATA_CHARGE };
 }
 
 /** One range covering every partition key: the local server does not split containers. */

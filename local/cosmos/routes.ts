@@ -11,7 +11,9 @@ export type Route =
   | { type: 'container'; database: string; container: string }
   | { type: 'pkranges'; database: string; container: string }
   | { type: 'items'; database: string; container: string }
-  | { type: 'item'; database: string; container: string; id: string };
+  | { type: 'item'; database: string; container: string; id: string }
+  | { type: 'conflicts'; database: string; container: string }
+  | { type: 'partitionKeyDelete'; database: string; container: string };
 
 export function parseRoute(url: string): Route {
   const path = url.split('?')[0] ?? '';
@@ -37,6 +39,9 @@ export function parseRoute(url: string): Route {
   if (container === undefined) return { type: 'containers', database };
   if (docs === undefined) return { type: 'container', database, container };
   if (docs === 'pkranges' && id === undefined) return { type: 'pkranges', database, container };
+  if (docs === 'conflicts' && id === undefined) return { type: 'conflicts', database, container };
+  if (docs === 'operations' && id === 'partitionkeydelete')
+    return { type: 'partitionKeyDelete', database, container };
   if (docs !== 'docs') return unknown();
   return id === undefined
     ? { type: 'items', database, container }
@@ -53,6 +58,9 @@ export function signedResource(
     .filter((segment) => segment !== '')
     .map((segment) => decodeURIComponent(segment));
   if (segments.length === 0) return { verb, resourceType: '', resourceLink: '' };
+  // deleteAllItemsForPartitionKey posts to <container>/operations/partitionkeydelete, signed as the container.
+  if (segments.length === 6 && segments[4] === 'operations')
+    return { verb, resourceType: 'colls', resourceLink: segments.slice(0, 4).join('/') };
   const isFeed = segments.length % 2 === 1;
   return isFeed
     ? { verb, resourceType: segments.at(-1) as string, resourceLink: segments.slice(0, -1).join('/') }
@@ -62,6 +70,7 @@ export function signedResource(
 /** Which kind of request a fault rule or the request counts see. */
 export function faultTarget(route: Route, method: string, headers: RequestHeaders): FaultTarget {
   if (route.type === 'item') return method === 'GET' ? 'read' : 'write';
+  if (route.type === 'partitionKeyDelete') return 'write';
   if (route.type !== 'items') return 'metadata';
   if (
     method === 'GET' ||

@@ -14,10 +14,12 @@ import { item, items } from './itemHandlers';
 import { isExpired } from './items';
 import {
   account,
+  conflicts,
   container,
   containers,
   database,
   databases,
+  partitionKeyDelete,
   partitionKeyRanges,
   type ResourceRequest,
 } from './resourceHandlers';
@@ -219,6 +221,8 @@ const handlers: {
   pkranges: partitionKeyRanges,
   items,
   item,
+  conflicts,
+  partitionKeyDelete,
 };
 
 /**

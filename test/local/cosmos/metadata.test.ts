@@ -39,7 +39,7 @@ describe('metadata queries', () => {
   it("queries a database's containers, in pages when asked", async () => {
     const iterator = client
       .database('orders')
-      .containers.query('SELECT c.id FROM c ORDER BY c.id', { maxItemCount: 2 });
+      .containers.query({ query: 'SELECT c.id FROM c ORDER BY c.id' }, { maxItemCount: 2 });
     const pages: string[][] = [];
     while (iterator.hasMoreResults()) {
       const { resources } = await iterator.fetchNext();
@@ -51,7 +51,7 @@ describe('metadata queries', () => {
 
   it('refuses a query it cannot parse with 400, creating nothing', async () => {
     const refused = await client.databases
-      .query('SELECT FROM WHERE')
+      .query({ query: 'SELECT FROM WHERE' })
       .fetchAll()
       .then(
         () => 200,
@@ -60,5 +60,41 @@ describe('metadata queries', () => {
 
     expect(refused).toBe(400);
     expect((await client.databases.readAll().fetchAll()).resources).toHaveLength(3);
+  });
+});
+
+describe('conflicts and partition key deletes', () => {
+  it('reads and queries an empty conflicts feed: one write region, last writer wins', async () => {
+    const container = client.database('orders').container('state');
+
+    const read = await container.conflicts.readAll().fetchAll();
+    const queried = await container.conflicts.query({ query: 'SELECT * FROM c' }).fetchAll();
+
+    expect(read.resources).toEqual([]);
+    expect(queried.resources).toEqual([]);
+  });
+
+  it('deletes every item of one partition key value, and only those', async () => {
+    const { container } = await client
+      .database('stock')
+      .containers.create({ id: 'reservations', partitionKey: '/sku' });
+    for (const [id, sku] of [
+      ['r1', 'sku-a'],
+      ['r2', 'sku-a'],
+      ['r3', 'sku-a'],
+      ['r4', 'sku-b'],
+    ])
+      await container.items.create({ id, sku });
+
+    const response = await container.deleteAllItemsForPartitionKey('sku-a');
+    const { resources } = await container.items.readAll<{ id: string }>().fetchAll();
+    const gone = await container
+      .item('r1', 'sku-a')
+      .read()
+      .then((r) => r.statusCode);
+
+    expect(response.statusCode).toBe(200);
+    expect(resources.map((item) => item.id)).toEqual(['r4']);
+    expect(gone).toBe(404);
   });
 });
