@@ -11,6 +11,8 @@ import type { PartitionKeyDefinition } from './partitionKey';
  */
 export class ContainerState implements ItemContainer {
   readonly items = new Map<string, StoredItem>();
+  /** The paths of each unique key; fixed when the container is created, as in Cosmos DB. */
+  readonly uniqueKeys: readonly (readonly string[])[];
   private documentSequence = 0;
   private properties: Record<string, unknown>;
 
@@ -22,6 +24,7 @@ export class ContainerState implements ItemContainer {
     definition: Record<string, unknown>,
     nowMs: number,
   ) {
+    this.uniqueKeys = parseUniqueKeyPolicy(definition.uniqueKeyPolicy);
     this.properties = this.describe(definition, nowMs);
   }
 
@@ -80,6 +83,7 @@ export class ContainerState implements ItemContainer {
         excludedPaths: [{ path: '/"_etag"/?' }],
       },
       partitionKey: this.partitionKey,
+      uniqueKeyPolicy: { uniqueKeys: this.uniqueKeys.map((paths) => ({ paths })) },
       ...(defaultTtl === undefined ? {} : { defaultTtl }),
       conflictResolutionPolicy: {
         mode: 'LastWriterWins',
@@ -200,3 +204,31 @@ function parsePartitionKeyDefinition(raw: unknown): PartitionKeyDefinition {
 
 /** Cosmos DB rids are base64 with '/' replaced by '-', so they are safe in a path segment. */
 const encodeRid = (bytes: Buffer): string => bytes.toString('base64').replace(/\//g, '-');
+
+/** Cosmos DB's limits: at most 10 unique keys, each of at most 16 paths. */
+const MAX_UNIQUE_KEYS = 10;
+const MAX_UNIQUE_KEY_PATHS = 16;
+
+/** `uniqueKeyPolicy: { uniqueKeys: [{ paths: ['/a', '/b/c'] }] }`, validated; absent means none. */
+function parseUniqueKeyPolicy(policy: unknown): string[][] {
+  if (policy === undefined || policy === null) return [];
+  const keys = (policy as { uniqueKeys?: unknown }).uniqueKeys;
+  if (keys === undefined) return [];
+  if (!Array.isArray(keys) || keys.length > MAX_UNIQUE_KEYS)
+    throw badRequest(
+      `uniqueKeyPolicy.uniqueKeys must be an array of at most ${MAX_UNIQUE_KEYS} unique keys.`,
+    );
+  return keys.map((key: unknown) => {
+    const paths = (key as { paths?: unknown } | null)?.paths;
+    if (
+      !Array.isArray(paths) ||
+      paths.length === 0 ||
+      paths.length > MAX_UNIQUE_KEY_PATHS ||
+      !paths.every((path) => typeof path === 'string' && /^\/[^/*?]+(\/[^/*?]+)*$/.test(path))
+    )
+      throw badRequest(
+        `Each unique key needs 1 to ${MAX_UNIQUE_KEY_PATHS} paths such as '/email', without wildcards.`,
+      );
+    return paths as string[];
+  });
+}

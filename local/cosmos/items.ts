@@ -50,6 +50,8 @@ export interface ItemContainer {
   readonly partitionKey: PartitionKeyDefinition;
   readonly defaultTtl: number | undefined;
   readonly items: Map<string, StoredItem>;
+  /** The container's unique keys, each a list of paths; none when empty. */
+  readonly uniqueKeys: readonly (readonly string[])[];
   nextDocumentRid(): string;
   /** The next log sequence number: one per commit, shared by every item it writes (a batch is one). */
   nextLsn(): number;
@@ -86,6 +88,16 @@ export class StagedWrites {
 
   get size(): number {
     return this.writes.size;
+  }
+
+  /** The live items of one partition key value, seen through this request's own writes. */
+  *partition(partitionKey: string): Generator<StoredItem> {
+    for (const [key, item] of this.container.items) {
+      if (item.partitionKey === partitionKey && !this.writes.has(key) && this.live(key)) yield item;
+    }
+    for (const [key, item] of this.writes) {
+      if (item?.partitionKey === partitionKey && this.live(key)) yield item;
+    }
   }
 
   commit(): void {
@@ -214,6 +226,35 @@ function write(
   };
   const bytes = byteLength(document);
   assertDocumentSize(bytes);
+  assertUnique(staged, partitionKey, document);
   staged.put(itemKey(partitionKey, id), { document, bytes, partitionKey });
   return { status, document, requestCharge: writeCharge(bytes) };
+}
+
+/**
+ * A container's unique keys hold within each logical partition: no two items have the same values
+ * at a key's paths (a missing value counts as null, so two items without it collide too). A write
+ * that would break one is refused with 409, as Cosmos DB refuses it.
+ */
+function assertUnique(staged: StagedWrites, partitionKey: string, document: Document): void {
+  const { uniqueKeys } = staged.container;
+  if (uniqueKeys.length === 0) return;
+  const valuesOf = (item: Record<string, unknown>, paths: readonly string[]): string =>
+    JSON.stringify(paths.map((path) => valueAt(item, path) ?? null));
+  for (const other of staged.partition(partitionKey)) {
+    if (other.document.id === document.id) continue;
+    for (const paths of uniqueKeys) {
+      if (valuesOf(other.document, paths) === valuesOf(document, paths))
+        throw conflict('Unique index constraint violation.');
+    }
+  }
+}
+
+function valueAt(item: Record<string, unknown>, path: string): unknown {
+  let value: unknown = item;
+  for (const segment of path.slice(1).split('/')) {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+    value = (value as Record<string, unknown>)[segment];
+  }
+  return value;
 }

@@ -1,6 +1,12 @@
 import { createHmac, randomUUID } from 'node:crypto';
 
-import { type Container, CosmosClient, type Database, type PartitionKeyDefinition } from '@azure/cosmos';
+import {
+  type Container,
+  CosmosClient,
+  type Database,
+  type PartitionKeyDefinition,
+  type UniqueKeyPolicy,
+} from '@azure/cosmos';
 
 import { type LocalCosmos, start } from '../../local/cosmos';
 import { namedCosmosAccount } from './setup';
@@ -21,7 +27,11 @@ export interface Target {
   advanceSeconds(seconds: number): Promise<void>;
   /** A fresh database for one test file. */
   database(): Promise<Database>;
-  container(definition?: { partitionKey?: PartitionKeyDefinition; defaultTtl?: number }): Promise<Container>;
+  container(definition?: {
+    partitionKey?: PartitionKeyDefinition;
+    defaultTtl?: number;
+    uniqueKeyPolicy?: UniqueKeyPolicy;
+  }): Promise<Container>;
   stop(): Promise<void>;
 }
 
@@ -76,6 +86,7 @@ async function openTarget(): Promise<Target> {
         id: `c-${randomUUID()}`,
         partitionKey: definition.partitionKey ?? { paths: ['/pk'] },
         ...(definition.defaultTtl === undefined ? {} : { defaultTtl: definition.defaultTtl }),
+        ...(definition.uniqueKeyPolicy === undefined ? {} : { uniqueKeyPolicy: definition.uniqueKeyPolicy }),
       });
       return container;
     },
