@@ -33,12 +33,7 @@ export function executeBatch(
   body: unknown,
   bodyBytes: number,
 ): BatchResult {
-  if (bodyBytes > MAX_DOCUMENT_BYTES) {
-    throw new CosmosError(
-      413,
-      `Request size is too large: the batch is ${bodyBytes} bytes; the limit is ${MAX_DOCUMENT_BYTES}.`,
-    );
-  }
+  assertBatchSize(bodyBytes);
   if (!Array.isArray(body) || body.length === 0) {
     throw badRequest('A batch request must carry a non-empty array of operations.');
   }
@@ -71,6 +66,16 @@ export function executeBatch(
   }
   staged.commit();
   return { status: 200, results };
+}
+
+/** A batch body over the document size limit is refused (413) before it is read. */
+export function assertBatchSize(bodyBytes: number): void {
+  if (bodyBytes > MAX_DOCUMENT_BYTES) {
+    throw new CosmosError(
+      413,
+      `Request size is too large: the batch is ${bodyBytes} bytes; the limit is ${MAX_DOCUMENT_BYTES}.`,
+    );
+  }
 }
 
 /**

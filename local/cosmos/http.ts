@@ -39,15 +39,18 @@ export function parseJson(raw: Buffer): unknown {
 
 /** `sessionToken`: the session token of the account's latest committed write. */
 export function send(response: ServerResponse, reply: Reply, activityId: string, sessionToken: string): void {
-  const text = reply.body === undefined ? '' : JSON.stringify(reply.body);
+  // A Buffer is sent as it is (a .NET SDK batch's HybridRow results, hybridRow.ts); anything else as JSON.
+  const binary = Buffer.isBuffer(reply.body);
+  const payload =
+    reply.body === undefined ? '' : binary ? (reply.body as Buffer) : JSON.stringify(reply.body);
   response.writeHead(reply.status, {
-    'content-type': 'application/json',
+    'content-type': binary ? 'application/octet-stream' : 'application/json',
     'x-ms-activity-id': activityId,
     'x-ms-request-charge': String(reply.requestCharge),
     'x-ms-session-token': sessionToken,
     ...reply.headers,
   });
-  response.end(text);
+  response.end(payload);
 }
 
 export const throttled = (retryAfterMs: number): CosmosError =>

@@ -1,9 +1,10 @@
 import type { ContainerState } from './account';
-import { executeBatch } from './batch';
+import { assertBatchSize, type BatchOperationResult, executeBatch } from './batch';
 import { changeFeed } from './changeFeed';
 import { asObject, byteLength } from './documents';
 import { badRequest } from './errors';
 import { flag, type Reply, type RequestHeaders, single } from './http';
+import { decodeBatchOperations, encodeBatchResults, isHybridRow } from './hybridRow';
 import { executeOperation, isExpired, type ItemOperation, StagedWrites } from './items';
 import { parsePartitionKeyHeader } from './partitionKey';
 import { parsePatchRequest } from './patch';
@@ -37,13 +38,7 @@ export function items(request: ResourceRequest, route: Extract<Route, { type: 'i
     if (!flag(headers['x-ms-cosmos-batch-atomic'])) {
       throw badRequest('The local server supports transactional (atomic) batches only, not bulk.');
     }
-    const batch = executeBatch(container, nowMs, partitionKey, body(request), request.raw.length);
-    if (batch.status === 200) request.committed();
-    return {
-      status: batch.status,
-      body: batch.results,
-      requestCharge: batch.results.reduce((sum, result) => sum + result.requestCharge, 0),
-    };
+    return transactionalBatch(request, container, partitionKey);
   }
   const document = asObject(body(request));
   return itemOperation(request, container, {
@@ -141,6 +136,34 @@ function query(
       ...(page.continuation ? { 'x-ms-continuation': page.continuation } : {}),
     },
   };
+}
+
+/**
+ * A transactional batch, answered as it was asked: @azure/cosmos sends and reads JSON, the .NET SDK
+ * HybridRow rows (hybridRow.ts).
+ */
+function transactionalBatch(
+  request: ResourceRequest,
+  container: ContainerState,
+  partitionKey: string,
+): Reply {
+  const { raw, nowMs } = request;
+  const hybridRow = isHybridRow(raw);
+  if (hybridRow) assertBatchSize(raw.length);
+  const operations = hybridRow ? decodeBatchOperations(raw) : undefined;
+  const batch = executeBatch(container, nowMs, partitionKey, operations ?? body(request), raw.length);
+  if (batch.status === 200) request.committed();
+  const requestCharge = batch.results.reduce((sum, result) => sum + result.requestCharge, 0);
+  if (!operations) return { status: batch.status, body: batch.results, requestCharge };
+  // An operation whose client asked for no content (EnableContentResponseOnWrite=false) gets none.
+  const results = batch.results.map((result, index) =>
+    operations[index]?.minimalReturnPreference ? withoutResourceBody(result) : result,
+  );
+  return { status: batch.status, body: encodeBatchResults(results), requestCharge };
+}
+
+function withoutResourceBody({ resourceBody: _, ...result }: BatchOperationResult): BatchOperationResult {
+  return result;
 }
 
 function requiredPartitionKey(container: ContainerState, headers: RequestHeaders): string {

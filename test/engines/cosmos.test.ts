@@ -79,6 +79,29 @@ async function deliveredByModel(id: string): Promise<void> {
       });
     });
 
+    it('runs transactional batches (HybridRow on the wire) all or nothing: a conflict or a stale ETag fails the batch, the other operations 424, none of them written', () => {
+      expect(result('batch')).toEqual({
+        Succeeded: {
+          Status: 200,
+          Operations: [201, 201, 200, 200, 200],
+          // Each result carries its resource body; the read sees the create before it.
+          Bodies: ['item-1:1', 'item-2:2', 'item-3:3', 'item-3:4', 'item-1:1'],
+          UpsertETagIsCurrent: true,
+          ReplaceETagIsNew: true,
+          Charged: true,
+          ReadBack: ['item-1:1', 'item-2:2', 'item-3:4'],
+        },
+        // The first create would have succeeded alone: it is not written, item-2 keeps its value.
+        Conflict: {
+          Status: 409,
+          IsSuccess: false,
+          Operations: [424, 409, 424],
+          ReadBack: ['item-5:404', 'item-1:1', 'item-2:2'],
+        },
+        Stale: { Status: 412, Operations: [424, 412], ReadBack: ['item-6:404', 'item-3:4'] },
+      });
+    });
+
     it('runs a parameterized query with ORDER BY in one partition and across partitions: the query plan, the partition key ranges by resource id', () => {
       expect(result('query')).toEqual({
         AcrossPartitions: ['doc-1:20', 'doc-2:5'],

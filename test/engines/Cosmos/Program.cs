@@ -180,4 +180,87 @@ await Check("unsupportedQuery", async () =>
     }
 });
 
+// A transactional batch, in a container of its own (the checks above read every change of
+// "state"): the SDK sends its operations as HybridRow rows and reads HybridRow results. All of it
+// commits, or none of it does: the failing operation reports its status, the others 424.
+await Check("batch", async () =>
+{
+    var batches = (await database.CreateContainerIfNotExistsAsync("batch", "/partitionKey")).Container;
+    var pk = new PartitionKey("order-1");
+    JObject Doc(string id, int n) => new JObject { ["id"] = id, ["partitionKey"] = "order-1", ["n"] = n };
+    async Task<List<string>> ReadBack(params string[] ids)
+    {
+        var seen = new List<string>();
+        foreach (var id in ids)
+        {
+            try
+            {
+                var read = await batches.ReadItemAsync<JObject>(id, pk);
+                seen.Add($"{id}:{read.Resource["n"]}");
+            }
+            catch (CosmosException error)
+            {
+                seen.Add($"{id}:{(int)error.StatusCode}");
+            }
+        }
+        return seen;
+    }
+    List<int> Statuses(TransactionalBatchResponse response) =>
+        Enumerable.Range(0, response.Count).Select(i => (int)response[i].StatusCode).ToList();
+
+    var original = await batches.CreateItemAsync(Doc("item-3", 0), pk);
+
+    // (a) Two creates, a replace that names the current ETag, an upsert of the same item and a read
+    // of a created one: all succeed, each result with its ETag and resource body.
+    TransactionalBatchResponse succeeded = await batches.CreateTransactionalBatch(pk)
+        .CreateItem(Doc("item-1", 1))
+        .CreateItem(Doc("item-2", 2))
+        .ReplaceItem("item-3", Doc("item-3", 3), new TransactionalBatchItemRequestOptions { IfMatchEtag = original.ETag })
+        .UpsertItem(Doc("item-3", 4))
+        .ReadItem("item-1")
+        .ExecuteAsync();
+    var item3 = await batches.ReadItemAsync<JObject>("item-3", pk);
+    var succeededResult = new
+    {
+        Status = (int)succeeded.StatusCode,
+        Operations = Statuses(succeeded),
+        Bodies = Enumerable.Range(0, succeeded.Count)
+            .Select(i => succeeded.GetOperationResultAtIndex<JObject>(i).Resource)
+            .Select(body => $"{body?["id"]}:{body?["n"]}").ToList(),
+        // The upsert's ETag is the one the item now has; the replace's was a step before it.
+        UpsertETagIsCurrent = succeeded[3].ETag == item3.ETag,
+        ReplaceETagIsNew = succeeded[2].ETag != original.ETag && succeeded[2].ETag != succeeded[3].ETag,
+        Charged = succeeded.RequestCharge > 0,
+        ReadBack = await ReadBack("item-1", "item-2", "item-3"),
+    };
+
+    // (b) The second operation creates an item that exists (409): nothing of the batch is written.
+    TransactionalBatchResponse conflict = await batches.CreateTransactionalBatch(pk)
+        .CreateItem(Doc("item-5", 5))
+        .CreateItem(Doc("item-1", 9))
+        .UpsertItem(Doc("item-2", 9))
+        .ExecuteAsync();
+    var conflictResult = new
+    {
+        Status = (int)conflict.StatusCode,
+        IsSuccess = conflict.IsSuccessStatusCode,
+        Operations = Statuses(conflict),
+        ReadBack = await ReadBack("item-5", "item-1", "item-2"),
+    };
+
+    // (c) A replace that names the ETag item-3 had before (a): 412, and the create before it is
+    // not written either.
+    TransactionalBatchResponse stale = await batches.CreateTransactionalBatch(pk)
+        .CreateItem(Doc("item-6", 6))
+        .ReplaceItem("item-3", Doc("item-3", 7), new TransactionalBatchItemRequestOptions { IfMatchEtag = original.ETag })
+        .ExecuteAsync();
+    var staleResult = new
+    {
+        Status = (int)stale.StatusCode,
+        Operations = Statuses(stale),
+        ReadBack = await ReadBack("item-6", "item-3"),
+    };
+    return new { Succeeded = succeededResult, Conflict = conflictResult, Stale = staleResult };
+});
+
 Console.WriteLine(JsonConvert.SerializeObject(new { results }));
