@@ -17,6 +17,8 @@ export interface ResourceRequest {
   account: AccountState;
   /** `host:port` the server listens on, for the account's self links when the request has no Host. */
   listening: string;
+  /** The provisioned throughput (RU/s), shared by the whole server; undefined: none (serverless). */
+  throughput: () => number | undefined;
   /** Records a committed write (the session token counts them). */
   committed(): void;
 }
@@ -104,6 +106,33 @@ export function container(request: ResourceRequest, route: Extract<Route, { type
     database.containers.delete(route.container);
     return { status: 204, requestCharge: METADATA_CHARGE };
   }
+  return notAllowed(request);
+}
+
+/**
+ * Offers (read and query), as tools read throughput: with provisioned throughput, one offer per
+ * database, for the throughput its containers share (the server's one budget, throughput.ts), so a
+ * container's own `readOffer()` finds none, as for a container in a shared-throughput database.
+ * Without it the account is serverless, and Cosmos DB refuses offers there with this 400.
+ */
+export function offers(request: ResourceRequest): Reply {
+  const throughput = request.throughput();
+  if (throughput === undefined)
+    throw badRequest('Reading or replacing offers is not supported for serverless accounts.');
+  const resources = [...request.account.databases.values()].map((database) => ({
+    id: database.rid,
+    _rid: database.rid,
+    _self: `offers/${database.rid}/`,
+    _etag: `"${throughput}"`,
+    resource: database.resource['_self'],
+    offerResourceId: database.rid,
+    offerType: 'Invalid',
+    offerVersion: 'V2',
+    content: { offerThroughput: throughput, offerIsRUPerMinuteThroughputEnabled: false },
+  }));
+  if (request.method === 'GET') return feed('Offers', '', resources);
+  if (request.method === 'POST' && isQuery(request.headers))
+    return queryFeed('Offers', '', resources, request);
   return notAllowed(request);
 }
 

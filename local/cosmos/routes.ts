@@ -5,6 +5,7 @@ import { flag, type RequestHeaders } from './http';
 /** The resource a request path names. */
 export type Route =
   | { type: 'account' }
+  | { type: 'offers' }
   | { type: 'databases' }
   | { type: 'database'; database: string }
   | { type: 'containers'; database: string }
@@ -32,6 +33,7 @@ export function parseRoute(url: string): Route {
     throw new CosmosError(404, `Unknown resource path '${path}'.`);
   };
   if (segments.length === 0) return { type: 'account' };
+  if (dbs === 'offers' && segments.length === 1) return { type: 'offers' };
   if (dbs !== 'dbs' || rest.length > 0) return unknown();
   if (database === undefined) return { type: 'databases' };
   if (colls === undefined) return { type: 'database', database };

@@ -10,6 +10,7 @@ import { failedBatch } from './batch';
 import { CosmosError, type ErrorStatus } from './errors';
 import { type FaultHandle, FaultInjector, type FaultRule, type FaultTarget } from './faults';
 import { errorReply, readBody, type Reply, send, single, throttled } from './http';
+import { decodeBatchOperations, encodeBatchResults, isHybridRow } from './hybridRow';
 import { item, items } from './itemHandlers';
 import { isExpired } from './items';
 import {
@@ -19,6 +20,7 @@ import {
   containers,
   database,
   databases,
+  offers,
   partitionKeyDelete,
   partitionKeyRanges,
   type ResourceRequest,
@@ -149,6 +151,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
           nowMs: now(),
           account: state,
           listening,
+          throughput: () => throughput?.requestUnitsPerSecond,
           committed: () => lsn++,
         });
       }
@@ -218,6 +221,7 @@ const handlers: {
   database,
   containers,
   container,
+  offers,
   pkranges: partitionKeyRanges,
   items,
   item,
@@ -237,9 +241,17 @@ function injectedStatus(
   if (operation === undefined || target !== 'batch') {
     throw new CosmosError(status, `Status ${status} (injected by the local server).`);
   }
-  const operations = (JSON.parse(raw.toString('utf8')) as unknown[]).length;
+  // The .NET SDK's batch is HybridRow rows and reads HybridRow results (hybridRow.ts); @azure/cosmos's is JSON.
+  const hybridRow = isHybridRow(raw);
+  const operations = hybridRow
+    ? decodeBatchOperations(raw).length
+    : (JSON.parse(raw.toString('utf8')) as unknown[]).length;
   const { results } = failedBatch(operations, operation, status);
-  return { status: 207, body: results, requestCharge: results.reduce((sum, r) => sum + r.requestCharge, 0) };
+  return {
+    status: 207,
+    body: hybridRow ? encodeBatchResults(results) : results,
+    requestCharge: results.reduce((sum, r) => sum + r.requestCharge, 0),
+  };
 }
 
 function dispatch(route: Route, request: ResourceRequest): Reply {
