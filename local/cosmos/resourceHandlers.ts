@@ -97,7 +97,10 @@ export function containers(request: ResourceRequest, route: Extract<Route, { typ
 export function container(request: ResourceRequest, route: Extract<Route, { type: 'container' }>): Reply {
   const database = request.account.database(route.database);
   const container = database.container(route.container);
-  if (request.method === 'GET') return metadata(container.resource);
+  if (request.method === 'GET') {
+    if (!flag(request.headers['x-ms-documentdb-populatequotainfo'])) return metadata(container.resource);
+    return { ...metadata(container.resource), headers: quotaInfo(container) };
+  }
   if (request.method === 'PUT') {
     container.replace(asObject(body(request)), request.nowMs);
     return metadata(container.resource);
@@ -224,6 +227,21 @@ function accountResource(host: string): Record<string, unknown> {
     readPolicy: { primaryReadCoefficient: 1, secondaryReadCoefficient: 1 },
     queryEngineConfiguration:
       '{"maxSqlQueryInputLength":262144,"maxJoinsPerSqlQuery":5,"maxLogicalAndPerSqlQuery":500,"maxLogicalOrPerSqlQuery":500,"maxUdfRefPerSqlQuery":10,"maxInExpressionItemsCount":16000,"queryMaxInMemorySortDocumentCount":500,"maxQueryRequestTimeoutFraction":0.9,"sqlAllowNonFiniteNumbers":false,"sqlAllowAggregateFunctions":true,"sqlAllowSubQuery":true,"sqlAllowScalarSubQuery":true,"allowNewKeywords":true,"sqlAllowLike":true,"sqlAllowGroupByClause":false,"maxSpatialQueryCells":12,"spatialMaxGeometryPointCount":256,"sqlDisableQueryILOptimization":false,"sqlDisableFilterPlanOptimization":false}',
+  };
+}
+
+/**
+ * What a container read with `populateQuotaInfo` answers besides the container: the index
+ * transformation progress (always 100: the server keeps no index, so a policy change has nothing to
+ * rebuild) and the usage Cosmos DB reports, items and their size in KB.
+ */
+function quotaInfo(container: ContainerState): Record<string, string> {
+  let bytes = 0;
+  for (const item of container.items.values()) bytes += item.bytes;
+  const kb = Math.ceil(bytes / 1024);
+  return {
+    'x-ms-documentdb-collection-index-transformation-progress': '100',
+    'x-ms-resource-usage': `documentsCount=${container.items.size};documentsSize=${kb};collectionSize=${kb}`,
   };
 }
 

@@ -137,3 +137,20 @@ describe('offers', () => {
     }
   });
 });
+
+describe('a container read with quota information', () => {
+  it('reports the index transformation as done and the items it holds', async () => {
+    const { container } = await client
+      .database('payments')
+      .containers.create({ id: 'quota', partitionKey: '/id' });
+    await container.items.create({ id: 'one', text: 'x'.repeat(3000) });
+    await container.items.create({ id: 'two' });
+
+    const plain = await container.read();
+    const withQuota = await container.read({ populateQuotaInfo: true });
+
+    expect(plain.headers['x-ms-documentdb-collection-index-transformation-progress']).toBeUndefined();
+    expect(withQuota.headers['x-ms-documentdb-collection-index-transformation-progress']).toBe('100');
+    expect(withQuota.headers['x-ms-resource-usage']).toMatch(/^documentsCount=2;documentsSize=4;/);
+  });
+});
