@@ -128,8 +128,10 @@ function parseOperation(
       container.partitionKey,
     );
     if (own !== partitionKey) {
+      // Azure's wording (Microsoft's SDK tests match on it), then which operation.
       throw badRequest(
-        `Batch operation ${index} has partition key ${own}, which differs from the batch's ${partitionKey}.`,
+        'One or more operations within the batch request have a different partition key value than the request. ' +
+          `(Operation ${index} has ${own}; the batch has ${partitionKey}.)`,
         1001,
       );
     }

@@ -225,22 +225,31 @@ describe('transactional batch: limits', () => {
     expect(await exists('big-0', 'l3')).toBe(false);
   });
 
-  it('refuses the whole batch (400) when one operation names another partition key', async () => {
+  it('refuses the whole batch (400) when one operation names another partition key, in Azure’s words', async () => {
+    let message = '';
     const status = await batchErrorStatus(
-      container.items.batch(
-        [
-          { operationType: 'Create', resourceBody: { id: 'mine', pk: 'l4' } },
-          {
-            operationType: 'Create',
-            partitionKey: 'elsewhere',
-            resourceBody: { id: 'theirs', pk: 'elsewhere' },
-          },
-        ],
-        'l4',
-      ),
+      container.items
+        .batch(
+          [
+            { operationType: 'Create', resourceBody: { id: 'mine', pk: 'l4' } },
+            {
+              operationType: 'Create',
+              partitionKey: 'elsewhere',
+              resourceBody: { id: 'theirs', pk: 'elsewhere' },
+            },
+          ],
+          'l4',
+        )
+        .catch((error: Error) => {
+          message = `${error.message} ${String((error.cause as { message?: string } | undefined)?.message)}`;
+          throw error;
+        }),
     );
 
     expect(status).toBe(400);
+    expect(message).toContain(
+      'One or more operations within the batch request have a different partition key value than the request.',
+    );
     expect(await exists('mine', 'l4')).toBe(false);
     expect(await exists('theirs', 'elsewhere')).toBe(false);
   });
