@@ -1,5 +1,6 @@
 import type { ContainerState } from './account';
 import { byteLength } from './documents';
+import { effectivePartitionKeyOfCanonical } from './epk';
 import { badRequest } from './errors';
 import { type Reply, type RequestHeaders, single } from './http';
 import { isExpired } from './items';
@@ -14,7 +15,10 @@ import { queryCharge } from './requestCharge';
  *
  * Where to start: `If-None-Match` with the etag of an earlier page (its continuation, `"<lsn>"`), or
  * `*` for now; with neither, the beginning; `If-Modified-Since` (an HTTP date) for the items last
- * written at or after a point in time. `x-ms-documentdb-partitionkey` limits it to one partition key.
+ * written at or after a point in time. `x-ms-documentdb-partitionkey` limits it to one partition key;
+ * `x-ms-start-epk` and `x-ms-end-epk` to a feed range, the items whose effective partition key (see
+ * epk.ts) is in [start, end), as the SDK reads a sub-range of a partition key range (a feed range of
+ * the change feed processor, or a prefix of a hierarchical key).
  * A page holds at most `x-ms-max-item-count` items (default 100) unless that would split a commit;
  * the etag names the last commit it covers. Nothing new is a 304 with the etag to ask from next time.
  */
@@ -32,6 +36,7 @@ export function changeFeed(container: ContainerState, headers: RequestHeaders, n
   const header = single(headers['x-ms-documentdb-partitionkey']);
   const partitionKey =
     header === undefined ? undefined : parsePartitionKeyHeader(header, container.partitionKey);
+  const range = epkRange(headers, container);
   const after = startAfter(single(headers['if-none-match']), container.lastLsn);
   const since = single(headers['if-modified-since']);
   const sinceSeconds = since === undefined ? undefined : Date.parse(since) / 1000;
@@ -45,7 +50,8 @@ export function changeFeed(container: ContainerState, headers: RequestHeaders, n
         (item.lsn ?? 0) > after &&
         (partitionKey === undefined || item.partitionKey === partitionKey) &&
         (sinceSeconds === undefined || Number(item.document._ts) >= Math.floor(sinceSeconds)) &&
-        !isExpired(item, container.defaultTtl, nowMs),
+        !isExpired(item, container.defaultTtl, nowMs) &&
+        (range === undefined || range.includes(item.partitionKey)),
     )
     .sort((a, b) => (a.lsn ?? 0) - (b.lsn ?? 0));
   const requested = Number(single(headers['x-ms-max-item-count']) ?? -1);
@@ -68,6 +74,45 @@ export function changeFeed(container: ContainerState, headers: RequestHeaders, n
     requestCharge: queryCharge(bytes, bytes),
     headers: { etag, 'x-ms-item-count': String(documents.length) },
   };
+}
+
+/** Effective partition keys are upper-case hex; a feed range bound is at most a few of them long. */
+const EPK_BOUND = /^[0-9A-F]{0,200}$/;
+
+/**
+ * The feed range the request names with `x-ms-start-epk` / `x-ms-end-epk`, or undefined (the whole
+ * container, and no hashing). A missing bound is open. Each item's EPK is computed once per request
+ * and partition key, and only for items the other conditions kept.
+ */
+function epkRange(
+  headers: RequestHeaders,
+  container: ContainerState,
+): { includes(partitionKey: string): boolean } | undefined {
+  const startHeader = single(headers['x-ms-start-epk']);
+  const endHeader = single(headers['x-ms-end-epk']);
+  if (startHeader === undefined && endHeader === undefined) return undefined;
+  const start = epkBound(startHeader ?? '', 'x-ms-start-epk');
+  const end = endHeader === undefined ? undefined : epkBound(endHeader, 'x-ms-end-epk');
+  const seen = new Map<string, boolean>();
+  return {
+    includes(partitionKey) {
+      let inside = seen.get(partitionKey);
+      if (inside === undefined) {
+        const epk = effectivePartitionKeyOfCanonical(partitionKey, container.partitionKey);
+        inside = epk >= start && (end === undefined || epk < end);
+        seen.set(partitionKey, inside);
+      }
+      return inside;
+    },
+  };
+}
+
+function epkBound(value: string, header: string): string {
+  const upper = value.trim().toUpperCase();
+  if (!EPK_BOUND.test(upper)) {
+    throw badRequest(`${header} '${value.slice(0, 40)}' is not an effective partition key.`);
+  }
+  return upper;
 }
 
 /** The last commit the reader has seen: an etag continuation, `*` (now), or none (the beginning). */
