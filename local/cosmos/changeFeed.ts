@@ -1,6 +1,6 @@
 import type { ContainerState } from './account';
 import { byteLength } from './documents';
-import { effectivePartitionKeyOfCanonical } from './epk';
+import { feedRange } from './epk';
 import { badRequest } from './errors';
 import { type Reply, type RequestHeaders, single } from './http';
 import { isExpired } from './items';
@@ -36,7 +36,7 @@ export function changeFeed(container: ContainerState, headers: RequestHeaders, n
   const header = single(headers['x-ms-documentdb-partitionkey']);
   const partitionKey =
     header === undefined ? undefined : parsePartitionKeyHeader(header, container.partitionKey);
-  const range = epkRange(headers, container);
+  const range = feedRange(headers, container.partitionKey);
   const after = startAfter(single(headers['if-none-match']), container.lastLsn);
   const since = single(headers['if-modified-since']);
   const sinceSeconds = since === undefined ? undefined : Date.parse(since) / 1000;
@@ -74,45 +74,6 @@ export function changeFeed(container: ContainerState, headers: RequestHeaders, n
     requestCharge: queryCharge(bytes, bytes),
     headers: { etag, 'x-ms-item-count': String(documents.length) },
   };
-}
-
-/** Effective partition keys are upper-case hex; a feed range bound is at most a few of them long. */
-const EPK_BOUND = /^[0-9A-F]{0,200}$/;
-
-/**
- * The feed range the request names with `x-ms-start-epk` / `x-ms-end-epk`, or undefined (the whole
- * container, and no hashing). A missing bound is open. Each item's EPK is computed once per request
- * and partition key, and only for items the other conditions kept.
- */
-function epkRange(
-  headers: RequestHeaders,
-  container: ContainerState,
-): { includes(partitionKey: string): boolean } | undefined {
-  const startHeader = single(headers['x-ms-start-epk']);
-  const endHeader = single(headers['x-ms-end-epk']);
-  if (startHeader === undefined && endHeader === undefined) return undefined;
-  const start = epkBound(startHeader ?? '', 'x-ms-start-epk');
-  const end = endHeader === undefined ? undefined : epkBound(endHeader, 'x-ms-end-epk');
-  const seen = new Map<string, boolean>();
-  return {
-    includes(partitionKey) {
-      let inside = seen.get(partitionKey);
-      if (inside === undefined) {
-        const epk = effectivePartitionKeyOfCanonical(partitionKey, container.partitionKey);
-        inside = epk >= start && (end === undefined || epk < end);
-        seen.set(partitionKey, inside);
-      }
-      return inside;
-    },
-  };
-}
-
-function epkBound(value: string, header: string): string {
-  const upper = value.trim().toUpperCase();
-  if (!EPK_BOUND.test(upper)) {
-    throw badRequest(`${header} '${value.slice(0, 40)}' is not an effective partition key.`);
-  }
-  return upper;
 }
 
 /** The last commit the reader has seen: an etag continuation, `*` (now), or none (the beginning). */

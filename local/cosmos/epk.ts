@@ -1,3 +1,5 @@
+import { badRequest } from './errors';
+import { type RequestHeaders, single } from './http';
 import type { PartitionKeyComponent, PartitionKeyDefinition } from './partitionKey';
 
 /**
@@ -298,4 +300,43 @@ function murmur3x86x32(data: Uint8Array): number {
   if (data.length > blocks) h ^= Math.imul(rotl32(Math.imul(k, C1), 15), C2);
   h ^= data.length;
   return fmix32(h) >>> 0;
+}
+
+/** Effective partition keys are upper-case hex; a feed range bound is at most a few of them long. */
+const EPK_BOUND = /^[0-9A-F]{0,200}$/;
+
+/**
+ * The feed range a change feed read or a query names with `x-ms-start-epk` / `x-ms-end-epk`, or
+ * undefined (the whole container, and no hashing). A missing bound is open. Each item's EPK is computed once per request
+ * and partition key, and only for items the other conditions kept.
+ */
+export function feedRange(
+  headers: RequestHeaders,
+  definition: PartitionKeyDefinition,
+): { includes(partitionKey: string): boolean } | undefined {
+  const startHeader = single(headers['x-ms-start-epk']);
+  const endHeader = single(headers['x-ms-end-epk']);
+  if (startHeader === undefined && endHeader === undefined) return undefined;
+  const start = epkBound(startHeader ?? '', 'x-ms-start-epk');
+  const end = endHeader === undefined ? undefined : epkBound(endHeader, 'x-ms-end-epk');
+  const seen = new Map<string, boolean>();
+  return {
+    includes(partitionKey) {
+      let inside = seen.get(partitionKey);
+      if (inside === undefined) {
+        const epk = effectivePartitionKeyOfCanonical(partitionKey, definition);
+        inside = epk >= start && (end === undefined || epk < end);
+        seen.set(partitionKey, inside);
+      }
+      return inside;
+    },
+  };
+}
+
+function epkBound(value: string, header: string): string {
+  const upper = value.trim().toUpperCase();
+  if (!EPK_BOUND.test(upper)) {
+    throw badRequest(`${header} '${value.slice(0, 40)}' is not an effective partition key.`);
+  }
+  return upper;
 }

@@ -2,6 +2,7 @@ import type { ContainerState } from './account';
 import { assertBatchSize, type BatchOperationResult, executeBatch } from './batch';
 import { changeFeed } from './changeFeed';
 import { asObject, byteLength } from './documents';
+import { feedRange } from './epk';
 import { badRequest } from './errors';
 import { flag, type Reply, type RequestHeaders, single } from './http';
 import { decodeBatchOperations, encodeBatchResults, isHybridRow } from './hybridRow';
@@ -113,11 +114,14 @@ function query(
       'Cross partition query is required but disabled. Please set x-ms-documentdb-query-enablecrosspartition to true.',
     );
   }
+  // A query the SDK runs per feed range (a sub-range of a partition key range) names it by EPK.
+  const range = feedRange(headers, container.partitionKey);
   const documents = [];
   let bytesScanned = 0;
   for (const stored of container.items.values()) {
     if (partitionKey !== undefined && stored.partitionKey !== partitionKey) continue;
     if (isExpired(stored, container.defaultTtl, nowMs)) continue;
+    if (range !== undefined && !range.includes(stored.partitionKey)) continue;
     documents.push(stored.document);
     bytesScanned += stored.bytes;
   }
