@@ -51,6 +51,7 @@ const usageErrors = (
     ],
     ['remove:samples', ['--dyr-run'], "Unknown option '--dyr-run'"],
     ['start', ['--duplicate-window', 'an hour'], "--duplicate-window='an hour' is not an ISO-8601 duration"],
+    ['func:local', ['--cosmos-port', 'x'], "--cosmos-port must be an integer from 0 to 65535; got 'x'"],
     [
       'test:mutation:changed',
       ['--concurrency', '0'],
