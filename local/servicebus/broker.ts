@@ -78,6 +78,12 @@ export interface BrokerOptions {
   messageTimeToLiveMs?: number;
   /** Told what the broker does on its own, for a live view (npm start). */
   observer?: BrokerObserver;
+  /**
+   * Queues, by name: each takes every message sent to it (no filters), with the same duplicate
+   * detection, peek-lock, delivery counts, dead-letter queue and TTL as a subscription. The app
+   * uses topics only (src/topology.json); queues serve other clients (Microsoft's SDK tests, tools).
+   */
+  queues?: readonly string[];
 }
 
 /**
@@ -338,6 +344,7 @@ export class Entity {
 export class Subscription {
   readonly entity: Entity;
   readonly deadLetterQueue: Entity;
+  private readonly acceptsAll: boolean;
 
   constructor(
     readonly topic: string,
@@ -345,9 +352,16 @@ export class Subscription {
     /** Its correlation filter; a redeployment with other subjects changes its rules in place. */
     public subjects: readonly string[],
     clock: Clock,
-    options: { lockDurationMs: number; maxDeliveryCount: number; observer?: BrokerObserver },
+    options: {
+      lockDurationMs: number;
+      maxDeliveryCount: number;
+      observer?: BrokerObserver;
+      /** A queue's one "subscription": it takes every message and its path is the queue's. */
+      queue?: boolean;
+    },
   ) {
-    const path = `${topic}/Subscriptions/${name}`;
+    this.acceptsAll = options.queue === true;
+    const path = options.queue === true ? topic : `${topic}/Subscriptions/${name}`;
     this.deadLetterQueue = new Entity(
       `${path}/$deadletterqueue`,
       clock,
@@ -369,6 +383,7 @@ export class Subscription {
 
   /** The correlation filter: the message's Subject is one the subscription asked for. */
   accepts(message: OutgoingMessage): boolean {
+    if (this.acceptsAll) return true;
     return message.subject !== undefined && this.subjects.includes(message.subject);
   }
 }
@@ -493,6 +508,8 @@ export interface TopologyChanges {
 
 export class Broker {
   readonly topics = new Map<string, Topic>();
+  /** Each queue is a topic with one subscription that takes every message, at the queue's path. */
+  readonly queues = new Map<string, Topic>();
   readonly lockDurationMs: number;
   readonly maxDeliveryCount: number;
   private sequence = 0;
@@ -501,6 +518,36 @@ export class Broker {
     this.lockDurationMs = options.lockDurationMs ?? 60_000;
     this.maxDeliveryCount = options.maxDeliveryCount ?? 10;
     this.declare(options.topology);
+    for (const name of options.queues ?? []) {
+      if (this.topics.has(name) || this.queues.has(name))
+        throw new Error(`The queue '${name}' is declared twice, or as a topic too.`);
+      const subscription = new Subscription(name, '', [], options.clock, {
+        lockDurationMs: this.lockDurationMs,
+        maxDeliveryCount: this.maxDeliveryCount,
+        queue: true,
+        ...(options.observer === undefined ? {} : { observer: options.observer }),
+      });
+      this.queues.set(name, this.newTopic(name, [subscription]));
+    }
+  }
+
+  private newTopic(name: string, subscriptions: Subscription[]): Topic {
+    return new Topic(
+      name,
+      subscriptions,
+      this.options.clock,
+      this.options.duplicateWindowMs ?? 3_600_000,
+      this.options.messageTimeToLiveMs ?? 14 * 86_400_000,
+      () => ++this.sequence,
+      this.options.observer,
+    );
+  }
+
+  /** A queue's entity (what receivers take from) and its dead-letter queue. */
+  queue(name: string): Subscription {
+    const queue = this.queues.get(name);
+    if (!queue) throw new Error(`The queue '${name}' does not exist.`);
+    return queue.subscriptions[0]!;
   }
 
   /**
@@ -518,15 +565,7 @@ export class Broker {
     for (const declared of topology.topics) {
       let topic = this.topics.get(declared.name);
       if (topic === undefined) {
-        topic = new Topic(
-          declared.name,
-          [],
-          this.options.clock,
-          this.options.duplicateWindowMs ?? 3_600_000,
-          this.options.messageTimeToLiveMs ?? 14 * 86_400_000,
-          () => ++this.sequence,
-          this.options.observer,
-        );
+        topic = this.newTopic(declared.name, []);
         this.topics.set(declared.name, topic);
         changes.added.push(declared.name);
       }

@@ -4,6 +4,8 @@ import { CONDITIONS, PeerError } from './errors';
 /**
  * The nodes a Service Bus client attaches links to, as @azure/service-bus names them:
  *   <topic>                                         send
+ *   <queue>                                         send and receive
+ *   <queue>/$DeadLetterQueue                        receive from the queue's dead-letter sub-queue
  *   <topic>/Subscriptions/<sub>                     receive (peek-lock)
  *   <topic>/Subscriptions/<sub>/$DeadLetterQueue    receive from the dead-letter sub-queue
  *   <any of the above>/$management                  request/response: peek, renew-lock, ...
@@ -12,7 +14,9 @@ import { CONDITIONS, PeerError } from './errors';
  */
 export type NodeAddress =
   | { kind: 'cbs' }
+  /** A bare name: a topic, or a queue (which one is the broker's to say: findQueue). */
   | { kind: 'topic'; topic: string }
+  /** An entity messages are received from: a subscription, or with `subscription` '' a queue. */
   | { kind: 'queue'; topic: string; subscription: string; deadLetter: boolean }
   | { kind: 'management'; of: Exclude<NodeAddress, { kind: 'cbs' } | { kind: 'management' }> };
 
@@ -31,6 +35,8 @@ export function parseAddress(raw: unknown): NodeAddress {
   const [topic, subscriptions, subscription, subQueue, ...rest] = parts;
   if (!topic || rest.length > 0) throw notFound(raw);
   if (subscriptions === undefined) return { kind: 'topic', topic };
+  if (subscriptions.toLowerCase() === '$deadletterqueue' && subscription === undefined)
+    return { kind: 'queue', topic, subscription: '', deadLetter: true };
   if (subscriptions.toLowerCase() !== 'subscriptions' || !subscription) throw notFound(raw);
   if (subQueue === undefined) return { kind: 'queue', topic, subscription, deadLetter: false };
   if (subQueue.toLowerCase() === '$deadletterqueue')
@@ -38,10 +44,21 @@ export function parseAddress(raw: unknown): NodeAddress {
   throw notFound(raw);
 }
 
+/** The queue of that name (case-insensitive), if the peer serves one. */
+export function findQueue(broker: Broker, name: string): ReturnType<Broker['topic']> | undefined {
+  for (const [declared, queue] of broker.queues) {
+    if (declared.toLowerCase() === name.toLowerCase()) return queue;
+  }
+  return undefined;
+}
+
+/** What a send goes to: a topic, or a queue (a topic whose one subscription takes everything). */
 export function findTopic(broker: Broker, name: string): ReturnType<Broker['topic']> {
   for (const [declared, topic] of broker.topics) {
     if (declared.toLowerCase() === name.toLowerCase()) return topic;
   }
+  const queue = findQueue(broker, name);
+  if (queue) return queue;
   throw new PeerError(
     CONDITIONS.notFound,
     `The messaging entity '${name}' could not be found (the local peer serves the topics in src/topology.json).`,
@@ -50,6 +67,12 @@ export function findTopic(broker: Broker, name: string): ReturnType<Broker['topi
 
 /** The queue-like entity a receive or $management link works on. */
 export function findEntity(broker: Broker, address: Extract<NodeAddress, { kind: 'queue' }>): Entity {
+  if (address.subscription === '') {
+    const queue = findQueue(broker, address.topic)?.subscriptions[0];
+    if (!queue)
+      throw new PeerError(CONDITIONS.notFound, `The messaging entity '${address.topic}' could not be found.`);
+    return address.deadLetter ? queue.deadLetterQueue : queue.entity;
+  }
   const topic = findTopic(broker, address.topic);
   const subscription = topic.subscriptions.find(
     (candidate) => candidate.name.toLowerCase() === address.subscription.toLowerCase(),

@@ -5,9 +5,9 @@ import { type Connection, create_container, type EventContext, type Receiver, ty
 import { type Topology, topology as declaredTopology } from '../../../src/topology';
 import { Broker, type BrokerObserver, type BrokerOptions } from '../broker';
 import { type Clock, scaledClock } from '../clock';
-import { findEntity, findTopic, type NodeAddress, parseAddress } from './addresses';
+import { findEntity, findQueue, findTopic, type NodeAddress, parseAddress } from './addresses';
 import { asPeerError, CONDITIONS, PeerError } from './errors';
-import { handleManagementRequest, handleTopicRequest } from './management';
+import { handleManagementRequest, handleTopicRequest, TOPIC_OPERATIONS } from './management';
 import { keepEncodedMessages } from './messageCodec';
 import { MAX_MESSAGE_SIZE_BYTES, servePublishLink } from './publishLink';
 import { serveReceiveLink } from './receiveLink';
@@ -27,6 +27,8 @@ import { checkToken, covers, type Grant, LOCAL_KEY, unauthorized } from './sas';
  *     expired token is answered 401, amqp:unauthorized-access; status codes are AMQP ints, as
  *     Service Bus sends them), and a link to an entity no token covers is refused the same way;
  *     a link is detached the same way once the last token that covered it has expired unrenewed
+ *   - queues, when start() is given their names: a send to the queue and a receive from it (and from
+ *     its $DeadLetterQueue), its $management as a subscription's plus scheduling as a topic's
  *   - sending to a topic: single messages and batches (message-format 0x80013700) up to the Standard
  *     tier's 256 KB (larger: amqp:link:message-size-exceeded); duplicate
  *     detection by MessageId and the Subject correlation filters are the broker model's;
@@ -76,6 +78,8 @@ export interface LocalServiceBusOptions {
   /** Default subscription message TTL, ms; default 14 days. */
   messageTimeToLiveMs?: number;
   observer?: BrokerObserver;
+  /** Queues to serve besides the topology's topics (broker.ts BrokerOptions.queues); default none. */
+  queues?: readonly string[];
 }
 
 export interface LocalServiceBus {
@@ -111,6 +115,7 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
       ? {}
       : { messageTimeToLiveMs: options.messageTimeToLiveMs }),
     ...(options.observer === undefined ? {} : { observer: options.observer }),
+    ...(options.queues === undefined ? {} : { queues: options.queues }),
   };
   const broker = new Broker(brokerOptions);
   keepEncodedMessages();
@@ -259,7 +264,12 @@ function serveConnection(
   connection.on('sender_open', (context: EventContext) => {
     const sender = context.sender as Sender;
     refuseOnError(sender, () => {
-      const address = parseAddress(sender.source?.address);
+      const parsed = parseAddress(sender.source?.address);
+      // Receiving from a bare name is receiving from the queue of that name, if there is one.
+      const address: NodeAddress =
+        parsed.kind === 'topic' && findQueue(broker, parsed.topic)
+          ? { kind: 'queue', topic: parsed.topic, subscription: '', deadLetter: false }
+          : parsed;
       authorise(sender, address);
       if (address.kind === 'cbs' || address.kind === 'management') {
         echoTermini(sender);
@@ -331,6 +341,20 @@ function serveConnection(
           (replyTo) => replyLinks.get(replyTo),
         );
       case 'management': {
+        const queue = address.of.kind === 'topic' ? findQueue(broker, address.of.topic) : undefined;
+        if (queue) {
+          // A queue's $management: scheduling as a topic's, the rest as a subscription's.
+          const entity = queue.subscriptions[0]!.entity;
+          return serveRequestLink(
+            receiver,
+            STATUS_KEYS.management,
+            (request) =>
+              Object.values<string | undefined>(TOPIC_OPERATIONS).includes(request.operation)
+                ? handleTopicRequest(queue, request)
+                : handleManagementRequest(entity, request),
+            (replyTo) => replyLinks.get(replyTo),
+          );
+        }
         if (address.of.kind === 'topic') {
           const topic = findTopic(broker, address.of.topic);
           return serveRequestLink(
@@ -394,6 +418,8 @@ function entityPath(address: Exclude<NodeAddress, { kind: 'cbs' }>): string {
     case 'topic':
       return address.topic;
     default:
+      if (address.subscription === '')
+        return [address.topic].concat(address.deadLetter ? ['$deadletterqueue'] : []).join('/');
       return [address.topic, 'subscriptions', address.subscription]
         .concat(address.deadLetter ? ['$deadletterqueue'] : [])
         .join('/');

@@ -1,0 +1,115 @@
+import { isServiceBusError } from '@azure/service-bus';
+
+import { type PeerFixture, receive, startPeer } from '../../../support/peer';
+
+/**
+ * Queues on the local peer, through @azure/service-bus: the same semantics as a subscription
+ * (peek-lock, delivery counts, dead-letter queue, duplicate detection, scheduling), with no filter:
+ * a queue takes every message sent to it.
+ */
+const QUEUE = 'work-items';
+let fixture: PeerFixture;
+
+beforeEach(async () => {
+  fixture = await startPeer({ queues: [QUEUE], maxDeliveryCount: 2 });
+});
+afterEach(async () => {
+  await fixture.stop();
+});
+
+describe('a queue', () => {
+  it('takes every message sent to it, with or without a subject, and hands each out once under a lock', async () => {
+    await fixture.client.createSender(QUEUE).sendMessages([
+      { body: 'one', messageId: 'm1' },
+      { body: 'two', messageId: 'm2', subject: 'Anything' },
+    ]);
+    const receiver = fixture.client.createReceiver(QUEUE);
+    const messages = await receive(receiver, 2);
+    for (const message of messages) await receiver.completeMessage(message);
+
+    expect(
+      messages.map((m): unknown[] => [
+        m.messageId,
+        m.body as unknown,
+        m.deliveryCount,
+        m.lockToken !== undefined,
+      ]),
+    ).toEqual([
+      ['m1', 'one', 0, true],
+      ['m2', 'two', 0, true],
+    ]);
+    expect(fixture.peer.broker.queue(QUEUE).entity.activeCount).toBe(0);
+  });
+
+  it('drops a MessageId it saw within the window, as a topic does', async () => {
+    const sender = fixture.client.createSender(QUEUE);
+    await sender.sendMessages({ body: 'first', messageId: 'same' });
+    await sender.sendMessages({ body: 'again', messageId: 'same' });
+
+    const peeked = await fixture.client.createReceiver(QUEUE).peekMessages(10);
+    expect(peeked.map((m): unknown => m.body)).toEqual(['first']);
+  });
+
+  it('redelivers an abandoned message, then dead-letters it at the maximum delivery count', async () => {
+    await fixture.client.createSender(QUEUE).sendMessages({ body: 'poison', messageId: 'p1' });
+    const receiver = fixture.client.createReceiver(QUEUE);
+    for (let delivery = 0; delivery < 2; delivery++) {
+      const [message] = await receive(receiver, 1);
+      expect(message?.deliveryCount).toBe(delivery);
+      await receiver.abandonMessage(message!);
+    }
+    const deadLetters = fixture.client.createReceiver(QUEUE, { subQueueType: 'deadLetter' });
+    const [dead] = await receive(deadLetters, 1);
+
+    expect(dead).toMatchObject({ messageId: 'p1', deadLetterReason: 'MaxDeliveryCountExceeded' });
+    await deadLetters.completeMessage(dead!);
+    expect(fixture.peer.broker.queue(QUEUE).deadLetterQueue.activeCount).toBe(0);
+  });
+
+  it('dead-letters with a reason, schedules and cancels through the queue', async () => {
+    const sender = fixture.client.createSender(QUEUE);
+    await sender.sendMessages({ body: 'bad', messageId: 'd1' });
+    const receiver = fixture.client.createReceiver(QUEUE);
+    const [bad] = await receive(receiver, 1);
+    await receiver.deadLetterMessage(bad!, {
+      deadLetterReason: 'Malformed',
+      deadLetterErrorDescription: 'no id',
+    });
+    // The peer's timers run on the wall clock: a schedule two seconds ahead.
+    const later = new Date(Date.now() + 2_000);
+    const [kept, cancelled] = await sender.scheduleMessages(
+      [
+        { body: 'kept', messageId: 's1' },
+        { body: 'cancelled', messageId: 's2' },
+      ],
+      later,
+    );
+    await sender.cancelScheduledMessages(cancelled!);
+
+    const [dead] = await fixture.client.createReceiver(QUEUE, { subQueueType: 'deadLetter' }).peekMessages(1);
+    expect(dead).toMatchObject({
+      messageId: 'd1',
+      deadLetterReason: 'Malformed',
+      deadLetterErrorDescription: 'no id',
+    });
+    expect(kept?.toNumber()).toBeGreaterThan(0);
+    expect(fixture.peer.broker.queue(QUEUE).entity.activeCount).toBe(0);
+    const queue = fixture.peer.broker.queue(QUEUE).entity;
+    while (queue.activeCount === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await receiver.peekMessages(10)).map((m): unknown => m.body)).toEqual(['kept']);
+  });
+
+  it('is not found under a name the peer does not serve, for sending and receiving', async () => {
+    const sent = await fixture.client
+      .createSender('no-such-queue')
+      .sendMessages({ body: 'x' })
+      .catch((error: unknown) => error);
+    const received = await fixture.client
+      .createReceiver('no-such-queue')
+      .receiveMessages(1, { maxWaitTimeInMs: 1_000 })
+      .catch((error: unknown) => error);
+
+    expect(isServiceBusError(sent) && sent.code).toBe('MessagingEntityNotFound');
+    expect(isServiceBusError(received) && received.code).toBe('MessagingEntityNotFound');
+  });
+});
