@@ -50,11 +50,18 @@ export function runQuery(
   const compiled = compile(spec.query);
   let continuation: { token: string } | undefined;
   if (page.continuation !== undefined) {
+    // Azure's wording; the token itself is not echoed (it is the client's, of any length).
+    const malformed = badRequest(
+      'The continuation token specified in the request is malformed. Re-run the query without it and iterate.',
+    );
+    let parsed: unknown;
     try {
-      continuation = JSON.parse(page.continuation) as { token: string };
+      parsed = JSON.parse(page.continuation);
     } catch {
-      throw badRequest(`Invalid continuation token '${page.continuation}'.`);
+      throw malformed;
     }
+    if (typeof (parsed as { token?: unknown } | null)?.token !== 'string') throw malformed;
+    continuation = parsed as { token: string };
   }
   const result = execute(
     () =>
