@@ -76,12 +76,7 @@ export class ContainerState implements ItemContainer {
     const defaultTtl = validateDefaultTtl(definition.defaultTtl);
     return {
       id: this.id,
-      indexingPolicy: definition.indexingPolicy ?? {
-        indexingMode: 'consistent',
-        automatic: true,
-        includedPaths: [{ path: '/*' }],
-        excludedPaths: [{ path: '/"_etag"/?' }],
-      },
+      indexingPolicy: indexingPolicyOf(definition.indexingPolicy),
       partitionKey: this.partitionKey,
       uniqueKeyPolicy: { uniqueKeys: this.uniqueKeys.map((paths) => ({ paths })) },
       ...(defaultTtl === undefined ? {} : { defaultTtl }),
@@ -231,4 +226,47 @@ function parseUniqueKeyPolicy(policy: unknown): string[][] {
       );
     return paths as string[];
   });
+}
+
+const ETAG_PATH = '/"_etag"/?';
+
+/**
+ * The indexing policy as Cosmos DB stores it: what was given, with the defaults filled in
+ * (consistent, automatic, every path included) and the `_etag` path always excluded; with
+ * indexingMode none, no paths and not automatic. The server keeps no index: the policy is only
+ * stored and returned.
+ */
+function indexingPolicyOf(given: unknown): Record<string, unknown> {
+  if (given !== undefined && (given === null || typeof given !== 'object' || Array.isArray(given)))
+    throw badRequest('indexingPolicy must be an object.');
+  const policy = (given ?? {}) as Record<string, unknown>;
+  const mode = policy.indexingMode ?? 'consistent';
+  if (typeof mode !== 'string' || !['consistent', 'lazy', 'none'].includes(mode.toLowerCase()))
+    throw badRequest(
+      `indexingMode must be consistent, lazy or none; got ${JSON.stringify(mode).slice(0, 40)}.`,
+    );
+  if (mode.toLowerCase() === 'none') {
+    if (policy.automatic === true)
+      throw badRequest('An indexing policy with indexingMode none cannot be automatic.');
+    return { ...policy, indexingMode: 'none', automatic: false, includedPaths: [], excludedPaths: [] };
+  }
+  const paths = (name: string, fallback: unknown[]): { path: string }[] => {
+    const value = policy[name] ?? fallback;
+    if (
+      !Array.isArray(value) ||
+      !value.every((entry) => typeof (entry as { path?: unknown })?.path === 'string')
+    )
+      throw badRequest(`indexingPolicy.${name} must be an array of { path }.`);
+    return value as { path: string }[];
+  };
+  const excluded = paths('excludedPaths', []);
+  return {
+    ...policy,
+    indexingMode: mode.toLowerCase(),
+    automatic: policy.automatic ?? true,
+    includedPaths: paths('includedPaths', [{ path: '/*' }]),
+    excludedPaths: excluded.some((entry) => entry.path === ETAG_PATH)
+      ? excluded
+      : [...excluded, { path: ETAG_PATH }],
+  };
 }

@@ -1,4 +1,4 @@
-import { CosmosClient } from '@azure/cosmos';
+import { CosmosClient, IndexingMode, type IndexingPolicy } from '@azure/cosmos';
 
 import { type LocalCosmos, start } from '../../../local/cosmos';
 
@@ -152,5 +152,50 @@ describe('a container read with quota information', () => {
     expect(plain.headers['x-ms-documentdb-collection-index-transformation-progress']).toBeUndefined();
     expect(withQuota.headers['x-ms-documentdb-collection-index-transformation-progress']).toBe('100');
     expect(withQuota.headers['x-ms-resource-usage']).toMatch(/^documentsCount=2;documentsSize=4;/);
+  });
+});
+
+describe('indexing policies', () => {
+  const created = async (id: string, indexingPolicy?: IndexingPolicy) =>
+    (
+      await client
+        .database('stock')
+        .containers.create({ id, partitionKey: '/id', ...(indexingPolicy ? { indexingPolicy } : {}) })
+    ).resource?.indexingPolicy;
+
+  it('fills in the defaults as Cosmos DB does, keeping what was given and always excluding _etag', async () => {
+    const none = await created('policy-none');
+    const partial = await created('policy-partial', {
+      automatic: true,
+      excludedPaths: [{ path: '/blob/*' }],
+    });
+
+    expect(none).toEqual({
+      indexingMode: 'consistent',
+      automatic: true,
+      includedPaths: [{ path: '/*' }],
+      excludedPaths: [{ path: '/"_etag"/?' }],
+    });
+    expect(partial).toEqual({
+      indexingMode: 'consistent',
+      automatic: true,
+      includedPaths: [{ path: '/*' }],
+      excludedPaths: [{ path: '/blob/*' }, { path: '/"_etag"/?' }],
+    });
+  });
+
+  it('keeps no paths for indexingMode none, and refuses it automatic', async () => {
+    expect(await created('policy-off', { indexingMode: IndexingMode.none, automatic: false })).toEqual({
+      indexingMode: 'none',
+      automatic: false,
+      includedPaths: [],
+      excludedPaths: [],
+    });
+    expect(
+      await created('policy-contradiction', { indexingMode: IndexingMode.none, automatic: true }).then(
+        () => 201,
+        (error: { code?: number }) => error.code,
+      ),
+    ).toBe(400);
   });
 });
