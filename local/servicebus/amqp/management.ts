@@ -8,7 +8,7 @@ import type { ManagementRequest, ManagementResponse } from './requestResponse';
 
 /**
  * The $management operations the clients use on a subscription or its dead-letter queue:
- *   com.microsoft:peek-message         peekMessages (from-sequence-number, message-count)
+ *   com.microsoft:peek-message         peekMessages (from-sequence-number, message-count, omit-message-body)
  *   com.microsoft:renew-lock           renewMessageLock, and the receivers' auto lock renewal
  *   com.microsoft:update-disposition   settling when the receive link is gone, and settling a
  *                                      message received by sequence number (completed, abandoned,
@@ -126,9 +126,11 @@ function peek(entity: Entity, body: Record<string, unknown>): ManagementResponse
     .slice(0, Math.max(0, count));
   // No message is 204, which the SDK reads as "nothing more to peek".
   if (messages.length === 0) return { statusCode: 204, statusDescription: 'No messages to peek.' };
+  // peekMessages({ omitMessageBody: true }): the messages without their bodies.
+  const omitBody = body['omit-message-body'] === true;
   return {
     statusCode: 200,
-    body: { messages: messages.map((message) => ({ message: encodeMessage(message) })) },
+    body: { messages: messages.map((message) => ({ message: encodeMessage(message, { omitBody }) })) },
   };
 }
 

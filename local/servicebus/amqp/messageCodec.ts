@@ -115,6 +115,8 @@ export function toOutgoingMessage(fields: Fields, wire?: Record<string, unknown>
 export interface DeliveryState {
   /** Set when the message goes out under a lock (receive); absent for a peek. */
   lockedUntil?: number;
+  /** A peek that asked for no body (`omit-message-body`): the message goes without one. */
+  omitBody?: boolean;
 }
 
 /** A broker message as Service Bus puts it on the wire, encoded. */
@@ -126,7 +128,7 @@ export function encodeMessage(message: BrokerMessage, state: DeliveryState = {})
     ...(deadLetter?.reason ? { [DEAD_LETTER_PROPERTIES.reason]: deadLetter.reason } : {}),
     ...(deadLetter?.description ? { [DEAD_LETTER_PROPERTIES.description]: deadLetter.description } : {}),
   };
-  return amqpMessage.encode({
+  const encoded = amqpMessage.encode({
     // Deliveries that ended unsettled, as the model counts them: 0 on the first receive, and in a
     // peek of a message locked on its first delivery. @azure/service-bus exposes the header as it is.
     delivery_count: message.deliveryCount,
@@ -149,9 +151,19 @@ export function encodeMessage(message: BrokerMessage, state: DeliveryState = {})
         ? {}
         : { [ANNOTATIONS.scheduledEnqueueTime]: new Date(message.scheduledEnqueueTime) }),
     },
-    body: dataSection(Buffer.isBuffer(message.body) ? message.body : Buffer.from(message.body)),
+    ...(state.omitBody === true
+      ? {}
+      : { body: dataSection(Buffer.isBuffer(message.body) ? message.body : Buffer.from(message.body)) }),
   });
+  // rhea writes an amqp-value null section for a message without a body; a message whose body was
+  // omitted has no body section at all (the SDK then reads its body as undefined).
+  return state.omitBody === true && encoded.subarray(-4).equals(NULL_VALUE_SECTION)
+    ? encoded.subarray(0, -4)
+    : encoded;
 }
+
+/** An amqp-value section holding null: descriptor 0x00 0x53 0x77 (amqp:value:*), then null (0x40). */
+const NULL_VALUE_SECTION = Buffer.from([0x00, 0x53, 0x77, 0x40]);
 
 /** rhea types its section builders as `any`. */
 const dataSection = amqpMessage.data_section as (data: Buffer) => unknown;
