@@ -246,8 +246,16 @@ export class Entity {
     return this.deferred.has(sequenceNumber);
   }
 
-  deadLetter(lockToken: string, reason: string, description: string): void {
+  /** Moves the message to the dead-letter queue with its reason, `propertiesToModify` merged as abandon does. */
+  deadLetter(
+    lockToken: string,
+    reason: string,
+    description: string,
+    propertiesToModify?: ApplicationProperties,
+  ): void {
     const message = this.heldMessage(lockToken);
+    if (propertiesToModify !== undefined)
+      message.applicationProperties = { ...message.applicationProperties, ...propertiesToModify };
     this.release(message.sequenceNumber);
     this.moveToDeadLetter(message, reason, description);
   }

@@ -150,7 +150,12 @@ function updateDisposition(entity: Entity, body: Record<string, unknown>): Manag
         entity.defer(token, propertiesToModify);
         break;
       case 'suspended':
-        entity.deadLetter(token, text(body['deadletter-reason']), text(body['deadletter-description']));
+        entity.deadLetter(
+          token,
+          text(body['deadletter-reason']),
+          text(body['deadletter-description']),
+          propertiesToModify,
+        );
         break;
       default:
         throw new PeerError(

@@ -14,7 +14,8 @@ import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } fr
  *                                     modified outcome's message-annotations are the properties to
  *                                     modify
  *   modified undeliverable-here     → defer (received again only by sequence number)
- *   rejected com.microsoft:dead-letter (info DeadLetterReason, DeadLetterErrorDescription) → dead-letter
+ *   rejected com.microsoft:dead-letter (info DeadLetterReason, DeadLetterErrorDescription, and the
+ *            properties to modify) → dead-letter
  * In receiveAndDelete a message is completed as it is sent, and the transfer goes settled: there is
  * nothing to settle. In peek-lock (rcv-settle-mode second) the client waits for the peer to settle the
  * delivery: settled without error = done; settled with a rejected state and an error = the SDK throws
@@ -107,7 +108,14 @@ export function serveReceiveLink(
       // Service Bus dead-letters any rejected message; the SDK's own rejection carries the reason.
       const reason = text(info[DEAD_LETTER_PROPERTIES.reason]) ?? text(error.condition) ?? '';
       const description = text(info[DEAD_LETTER_PROPERTIES.description]) ?? text(error.description) ?? '';
-      entity.deadLetter(lockToken, reason, description);
+      // The rest of the info is the properties to modify (deadLetterMessage's other options).
+      const modify = Object.fromEntries(
+        Object.entries(info).filter(
+          ([key]) => key !== DEAD_LETTER_PROPERTIES.reason && key !== DEAD_LETTER_PROPERTIES.description,
+        ),
+      );
+      const properties = Object.keys(modify).length === 0 ? undefined : decodeApplicationProperties(modify);
+      entity.deadLetter(lockToken, reason, description, properties);
     }),
   );
 

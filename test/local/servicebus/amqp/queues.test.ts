@@ -1,4 +1,9 @@
-import { isServiceBusError, type PeekMessagesOptions } from '@azure/service-bus';
+import {
+  isServiceBusError,
+  type PeekMessagesOptions,
+  type ServiceBusReceivedMessage,
+  type ServiceBusReceiver,
+} from '@azure/service-bus';
 
 import { type PeerFixture, receive, startPeer } from '../../../support/peer';
 
@@ -111,6 +116,63 @@ describe('a queue', () => {
     expect(peeked?.messageId).toBe('b1');
     expect(peeked?.body).toBeUndefined();
     expect(received?.body).toBe('payload');
+  });
+
+  describe('properties to modify, on every settlement that takes them', () => {
+    const modify = { customProperty: 'set on settlement' };
+    const receivedAfter = async (
+      settle: (receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage) => Promise<void>,
+      deferFirst: boolean,
+    ) => {
+      await fixture.client.createSender(QUEUE).sendMessages({ body: 'body', messageId: 'props' });
+      const receiver = fixture.client.createReceiver(QUEUE);
+      let [message] = await receive(receiver, 1);
+      if (deferFirst) {
+        await receiver.deferMessage(message!);
+        [message] = await receiver.receiveDeferredMessages(message!.sequenceNumber!);
+      }
+      await settle(receiver, message!);
+      return { receiver, sequenceNumber: message!.sequenceNumber! };
+    };
+
+    it.each([false, true])(
+      'dead-lettering (deferred first: %s) keeps the reason, the description and the property',
+      async (deferFirst) => {
+        await receivedAfter(
+          (receiver, message) =>
+            receiver.deadLetterMessage(message, {
+              deadLetterReason: 'reason',
+              deadLetterErrorDescription: 'description',
+              ...modify,
+            }),
+          deferFirst,
+        );
+        const [dead] = await receive(fixture.client.createReceiver(QUEUE, { subQueueType: 'deadLetter' }), 1);
+
+        expect(dead).toMatchObject({ deadLetterReason: 'reason', deadLetterErrorDescription: 'description' });
+        expect(dead?.applicationProperties?.['customProperty']).toBe(modify.customProperty);
+      },
+    );
+
+    it.each([false, true])('deferring (deferred first: %s) keeps the property', async (deferFirst) => {
+      const { receiver, sequenceNumber } = await receivedAfter(
+        (r, message) => r.deferMessage(message, modify),
+        deferFirst,
+      );
+      const [deferred] = await receiver.receiveDeferredMessages(sequenceNumber);
+
+      expect(deferred?.applicationProperties?.['customProperty']).toBe(modify.customProperty);
+    });
+
+    it('abandoning a deferred message keeps it deferred, with the property', async () => {
+      const { receiver, sequenceNumber } = await receivedAfter(
+        (r, message) => r.abandonMessage(message, modify),
+        true,
+      );
+      const [abandoned] = await receiver.receiveDeferredMessages(sequenceNumber);
+
+      expect(abandoned?.applicationProperties?.['customProperty']).toBe(modify.customProperty);
+    });
   });
 
   it('is not found under a name the peer does not serve, for sending and receiving', async () => {
