@@ -1,5 +1,6 @@
 import type { ParseArgsConfig } from 'node:util';
 
+import { EnvironmentError } from './errors';
 import { type Command, commandWithFlags, EXIT_CODES, type FlagValues, type ToolContext } from './tool';
 
 /** What a local server's command line starts. */
@@ -28,4 +29,26 @@ export function serverCommand<T extends ParseArgsConfig>(
     process.once('SIGTERM', stop);
     return EXIT_CODES.ok;
   });
+}
+
+/**
+ * Starts a local server on a port, saying what to do when the port is taken (found taken, or taken by
+ * a race since a check): `remedy` ends the sentence "Stop it, or …".
+ */
+export async function listening<T>(
+  what: string,
+  port: number,
+  remedy: string,
+  start: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await start();
+  } catch (error) {
+    if (!/EADDRINUSE/.test(`${(error as NodeJS.ErrnoException).code} ${(error as Error).message}`))
+      throw error;
+    throw new EnvironmentError(
+      `The ${what} port ${port} is in use (another npm start, npm run cosmos or an emulator?). Stop it, or ${remedy}`,
+      { cause: error },
+    );
+  }
 }

@@ -8,7 +8,7 @@ import { loadSettings, SettingsError } from '#inbox/internal';
 
 import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../build/localRun';
 import { EnvironmentError } from '../cli/errors';
-import { type LocalServer, serverCommand } from '../cli/serve';
+import { listening, type LocalServer, serverCommand } from '../cli/serve';
 import { type FlagValues, numberFlag, runCommand, type ToolContext } from '../cli/tool';
 import {
   hostLocalSettings,
@@ -114,8 +114,11 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     for (const stop of stops.splice(0).reverse()) await stop().catch(() => undefined);
   };
   try {
-    const cosmos = await listening('Cosmos DB', 'cosmos-port', options.cosmosPort, () =>
-      startInWorker({ port: options.cosmosPort, host: HOST }),
+    const cosmos = await listening(
+      'Cosmos DB',
+      options.cosmosPort,
+      'pass --cosmos-port <another port>: the settings file names it.',
+      () => startInWorker({ port: options.cosmosPort, host: HOST }),
     );
     stops.push(() => cosmos.stop());
     const provisioned = await provisionAppContainer({
@@ -131,14 +134,18 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
         `and '${provisioned.leaseContainer}').`,
     );
 
-    const serviceBus = await listening('Service Bus', 'servicebus-port', options.serviceBusPort, () =>
-      startServiceBus({
-        port: options.serviceBusPort,
-        host: HOST,
-        topology,
-        duplicateWindowMs: 3_600_000,
-        ...redelivery,
-      }),
+    const serviceBus = await listening(
+      'Service Bus',
+      options.serviceBusPort,
+      'pass --servicebus-port <another port>: the settings file names it.',
+      () =>
+        startServiceBus({
+          port: options.serviceBusPort,
+          host: HOST,
+          topology,
+          duplicateWindowMs: 3_600_000,
+          ...redelivery,
+        }),
     );
     stops.push(() => serviceBus.stop());
     out(
@@ -221,20 +228,6 @@ function refuseOtherSettings(path: string, settings: LocalSettingsFile, force: b
 function writeSettings(path: string, settings: LocalSettingsFile, force: boolean): void {
   refuseOtherSettings(path, settings, force);
   writeFileSync(path, settingsText(settings));
-}
-
-async function listening<T>(what: string, flag: string, port: number, start: () => Promise<T>): Promise<T> {
-  try {
-    return await start();
-  } catch (error) {
-    if (!/EADDRINUSE/.test(`${(error as NodeJS.ErrnoException).code} ${(error as Error).message}`))
-      throw error;
-    throw new EnvironmentError(
-      `The ${what} port ${port} is in use (npm start, npm run cosmos or an emulator?). Stop it, or pass ` +
-        `--${flag} <another port>: the settings file names it.`,
-      { cause: error },
-    );
-  }
 }
 
 async function refuseTakenAzuritePorts(): Promise<void> {

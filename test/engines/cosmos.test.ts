@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
-import { CosmosClient } from '@azure/cosmos';
+import { type Container, CosmosClient } from '@azure/cosmos';
 
 import { type LocalCosmos, start } from '../../local/cosmos/server';
 import { ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
@@ -32,6 +32,23 @@ function fixtureRelay(): Promise<CosmosDBFunction> {
     app.cosmosDB.find((f) => f.name === 'fixture-relay')!,
   );
   return relay;
+}
+
+/** A database with a relay's two containers, as the harness's relay and processor use them. */
+async function relayContainers(
+  client: CosmosClient,
+  id: string,
+): Promise<{ state: Container; leases: Container }> {
+  const { database } = await client.databases.createIfNotExists({ id });
+  const { container: state } = await database.containers.createIfNotExists({
+    id: 'state',
+    partitionKey: '/partitionKey',
+  });
+  const { container: leases } = await database.containers.createIfNotExists({
+    id: 'leases',
+    partitionKey: '/id',
+  });
+  return { state, leases };
 }
 
 const receivedIds = (): string[] =>
@@ -171,15 +188,7 @@ async function deliveredByModel(id: string): Promise<void> {
       }));
       const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
       const containers = async (id: string) => {
-        const { database } = await client.databases.createIfNotExists({ id });
-        const { container: state } = await database.containers.createIfNotExists({
-          id: 'state',
-          partitionKey: '/partitionKey',
-        });
-        const { container: leases } = await database.containers.createIfNotExists({
-          id: 'leases',
-          partitionKey: '/id',
-        });
+        const { state, leases } = await relayContainers(client, id);
         for (const document of documents) await state.items.create(document);
         return { state, leases };
       };
@@ -245,15 +254,7 @@ async function deliveredByModel(id: string): Promise<void> {
 
     it('resumes the .NET change feed processor from the leases our trigger model wrote: only the change after its checkpoint', async () => {
       const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });
-      const { database } = await client.databases.createIfNotExists({ id: 'engine-model' });
-      const { container: state } = await database.containers.createIfNotExists({
-        id: 'state',
-        partitionKey: '/partitionKey',
-      });
-      const { container: leases } = await database.containers.createIfNotExists({
-        id: 'leases',
-        partitionKey: '/id',
-      });
+      const { state, leases } = await relayContainers(client, 'engine-model');
       let modelLeases: string[];
       try {
         await state.items.upsert({ id: 'doc-a', partitionKey: 'account-a', balance: 1 });

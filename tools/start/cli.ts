@@ -24,6 +24,7 @@ import {
 } from '../../build/localRun';
 import { buildPackage } from '../../build/package';
 import { bounded, EnvironmentError } from '../../cli/errors';
+import { listening } from '../../cli/serve';
 import {
   commandWithFlags,
   EXIT_CODES,
@@ -235,8 +236,11 @@ async function startEverything(
     { what: 'Cosmos DB', flag: 'cosmos-port', port: request.cosmosPort },
     { what: 'Service Bus', flag: 'servicebus-port', port: request.serviceBusPort },
   ]);
-  const cosmos = await listening('Cosmos DB', 'cosmos-port', request.cosmosPort, () =>
-    startInWorker({ port: request.cosmosPort, host: HOST }),
+  const cosmos = await listening(
+    'Cosmos DB',
+    request.cosmosPort,
+    'pass --cosmos-port 0 for any free port.',
+    () => startInWorker({ port: request.cosmosPort, host: HOST }),
   );
   started.add(() => cosmos.stop());
   const cosmosClient = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
@@ -252,20 +256,24 @@ async function startEverything(
       currentTopology.topics.find((t) => t.name === topic)?.unsubscribedSubjects?.includes(subject) === true,
   );
   started.add(() => output.stop());
-  const serviceBus = await listening('Service Bus', 'servicebus-port', request.serviceBusPort, () =>
-    startServiceBus({
-      port: request.serviceBusPort,
-      host: HOST,
-      duplicateWindowMs: request.duplicateWindowSeconds * 1000,
-      lockDurationMs: settings.redelivery.lockDurationSeconds * 1000,
-      maxDeliveryCount: settings.redelivery.maxDeliveryCount,
-      messageTimeToLiveMs: settings.redelivery.messageTtlSeconds * 1000,
-      observer: {
-        droppedAsDuplicate: (topic, message) => output.droppedAsDuplicate(topic, message),
-        matchedNoSubscription: (topic, message) => output.matchedNoSubscription(topic, message),
-        deadLettered: (path, message) => output.deadLettered(path, message),
-      },
-    }),
+  const serviceBus = await listening(
+    'Service Bus',
+    request.serviceBusPort,
+    'pass --servicebus-port 0 for any free port.',
+    () =>
+      startServiceBus({
+        port: request.serviceBusPort,
+        host: HOST,
+        duplicateWindowMs: request.duplicateWindowSeconds * 1000,
+        lockDurationMs: settings.redelivery.lockDurationSeconds * 1000,
+        maxDeliveryCount: settings.redelivery.maxDeliveryCount,
+        messageTimeToLiveMs: settings.redelivery.messageTtlSeconds * 1000,
+        observer: {
+          droppedAsDuplicate: (topic, message) => output.droppedAsDuplicate(topic, message),
+          matchedNoSubscription: (topic, message) => output.matchedNoSubscription(topic, message),
+          deadLettered: (path, message) => output.deadLettered(path, message),
+        },
+      }),
   );
   started.add(() => serviceBus.stop());
 
@@ -710,21 +718,6 @@ function inUse(port: number): Promise<boolean> {
     probe.once('error', () => resolve(true));
     probe.listen(port, HOST, () => probe.close(() => resolve(false)));
   });
-}
-
-/** Starts a server on a port, saying what to do when the port is taken (by a race since the check). */
-async function listening<T>(what: string, flag: string, port: number, start: () => Promise<T>): Promise<T> {
-  try {
-    return await start();
-  } catch (error) {
-    if (!/EADDRINUSE/.test(`${(error as NodeJS.ErrnoException).code} ${(error as Error).message}`))
-      throw error;
-    throw new EnvironmentError(
-      `The ${what} port ${port} is in use (another npm start, npm run cosmos or an emulator?). ` +
-        `Stop it, or pass --${flag} 0 for any free port.`,
-      { cause: error },
-    );
-  }
 }
 
 /**

@@ -2,6 +2,7 @@ import * as path from 'node:path';
 
 import { effectivePartitionKey, effectivePartitionKeyOfCanonical } from '../../../local/cosmos/epk';
 import { canonicalKey, type PartitionKeyComponent } from '../../../local/cosmos/partitionKey';
+import { seededRandom } from '../../../local/random';
 
 /**
  * local/cosmos/epk.ts against @azure/cosmos's own hashing (utils/hashing/hash.js, not exported by
@@ -123,7 +124,7 @@ describe('effective partition key: the same as @azure/cosmos', () => {
 
   const seed = Number(process.env.EPK_SEED ?? Math.floor(Math.random() * 2 ** 31));
   it(`random values (seed ${seed}; EPK_SEED=${seed} replays it)`, () => {
-    const random = mulberry32(seed);
+    const random = seededRandom(seed);
     const mismatches: unknown[] = [];
     for (let n = 0; n < 2000; n++) {
       const value = randomComponent(random);
@@ -136,18 +137,6 @@ describe('effective partition key: the same as @azure/cosmos', () => {
     expect(mismatches).toEqual([]);
   });
 });
-
-/** A small seeded generator (Mulberry32): the same seed, the same values. */
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 function randomComponent(random: () => number): SdkComponent {
   const kind = Math.floor(random() * 10);
