@@ -62,6 +62,12 @@ export class ContainerState implements ItemContainer {
   }
 
   replace(definition: Record<string, unknown>, nowMs: number): void {
+    // A container is renamed by no request: Cosmos DB refuses a replace whose body names another id.
+    if (definition.id !== undefined && definition.id !== this.id) {
+      throw badRequest(
+        'The id of a container cannot be changed: the body of a replace must carry its own id.',
+      );
+    }
     const requested = definition.partitionKey as { paths?: unknown } | undefined;
     if (
       requested?.paths !== undefined &&

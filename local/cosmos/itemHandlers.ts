@@ -10,6 +10,7 @@ import { executeOperation, isExpired, type ItemOperation, StagedWrites } from '.
 import { parsePartitionKeyHeader } from './partitionKey';
 import { parsePatchRequest } from './patch';
 import { parseQuerySpec, queryPlan, runQuery } from './query';
+import { queryMetricsHeader } from './queryMetrics';
 import { queryCharge } from './requestCharge';
 import { body, containerOf, notAllowed, type ResourceRequest } from './resourceHandlers';
 import type { Route } from './routes';
@@ -127,17 +128,29 @@ function query(
   }
   const requested = Number(single(headers['x-ms-max-item-count']) ?? -1);
   const continuation = single(headers['x-ms-continuation']);
+  const startedMs = performance.now();
   const page = runQuery(documents, spec, {
     maxItemCount: Number.isInteger(requested) && requested > 0 ? requested : DEFAULT_PAGE_SIZE,
     ...(continuation ? { continuation } : {}),
   });
+  const bytesReturned = byteLength(page.documents);
+  const metrics = flag(headers['x-ms-documentdb-populatequerymetrics'])
+    ? queryMetricsHeader({
+        retrievedDocumentCount: documents.length,
+        retrievedDocumentBytes: bytesScanned,
+        outputDocumentCount: page.documents.length,
+        outputDocumentBytes: bytesReturned,
+        executionTimeMs: performance.now() - startedMs,
+      })
+    : undefined;
   return {
     status: 200,
     body: { _rid: container.rid, Documents: page.documents, _count: page.documents.length },
-    requestCharge: queryCharge(bytesScanned, byteLength(page.documents)),
+    requestCharge: queryCharge(bytesScanned, bytesReturned),
     headers: {
       'x-ms-item-count': String(page.documents.length),
       ...(page.continuation ? { 'x-ms-continuation': page.continuation } : {}),
+      ...(metrics === undefined ? {} : { 'x-ms-documentdb-query-metrics': metrics }),
     },
   };
 }

@@ -5,7 +5,7 @@ import {
   byteLength,
   type Document,
   expiresAtEpochSeconds,
-  validateId,
+  validateItemId,
   validateItemTtl,
   withoutSystemProperties,
 } from './documents';
@@ -125,13 +125,13 @@ export function executeOperation(staged: StagedWrites, operation: ItemOperation)
       return { status: 200, document: item.document, requestCharge: readCharge(item.bytes) };
     }
     case 'create': {
-      const id = validateId(operation.body.id);
+      const id = validateItemId(operation.body.id);
       assertPartitionKey(operation.body, container, operation.partitionKey);
       if (staged.live(itemKey(operation.partitionKey, id))) throw conflict();
       return write(staged, operation.partitionKey, operation.body, undefined, 201);
     }
     case 'upsert': {
-      const id = validateId(operation.body.id);
+      const id = validateItemId(operation.body.id);
       assertPartitionKey(operation.body, container, operation.partitionKey);
       const current = staged.live(itemKey(operation.partitionKey, id));
       if (operation.ifMatch !== undefined && current?.document._etag !== operation.ifMatch)

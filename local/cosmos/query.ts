@@ -42,27 +42,28 @@ export function parseQuerySpec(body: unknown): QuerySpec {
   return spec as QuerySpec;
 }
 
+/**
+ * The continuation a full page ends with when nothing follows it. Cosmos DB stops a page when it
+ * holds maxItemCount results, without looking further, so a page that is exactly full carries a
+ * continuation and the next one comes back empty (Microsoft's query tests count that page). The
+ * engine only hands out a continuation when more results exist, so this token stands for "past the
+ * last result": it answers an empty page with no continuation.
+ */
+const DRAINED = { token: '', drained: true } as const;
+
+interface ContinuationToken {
+  token: string;
+  drained?: boolean;
+}
+
 export function runQuery(
   items: readonly unknown[],
   spec: QuerySpec,
   page: { maxItemCount?: number; continuation?: string },
 ): QueryPage {
   const compiled = compile(spec.query);
-  let continuation: { token: string } | undefined;
-  if (page.continuation !== undefined) {
-    // Azure's wording; the token itself is not echoed (it is the client's, of any length).
-    const malformed = badRequest(
-      'The continuation token specified in the request is malformed. Re-run the query without it and iterate.',
-    );
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(page.continuation);
-    } catch {
-      throw malformed;
-    }
-    if (typeof (parsed as { token?: unknown } | null)?.token !== 'string') throw malformed;
-    continuation = parsed as { token: string };
-  }
+  const continuation = page.continuation === undefined ? undefined : parseContinuation(page.continuation);
+  if (continuation?.drained === true) return { documents: [] };
   const result = execute(
     () =>
       compiled.exec(items as object[], {
@@ -71,10 +72,28 @@ export function runQuery(
         ...(continuation === undefined ? {} : { continuation }),
       }) as { result: unknown[]; continuation: unknown },
   );
+  const full = page.maxItemCount !== undefined && result.result.length === page.maxItemCount;
+  const next = result.continuation ? result.continuation : full ? DRAINED : undefined;
   return {
     documents: result.result,
-    ...(result.continuation ? { continuation: JSON.stringify(result.continuation) } : {}),
+    ...(next === undefined ? {} : { continuation: JSON.stringify(next) }),
   };
+}
+
+function parseContinuation(text: string): ContinuationToken {
+  // Azure's words (Microsoft's tests match on the first part); the token itself is not echoed
+  // (it is the client's, of any length).
+  const malformed = badRequest(
+    'Invalid Continuation Token: The continuation token specified in the request is malformed. Re-run the query without it and iterate.',
+  );
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw malformed;
+  }
+  if (typeof (parsed as { token?: unknown } | null)?.token !== 'string') throw malformed;
+  return parsed as ContinuationToken;
 }
 
 /**

@@ -16,8 +16,12 @@ export type Route =
   | { type: 'conflicts'; database: string; container: string }
   | { type: 'partitionKeyDelete'; database: string; container: string };
 
-export function parseRoute(url: string): Route {
-  const path = url.split('?')[0] ?? '';
+/**
+ * The resource a request names. The whole target is its path: Cosmos DB's REST API has no query
+ * strings, and an item id may hold '?', which @azure/cosmos leaves unencoded in the path (it uses
+ * encodeURI), so `.../docs/a?b` is the item `a?b`, as Azure serves it, not the item `a`.
+ */
+export function parseRoute(path: string): Route {
   const segments = path
     .split('/')
     .filter((segment) => segment !== '')
@@ -55,7 +59,7 @@ export function signedResource(
   verb: string,
   url: string,
 ): { verb: string; resourceType: string; resourceLink: string } {
-  const segments = (url.split('?')[0] ?? '')
+  const segments = url
     .split('/')
     .filter((segment) => segment !== '')
     .map((segment) => decodeURIComponent(segment));

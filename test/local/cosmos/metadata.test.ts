@@ -199,3 +199,25 @@ describe('indexing policies', () => {
     ).toBe(400);
   });
 });
+
+describe('container replace', () => {
+  it('refuses a body that names another id with 400, renaming nothing', async () => {
+    const container = client.database('payments').container('ledger');
+    await client.database('payments').containers.create({ id: 'ledger', partitionKey: '/id' });
+    const { resource } = await container.read();
+
+    const refused = await container.replace({ ...resource!, id: 'ledger-renamed' }).then(
+      () => 200,
+      (error: { code?: number }) => error.code,
+    );
+    const kept = await container.replace({ ...resource!, defaultTtl: 60 });
+
+    expect(refused).toBe(400);
+    expect(kept.resource?.defaultTtl).toBe(60);
+    const ids = (await client.database('payments').containers.readAll().fetchAll()).resources.map(
+      (c) => c.id,
+    );
+    expect(ids).toContain('ledger');
+    expect(ids).not.toContain('ledger-renamed');
+  });
+});

@@ -1,4 +1,4 @@
-import { type Container } from '@azure/cosmos';
+import { type Container, type QueryMetrics } from '@azure/cosmos';
 
 import { local, statusOf, useTarget } from '../../../support/conformanceTarget';
 
@@ -110,6 +110,48 @@ describe('queries', () => {
     expect(ids(seen)).toEqual(ids(rows.filter((row) => row.n >= 3)));
   });
 
+  it('ends a page that is exactly full with a continuation, and the page after it is empty, as Azure does', async () => {
+    const pageSizes = async (options: { partitionKey?: string }): Promise<number[]> => {
+      const iterator = container.items.query<Row>('SELECT * FROM c', { maxItemCount: 5, ...options });
+      const sizes: number[] = [];
+      while (iterator.hasMoreResults()) sizes.push((await iterator.fetchNext()).resources.length);
+      return sizes;
+    };
+
+    expect(await pageSizes({ partitionKey: 'p0' })).toEqual([5, 5, 0]);
+    expect(await pageSizes({})).toEqual([5, 5, 5, 5, 5, 5, 0]);
+  });
+
+  it('ends with the last partial page, with no empty page after it', async () => {
+    const first = await container.items
+      .query<Row>('SELECT * FROM c', { maxItemCount: 7, partitionKey: 'p0' })
+      .fetchNext();
+    const second = await container.items
+      .query<Row>('SELECT * FROM c', {
+        maxItemCount: 7,
+        partitionKey: 'p0',
+        continuationToken: first.continuationToken,
+      })
+      .fetchNext();
+
+    expect(first.resources).toHaveLength(7);
+    expect(second.resources).toHaveLength(3);
+    expect(second.continuationToken).toBeUndefined();
+  });
+
+  it('reports query metrics when asked, counting the documents it returns', async () => {
+    const page = await container.items
+      .query<Row>('SELECT * FROM c WHERE c.n < 9', { partitionKey: 'p1', populateQueryMetrics: true })
+      .fetchNext();
+    // Typed as a string in 4.10.1, but the SDK hands over the parsed metrics by partition key range.
+    const byRange = page.queryMetrics as unknown as Record<string, QueryMetrics> | undefined;
+    const metrics = Object.values(byRange ?? {});
+
+    expect(page.resources).toHaveLength(3);
+    expect(metrics.map((m) => m.outputDocumentCount)).toEqual([3]);
+    expect(metrics[0]?.retrievedDocumentCount).toBeGreaterThanOrEqual(3);
+  });
+
   it('resumes from a continuation token handed to a new iterator', async () => {
     const query = 'SELECT * FROM c ORDER BY c.n';
     const first = await container.items
@@ -150,6 +192,7 @@ describe('queries', () => {
       for (const token of ['not json at all', '{"token": 5}', '[]']) {
         const refused = await refuse(token);
         expect(refused).toMatch(/^400 /);
+        expect(refused).toContain('Invalid Continuation Token');
         expect(refused).toContain('The continuation token specified in the request is malformed.');
       }
     },
