@@ -1,3 +1,7 @@
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import { parseDurationSeconds } from '#inbox/internal';
 
 import { type LocalServer, serverCommand } from '../cli/serve';
@@ -7,12 +11,19 @@ import { start } from '../local/servicebus/amqp/server';
 
 const USAGE = `Usage: npx tsx tools/localServiceBus.ts [--port 5672] [--host 127.0.0.1]
          [--duplicate-window PT1H] [--lock-duration PT1M] [--max-delivery-count 10] [--queue <name>]...
+         [--session-queue <name>]...
 
 Serves the Service Bus model (topics and subscriptions from src/topology.json, in memory, real time)
 over AMQP 1.0 without TLS, for a client given its UseDevelopmentEmulator=true connection string:
 @azure/service-bus (the tools in tools/) and Azure.Messaging.ServiceBus, the Functions host's
 Service Bus extension (test/engines/serviceBus.test.ts). npm run func:local starts it for func start.
 --queue serves a queue of that name too (repeat it for more): no filter, otherwise as a subscription.
+--session-queue serves a queue that requires sessions (RequiresSession): messages must carry a
+SessionId and are received with acceptSession / acceptNextSession.
+The same port serves HTTPS too: Service Bus's administration endpoint, for ServiceBusAdministrationClient
+given the same connection string (create, read, update, delete and list queues, topics, subscriptions
+and rules; runtime counts). Its certificate is self-signed, made at each start: the PEM is written to a
+file it prints, for the client's tlsOptions.ca or NODE_EXTRA_CA_CERTS.
 It runs until interrupted; messages are lost when it stops.`;
 
 const FLAGS = {
@@ -23,6 +34,7 @@ const FLAGS = {
     'lock-duration': { type: 'string', default: 'PT1M' },
     'max-delivery-count': { type: 'string', default: '10' },
     queue: { type: 'string', multiple: true },
+    'session-queue': { type: 'string', multiple: true },
     help: { type: 'boolean', short: 'h', default: false },
   },
 } as const;
@@ -46,17 +58,22 @@ async function startLocalServiceBus(
   const duplicateWindowMs = durationMs('duplicate-window');
   const lockDurationMs = durationMs('lock-duration');
 
-  const queues = (values.queue ?? []).map((name) => name.trim());
-  const invalid = queues.find((name) => !/^[A-Za-z0-9][\w.-]{0,259}$/.test(name));
-  if (invalid !== undefined)
-    throw usageError(`--queue '${invalid.slice(0, 60)}' is not a Service Bus entity name.`, USAGE);
+  const entityNames = (flag: 'queue' | 'session-queue'): string[] => {
+    const names = (values[flag] ?? []).map((name) => name.trim());
+    const invalid = names.find((name) => !/^[A-Za-z0-9][\w.-]{0,259}$/.test(name));
+    if (invalid !== undefined)
+      throw usageError(`--${flag} '${invalid.slice(0, 60)}' is not a Service Bus entity name.`, USAGE);
+    return names;
+  };
+  const plainQueues = entityNames('queue');
+  const sessionQueues = entityNames('session-queue');
   const peer = await start({
     port,
     host: values.host,
     duplicateWindowMs,
     lockDurationMs,
     maxDeliveryCount,
-    queues,
+    queues: [...plainQueues, ...sessionQueues.map((name) => ({ name, requiresSession: true }))],
   });
   const subscriptions = peer.broker.subscriptions.map(
     (s) => `${s.topic}/Subscriptions/${s.name} [${s.subjects.join(', ')}]`,
@@ -65,8 +82,16 @@ async function startLocalServiceBus(
     `Local Service Bus peer listening on amqp://${peer.host}:${peer.port} (plain AMQP, in memory).`,
   );
   context.out(`  ${subscriptions.join('\n  ')}`);
+  const queues = [...plainQueues, ...sessionQueues.map((name) => `${name} (sessions)`)];
   if (queues.length > 0) context.out(`  queues: ${queues.join(', ')}`);
   context.out(`  SERVICEBUS_CONNECTION_STRING="${peer.connectionString}"`);
+  // The certificate only (public); its key stays in the process.
+  const certificateFile = join(tmpdir(), `local-servicebus-${peer.port}.pem`);
+  writeFileSync(certificateFile, peer.certificate);
+  context.out(
+    `  Administration endpoint (ServiceBusAdministrationClient, same connection string): https://${peer.host}:${peer.port}/`,
+  );
+  context.out(`  its self-signed certificate, to trust: NODE_EXTRA_CA_CERTS="${certificateFile}"`);
   return peer;
 }
 

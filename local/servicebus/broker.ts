@@ -2,6 +2,17 @@ import { randomUUID } from 'node:crypto';
 
 import type { Topology } from '../../src/topology';
 import type { Clock } from './clock';
+import {
+  checkRuleName,
+  DEFAULT_RULE_NAME,
+  MAX_RULES,
+  type Rule,
+  RuleError,
+  type RuleFilter,
+  subjectsFilter,
+  takes,
+} from './rules';
+import { SessionIdRequiredError, Sessions } from './sessions';
 
 /**
  * A model of the Service Bus features the template depends on: a topic with duplicate detection by
@@ -11,7 +22,8 @@ import type { Clock } from './clock';
  * message TTL → the dead-letter queue, the dead-letter sub-queue itself, deferral (a deferred
  * message is received only by its sequence number), and scheduled messages
  * (held by the topic until their enqueue time, cancellable by the sequence number scheduling
- * returned; duplicate detection applies when a message is scheduled, as to any send).
+ * returned; duplicate detection applies when a message is scheduled, as to any send), and message
+ * sessions on an entity that requires them (sessions.ts).
  */
 export interface OutgoingMessage {
   messageId?: string;
@@ -30,8 +42,9 @@ export interface OutgoingMessage {
   wireProperties?: Readonly<Record<string, unknown>>;
   /**
    * System properties the broker carries and hands back as sent: AMQP `to`, `reply-to`,
-   * `reply-to-group-id` (ReplyToSessionId), `group-id` (SessionId: sessions themselves are not
-   * modelled, so it is only carried) and the `x-opt-partition-key` annotation.
+   * `reply-to-group-id` (ReplyToSessionId), `group-id` (SessionId: an entity that requires sessions
+   * hands a session's messages to its one receiver, sessions.ts) and the `x-opt-partition-key`
+   * annotation.
    */
   to?: string;
   replyTo?: string;
@@ -55,6 +68,12 @@ export interface BrokerMessage extends OutgoingMessage {
   deliveryCount: number;
   /** Set while the message is dead-lettered. */
   deadLetter?: { reason: string; description: string; at: number };
+}
+
+/** A session's receiver, as the entity sees it: its session, and until when the session lock holds. */
+export interface SessionHold {
+  id: string;
+  lockedUntil: number;
 }
 
 export interface LockedMessage {
@@ -83,7 +102,14 @@ export interface BrokerOptions {
    * detection, peek-lock, delivery counts, dead-letter queue and TTL as a subscription. The app
    * uses topics only (src/topology.json); queues serve other clients (Microsoft's SDK tests, tools).
    */
-  queues?: readonly string[];
+  queues?: readonly (string | QueueDeclaration)[];
+}
+
+/** A queue with its settings (a bare name is a queue with the defaults). */
+export interface QueueDeclaration {
+  name: string;
+  /** RequiresSession: messages must carry a SessionId and are received by session; default false. */
+  requiresSession?: boolean;
 }
 
 /**
@@ -116,57 +142,120 @@ export class Entity {
   readonly completed: BrokerMessage[] = [];
   /** Messages ever put in the entity. */
   enqueued = 0;
+  /**
+   * Whether an expired message goes to the dead-letter queue (true, the model's default, as the
+   * Bicep sets it) or is dropped (Service Bus's default for an entity created without the setting).
+   */
+  deadLetteringOnMessageExpiration = true;
+  /**
+   * Set on an entity that requires sessions (RequiresSession, sessions.ts): its messages are
+   * received by session, under the session's lock.
+   */
+  sessions: Sessions | undefined;
 
   constructor(
     readonly path: string,
     private readonly clock: Clock,
-    private readonly lockDurationMs: number,
+    /** Per entity; the administration endpoint changes it (a lock taken keeps its expiry). */
+    public lockDurationMs: number,
     /** Where a message goes when it is dead-lettered; undefined for a dead-letter queue itself. */
     private readonly onDeadLetter: ((message: BrokerMessage) => void) | undefined,
-    private readonly maxDeliveryCount: number,
+    public maxDeliveryCount: number,
   ) {}
 
   enqueue(message: BrokerMessage): void {
+    if (this.sessions && message.sessionId === undefined && this.onDeadLetter) {
+      // What Service Bus does with a topic's message that a subscription requiring sessions takes.
+      this.onDeadLetter({
+        ...message,
+        deadLetter: {
+          reason: 'Session id is null.',
+          description: "Session enabled entity doesn't allow a message whose session identifier is null.",
+          at: this.clock.now(),
+        },
+      });
+      return;
+    }
     this.enqueued++;
     this.messages.set(message.sequenceNumber, message);
     this.wake();
   }
 
-  /** Locks the next available message (peek-lock), or returns undefined. */
-  receive(): LockedMessage | undefined {
+  /** Receives by session from now on (an entity created with RequiresSession). */
+  requireSessions(): void {
+    this.sessions ??= new Sessions(this, this.clock);
+  }
+
+  /**
+   * Locks the next available message (peek-lock), or returns undefined. Within a session
+   * (sessions.ts): the session's next message, locked as long as the session is.
+   */
+  receive(session?: SessionHold): LockedMessage | undefined {
     const now = this.clock.now();
     for (const message of this.messages.values()) {
+      if (session && message.sessionId !== session.id) continue;
       if (this.deferred.has(message.sequenceNumber)) continue;
       if (this.isLocked(message.sequenceNumber, now)) continue;
       // Its lock ran out on its last allowed delivery: it has just been dead-lettered.
       if (!this.messages.has(message.sequenceNumber)) continue;
       if (this.onDeadLetter && message.expiresAt <= now) {
-        this.moveToDeadLetter(message, 'TTLExpiredException', 'The message expired and was dead lettered.');
+        if (this.deadLetteringOnMessageExpiration)
+          this.moveToDeadLetter(message, 'TTLExpiredException', 'The message expired and was dead lettered.');
+        else this.drop(message);
         continue;
       }
-      return this.lock(message, now);
+      return this.lock(message, now, session?.lockedUntil);
     }
     return undefined;
+  }
+
+  /** The sessions that have a message to receive, in the order of their oldest such message. */
+  availableSessionIds(): string[] {
+    const now = this.clock.now();
+    const ids = new Set<string>();
+    for (const message of this.messages.values()) {
+      if (message.sessionId === undefined || ids.has(message.sessionId)) continue;
+      if (this.deferred.has(message.sequenceNumber) || this.isLocked(message.sequenceNumber, now)) continue;
+      // Gone to the dead-letter queue as its lock ran out, or expired: nothing to receive.
+      if (this.messages.has(message.sequenceNumber) && message.expiresAt > now) ids.add(message.sessionId);
+    }
+    return [...ids];
+  }
+
+  /** A renewed session lock is the new lock of every message received in the session. */
+  extendSessionLocks(sessionId: string, until: number): void {
+    for (const lock of this.locks.values()) {
+      if (this.messages.get(lock.sequenceNumber)?.sessionId === sessionId) lock.until = until;
+    }
+  }
+
+  /** The session's receiver let go: what it had not settled is available again, and the delivery counts. */
+  releaseSession(sessionId: string): void {
+    for (const [sequenceNumber, message] of [...this.messages]) {
+      if (message.sessionId !== sessionId || !this.lockOf.has(sequenceNumber)) continue;
+      this.release(sequenceNumber);
+      this.afterRelease(message, 'The session was closed before the message was settled.');
+    }
+    this.wake();
   }
 
   /**
    * Locks a deferred message, received by its sequence number (it stays deferred: abandoned, or its
    * lock run out, it goes back to waiting for the next receive by sequence number).
    */
-  receiveDeferred(sequenceNumber: number): LockedMessage {
+  receiveDeferred(sequenceNumber: number, session?: SessionHold): LockedMessage {
     const now = this.clock.now();
     const message = this.messages.get(sequenceNumber);
-    if (!message || !this.deferred.has(sequenceNumber))
+    if (!message || !this.deferred.has(sequenceNumber) || (session && message.sessionId !== session.id))
       throw new MessageNotFoundError(sequenceNumber, 'deferred');
     this.isLocked(sequenceNumber, now);
     if (!this.messages.has(sequenceNumber)) throw new MessageNotFoundError(sequenceNumber, 'deferred');
     this.release(sequenceNumber);
-    return this.lock(message, now);
+    return this.lock(message, now, session?.lockedUntil);
   }
 
-  private lock(message: BrokerMessage, now: number): LockedMessage {
+  private lock(message: BrokerMessage, now: number, until = now + this.lockDurationMs): LockedMessage {
     const lockToken = randomUUID();
-    const until = now + this.lockDurationMs;
     this.locks.set(lockToken, { sequenceNumber: message.sequenceNumber, until });
     this.lockOf.set(message.sequenceNumber, lockToken);
     return { message, lockToken, lockedUntil: until, deliveryNumber: message.deliveryCount + 1 };
@@ -338,10 +427,14 @@ export class Entity {
   }
 
   private moveToDeadLetter(message: BrokerMessage, reason: string, description: string): void {
+    this.drop(message);
+    this.onDeadLetter?.({ ...message, deadLetter: { reason, description, at: this.clock.now() } });
+  }
+
+  private drop(message: BrokerMessage): void {
     this.messages.delete(message.sequenceNumber);
     this.deferred.delete(message.sequenceNumber);
     this.release(message.sequenceNumber);
-    this.onDeadLetter?.({ ...message, deadLetter: { reason, description, at: this.clock.now() } });
   }
 
   private wake(): void {
@@ -352,23 +445,35 @@ export class Entity {
 export class Subscription {
   readonly entity: Entity;
   readonly deadLetterQueue: Entity;
-  private readonly acceptsAll: boolean;
+  private readonly isQueue: boolean;
+  /** Its rules by name (rules.ts); a queue has none: it takes every message. */
+  private readonly rulesByName = new Map<string, Rule>();
+  /** Its own default message TTL, ms: a message copied to it lives at most this long (and its topic's). */
+  messageTimeToLiveMs = Infinity;
 
   constructor(
     readonly topic: string,
     readonly name: string,
-    /** Its correlation filter; a redeployment with other subjects changes its rules in place. */
+    /**
+     * The subjects it was declared with (src/topology.json), which its $Default rule takes;
+     * none: $Default is the true filter. A redeployment changes them with declareSubjects.
+     */
     public subjects: readonly string[],
-    clock: Clock,
+    private readonly clock: Clock,
     options: {
       lockDurationMs: number;
       maxDeliveryCount: number;
       observer?: BrokerObserver;
       /** A queue's one "subscription": it takes every message and its path is the queue's. */
       queue?: boolean;
+      /** Takes every message (a subscription created over the administration endpoint: the $Default true filter). */
+      acceptsAll?: boolean;
+      /** RequiresSession (sessions.ts); its dead-letter queue never does. Default false. */
+      requiresSession?: boolean;
     },
   ) {
-    this.acceptsAll = options.queue === true;
+    this.isQueue = options.queue === true;
+    if (!this.isQueue) this.declareSubjects(options.acceptsAll === true ? [] : subjects);
     const path = options.queue === true ? topic : `${topic}/Subscriptions/${name}`;
     this.deadLetterQueue = new Entity(
       `${path}/$deadletterqueue`,
@@ -387,12 +492,68 @@ export class Subscription {
       },
       options.maxDeliveryCount,
     );
+    if (options.requiresSession === true) this.entity.requireSessions();
   }
 
-  /** The correlation filter: the message's Subject is one the subscription asked for. */
+  /** Whether a message sent to the topic is copied here: one of its rules takes it. */
   accepts(message: OutgoingMessage): boolean {
-    if (this.acceptsAll) return true;
-    return message.subject !== undefined && this.subjects.includes(message.subject);
+    if (this.isQueue) return true;
+    for (const rule of this.rulesByName.values()) if (takes(rule.filter, message)) return true;
+    return false;
+  }
+
+  /** What a redeployment of the Bicep does: $Default is redefined with the subjects' filter. */
+  declareSubjects(subjects: readonly string[]): void {
+    this.subjects = [...subjects];
+    const filter: RuleFilter = subjects.length === 0 ? { kind: 'true' } : subjectsFilter(subjects);
+    this.rulesByName.set(DEFAULT_RULE_NAME, {
+      name: DEFAULT_RULE_NAME,
+      filter,
+      createdAt: this.rulesByName.get(DEFAULT_RULE_NAME)?.createdAt ?? this.clock.now(),
+    });
+  }
+
+  /** Its rules, in the order they were added. */
+  get rules(): Rule[] {
+    return [...this.rulesByName.values()];
+  }
+
+  addRule(name: string, filter: RuleFilter): Rule {
+    this.assertHasRules();
+    const checked = checkRuleName(name);
+    if (this.findRule(checked))
+      throw new RuleError(
+        `The messaging entity '${this.entity.path}/Rules/${checked}' already exists.`,
+        'exists',
+      );
+    if (this.rulesByName.size >= MAX_RULES)
+      throw new RuleError(`A subscription has at most ${MAX_RULES} rules.`, 'quota');
+    const rule = { name: checked, filter, createdAt: this.clock.now() };
+    this.rulesByName.set(checked, rule);
+    return rule;
+  }
+
+  removeRule(name: string): void {
+    this.assertHasRules();
+    const rule = this.findRule(name);
+    if (!rule)
+      throw new RuleError(
+        `The messaging entity '${this.entity.path}/Rules/${String(name).slice(0, 50)}' could not be found.`,
+        'not-found',
+      );
+    this.rulesByName.delete(rule.name);
+  }
+
+  /** Rule names are case-insensitive, as Service Bus entity names are. */
+  findRule(name: string): Rule | undefined {
+    const wanted = String(name).toLowerCase();
+    for (const rule of this.rulesByName.values()) if (rule.name.toLowerCase() === wanted) return rule;
+    return undefined;
+  }
+
+  private assertHasRules(): void {
+    if (this.isQueue)
+      throw new RuleError(`'${this.entity.path}' is a queue: queues have no rules.`, 'invalid');
   }
 }
 
@@ -421,26 +582,37 @@ export class Topic {
   private readonly scheduled = new Map<number, { message: OutgoingMessage; cancel: () => void }>();
   readonly subscriptions: Subscription[];
   readonly stats = { sent: 0, accepted: 0, droppedAsDuplicate: 0, matchedNoSubscription: 0 };
+  /** False for an entity created without duplicate detection (over the administration endpoint). */
+  requiresDuplicateDetection = true;
 
   constructor(
     readonly name: string,
     subscriptions: Subscription[],
     private readonly clock: Clock,
-    private readonly duplicateWindowMs: number,
-    private readonly messageTimeToLiveMs: number,
+    /** Per topic (or queue); the administration endpoint changes them. */
+    public duplicateWindowMs: number,
+    public messageTimeToLiveMs: number,
     private readonly nextSequenceNumber: () => number,
     private readonly observer?: BrokerObserver,
   ) {
     this.subscriptions = subscriptions;
   }
 
-  send(message: OutgoingMessage): SendResult {
+  send(sent: OutgoingMessage): SendResult {
+    // Service Bus gives a message sent without a MessageId one of its own (a GUID without dashes),
+    // so a receiver always has one: the SDK's lock renewal, for one, keys on it.
+    const message =
+      sent.messageId === undefined ? { ...sent, messageId: randomUUID().replace(/-/g, '') } : sent;
+    // A queue that requires sessions refuses the send (a topic's subscription dead-letters the copy:
+    // Entity.enqueue); a queue's one entity is at the queue's own path.
+    const sessionQueue = this.subscriptions.some((s) => s.entity.sessions && s.entity.path === this.name);
+    if (sessionQueue && message.sessionId === undefined) throw new SessionIdRequiredError();
     const now = this.clock.now();
     this.stats.sent++;
     this.forgetOutsideWindow(now);
     const at = message.scheduledEnqueueTime;
     const numbered = at === undefined ? {} : { sequenceNumber: this.nextSequenceNumber() };
-    if (message.messageId !== undefined) {
+    if (this.requiresDuplicateDetection && message.messageId !== undefined) {
       const seenAt = this.history.get(message.messageId);
       if (seenAt !== undefined && now - seenAt < this.duplicateWindowMs) {
         this.stats.droppedAsDuplicate++;
@@ -491,7 +663,13 @@ export class Topic {
         sequenceNumber: this.nextSequenceNumber(),
         enqueuedAt: now,
         // A message's own TTL applies only when it is shorter than the subscription's default.
-        expiresAt: now + Math.min(message.timeToLiveMs ?? Infinity, this.messageTimeToLiveMs),
+        expiresAt:
+          now +
+          Math.min(
+            message.timeToLiveMs ?? Infinity,
+            this.messageTimeToLiveMs,
+            subscription.messageTimeToLiveMs,
+          ),
         deliveryCount: 0,
       });
     }
@@ -526,17 +704,65 @@ export class Broker {
     this.lockDurationMs = options.lockDurationMs ?? 60_000;
     this.maxDeliveryCount = options.maxDeliveryCount ?? 10;
     this.declare(options.topology);
-    for (const name of options.queues ?? []) {
+    for (const declared of options.queues ?? []) {
+      const { name, requiresSession } = typeof declared === 'string' ? { name: declared } : declared;
       if (this.topics.has(name) || this.queues.has(name))
         throw new Error(`The queue '${name}' is declared twice, or as a topic too.`);
-      const subscription = new Subscription(name, '', [], options.clock, {
-        lockDurationMs: this.lockDurationMs,
-        maxDeliveryCount: this.maxDeliveryCount,
-        queue: true,
-        ...(options.observer === undefined ? {} : { observer: options.observer }),
-      });
-      this.queues.set(name, this.newTopic(name, [subscription]));
+      this.addQueue(name, { requiresSession: requiresSession === true });
     }
+  }
+
+  /**
+   * Creates a queue at run time (the administration endpoint; start() declares its own) with the
+   * broker's defaults. The caller checks that no entity has the name yet.
+   */
+  addQueue(name: string, settings: { requiresSession?: boolean } = {}): Topic {
+    const subscription = new Subscription(name, '', [], this.options.clock, {
+      lockDurationMs: this.lockDurationMs,
+      maxDeliveryCount: this.maxDeliveryCount,
+      queue: true,
+      requiresSession: settings.requiresSession === true,
+      ...(this.options.observer === undefined ? {} : { observer: this.options.observer }),
+    });
+    const queue = this.newTopic(name, [subscription]);
+    this.queues.set(name, queue);
+    return queue;
+  }
+
+  /** Creates a topic at run time, with no subscriptions and the broker's defaults. */
+  addTopic(name: string): Topic {
+    const topic = this.newTopic(name, []);
+    this.topics.set(name, topic);
+    return topic;
+  }
+
+  /**
+   * Creates a subscription at run time, as Service Bus creates one without rules: it takes every
+   * message (the $Default rule's true filter).
+   */
+  addSubscription(topic: Topic, name: string, settings: { requiresSession?: boolean } = {}): Subscription {
+    const subscription = new Subscription(topic.name, name, [], this.options.clock, {
+      lockDurationMs: this.lockDurationMs,
+      maxDeliveryCount: this.maxDeliveryCount,
+      acceptsAll: true,
+      requiresSession: settings.requiresSession === true,
+      ...(this.options.observer === undefined ? {} : { observer: this.options.observer }),
+    });
+    topic.subscriptions.push(subscription);
+    return subscription;
+  }
+
+  /** Deletes a queue or a topic (by its name as stored) with its messages; returns the subscriptions that went with it. */
+  remove(topic: Topic): Subscription[] {
+    if (this.queues.get(topic.name) === topic) this.queues.delete(topic.name);
+    if (this.topics.get(topic.name) === topic) this.topics.delete(topic.name);
+    return [...topic.subscriptions];
+  }
+
+  /** Deletes a subscription with its messages. */
+  removeSubscription(topic: Topic, subscription: Subscription): void {
+    const at = topic.subscriptions.indexOf(subscription);
+    if (at !== -1) topic.subscriptions.splice(at, 1);
   }
 
   private newTopic(name: string, subscriptions: Subscription[]): Topic {
@@ -595,7 +821,7 @@ export class Broker {
           );
           changes.added.push(path);
         } else if ([...existing.subjects].sort().join('\n') !== [...subjects].sort().join('\n')) {
-          existing.subjects = [...subjects];
+          existing.declareSubjects(subjects);
           changes.refiltered.push(path);
         }
       }

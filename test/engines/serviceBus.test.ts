@@ -321,6 +321,35 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
       });
     });
 
+    it('serves message sessions to the .NET client: accept by id and next, one receiver each, state, renewal, a send without SessionId refused', async () => {
+      const sessionPeer = await start({
+        topology,
+        queues: [{ name: 'engine-sessions', requiresSession: true }],
+      });
+      let engine: Results;
+      try {
+        const { stdout } = await run(
+          'dotnet',
+          [harness, '--sessions', sessionPeer.connectionString, 'engine-sessions'],
+          { timeout: 120_000 },
+        );
+        engine = (JSON.parse(stdout) as { results: Results }).results;
+      } finally {
+        await sessionPeer.stop();
+      }
+
+      expect(engine).toEqual({
+        acceptSession: { SessionId: 'alice', Bodies: ['alice:a1', 'alice:a2'], LockedInFuture: true },
+        acceptNextSession: { SessionId: 'bob', Body: 'b1' },
+        sessionCannotBeLocked: { Reason: 'SessionCannotBeLocked' },
+        sessionState: { Initial: null, Set: 'step-2', Renewed: true },
+        sendWithoutSessionId: {
+          Refused: 'InvalidOperationException',
+          Message: expect.stringContaining('The SessionId was not set on a message') as unknown,
+        },
+      });
+    });
+
     it('renews the lock of a handler slower than the lock and runs at most maxConcurrentCalls at once, as our trigger model does', async () => {
       const timingPeer = await start({
         topology,

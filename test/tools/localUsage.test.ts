@@ -73,6 +73,11 @@ describe('bad values', () => {
       ],
       [
         'tools/localServiceBus.ts',
+        ['--session-queue', 'bad name'],
+        "--session-queue 'bad name' is not a Service Bus entity name.",
+      ],
+      [
+        'tools/localServiceBus.ts',
         ['--lock-duration', 'soon'],
         "--lock-duration='soon' is not an ISO-8601 duration",
       ],

@@ -1,4 +1,4 @@
-import type { Broker, Entity } from '../broker';
+import type { Broker, Entity, Subscription } from '../broker';
 import { CONDITIONS, PeerError } from './errors';
 
 /**
@@ -67,11 +67,20 @@ export function findTopic(broker: Broker, name: string): ReturnType<Broker['topi
 
 /** The queue-like entity a receive or $management link works on. */
 export function findEntity(broker: Broker, address: Extract<NodeAddress, { kind: 'queue' }>): Entity {
+  const subscription = findSubscription(broker, address);
+  return address.deadLetter ? subscription.deadLetterQueue : subscription.entity;
+}
+
+/** The subscription (or a queue's one subscription) an address names, dead-letter queue or not. */
+export function findSubscription(
+  broker: Broker,
+  address: Extract<NodeAddress, { kind: 'queue' }>,
+): Subscription {
   if (address.subscription === '') {
     const queue = findQueue(broker, address.topic)?.subscriptions[0];
     if (!queue)
       throw new PeerError(CONDITIONS.notFound, `The messaging entity '${address.topic}' could not be found.`);
-    return address.deadLetter ? queue.deadLetterQueue : queue.entity;
+    return queue;
   }
   const topic = findTopic(broker, address.topic);
   const subscription = topic.subscriptions.find(
@@ -82,7 +91,7 @@ export function findEntity(broker: Broker, address: Extract<NodeAddress, { kind:
       CONDITIONS.notFound,
       `The messaging entity '${address.topic}/Subscriptions/${address.subscription}' could not be found.`,
     );
-  return address.deadLetter ? subscription.deadLetterQueue : subscription.entity;
+  return subscription;
 }
 
 function notFound(raw: string): PeerError {

@@ -1,4 +1,6 @@
 import { MessageLockLostError, MessageNotFoundError } from '../broker';
+import { RuleError } from '../rules';
+import { SessionCannotBeLockedError, SessionIdRequiredError, SessionLockLostError } from '../sessions';
 
 /**
  * The AMQP error conditions the peer answers with. @azure/service-bus turns a condition into a
@@ -17,6 +19,14 @@ export const CONDITIONS = {
   messageNotFound: 'com.microsoft:message-not-found',
   messageSizeExceeded: 'amqp:link:message-size-exceeded',
   deadLetter: 'com.microsoft:dead-letter',
+  /** The SDK's SessionLockLost: the session lock ran out, or another receiver holds the session now. */
+  sessionLockLost: 'com.microsoft:session-lock-lost',
+  /** The SDK's SessionCannotBeLocked: another receiver holds the session. */
+  sessionCannotBeLocked: 'com.microsoft:session-cannot-be-locked',
+  /** The SDK's ServiceTimeout: acceptNextSession found no session within its timeout. */
+  timeout: 'com.microsoft:timeout',
+  entityAlreadyExists: 'com.microsoft:entity-already-exists',
+  resourceLimitExceeded: 'amqp:resource-limit-exceeded',
 } as const;
 export type Condition = (typeof CONDITIONS)[keyof typeof CONDITIONS];
 
@@ -33,6 +43,11 @@ export const STATUS_OF: Readonly<Record<Condition, number>> = {
   [CONDITIONS.messageNotFound]: 404,
   [CONDITIONS.messageSizeExceeded]: 413,
   [CONDITIONS.deadLetter]: 400,
+  [CONDITIONS.sessionLockLost]: 410,
+  [CONDITIONS.sessionCannotBeLocked]: 410,
+  [CONDITIONS.timeout]: 408,
+  [CONDITIONS.entityAlreadyExists]: 409,
+  [CONDITIONS.resourceLimitExceeded]: 403,
 };
 
 /** A request the peer refuses; it travels back to the client as an AMQP error, never as a crash. */
@@ -59,6 +74,23 @@ export function asPeerError(error: unknown): PeerError {
     return new PeerError(CONDITIONS.messageLockLost, error.message, { cause: error });
   if (error instanceof MessageNotFoundError)
     return new PeerError(CONDITIONS.messageNotFound, error.message, { cause: error });
+  if (error instanceof SessionLockLostError)
+    return new PeerError(CONDITIONS.sessionLockLost, error.message, { cause: error });
+  if (error instanceof SessionCannotBeLockedError)
+    return new PeerError(CONDITIONS.sessionCannotBeLocked, error.message, { cause: error });
+  // Service Bus answers it as an InvalidOperationException: amqp:not-allowed.
+  if (error instanceof SessionIdRequiredError)
+    return new PeerError(CONDITIONS.notAllowed, error.message, { cause: error });
+  if (error instanceof RuleError)
+    return new PeerError(RULE_CONDITIONS[error.code], error.message, { cause: error });
   const message = error instanceof Error ? error.message : String(error);
   return new PeerError(CONDITIONS.internalError, message, { cause: error });
 }
+
+const RULE_CONDITIONS: Readonly<Record<RuleError['code'], Condition>> = {
+  invalid: CONDITIONS.invalidField,
+  exists: CONDITIONS.entityAlreadyExists,
+  'not-found': CONDITIONS.notFound,
+  unsupported: CONDITIONS.notImplemented,
+  quota: CONDITIONS.resourceLimitExceeded,
+};

@@ -1,9 +1,11 @@
 import { types } from 'rhea';
 
 import type { Entity, Topic } from '../broker';
+import { MAX_SESSION_ID_LENGTH, type Sessions } from '../sessions';
 import { CONDITIONS, PeerError } from './errors';
 import { lockTokenOfUuid } from './lockTokens';
 import { decodeApplicationProperties, decodeMessage, encodeMessage } from './messageCodec';
+import { MAX_MESSAGE_SIZE_BYTES } from './publishLink';
 import type { ManagementRequest, ManagementResponse } from './requestResponse';
 
 /**
@@ -15,14 +17,24 @@ import type { ManagementRequest, ManagementResponse } from './requestResponse';
  *                                      suspended = dead-lettered, defered = deferred, as spelled)
  *   com.microsoft:receive-by-sequence-number   receiving deferred messages (peek-lock, or
  *                                      receiveAndDelete when receiver-settle-mode is 0)
- * and on a topic (handleTopicRequest): schedule-message and cancel-scheduled-message. Everything
- * else (sessions, rules) is answered amqp:not-implemented.
+ *   com.microsoft:renew-session-lock   a session receiver's renewSessionLock (and its auto renewal):
+ *                                      answers the new expiration, a timestamp
+ *   com.microsoft:get-session-state, com.microsoft:set-session-state   session state, bytes
+ *                                      (null clears it); only while some receiver holds the session
+ * A session receiver's peek, receive-by-sequence-number and update-disposition carry its
+ * session-id: they see that session's messages, and fail with com.microsoft:session-lock-lost once
+ * the session is not held.
+ * And on a topic (handleTopicRequest): schedule-message and cancel-scheduled-message. Everything
+ * else is answered amqp:not-implemented.
  */
 export const OPERATIONS = {
   peek: 'com.microsoft:peek-message',
   renewLock: 'com.microsoft:renew-lock',
   updateDisposition: 'com.microsoft:update-disposition',
   receiveBySequenceNumber: 'com.microsoft:receive-by-sequence-number',
+  renewSessionLock: 'com.microsoft:renew-session-lock',
+  getSessionState: 'com.microsoft:get-session-state',
+  setSessionState: 'com.microsoft:set-session-state',
 } as const;
 
 /** The $management operations of a topic: a sender's ScheduleMessages and CancelScheduledMessages. */
@@ -98,6 +110,20 @@ export function handleManagementRequest(entity: Entity, request: ManagementReque
       };
     case OPERATIONS.receiveBySequenceNumber:
       return receiveBySequenceNumber(entity, request.body);
+    case OPERATIONS.renewSessionLock:
+      // A timestamp, which the SDK reads as the new sessionLockedUntilUtc.
+      return {
+        statusCode: 200,
+        body: { expiration: new Date(sessionsOf(entity).renew(sessionIdOf(request.body)!)) },
+      };
+    case OPERATIONS.getSessionState:
+      return {
+        statusCode: 200,
+        body: { 'session-state': sessionsOf(entity).state(sessionIdOf(request.body)!) ?? null },
+      };
+    case OPERATIONS.setSessionState:
+      sessionsOf(entity).setState(sessionIdOf(request.body)!, sessionState(request.body['session-state']));
+      return { statusCode: 200 };
     default:
       return updateDisposition(entity, request.body);
   }
@@ -105,8 +131,12 @@ export function handleManagementRequest(entity: Entity, request: ManagementReque
 
 function receiveBySequenceNumber(entity: Entity, body: Record<string, unknown>): ManagementResponse {
   const receiveAndDelete = body['receiver-settle-mode'] === 0;
+  // A session receiver's request names its session: only that session's messages, under its lock.
+  const sessionId = sessionIdOf(body, false);
+  const lease = sessionId === undefined ? undefined : sessionsOf(entity).heldLease(sessionId);
   const messages = entries(body['sequence-numbers'], 'sequence-numbers').map((value) => {
-    const locked = entity.receiveDeferred(integer(value, 'sequence-numbers'));
+    const sequenceNumber = integer(value, 'sequence-numbers');
+    const locked = lease ? lease.receiveDeferred(sequenceNumber) : entity.receiveDeferred(sequenceNumber);
     if (receiveAndDelete) return { message: encodeMessage(entity.complete(locked.lockToken)) };
     return {
       message: encodeMessage(locked.message, { lockedUntil: locked.lockedUntil }),
@@ -119,8 +149,10 @@ function receiveBySequenceNumber(entity: Entity, body: Record<string, unknown>):
 function peek(entity: Entity, body: Record<string, unknown>): ManagementResponse {
   const from = integer(body['from-sequence-number'], 'from-sequence-number');
   const count = integer(body['message-count'], 'message-count');
+  const sessionId = sessionIdOf(body, false);
   const messages = entity
     .peek()
+    .filter((message) => sessionId === undefined || message.sessionId === sessionId)
     .filter((message) => message.sequenceNumber >= from)
     .sort((a, b) => a.sequenceNumber - b.sequenceNumber)
     .slice(0, Math.max(0, count));
@@ -138,6 +170,9 @@ function updateDisposition(entity: Entity, body: Record<string, unknown>): Manag
   const status = body['disposition-status'];
   const modify = body['properties-to-modify'];
   const propertiesToModify = modify === undefined ? undefined : decodeApplicationProperties(modify);
+  // A message received in a session is settled only while the session is held.
+  const sessionId = sessionIdOf(body, false);
+  if (sessionId !== undefined && entity.sessions) entity.sessions.heldLease(sessionId);
   for (const token of lockTokens(body)) {
     switch (status) {
       case 'completed':
@@ -165,6 +200,41 @@ function updateDisposition(entity: Entity, body: Record<string, unknown>): Manag
     }
   }
   return { statusCode: 200 };
+}
+
+function sessionsOf(entity: Entity): Sessions {
+  if (!entity.sessions)
+    throw new PeerError(
+      CONDITIONS.notAllowed,
+      `'${entity.path}' does not require sessions: it has no session locks or session state.`,
+    );
+  return entity.sessions;
+}
+
+/** The request's session-id: required by the session operations, optional on the others. */
+function sessionIdOf(body: Record<string, unknown>, required = true): string | undefined {
+  const sessionId = body['session-id'];
+  if (sessionId === undefined || sessionId === null) {
+    if (required) throw new PeerError(CONDITIONS.invalidField, 'session-id is required.');
+    return undefined;
+  }
+  if (typeof sessionId !== 'string' || sessionId.length > MAX_SESSION_ID_LENGTH)
+    throw new PeerError(
+      CONDITIONS.invalidField,
+      `session-id must be a string of at most ${MAX_SESSION_ID_LENGTH} characters.`,
+    );
+  return sessionId;
+}
+
+/** Bytes, or null to clear: Service Bus bounds the state by its message size limit. */
+function sessionState(value: unknown): Buffer | undefined {
+  if (value === null || value === undefined) return undefined;
+  if (!Buffer.isBuffer(value) || value.length > MAX_MESSAGE_SIZE_BYTES)
+    throw new PeerError(
+      CONDITIONS.invalidField,
+      `session-state must be binary of at most ${MAX_MESSAGE_SIZE_BYTES} bytes, or null.`,
+    );
+  return value;
 }
 
 function lockTokens(body: Record<string, unknown>): string[] {

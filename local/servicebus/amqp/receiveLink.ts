@@ -1,6 +1,7 @@
 import { type EventContext, message as amqpMessage, type Sender } from 'rhea';
 
 import type { Entity, LockedMessage } from '../broker';
+import { type SessionLease, SessionLockLostError } from '../sessions';
 import { asPeerError } from './errors';
 import { deliveryTagOf, lockTokenOfDeliveryTag } from './lockTokens';
 import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } from './messageCodec';
@@ -20,11 +21,15 @@ import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } fr
  * nothing to settle. In peek-lock (rcv-settle-mode second) the client waits for the peer to settle the
  * delivery: settled without error = done; settled with a rejected state and an error = the SDK throws
  * (com.microsoft:message-lock-lost when the lock had run out).
+ * A session receiver's link (sessionLink.ts) takes only its session's messages, and settles only
+ * while it holds the session: once the session lock is lost, the link is detached with
+ * com.microsoft:session-lock-lost.
  */
 export function serveReceiveLink(
   sender: Sender,
   entity: Entity,
   receiveAndDelete = false,
+  lease?: SessionLease,
 ): { stop: () => void } {
   let waiting: AbortController | undefined;
 
@@ -56,10 +61,15 @@ export function serveReceiveLink(
 
   const fill = (): void => {
     while (canLock()) {
-      const locked = entity.receive();
+      const locked = lease ? lease.receive() : entity.receive();
       if (!locked) break;
       offer(locked);
       handedOut++;
+    }
+    if (lease && !lease.held) {
+      stopWaiting();
+      sender.close(asPeerError(new SessionLockLostError(lease.sessionId)).toAmqp());
+      return;
     }
     if (canLock() && !waiting) {
       const controller = new AbortController();
@@ -84,6 +94,12 @@ export function serveReceiveLink(
     sender.set_drained(true);
   });
   sender.on('sender_close', stopWaiting);
+
+  const settle = (context: EventContext, kind: OutcomeKind, apply: Settlement): void =>
+    settleDelivery(context, kind, (lockToken, state) => {
+      lease?.assertHeld();
+      apply(lockToken, state);
+    });
 
   sender.on('accepted', (context: EventContext) =>
     settle(context, 'accepted', (lockToken) => void entity.complete(lockToken)),
@@ -125,15 +141,13 @@ export function serveReceiveLink(
 type Outcome = Record<string, unknown>;
 type OutcomeKind = 'accepted' | 'released' | 'modified' | 'rejected';
 
+type Settlement = (lockToken: string, state: Outcome) => void;
+
 /**
  * Settles with the client's own outcome when it was applied (without an error, which the SDK would
  * throw), or with rejected + the error when it was not.
  */
-function settle(
-  context: EventContext,
-  kind: OutcomeKind,
-  apply: (lockToken: string, state: Outcome) => void,
-): void {
+function settleDelivery(context: EventContext, kind: OutcomeKind, apply: Settlement): void {
   const delivery = context.delivery!;
   try {
     apply(lockTokenOfDeliveryTag(delivery.tag), delivery.remote_state ?? {});

@@ -1,18 +1,30 @@
+import { createServer as createHttpsServer } from 'node:https';
 import { createServer, type Socket } from 'node:net';
 
 import { type Connection, create_container, type EventContext, type Receiver, type Sender } from 'rhea';
 
 import { type Topology, topology as declaredTopology } from '../../../src/topology';
-import { Broker, type BrokerObserver, type BrokerOptions } from '../broker';
+import { localCertificate } from '../administration/certificate';
+import { administrationEndpoint } from '../administration/endpoint';
+import { Broker, type BrokerObserver, type BrokerOptions, type Entity, type Topic } from '../broker';
 import { type Clock, scaledClock } from '../clock';
-import { findEntity, findQueue, findTopic, type NodeAddress, parseAddress } from './addresses';
+import {
+  findEntity,
+  findQueue,
+  findSubscription,
+  findTopic,
+  type NodeAddress,
+  parseAddress,
+} from './addresses';
 import { asPeerError, CONDITIONS, PeerError } from './errors';
 import { handleManagementRequest, handleTopicRequest, TOPIC_OPERATIONS } from './management';
 import { keepEncodedMessages } from './messageCodec';
 import { MAX_MESSAGE_SIZE_BYTES, servePublishLink } from './publishLink';
 import { serveReceiveLink } from './receiveLink';
 import { serveRequestLink, STATUS_KEYS } from './requestResponse';
+import { handleRuleRequest, isRuleOperation } from './ruleManagement';
 import { checkToken, covers, type Grant, LOCAL_KEY, unauthorized } from './sas';
+import { serveSessionLink, sessionRequestOf } from './sessionLink';
 
 /**
  * A local AMQP 1.0 peer that serves the Service Bus model (broker.ts) to the real @azure/service-bus
@@ -29,6 +41,19 @@ import { checkToken, covers, type Grant, LOCAL_KEY, unauthorized } from './sas';
  *     a link is detached the same way once the last token that covered it has expired unrenewed
  *   - queues, when start() is given their names: a send to the queue and a receive from it (and from
  *     its $DeadLetterQueue), its $management as a subscription's plus scheduling as a topic's
+ *   - message sessions on a queue declared with requiresSession, or a subscription created with it
+ *     (Broker.addSubscription; sessionLink.ts, ../sessions.ts): a send without a SessionId to the
+ *     queue refused (amqp:not-allowed, Service Bus's words; the subscription dead-letters its copy
+ *     with 'Session id is null.'); a receiver attached with the source filter
+ *     com.microsoft:session-filter (a session id, or null for the next available session, waited
+ *     for up to the link's com.microsoft:timeout) gets the session's messages in order, the session id in its attach's filter and com.microsoft:locked-until-utc
+ *     (.NET ticks); com.microsoft:session-cannot-be-locked for a session another receiver holds,
+ *     com.microsoft:timeout when no session came; com.microsoft:session-lock-lost once the session
+ *     lock ran out (what was not settled is available again, counted); on $management
+ *     com.microsoft:renew-session-lock, get-session-state and set-session-state, and peek,
+ *     receive-by-sequence-number and update-disposition within the session named by session-id; a
+ *     plain receiver on a session queue and a session receiver on another entity refused
+ *     (amqp:not-allowed)
  *   - sending to a topic: single messages and batches (message-format 0x80013700) up to the Standard
  *     tier's 256 KB (larger: amqp:link:message-size-exceeded); duplicate
  *     detection by MessageId and the Subject correlation filters are the broker model's;
@@ -44,15 +69,22 @@ import { checkToken, covers, type Grant, LOCAL_KEY, unauthorized } from './sas';
  *     of timestamps), com.microsoft:update-disposition, com.microsoft:receive-by-sequence-number
  *     (deferred messages); on a topic, com.microsoft:schedule-message and
  *     com.microsoft:cancel-scheduled-message (a message sent with x-opt-scheduled-enqueue-time is
- *     scheduled too; the topic holds it until its time); errors carry their condition as a symbol
+ *     scheduled too; the topic holds it until its time); on a subscription, com.microsoft:add-rule,
+ *     remove-rule and enumerate-rules (ruleManagement.ts); errors carry their condition as a symbol
  *   - errors as AMQP errors: unknown node → amqp:not-found on the link, lock lost →
  *     com.microsoft:message-lock-lost, unreadable frame → close with amqp:decode-error, bytes that
  *     are not AMQP → the AMQP protocol header, then close; other connections are unaffected
- * Does not implement: TLS, WebSockets, Azure AD tokens (refused), closing links when their token
- * expires (a token is checked when it is put and when a link attaches), queues, sessions,
- * rules (filters come from src/topology.json),
- * transactions, auto-forwarding, message properties the model does not keep (to, reply-to,
- * session-id, partition-key, other annotations), and bodies other than one data section.
+ *   - on the same port, HTTPS for ServiceBusAdministrationClient (a connection whose first byte is a
+ *     TLS handshake goes to ../administration/endpoint.ts; anything else is AMQP): the ATOM
+ *     management protocol over the same model, with a self-signed certificate made at start
+ *     (`certificate`, `administrationClientOptions`); deleting an entity there detaches the links
+ *     on it with amqp:not-found
+ * Does not implement: TLS for AMQP, WebSockets, Azure AD tokens (refused), closing links when their token
+ * expires (a token is checked when it is put and when a link attaches), a session setting in
+ * src/topology.json, com.microsoft:get-message-sessions,
+ * rule actions and SQL filters beyond rules.ts's subset,
+ * transactions, auto-forwarding, message annotations the model does not keep, and bodies other
+ * than one data section.
  * Application properties go back as they came (typed: an Int32 stays an Int32, and the .NET
  * client's DateTimeOffset, TimeSpan, Guid, Uri and bytes pass through); the model itself keeps
  * only those of JavaScript's types (string, number, boolean, Date).
@@ -79,12 +111,20 @@ export interface LocalServiceBusOptions {
   messageTimeToLiveMs?: number;
   observer?: BrokerObserver;
   /** Queues to serve besides the topology's topics (broker.ts BrokerOptions.queues); default none. */
-  queues?: readonly string[];
+  queues?: BrokerOptions['queues'];
 }
 
 export interface LocalServiceBus {
-  /** For ServiceBusClient: plain AMQP on the port, with the emulator's key, which the peer checks. */
+  /**
+   * For ServiceBusClient: plain AMQP on the port, with the emulator's key, which the peer checks; and
+   * for ServiceBusAdministrationClient, which sends HTTPS to the same host and port (give it
+   * `administrationClientOptions`, so that it trusts the peer's certificate).
+   */
   readonly connectionString: string;
+  /** The administration endpoint's self-signed certificate (PEM; 127.0.0.1, ::1, localhost), for a client to trust. */
+  readonly certificate: string;
+  /** `new ServiceBusAdministrationClient(connectionString, administrationClientOptions)`: trusts `certificate`. */
+  readonly administrationClientOptions: { tlsOptions: { ca: string } };
   readonly host: string;
   readonly port: number;
   readonly broker: Broker;
@@ -101,6 +141,42 @@ export function connectionStringFor(host: string, port: number): string {
 
 /** "AMQP", protocol id 0, version 1.0.0. */
 const AMQP_PROTOCOL_HEADER = Buffer.from([0x41, 0x4d, 0x51, 0x50, 0, 1, 0, 0]);
+/** The first byte of a TLS record that carries a handshake (a ClientHello, first thing a TLS client sends). */
+const TLS_HANDSHAKE = 0x16;
+
+/**
+ * The links attached to each node (an entity received from, a topic or queue sent to), so that
+ * deleting the node over the administration endpoint detaches them, as Service Bus does.
+ */
+class AttachedLinks {
+  private readonly byNode = new Map<Entity | Topic, Set<Sender | Receiver>>();
+
+  add(node: Entity | Topic, link: Sender | Receiver): void {
+    let attached = this.byNode.get(node);
+    if (!attached) this.byNode.set(node, (attached = new Set()));
+    attached.add(link);
+    const forget = (): void => {
+      attached.delete(link);
+      if (attached.size === 0 && this.byNode.get(node) === attached) this.byNode.delete(node);
+    };
+    link.once('sender_close', forget);
+    link.once('receiver_close', forget);
+  }
+
+  detach(node: Entity | Topic, path: string): void {
+    const attached = this.byNode.get(node);
+    this.byNode.delete(node);
+    for (const link of attached ?? []) {
+      link.close(
+        // In Service Bus's words, which the SDK matches to say MessagingEntityNotFound.
+        new PeerError(
+          CONDITIONS.notFound,
+          `The messaging entity '${path}' could not be found: it was deleted.`,
+        ).toAmqp(),
+      );
+    }
+  }
+}
 
 export async function start(options: LocalServiceBusOptions = {}): Promise<LocalServiceBus> {
   const host = options.host ?? '127.0.0.1';
@@ -126,26 +202,60 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
 
   const sockets = new Set<Socket>();
   const stops = new Set<() => void>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
+  const links = new AttachedLinks();
+  let port = options.port ?? 0;
+  const certificate = await localCertificate();
+  const administration = createHttpsServer(
+    { key: certificate.key, cert: certificate.cert },
+    administrationEndpoint(broker, {
+      authority: () => `${host}:${port}`,
+      removed: (topics, subscriptions) => {
+        for (const topic of topics) links.detach(topic, topic.name);
+        for (const subscription of subscriptions)
+          for (const entity of [subscription.entity, subscription.deadLetterQueue])
+            links.detach(entity, entity.path);
+      },
+    }),
+  );
+  administration.on('clientError', (_error, socket) => socket.destroy());
+  const serveAmqp = (socket: Socket): void => {
     const connection = container.create_connection({
       id: `local-servicebus-${sockets.size}`,
       sender_options: { treat_modified_as_released: false },
       receiver_options: { autoaccept: false, max_message_size: MAX_MESSAGE_SIZE_BYTES },
     } as unknown as Parameters<typeof container.create_connection>[0]);
-    serveConnection(connection, socket, broker, stops);
+    serveConnection(connection, socket, broker, stops, links);
     (connection as unknown as { accept(socket: Socket): void }).accept(socket);
+  };
+  // One port for both, as Service Bus's host name serves both: a TLS handshake (its first byte
+  // 0x16) is the administration client's HTTPS; anything else is AMQP, which the client opens
+  // with its protocol header. The first bytes go back to the socket for whoever reads it.
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.once('error', () => undefined);
+    socket.once('data', (first: Buffer) => {
+      socket.pause();
+      socket.unshift(first);
+      if (first[0] === TLS_HANDSHAKE) {
+        administration.emit('connection', socket);
+        return;
+      }
+      serveAmqp(socket);
+      socket.resume();
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => resolve());
+    server.listen(port, host, () => resolve());
   });
   const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : (options.port ?? 0);
+  port = typeof address === 'object' && address ? address.port : port;
 
   return {
     connectionString: connectionStringFor(host, port),
+    certificate: certificate.cert,
+    administrationClientOptions: { tlsOptions: { ca: certificate.cert } },
     host,
     port,
     broker,
@@ -195,6 +305,7 @@ function serveConnection(
   socket: Socket,
   broker: Broker,
   stops: Set<() => void>,
+  links: AttachedLinks,
 ): void {
   /** Links the client receives on, by the address it asked answers to be sent to (reply-to). */
   const replyLinks = new Map<string, Sender>();
@@ -301,8 +412,14 @@ function serveConnection(
           'The local peer serves peek-lock (receiver-settle-mode second) and receiveAndDelete (sender-settle-mode settled) receivers.',
         );
       }
-      const { stop } = serveReceiveLink(sender, findEntity(broker, address), receiveAndDelete);
+      const entity = findEntity(broker, address);
+      const session = sessionRequestOf(sender, entity);
       echoTermini(sender);
+      const { stop } =
+        session === undefined
+          ? serveReceiveLink(sender, entity, receiveAndDelete)
+          : serveSessionLink(sender, entity.sessions!, session, receiveAndDelete);
+      links.add(entity, sender);
       stops.add(stop);
       sender.on('sender_close', () => {
         stop();
@@ -345,6 +462,7 @@ function serveConnection(
         if (queue) {
           // A queue's $management: scheduling as a topic's, the rest as a subscription's.
           const entity = queue.subscriptions[0]!.entity;
+          links.add(queue, receiver);
           return serveRequestLink(
             receiver,
             STATUS_KEYS.management,
@@ -357,6 +475,7 @@ function serveConnection(
         }
         if (address.of.kind === 'topic') {
           const topic = findTopic(broker, address.of.topic);
+          links.add(topic, receiver);
           return serveRequestLink(
             receiver,
             STATUS_KEYS.management,
@@ -365,15 +484,24 @@ function serveConnection(
           );
         }
         const entity = findEntity(broker, address.of);
+        links.add(entity, receiver);
+        // A subscription's own $management also manages its rules.
+        const subscription = address.of.deadLetter ? undefined : findSubscription(broker, address.of);
         return serveRequestLink(
           receiver,
           STATUS_KEYS.management,
-          (request) => handleManagementRequest(entity, request),
+          (request) =>
+            subscription && isRuleOperation(request.operation)
+              ? handleRuleRequest(subscription, request)
+              : handleManagementRequest(entity, request),
           (replyTo) => replyLinks.get(replyTo),
         );
       }
-      case 'topic':
-        return servePublishLink(receiver, findTopic(broker, address.topic));
+      case 'topic': {
+        const topic = findTopic(broker, address.topic);
+        links.add(topic, receiver);
+        return servePublishLink(receiver, topic);
+      }
       default:
         throw cannot('send to', address);
     }

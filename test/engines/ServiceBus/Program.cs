@@ -6,6 +6,7 @@
 // Usage: dotnet run -- <connection string> <topic> <subscription> <subject> <max delivery count> <host.json>
 //        dotnet run -- --timing <connection string> <topic> <subscription> <subject> <host.json> <slow ms> <messages>   (Timing.cs)
 //        dotnet run -- --local-settings <local.settings.json> <topic> <subscription> <subject>   (LocalSettings.cs)
+//        dotnet run -- --sessions <connection string> <queue that requires sessions>   (Sessions.cs)
 using System.Net;
 using System.Security.Cryptography;
 using System.Text;
@@ -16,6 +17,12 @@ var results = new Dictionary<string, object?>();
 if (args[0] == "--timing")
 {
     await Timing.Check(args, Check, ProcessorOptions);
+    Console.WriteLine(JsonSerializer.Serialize(new { results }));
+    return;
+}
+if (args[0] == "--sessions")
+{
+    await Sessions.Check(args, Check);
     Console.WriteLine(JsonSerializer.Serialize(new { results }));
     return;
 }

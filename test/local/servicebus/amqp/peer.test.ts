@@ -602,15 +602,16 @@ describe('robustness', () => {
     expect((await peekAll(receiverFor(ORDERS))).at(-1)?.body).toBe('alive');
   }
 
-  it('answers a $management operation it does not implement with an error, not silence', async () => {
+  it('answers a $management request it does not implement with an error, not silence', async () => {
     const rules = fixture.client.createRuleManager(TOPIC, PAYMENTS);
 
-    const listed = await rules
-      .listRules()
-      .next()
+    // A rule action: the peer keeps rules but does not run actions.
+    const refused = await rules
+      .createRule('stamp', { sqlExpression: '1=1' }, { sqlExpression: "SET stamped = 'yes'" })
       .catch((caught: unknown) => caught);
 
-    expect((listed as Error).message).toMatch(/does not implement 'com.microsoft:enumerate-rules'/);
+    expect(refused).toMatchObject({ code: 'GeneralError' });
+    expect((refused as Error).message).toMatch(/does not run rule actions/);
     await stillServing();
   });
 

@@ -46,6 +46,16 @@ describe('a queue', () => {
     expect(fixture.peer.broker.queue(QUEUE).entity.activeCount).toBe(0);
   });
 
+  it('gives a message sent without a MessageId one of its own, as Service Bus does, so two such sends are two messages', async () => {
+    const sender = fixture.client.createSender(QUEUE);
+    await sender.sendMessages({ body: 'one' });
+    await sender.sendMessages({ body: 'two' });
+
+    const ids = (await fixture.client.createReceiver(QUEUE).peekMessages(10)).map((m) => m.messageId);
+    expect(ids).toEqual([expect.stringMatching(/^[0-9a-f]{32}$/), expect.stringMatching(/^[0-9a-f]{32}$/)]);
+    expect(ids[0]).not.toBe(ids[1]);
+  });
+
   it('drops a MessageId it saw within the window, as a topic does', async () => {
     const sender = fixture.client.createSender(QUEUE);
     await sender.sendMessages({ body: 'first', messageId: 'same' });
