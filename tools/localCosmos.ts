@@ -13,7 +13,8 @@ Starts the local Cosmos DB server (in memory; data is lost when it stops) and ru
 Unless --no-provision is given, it creates the app's database and container as the Bicep does
 (partition key /partitionKey, defaultTtl -1), so that \`func start\` can use it at once.
 --throughput models provisioned throughput: data requests beyond that many request units per second
-are answered 429 with x-ms-retry-after-ms, as Cosmos DB does. Without it there is no limit.`;
+are answered 429 with x-ms-retry-after-ms, as Cosmos DB does, and every database created without
+throughput of its own shares that budget as its offer. Without it there is no limit.`;
 
 const FLAGS = {
   options: {

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { asObject, validateDefaultTtl, validateId } from './documents';
 import { badRequest, conflict, notFound } from './errors';
 import type { ItemContainer, StoredItem } from './items';
+import type { Offer } from './offers';
 import type { PartitionKeyDefinition } from './partitionKey';
 
 /**
@@ -13,6 +14,8 @@ export class ContainerState implements ItemContainer {
   readonly items = new Map<string, StoredItem>();
   /** The paths of each unique key; fixed when the container is created, as in Cosmos DB. */
   readonly uniqueKeys: readonly (readonly string[])[];
+  /** Its own throughput; undefined: it shares its database's (offers.ts). Deleted with it. */
+  offer: Offer | undefined;
   private documentSequence = 0;
   private properties: Record<string, unknown>;
 
@@ -109,6 +112,8 @@ export class DatabaseState {
   readonly containers = new Map<string, ContainerState>();
   private containerSequence = 0;
   readonly resource: Record<string, unknown>;
+  /** Throughput its containers share; undefined: none of its own (offers.ts). Deleted with it. */
+  offer: Offer | undefined;
 
   constructor(
     readonly id: string,
@@ -128,6 +133,10 @@ export class DatabaseState {
 
   get rid(): string {
     return encodeRid(this.ridBytes);
+  }
+
+  get selfLink(): string {
+    return `dbs/${this.rid}/`;
   }
 
   /** By id, or by resource id (`_rid`), as a request addressed by resource ids names it. */
@@ -161,6 +170,14 @@ export class DatabaseState {
 export class AccountState {
   readonly databases = new Map<string, DatabaseState>();
   private databaseSequence = 0;
+  private offerSequence = 0;
+
+  /** An offer's id (and `_rid`): four characters, as Azure's are. */
+  nextOfferId(): string {
+    const bytes = Buffer.alloc(3);
+    bytes.writeUIntBE(++this.offerSequence % 2 ** 24, 0, 3);
+    return encodeRid(bytes);
+  }
 
   /** By id, or by resource id (`_rid`), as a request addressed by resource ids names it. */
   database(id: string): DatabaseState {

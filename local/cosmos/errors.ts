@@ -26,6 +26,8 @@ export class CosmosError extends Error {
     readonly status: ErrorStatus,
     message: string,
     readonly substatus?: number,
+    /** Sent as `additionalErrorInfo` (a query the gateway will not run directly: its query plan). */
+    readonly additionalErrorInfo?: string,
   ) {
     super(message);
     this.name = 'CosmosError';
@@ -47,6 +49,7 @@ export const preconditionFailed = (
 export interface ErrorBody {
   code: string;
   message: string;
+  additionalErrorInfo?: string;
 }
 
 export function errorBody(error: CosmosError, activityId: string, requestUri: string): ErrorBody {
@@ -55,5 +58,6 @@ export function errorBody(error: CosmosError, activityId: string, requestUri: st
     message:
       `Message: ${JSON.stringify({ Errors: [error.message] })}\r\n` +
       `ActivityId: ${activityId}, Request URI: ${requestUri}, RequestStats: , SDK: local-cosmos-server`,
+    ...(error.additionalErrorInfo === undefined ? {} : { additionalErrorInfo: error.additionalErrorInfo }),
   };
 }

@@ -9,7 +9,7 @@ import { decodeBatchOperations, encodeBatchResults, isHybridRow } from './hybrid
 import { executeOperation, isExpired, type ItemOperation, StagedWrites } from './items';
 import { parsePartitionKeyHeader } from './partitionKey';
 import { parsePatchRequest } from './patch';
-import { parseQuerySpec, queryPlan, runQuery } from './query';
+import { assertServableAcrossPartitions, parseQuerySpec, queryPlan, runQuery } from './query';
 import { queryMetricsHeader } from './queryMetrics';
 import { queryCharge } from './requestCharge';
 import { body, containerOf, notAllowed, type ResourceRequest } from './resourceHandlers';
@@ -117,6 +117,13 @@ function query(
   }
   // A query the SDK runs per feed range (a sub-range of a partition key range) names it by EPK.
   const range = feedRange(headers, container.partitionKey);
+  if (
+    partitionKey === undefined &&
+    range === undefined &&
+    !single(headers['x-ms-documentdb-partitionkeyrangeid'])
+  ) {
+    assertServableAcrossPartitions(spec);
+  }
   const documents = [];
   let bytesScanned = 0;
   for (const stored of container.items.values()) {

@@ -1,14 +1,6 @@
-import createQuery, { SyntaxError as QuerySyntaxError } from '@zeit/cosmosdb-query';
-
-import { badRequest } from './errors';
-
-/**
- * The SQL engine is @zeit/cosmosdb-query (it compiles a query to JavaScript). Compiled queries are
- * cached because the same few query texts (and patch conditions) arrive on every request.
- */
-type CompiledQuery = ReturnType<typeof createQuery>;
-const cache = new Map<string, CompiledQuery>();
-const CACHE_SIZE = 500;
+import { badRequest, CosmosError } from './errors';
+import { groupByQueryInfo, isGroupByQuery, runGroupBy } from './groupBy';
+import { type CompiledQuery, compileSql, execute } from './sqlEngine';
 
 export interface QueryParameter {
   name: string;
@@ -54,6 +46,24 @@ const DRAINED = { token: '', drained: true } as const;
 interface ContinuationToken {
   token: string;
   drained?: boolean;
+  /** How many results of a GROUP BY query earlier pages held (they are computed whole each time). */
+  offset?: number;
+}
+
+/**
+ * A page of GROUP BY results. Its last page carries no continuation even when exactly full: the
+ * SDKs' GROUP BY stage ends its merge on the first empty page, and @azure/cosmos then never reads
+ * the end of the range (its iterator reports more results forever).
+ */
+function pageOf(
+  results: unknown[],
+  maxItemCount: number | undefined,
+  continuation?: ContinuationToken,
+): QueryPage {
+  const offset = continuation?.offset ?? 0;
+  const end = maxItemCount === undefined ? results.length : offset + maxItemCount;
+  const next = end < results.length ? JSON.stringify({ token: '', offset: end }) : undefined;
+  return { documents: results.slice(offset, end), ...(next === undefined ? {} : { continuation: next }) };
 }
 
 export function runQuery(
@@ -61,9 +71,16 @@ export function runQuery(
   spec: QuerySpec,
   page: { maxItemCount?: number; continuation?: string },
 ): QueryPage {
-  const compiled = compile(spec.query);
   const continuation = page.continuation === undefined ? undefined : parseContinuation(page.continuation);
   if (continuation?.drained === true) return { documents: [] };
+  if (isGroupByQuery(spec.query)) {
+    return pageOf(
+      runGroupBy(spec.query, items as object[], spec.parameters ?? []),
+      page.maxItemCount,
+      continuation,
+    );
+  }
+  const compiled = compile(spec.query);
   const result = execute(
     () =>
       compiled.exec(items as object[], {
@@ -100,11 +117,14 @@ function parseContinuation(text: string): ContinuationToken {
  * The query plan the gateway answers a query-plan request with (the .NET SDK asks for one before
  * every query; @azure/cosmos asks too, and uses it only when a query sent directly is refused).
  * The server has one partition key range and runs every query whole on it, so the plan is a pass
- * through: no client-side ORDER BY, TOP, aggregates or DISTINCT, one range covering all keys. A
- * query the server cannot compile is refused here, with the reason, as it would be when run.
+ * through: no client-side ORDER BY, TOP, aggregates or DISTINCT, one range covering all keys. The
+ * exception is GROUP BY, whose plan is Azure's (groupBy.ts): the SDKs then send the rewritten
+ * query and merge the groups themselves. A query the server cannot compile is refused here, with
+ * the reason, as it would be when run.
  */
 export function queryPlan(spec: QuerySpec): Record<string, unknown> {
-  compile(spec.query);
+  const groupBy = isGroupByQuery(spec.query) ? groupByQueryInfo(spec.query) : undefined;
+  if (groupBy === undefined) compile(spec.query);
   return {
     partitionedQueryExecutionInfoVersion: 2,
     queryInfo: {
@@ -122,6 +142,7 @@ export function queryPlan(spec: QuerySpec): Record<string, unknown> {
       hasSelectValue: false,
       dCountInfo: null,
       hasNonStreamingOrderBy: false,
+      ...groupBy,
     },
     queryRanges: [{ min: '', max: 'FF', isMinInclusive: true, isMaxInclusive: false }],
   };
@@ -156,34 +177,33 @@ function liftNumbers(query: string): { text: string; parameters: QueryParameter[
   return { text, parameters };
 }
 
-/** Query features Cosmos DB has and the server does not, named in the refusal. */
-const UNSUPPORTED: readonly [RegExp, string][] = [[/\bGROUP\s+BY\b/i, 'GROUP BY']];
+/**
+ * Query features Cosmos DB has and the server does not, named in the refusal (a GROUP BY at the
+ * top level is served by groupBy.ts; the engine knows none).
+ */
+const UNSUPPORTED: readonly [RegExp, string][] = [[/\bGROUP\s+BY\b/i, 'GROUP BY below the top level']];
 
 function compile(text: string): CompiledQuery {
-  let compiled = cache.get(text);
-  if (compiled === undefined) {
-    const outsideStrings = text.replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, "''");
-    for (const [pattern, feature] of UNSUPPORTED) {
-      if (pattern.test(outsideStrings))
-        throw badRequest(`The local server does not support ${feature} in queries (see local/README.md).`);
-    }
-    try {
-      compiled = createQuery(text);
-      void compiled.code; // compile now, so syntax and semantic errors surface here
-    } catch (error) {
-      throw badRequest(`Syntax error in query '${text}': ${(error as Error).message}`);
-    }
-    if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
-    cache.set(text, compiled);
+  const outsideStrings = text.replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, "''");
+  for (const [pattern, feature] of UNSUPPORTED) {
+    if (pattern.test(outsideStrings))
+      throw badRequest(`The local server does not support ${feature} in queries (see local/README.md).`);
   }
-  return compiled;
+  return compileSql(text);
 }
 
-function execute<T>(run: () => T): T {
-  try {
-    return run();
-  } catch (error) {
-    if (error instanceof QuerySyntaxError) throw badRequest(`Syntax error: ${error.message}`);
-    throw badRequest(`The query could not be executed: ${(error as Error).message}`);
-  }
+/**
+ * Refuses a query the gateway would not run across partitions as it is, as Azure does: a 400 whose
+ * `additionalErrorInfo` holds the query plan, on which the SDKs switch to the plan and send its
+ * rewritten query to each partition key range. Only GROUP BY needs that here: the server answers
+ * the other queries whole from its one range.
+ */
+export function assertServableAcrossPartitions(spec: QuerySpec): void {
+  if (!isGroupByQuery(spec.query)) return;
+  throw new CosmosError(
+    400,
+    'The provided cross partition query can not be directly served by the gateway. This is a first chance (internal) exception that all newer clients will know how to handle gracefully. This exception is traced, but unless you see it bubble up as an exception (which only happens on older SDK clients), then you can safely ignore this message.',
+    undefined,
+    JSON.stringify(queryPlan(spec)),
+  );
 }

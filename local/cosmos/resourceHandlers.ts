@@ -1,8 +1,16 @@
-import type { AccountState, ContainerState } from './account';
+import type { AccountState, ContainerState, DatabaseState } from './account';
 import { asObject } from './documents';
-import { badRequest, CosmosError } from './errors';
+import { badRequest, CosmosError, notFound } from './errors';
 import { flag, parseJson, type Reply, type RequestHeaders, single } from './http';
 import { itemKey, StagedWrites } from './items';
+import {
+  budgetOffer,
+  DEFAULT_CONTAINER_THROUGHPUT,
+  Offer,
+  type ProvisionedThroughputSetting,
+  replacedBudget,
+  requestedThroughput,
+} from './offers';
 import { parsePartitionKeyHeader } from './partitionKey';
 import { parseQuerySpec, runQuery } from './query';
 import { METADATA_CHARGE } from './requestCharge';
@@ -17,8 +25,10 @@ export interface ResourceRequest {
   account: AccountState;
   /** `host:port` the server listens on, for the account's self links when the request has no Host. */
   listening: string;
-  /** The provisioned throughput (RU/s), shared by the whole server; undefined: none (serverless). */
+  /** The server's throttling budget (RU/s, `--throughput`); undefined: none. */
   throughput: () => number | undefined;
+  /** Changes that budget, as a replace of an offer that stands for it does. */
+  setThroughput(requestUnitsPerSecond: number): void;
   /** Records a committed write (the session token counts them). */
   committed(): void;
 }
@@ -58,7 +68,12 @@ export function databases(request: ResourceRequest): Reply {
       [...account.databases.values()].map((d) => d.resource),
       request,
     );
-  if (method === 'POST') return created(account.createDatabase(body(request), request.nowMs).resource);
+  if (method === 'POST') {
+    const throughput = requestedThroughput(request.headers);
+    const database = account.createDatabase(body(request), request.nowMs);
+    if (throughput) database.offer = newOffer(request, database, throughput);
+    return created(database.resource);
+  }
   return notAllowed(request);
 }
 
@@ -89,8 +104,16 @@ export function containers(request: ResourceRequest, route: Extract<Route, { typ
       [...database.containers.values()].map((c) => c.resource),
       request,
     );
-  if (request.method === 'POST')
-    return created(database.createContainer(body(request), request.nowMs).resource);
+  if (request.method === 'POST') {
+    // As in a provisioned-throughput account: a container asked for no throughput shares its
+    // database's, or, in a database with none, gets the smallest of its own.
+    const throughput =
+      requestedThroughput(request.headers) ??
+      (sharedOffer(request, database) ? undefined : DEFAULT_CONTAINER_THROUGHPUT);
+    const container = database.createContainer(body(request), request.nowMs);
+    if (throughput) container.offer = newOffer(request, container, throughput);
+    return created(container.resource);
+  }
   return notAllowed(request);
 }
 
@@ -113,31 +136,62 @@ export function container(request: ResourceRequest, route: Extract<Route, { type
 }
 
 /**
- * Offers (read and query), as tools read throughput: with provisioned throughput, one offer per
- * database, for the throughput its containers share (the server's one budget, throughput.ts), so a
- * container's own `readOffer()` finds none, as for a container in a shared-throughput database.
- * Without it the account is serverless, and Cosmos DB refuses offers there with this 400.
+ * Offers (list and query), as `readOffer()` finds one: a query on `root.resource`, the self link of
+ * the database or container. A database's or container's own offer, and, with the server's budget
+ * (`--throughput`), one offer for it per database that has none of its own.
  */
 export function offers(request: ResourceRequest): Reply {
-  const throughput = request.throughput();
-  if (throughput === undefined)
-    throw badRequest('Reading or replacing offers is not supported for serverless accounts.');
-  const resources = [...request.account.databases.values()].map((database) => ({
-    id: database.rid,
-    _rid: database.rid,
-    _self: `offers/${database.rid}/`,
-    _etag: `"${throughput}"`,
-    resource: database.resource['_self'],
-    offerResourceId: database.rid,
-    offerType: 'Invalid',
-    offerVersion: 'V2',
-    content: { offerThroughput: throughput, offerIsRUPerMinuteThroughputEnabled: false },
-  }));
-  if (request.method === 'GET') return feed('Offers', '', resources);
+  if (request.method === 'GET') return feed('Offers', '', offerResources(request));
   if (request.method === 'POST' && isQuery(request.headers))
-    return queryFeed('Offers', '', resources, request);
+    return queryFeed('Offers', '', offerResources(request), request);
   return notAllowed(request);
 }
+
+/** One offer by id: read, or replaced with a new throughput (`offer.replace()`). */
+export function offer(request: ResourceRequest, route: Extract<Route, { type: 'offer' }>): Reply {
+  const budget = request.throughput();
+  for (const database of request.account.databases.values()) {
+    const owners: { offer: Offer | undefined }[] = [database, ...database.containers.values()];
+    const owner = owners.find((candidate) => candidate.offer?.id === route.id);
+    if (owner?.offer) {
+      if (request.method === 'GET') return metadata(owner.offer.resource);
+      if (request.method !== 'PUT') return notAllowed(request);
+      owner.offer.replace(body(request), single(request.headers['if-match']), request.nowMs);
+      return metadata(owner.offer.resource);
+    }
+    if (budget !== undefined && !database.offer && database.rid === route.id) {
+      if (request.method === 'GET') return metadata(budgetOffer(database, budget));
+      if (request.method !== 'PUT') return notAllowed(request);
+      const ifMatch = single(request.headers['if-match']);
+      const throughput = replacedBudget(body(request), database, budget, ifMatch);
+      request.setThroughput(throughput);
+      return metadata(budgetOffer(database, throughput));
+    }
+  }
+  throw notFound();
+}
+
+function offerResources(request: ResourceRequest): Record<string, unknown>[] {
+  const budget = request.throughput();
+  const resources: Record<string, unknown>[] = [];
+  for (const database of request.account.databases.values()) {
+    if (database.offer) resources.push(database.offer.resource);
+    else if (budget !== undefined) resources.push(budgetOffer(database, budget));
+    for (const container of database.containers.values())
+      if (container.offer) resources.push(container.offer.resource);
+  }
+  return resources;
+}
+
+/** Whether the database has throughput its containers share: its own, or the server's budget. */
+const sharedOffer = (request: ResourceRequest, database: DatabaseState): boolean =>
+  database.offer !== undefined || request.throughput() !== undefined;
+
+const newOffer = (
+  request: ResourceRequest,
+  target: DatabaseState | ContainerState,
+  throughput: ProvisionedThroughputSetting,
+): Offer => new Offer(request.account.nextOfferId(), target, throughput, request.nowMs);
 
 /**
  * The conflicts feed: always empty. Conflicts come from several write regions; the local account

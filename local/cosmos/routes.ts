@@ -6,6 +6,7 @@ import { flag, type RequestHeaders } from './http';
 export type Route =
   | { type: 'account' }
   | { type: 'offers' }
+  | { type: 'offer'; id: string }
   | { type: 'databases' }
   | { type: 'database'; database: string }
   | { type: 'containers'; database: string }
@@ -38,6 +39,8 @@ export function parseRoute(path: string): Route {
   };
   if (segments.length === 0) return { type: 'account' };
   if (dbs === 'offers' && segments.length === 1) return { type: 'offers' };
+  if (dbs === 'offers' && database !== undefined && segments.length === 2)
+    return { type: 'offer', id: database };
   if (dbs !== 'dbs' || rest.length > 0) return unknown();
   if (database === undefined) return { type: 'databases' };
   if (colls === undefined) return { type: 'database', database };

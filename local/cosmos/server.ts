@@ -20,6 +20,7 @@ import {
   containers,
   database,
   databases,
+  offer,
   offers,
   partitionKeyDelete,
   partitionKeyRanges,
@@ -52,7 +53,9 @@ export interface LocalCosmosOptions {
   sweepIntervalMs?: number;
   /**
    * Provisioned throughput in RU/s: data requests beyond this budget are answered 429 with
-   * `x-ms-retry-after-ms`, as Cosmos DB does (see throughput.ts). Default: no limit (serverless-like).
+   * `x-ms-retry-after-ms`, as Cosmos DB does (see throughput.ts), and each database created without
+   * throughput of its own shares this budget as its offer (offers.ts). Default: no limit; offers
+   * are then only those created with throughput, and a container's default 400 RU/s.
    */
   throughput?: number;
 }
@@ -81,7 +84,10 @@ export interface LocalCosmos {
   requestCounts(): Record<FaultTarget, number>;
   /** Data requests (read, write, batch, query) and their charges so far, by user agent. */
   usageByClient(): ClientUsage[];
-  /** Changes the provisioned throughput (RU/s) at run time, as Azure allows; undefined: no limit. */
+  /**
+   * Changes the provisioned throughput (RU/s) at run time, as Azure allows (as does replacing the
+   * offer of a database that shares it); undefined: no limit.
+   */
   setThroughput(requestUnitsPerSecond: number | undefined): void;
   stop(): Promise<void>;
 }
@@ -152,6 +158,9 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
           account: state,
           listening,
           throughput: () => throughput?.requestUnitsPerSecond,
+          setThroughput: (requestUnitsPerSecond) => {
+            throughput = provisioned(requestUnitsPerSecond);
+          },
           committed: () => lsn++,
         });
       }
@@ -222,6 +231,7 @@ const handlers: {
   containers,
   container,
   offers,
+  offer,
   pkranges: partitionKeyRanges,
   items,
   item,

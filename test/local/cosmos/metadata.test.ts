@@ -99,45 +99,6 @@ describe('conflicts and partition key deletes', () => {
   });
 });
 
-describe('offers', () => {
-  it('refuses offers on a server without provisioned throughput, as a serverless account does', async () => {
-    const refused = await client
-      .database('orders')
-      .readOffer()
-      .then(
-        () => 200,
-        (error: { code?: number; message?: string }) => `${error.code}: ${error.message?.split('\n')[0]}`,
-      );
-
-    expect(refused).toMatch(/^400: .*Reading or replacing offers is not supported for serverless accounts\./);
-  });
-
-  it("serves each database's shared throughput as its offer, and follows a change of throughput", async () => {
-    const provisioned = await start({ throughput: 400 });
-    const other = new CosmosClient({ endpoint: provisioned.endpoint, key: provisioned.key });
-    try {
-      const { database } = await other.databases.create({ id: 'app' });
-      const { container } = await database.containers.create({ id: 'state', partitionKey: '/id' });
-
-      const before = await database.readOffer();
-      const ofContainer = await container.readOffer();
-      provisioned.setThroughput(1000);
-      const after = await database.readOffer();
-      const listed = await other.offers.readAll().fetchAll();
-
-      expect(before.resource?.content?.offerThroughput).toBe(400);
-      expect(before.resource?.offerResourceId).toBe((await database.read()).resource?._rid);
-      // A container in a database with shared throughput has no offer of its own.
-      expect(ofContainer.resource).toBeUndefined();
-      expect(after.resource?.content?.offerThroughput).toBe(1000);
-      expect(listed.resources).toHaveLength(1);
-    } finally {
-      other.dispose();
-      await provisioned.stop();
-    }
-  });
-});
-
 describe('a container read with quota information', () => {
   it('reports the index transformation as done and the items it holds', async () => {
     const { container } = await client
