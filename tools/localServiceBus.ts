@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -92,7 +92,12 @@ async function startLocalServiceBus(
     `  Administration endpoint (ServiceBusAdministrationClient, same connection string): https://${peer.host}:${peer.port}/`,
   );
   context.out(`  its self-signed certificate, to trust: NODE_EXTRA_CA_CERTS="${certificateFile}"`);
-  return peer;
+  return {
+    stop: async () => {
+      await peer.stop();
+      rmSync(certificateFile, { force: true });
+    },
+  };
 }
 
 export const command = serverCommand('local service bus', FLAGS, USAGE, startLocalServiceBus);
