@@ -12,7 +12,7 @@ import {
   type ToolContext,
   usageError,
 } from '../cli/tool';
-import { topology } from '../src/topology';
+import { type Topology, topology } from '../src/topology';
 import { cosmosInputs, type TypicalEvent } from './cost/inputs';
 import {
   cosmosCosts,
@@ -113,11 +113,12 @@ export function costReport(
   rate: number,
   prices: Record<PriceName, UsedPrice>,
   maxDeliveryCount = 10,
+  declared: Topology = topology,
 ): CostReport {
-  const inputs = cosmosInputs(event, topology);
+  const inputs = cosmosInputs(event, declared);
   const cosmos = cosmosCosts(inputs);
   const newRu = cosmos[0]!.requestUnits;
-  const serviceBus = serviceBusOperations(topology).map((operations) => ({
+  const serviceBus = serviceBusOperations(declared).map((operations) => ({
     ...operations,
     sustainableEventsPerSecond: sustainableEventsPerSecond(operations.credits),
   }));
