@@ -12,7 +12,7 @@ import {
   type ToolContext,
   usageError,
 } from '../cli/tool';
-import { type Topology, topology } from '../src/topology';
+import { topology } from '../src/topology';
 import { cosmosInputs, type TypicalEvent } from './cost/inputs';
 import {
   cosmosCosts,
@@ -113,12 +113,11 @@ export function costReport(
   rate: number,
   prices: Record<PriceName, UsedPrice>,
   maxDeliveryCount = 10,
-  declared: Topology = topology,
 ): CostReport {
-  const inputs = cosmosInputs(event, declared);
+  const inputs = cosmosInputs(event, topology);
   const cosmos = cosmosCosts(inputs);
   const newRu = cosmos[0]!.requestUnits;
-  const serviceBus = serviceBusOperations(declared).map((operations) => ({
+  const serviceBus = serviceBusOperations(topology).map((operations) => ({
     ...operations,
     sustainableEventsPerSecond: sustainableEventsPerSecond(operations.credits),
   }));
