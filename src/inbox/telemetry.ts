@@ -7,7 +7,6 @@ import {
   metrics,
 } from '@opentelemetry/api';
 
-import type { DuplicateCause } from './duplicateCause';
 import type { PurgeReport } from './purge';
 import type { DispatchReport, SweepReport } from './relay';
 
@@ -134,16 +133,9 @@ export class InboxTelemetry {
     this.breakerTransitions.add(1, { state });
   }
 
-  /** `cause`: a duplicate's (duplicateCause.ts), a dimension of inbox.messages only, as `cause`. */
-  delivery(
-    consumer: string,
-    outcome: Outcome,
-    durationMs: number,
-    requestCharge: number,
-    cause?: DuplicateCause,
-  ): void {
+  delivery(consumer: string, outcome: Outcome, durationMs: number, requestCharge: number): void {
     const attributes: Attributes = { consumer, outcome };
-    this.messages.add(1, cause === undefined ? attributes : { ...attributes, cause });
+    this.messages.add(1, attributes);
     this.duration.record(durationMs, attributes);
     if (requestCharge > 0) this.requestCharge.record(requestCharge, attributes);
   }
