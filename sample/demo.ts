@@ -21,6 +21,7 @@ import {
   type ScenarioReport,
   type TopicOutage,
 } from './scenario/run';
+import { recordSpans, traceContinuity } from './scenario/traces';
 
 /**
  * npm run demo: the whole pipeline offline, on an embedded default. A local Cosmos DB server, a
@@ -152,6 +153,9 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     `Starting the offline stack (local Cosmos DB server, Service Bus and Functions host models), seed ${seed}…`,
   );
   const environment = await ScenarioEnvironment.start();
+  // The app's spans, exported in memory: each delivery of a relayed message must be in the trace of
+  // the delivery that published it, whatever the relay went through.
+  const recorded = recordSpans();
   let report: ScenarioReport;
   try {
     report = await environment.run(options);
@@ -159,6 +163,12 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     await environment.stop();
   }
   process.stderr.write('\n');
+  const traces = traceContinuity(recorded.spans());
+  context.err(
+    traces.broken.length === 0
+      ? `Trace continuity: each of ${traces.checked} deliveries of the ${traces.relayed} relayed messages (${traces.resent} sent more than once) is in the trace of the delivery that published it.`
+      : `Trace continuity broken: ${traces.broken.join('; ')}`,
+  );
   const target = outageTarget(report);
   const text = values.json
     ? JSON.stringify({
@@ -177,7 +187,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     await writeFormatted(out, !values.json && extname(out) === '.md' ? markdownReport(text, command) : text);
     context.err(`Wrote ${out}.`);
   }
-  return report.ok && (target?.met ?? true) ? EXIT_CODES.ok : EXIT_CODES.failed;
+  return report.ok && (target?.met ?? true) && traces.broken.length === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
 }
 
 /** The text report as a markdown page, under the command that wrote it (sample/demo-report.md). */

@@ -1,7 +1,13 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage, type ServiceBusSender } from '@azure/service-bus';
 
-import { type OutboxMessage, type OutboxPublisher, type Settings, SettingsError } from '#inbox/internal';
+import {
+  type OutboxMessage,
+  type OutboxPublisher,
+  type Settings,
+  SettingsError,
+  traceProperties,
+} from '#inbox/internal';
 
 /**
  * The outbox relay's publisher on `@azure/service-bus`: one client per process and one sender per
@@ -64,16 +70,20 @@ export function serviceBusPublisher(settings: Pick<Settings, 'serviceBus' | 'cos
   };
 }
 
-/** The body goes as JSON text in a data section, as every producer of this template sends it. */
-function toServiceBusMessage(message: OutboxMessage): ServiceBusMessage {
+/**
+ * The body goes as JSON text in a data section, as every producer of this template sends it. The
+ * trace context the relay chose (the publishing delivery's) goes as `traceparent`/`tracestate` and
+ * as `Diagnostic-Id`, which the Functions Service Bus extension continues and which the SDK's own
+ * instrumentation leaves as it is when present.
+ */
+export function toServiceBusMessage(message: OutboxMessage): ServiceBusMessage {
+  const properties = { ...message.applicationProperties, ...traceProperties(message.trace) };
   return {
     messageId: message.messageId,
     subject: message.subject,
     contentType: message.contentType,
     body: Buffer.from(JSON.stringify(message.body), 'utf8'),
     ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
-    ...(message.applicationProperties === undefined
-      ? {}
-      : { applicationProperties: message.applicationProperties }),
+    ...(Object.keys(properties).length === 0 ? {} : { applicationProperties: properties }),
   };
 }

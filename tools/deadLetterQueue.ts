@@ -1,6 +1,8 @@
 import type { ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage } from '@azure/service-bus';
 import Long from 'long';
 
+import { RESUBMITTED_AT_PROPERTY } from '#inbox/internal';
+
 import { bounded } from '../cli/errors';
 import type { InboxState } from './inboxState';
 
@@ -202,20 +204,28 @@ export function planResubmit(
   return plan;
 }
 
-/** The message as its producer sent it: body bytes and properties, minus what dead-lettering added. */
-export function resubmittedCopy(message: ServiceBusReceivedMessage): ServiceBusMessage {
-  const properties = Object.fromEntries(
+/**
+ * The message as its producer sent it: body bytes and properties, minus what dead-lettering added.
+ * With `resubmittedAt`, marked with it (RESUBMITTED_AT_PROPERTY, ISO-8601: one short value we write,
+ * replacing an earlier resubmit's), so that a consumer that absorbs the copy as a duplicate names
+ * the cause (src/inbox/duplicateCause.ts).
+ */
+export function resubmittedCopy(message: ServiceBusReceivedMessage, resubmittedAt?: Date): ServiceBusMessage {
+  const properties: Record<string, unknown> = Object.fromEntries(
     Object.entries(message.applicationProperties ?? {}).filter(
       ([key]) => !(DEAD_LETTER_PROPERTIES as readonly string[]).includes(key),
     ),
   );
+  if (resubmittedAt !== undefined) properties[RESUBMITTED_AT_PROPERTY] = resubmittedAt.toISOString();
   return {
     body: message.body as unknown,
     ...(message.messageId === undefined ? {} : { messageId: message.messageId }),
     ...(message.subject === undefined ? {} : { subject: message.subject }),
     ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
     ...(message.contentType === undefined ? {} : { contentType: message.contentType }),
-    ...(Object.keys(properties).length === 0 ? {} : { applicationProperties: properties }),
+    ...(Object.keys(properties).length === 0
+      ? {}
+      : { applicationProperties: properties as ServiceBusMessage['applicationProperties'] }),
     ...(message.sessionId === undefined ? {} : { sessionId: message.sessionId }),
     ...(message.partitionKey === undefined ? {} : { partitionKey: message.partitionKey }),
     ...(message.replyTo === undefined ? {} : { replyTo: message.replyTo }),
@@ -249,6 +259,8 @@ export async function resubmit(
   queue: DeadLetterQueue,
   plan: ResubmitPlan,
   report: (line: string) => void,
+  /** Epoch ms, for the mark on each copy (resubmittedCopy). */
+  now: () => number,
 ): Promise<ResubmitOutcome> {
   const outcome: ResubmitOutcome = {
     resubmitted: [],
@@ -301,7 +313,7 @@ export async function resubmit(
           continue;
         }
         try {
-          await sender.sendMessages(resubmittedCopy(message));
+          await sender.sendMessages(resubmittedCopy(message, new Date(now())));
         } catch (error) {
           outcome.failed.push({ message, error: error as Error });
           held.push(message);

@@ -358,7 +358,7 @@ async function resubmitMessages(
     context.out('Dry run: nothing was sent, completed or locked.');
     return problems === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
   }
-  const outcome = await resubmit(queue, plan, context.out);
+  const outcome = await resubmit(queue, plan, context.out, context.now);
   for (const message of outcome.notReceived) {
     context.out(
       `not received ${label(message)}: another receiver holds it, or it left the queue; left alone`,

@@ -1,6 +1,11 @@
 import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
 
+import { ROOT_CONTEXT, SpanKind, trace, type Tracer } from '@opentelemetry/api';
+import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
+
+import { carrierOf, traceProperties } from '#inbox/internal';
+
 import { LOCAL_RUN_FILE, type LocalRun, localRunContext } from '../build/localRun';
 import { bounded, UsageError } from '../cli/errors';
 import {
@@ -47,6 +52,15 @@ Environment:
   SERVICEBUS_CONNECTION_STRING=...;UseDevelopmentEmulator=true;   the emulator or the local peer only
   neither: the local Service Bus of a running npm start (its settings file, ${LOCAL_RUN_FILE} to move it)`;
 
+let ownTracer: Tracer | undefined;
+/**
+ * The tool's tracer: a provider of its own, which makes real W3C ids and exports nothing (the
+ * operator finds the trace id in Application Insights from the consumers' side).
+ */
+function tracer(): Tracer {
+  return (ownTracer ??= new BasicTracerProvider().getTracer('npm run send'));
+}
+
 /** Every flag a shortcut takes. */
 const EVENT_FLAGS = [...new Set(Object.values(SHORTCUTS).flatMap(({ flags }) => Object.keys(flags)))];
 
@@ -71,18 +85,31 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
         unrouted.set(topic, (unrouted.get(topic) ?? new Set()).add(event.subject));
       }
       const sender = client.createSender(topic);
+      // Each event starts a trace: its copies carry it, and so does what its consumers publish.
+      const span = tracer().startSpan(
+        `send ${topic}`,
+        {
+          kind: SpanKind.PRODUCER,
+          attributes: { 'messaging.system': 'servicebus', 'messaging.destination.name': topic },
+        },
+        ROOT_CONTEXT,
+      );
+      const carrier = carrierOf(trace.setSpan(ROOT_CONTEXT, span));
+      const message = { ...toServiceBusMessage(event), applicationProperties: traceProperties(carrier) };
       try {
         for (let copy = 1; copy <= repeat; copy++) {
-          await sender.sendMessages(toServiceBusMessage(event));
+          await sender.sendMessages(message);
           sent++;
           const body = copy === 1 ? ` ${bodyText(event.body)}` : '';
           const note = repeat > 1 ? ` (copy ${copy} of ${repeat}, same MessageId)` : '';
           const poison = event.poison ? `; expected to be poison (${event.poison})` : '';
           context.out(
-            `sent ${event.subject} messageId=${bounded(event.messageId, 128)} to ${topic}${body}${note}${poison}`,
+            `sent ${event.subject} messageId=${bounded(event.messageId, 128)} to ${topic}${body}${note}${poison}` +
+              ` (trace ${span.spanContext().traceId})`,
           );
         }
       } finally {
+        span.end();
         await sender.close();
       }
     }

@@ -1,5 +1,6 @@
-// Seven alerts that matter for an idempotent consumer: messages given up on (dead-lettered), handler
-// failures, a rise in the share of duplicate deliveries, a Cosmos DB circuit breaker that stays open,
+// Eight alerts that matter for an idempotent consumer: messages given up on (dead-lettered), handler
+// failures, a rise in the share of duplicate deliveries, deliveries that overlapped because a lock
+// expired under the handler, a Cosmos DB circuit breaker that stays open,
 // published messages that stay in the outbox, a topic that refuses the outbox's messages (named),
 // and outbox messages set aside as unsendable. Each notifies the given action group and/or an
 // action group created here for an e-mail address.
@@ -199,6 +200,67 @@ resource duplicateShare 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
           ]
           operator: 'GreaterThan'
           threshold: duplicateShareThresholdPercent
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: actionGroupIds
+    }
+  }
+}
+
+// Every duplicate the inbox absorbs carries its cause (src/inbox/duplicateCause.ts) as the dimension
+// `cause` of inbox.messages. lock_overlap means two deliveries of one message ran at the same time:
+// the first was still running when its lock expired and the broker delivered the message again, so
+// the handler takes longer than lockDuration (and lock renewal did not hold it). The inbox keeps the
+// effect single, but every such overlap is work done twice and a handler racing itself, so the
+// threshold is any: more than 0 in 15 minutes, per consumer. Lengthen SERVICEBUS_LOCK_DURATION or
+// speed up the handler (README.md, "Why duplicates").
+var lockOverlapQuery = '''
+customMetrics
+| where name == 'inbox.messages'
+| extend consumer = tostring(customDimensions.consumer), outcome = tostring(customDimensions.outcome), cause = tostring(customDimensions.cause)
+| where outcome == 'duplicate' and cause == 'lock_overlap'
+| summarize overlaps = sum(valueSum) by consumer
+'''
+
+resource lockOverlap 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
+  name: 'sqr-${namePrefix}-lock-overlap'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Deliveries overlapped: a lock expired while the handler ran'
+    description: 'A consumer absorbed a duplicate whose first delivery was still running when this one began (inbox.messages, outcome duplicate, cause lock_overlap): its lock expired under the handler. The handler takes longer than the subscription\'s lockDuration; lengthen it or make the handler faster (README.md, "Why duplicates").'
+    severity: 2
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: lockOverlapQuery
+          timeAggregation: 'Total'
+          metricMeasureColumn: 'overlaps'
+          dimensions: [
+            {
+              name: 'consumer'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
           failingPeriods: {
             numberOfEvaluationPeriods: 1
             minFailingPeriodsToAlert: 1

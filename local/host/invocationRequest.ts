@@ -1,5 +1,14 @@
 import { randomUUID } from 'node:crypto';
 
+import {
+  defaultTextMapGetter,
+  defaultTextMapSetter,
+  isSpanContextValid,
+  ROOT_CONTEXT,
+  trace,
+} from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+
 import type {
   RegisteredFunction,
   RpcBindingInfo,
@@ -20,6 +29,8 @@ export function invocationRequest(
   input: RpcTypedData,
   metadata: BindingData,
   retryContext?: RpcRetryContext,
+  /** The trace the trigger continues (a W3C traceparent); otherwise the invocation starts a trace. */
+  continues?: unknown,
 ): RpcInvocationRequest {
   return {
     invocationId: randomUUID(),
@@ -27,13 +38,32 @@ export function invocationRequest(
     inputData: [{ name: triggerName, data: input }],
     triggerMetadata: metadata.toRpc(),
     traceContext: {
-      traceParent: `00-${hex(32)}-${hex(16)}-00`,
+      // A trace of its own, sampled (flags 01), for a message that carries none.
+      traceParent: continuedTrace(continues) ?? `00-${hex(32)}-${hex(16)}-01`,
       traceState: '',
       attributes: {},
     },
     ...(retryContext === undefined ? {} : { retryContext }),
   };
 }
+
+/**
+ * The invocation's traceparent when it continues `parent`: the host's own activity, a child of it
+ * (the same trace id and flags, a span id of its own). The W3C propagator reads and writes it;
+ * undefined when `parent` names no trace.
+ */
+function continuedTrace(parent: unknown): string | undefined {
+  if (typeof parent !== 'string') return undefined;
+  const extracted = propagator.extract(ROOT_CONTEXT, { traceparent: parent }, defaultTextMapGetter);
+  const spanContext = trace.getSpanContext(extracted);
+  if (spanContext === undefined || !isSpanContextValid(spanContext)) return undefined;
+  const headers: Record<string, string> = {};
+  const child = trace.wrapSpanContext({ ...spanContext, spanId: hex(16), isRemote: false });
+  propagator.inject(trace.setSpan(ROOT_CONTEXT, child), headers, defaultTextMapSetter);
+  return headers.traceparent;
+}
+
+const propagator = new W3CTraceContextPropagator();
 
 /** Random lowercase hex digits (a W3C trace id is 32, a span id 16). */
 function hex(digits: number): string {

@@ -101,7 +101,16 @@ export function serviceBusInvocationRequest(
   metadata.set('TransactionPartitionKey', null);
   if (!binary) applyBodyBindingData(body, metadata);
 
-  return invocationRequest(registered, triggerName, input, metadata);
+  // The extension's processor continues the trace of the message's Diagnostic-Id (the property the
+  // Service Bus SDKs write a W3C traceparent to), and the invocation is its child.
+  return invocationRequest(
+    registered,
+    triggerName,
+    input,
+    metadata,
+    undefined,
+    delivery.applicationProperties?.['Diagnostic-Id'],
+  );
 }
 
 /**

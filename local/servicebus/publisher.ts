@@ -1,4 +1,4 @@
-import type { OutboxMessage, OutboxPublisher } from '#inbox/internal';
+import { type OutboxMessage, type OutboxPublisher, traceProperties } from '#inbox/internal';
 
 import type { Broker } from './broker';
 
@@ -25,6 +25,8 @@ export interface PublishRecord {
   reached: number;
   /** Model time (epoch ms) of the send. */
   at: number;
+  /** The trace context it was sent with (`traceparent` and `Diagnostic-Id`), if any. */
+  traceparent?: string;
 }
 
 export class BrokerPublisher implements OutboxPublisher {
@@ -73,15 +75,15 @@ export class BrokerPublisher implements OutboxPublisher {
     }
     const target = this.broker.topic(topic);
     for (const message of messages) {
+      // As serviceBusPublisher stamps them: the extension continues Diagnostic-Id.
+      const applicationProperties = { ...message.applicationProperties, ...traceProperties(message.trace) };
       const result = target.send({
         messageId: message.messageId,
         subject: message.subject,
         body: JSON.stringify(message.body),
         contentType: message.contentType,
         ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
-        ...(message.applicationProperties === undefined
-          ? {}
-          : { applicationProperties: message.applicationProperties }),
+        ...(Object.keys(applicationProperties).length === 0 ? {} : { applicationProperties }),
       });
       this.sends.push({
         topic,
@@ -90,6 +92,7 @@ export class BrokerPublisher implements OutboxPublisher {
         accepted: result.accepted,
         reached: result.deliveredTo.length,
         at: this.now(),
+        ...(message.trace === undefined ? {} : { traceparent: message.trace.traceparent }),
       });
     }
     if (this.roll(this.faults.sendAckLost)) {

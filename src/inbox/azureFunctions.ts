@@ -10,6 +10,7 @@ import { runPurge } from './purge';
 import { type DispatchReport, type OutboxPublisher, relayOutbox, sweepOutbox } from './relay';
 import type { Settings } from './settings';
 import type { InboxTelemetry, Outcome } from './telemetry';
+import { carrierOf, deliveryParent, inSpan, messagingAttributes, SpanKind } from './tracing';
 
 /**
  * What the Azure Functions adapters need, built once per process (see src/app.ts): what processing
@@ -54,14 +55,36 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
       );
     }
     try {
-      const result = await processDelivery(consumer, delivery, inbox);
+      // The delivery's span continues the trace it was delivered with; tx.publish stores its
+      // context with each outbox document, so what the relay sends joins this trace.
+      const { parent, links } = deliveryParent(context.traceContext, delivery.applicationProperties);
+      const result = await inSpan(
+        `process ${consumer.name}`,
+        {
+          kind: SpanKind.CONSUMER,
+          parent,
+          links,
+          attributes: messagingAttributes('process', consumer.name, {
+            'messaging.message.id': fields.messageId ?? '',
+            'messaging.servicebus.message.delivery_count': delivery.deliveryCount,
+          }),
+        },
+        (_span, ctx) => processDelivery(consumer, delivery, inbox, carrierOf(ctx)),
+      );
       breaker.succeeded();
       logBreakerTransitions(context, breaker);
       const elapsedMs = performance.now() - started;
-      telemetry.delivery(consumer.name, result.outcome, elapsedMs, result.requestCharge);
+      telemetry.delivery(
+        consumer.name,
+        result.outcome,
+        elapsedMs,
+        result.requestCharge,
+        result.duplicateCause,
+      );
       const summary = {
         ...fields,
         outcome: result.outcome,
+        cause: result.duplicateCause, // a duplicate's only; left out of the JSON otherwise
         alternative: result.alternative, // left out of the JSON when undefined
         attempts: result.attempts,
         requestCharge: result.requestCharge,

@@ -31,6 +31,14 @@ export {
 export { type Consumer, type MessageSchema } from './consumer';
 export { createCosmosClient } from './cosmos';
 export { toDelivery } from './delivery';
+export {
+  DUPLICATE_CAUSES,
+  type DuplicateCause,
+  duplicateCause,
+  type DuplicateFacts,
+  OUTBOX_SENT_BY_PROPERTY,
+  RESUBMITTED_AT_PROPERTY,
+} from './duplicateCause';
 export { formatDuration, parseDurationSeconds } from './duration';
 export { bounded, POISON_REASONS, type PoisonReason } from './errors';
 export { FAILURE_NOTE_TYPE, type FailureNote, failureNote, failureNoteId } from './failureNote';
@@ -51,6 +59,7 @@ export {
   type OutboxRead,
   type OutboxRoutes,
   outgoingMessageId,
+  storedTrace,
   UNSENDABLE_REASONS,
   type UnsendableReason,
 } from './outbox';
@@ -88,5 +97,14 @@ export {
   timeSpanSeconds,
 } from './settings';
 export { InboxTelemetry, METRIC_NAMES, type Outcome, OUTCOMES } from './telemetry';
+export {
+  carrierOf,
+  contextOf,
+  deliveryParent,
+  DIAGNOSTIC_ID,
+  messageTrace,
+  type TraceCarrier,
+  traceProperties,
+} from './tracing';
 export { type FailedWrite } from './transaction';
 export { type VersionedWrite, writeIfNewer } from './versioned';

@@ -2,6 +2,7 @@ import { hash } from 'node:crypto';
 
 import { bounded, PoisonMessageError } from './errors';
 import { jsonBytesBound } from './jsonBytes';
+import { contextOf, type TraceCarrier } from './tracing';
 
 /**
  * A message a handler publishes with `tx.publish`: it becomes an outbox document committed in the
@@ -54,6 +55,12 @@ export interface OutboxMessage {
   contentType: 'application/json';
   correlationId: string | undefined;
   applicationProperties: Record<string, string | number | boolean> | undefined;
+  /**
+   * The trace context the message is sent with (`traceparent`, and `Diagnostic-Id` for the Service
+   * Bus extension): the relay sets it from the document's `trace`, or from its own send span for a
+   * document that has none. Never part of the stored message text.
+   */
+  trace?: TraceCarrier;
 }
 
 /**
@@ -104,6 +111,15 @@ export type OutboxDocument = {
   subject: string;
   /** The OutboxMessage, as JSON text. */
   message: string;
+  /**
+   * The W3C trace context of the delivery that published it (added in issue 24; optional, so a
+   * relay of either version reads a document of either version). The relay sends the message with
+   * it, so the downstream consumer joins the publisher's trace, and links its own send span to it.
+   * A document without it (written before, or by a delivery that had no trace) is sent with the
+   * relay's send span's context: the downstream operation joins the relay's trace, and that span
+   * has no link back. An older relay ignores the field.
+   */
+  trace?: TraceCarrier;
 };
 
 /**
@@ -155,6 +171,8 @@ export interface OutboxSource {
    * those topics only); undefined: not checked.
    */
   routes?: OutboxRoutes;
+  /** The delivery's trace context (./tracing.ts); stored in the document when it names a trace. */
+  trace?: TraceCarrier;
 }
 
 /**
@@ -207,7 +225,23 @@ export function buildOutboxDocument(
     topic: message.topic,
     subject: message.subject,
     message: written,
+    ...traceField(source.trace),
   };
+}
+
+/** The document's `trace`, when the carrier names a trace the W3C propagator reads. */
+function traceField(carrier: TraceCarrier | undefined): { trace?: TraceCarrier } {
+  return carrier !== undefined && contextOf(carrier) !== undefined ? { trace: carrier } : {};
+}
+
+/** The trace context stored in an outbox document, when it names one (an old document has none). */
+export function storedTrace(document: OutboxDocument): TraceCarrier | undefined {
+  const stored = (document as { trace?: unknown }).trace;
+  if (typeof stored !== 'object' || stored === null) return undefined;
+  const { traceparent, tracestate } = stored as Partial<Record<string, unknown>>;
+  if (typeof traceparent !== 'string') return undefined;
+  const carrier = typeof tracestate === 'string' ? { traceparent, tracestate } : { traceparent };
+  return contextOf(carrier) === undefined ? undefined : carrier;
 }
 
 function invalid(problem: string): PoisonMessageError {

@@ -4,6 +4,7 @@ import type { Container, OperationInput } from '@azure/cosmos';
 
 import type { Consumer, InboxConsumer, VersionedConsumer } from './consumer';
 import type { Delivery } from './delivery';
+import { type DuplicateCause, duplicateCause } from './duplicateCause';
 import {
   bounded,
   ConcurrencyConflictError,
@@ -16,6 +17,7 @@ import { buildMarker, type Marker, markerId, markerKey, payloadHash } from './ma
 import type { OutboxRoutes } from './outbox';
 import type { Settings } from './settings';
 import type { Outcome } from './telemetry';
+import type { TraceCarrier } from './tracing';
 import { type FailedWrite, PartitionTransaction } from './transaction';
 import { writeIfNewer } from './versioned';
 
@@ -25,7 +27,8 @@ export const MAX_BATCH_BYTES = 2 * 1024 * 1024;
 
 export interface ProcessDependencies {
   container: Container;
-  settings: Pick<Settings, 'inbox'>;
+  /** serviceBus.duplicateWindowSeconds dates a resend after the window; unset, none is called one. */
+  settings: Pick<Settings, 'inbox'> & Partial<Pick<Settings, 'serviceBus'>>;
   now: () => Date;
   /** Waits between handler runs after an ETag conflict. */
   sleep: (ms: number) => Promise<void>;
@@ -46,6 +49,12 @@ export interface ProcessDependencies {
 
 export interface ProcessResult {
   outcome: Exclude<Outcome, 'poison' | 'retried'>;
+  /** Why a duplicate came (src/inbox/duplicateCause.ts); set exactly when the outcome is `duplicate`. */
+  duplicateCause?: DuplicateCause;
+  /** When the marker a duplicate or payload mismatch met was written (its processedAt). */
+  markerWrittenAt?: Date;
+  /** The marker was not there at this delivery's first read, and its batch met it (409). */
+  markerAppeared?: boolean;
   /** The handler's alternative, when it took one (see PartitionTransaction.recordAlternative). */
   alternative?: string;
   requestCharge: number;
@@ -78,11 +87,28 @@ export async function processDelivery(
   consumer: Consumer,
   delivery: Delivery,
   deps: ProcessDependencies,
+  /** The delivery's trace context, which `tx.publish` stores with each outbox document (./tracing.ts). */
+  trace?: TraceCarrier,
 ): Promise<ProcessResult> {
+  // Before any read: a marker written after this instant was written by a delivery running alongside.
+  const startedAt = deps.now();
   const parsed = readMessage(consumer, delivery);
-  return consumer.kind === 'inbox'
-    ? processWithInbox(consumer, delivery, parsed, deps)
-    : processVersioned(consumer, delivery, parsed, deps);
+  const result = await (consumer.kind === 'inbox'
+    ? processWithInbox(consumer, delivery, parsed, deps, trace)
+    : processVersioned(consumer, delivery, parsed, deps));
+  if (result.outcome !== 'duplicate') return result;
+  return {
+    ...result,
+    duplicateCause: duplicateCause({
+      deliveryCount: delivery.deliveryCount,
+      applicationProperties: delivery.applicationProperties,
+      markerWrittenAt: result.markerWrittenAt,
+      markerAppearedDuringDelivery: result.markerAppeared === true,
+      deliveryStartedAt: startedAt,
+      now: deps.now(),
+      duplicateWindowSeconds: deps.settings.serviceBus?.duplicateWindowSeconds ?? Number.POSITIVE_INFINITY,
+    }),
+  };
 }
 
 /**
@@ -196,8 +222,12 @@ interface InboxRun<M> {
   partitionKey: string;
   /** The marker's key: the MessageId, or for a lossy one the MessageId and the payload hash. */
   key: string;
+  /** The delivery's trace context, stored with each outbox document its batch commits. */
+  trace: TraceCarrier | undefined;
   requestCharge: number;
   requests: number;
+  /** A redelivery's first read found no marker (knownOnRedelivery). */
+  noMarkerAtStart?: boolean;
 }
 
 /**
@@ -210,12 +240,14 @@ async function processWithInbox<M>(
   delivery: Delivery,
   parsed: ParsedMessage<M>,
   deps: ProcessDependencies,
+  trace: TraceCarrier | undefined,
 ): Promise<ProcessResult> {
   const run: InboxRun<M> = {
     consumer,
     delivery,
     parsed,
     deps,
+    trace,
     partitionKey: partitionKeyOf(consumer, parsed.message),
     key: markerKey(delivery, parsed.messageId, parsed.payloadHash),
     requestCharge: 0,
@@ -229,7 +261,7 @@ async function processWithInbox<M>(
     const { tx, marker, operations } = await handled(run, previousFailure);
     run.requests += tx.reads + 1;
     const response = await commit(deps.container, operations, run.partitionKey);
-    run.requestCharge += response.requestCharge;
+    run.requestCharge += tx.readRequestCharge + response.requestCharge;
     const next = await afterBatch(run, tx, marker.id, response, attempt, operations.length);
     if ('outcome' in next) return next;
     if (next.failure === undefined) continue; // the marker was purged under us: run again as new
@@ -262,8 +294,16 @@ async function knownOnRedelivery<M>(run: InboxRun<M>): Promise<ProcessResult | u
   const known = await storedMarker(deps.container, markerId(consumer.name, key), partitionKey);
   run.requests++;
   run.requestCharge += known.requestCharge;
-  if (known.payloadHash === undefined) return undefined;
-  return { outcome: sameOrNot(known.payloadHash, parsed), ...cost(run), attempts: 0 };
+  if (known.payloadHash === undefined) {
+    run.noMarkerAtStart = true;
+    return undefined;
+  }
+  return {
+    outcome: sameOrNot(known.payloadHash, parsed),
+    ...cost(run),
+    attempts: 0,
+    markerWrittenAt: known.processedAt,
+  };
 }
 
 /** One run of the handler on a fresh transaction, and the batch it makes: the marker first, then its writes. */
@@ -279,6 +319,7 @@ async function handled<M>(
       messageId: parsed.messageId,
       correlationId: delivery.correlationId,
       routes: deps.outboxRoutes?.(consumer.name),
+      trace: run.trace,
     },
     now: deps.now(),
   });
@@ -343,7 +384,14 @@ async function afterBatch<M>(
     // None: purged between our batch and our read, the marker had expired.
     // Stryker disable next-line ObjectLiteral: equivalent: a missing failure is undefined either way
     if (stored.payloadHash === undefined) return { failure: undefined };
-    return { outcome: sameOrNot(stored.payloadHash, parsed), ...cost(run), attempts: attempt };
+    return {
+      outcome: sameOrNot(stored.payloadHash, parsed),
+      ...cost(run),
+      attempts: attempt,
+      markerWrittenAt: stored.processedAt,
+      // Not there when this delivery began, there now: written by a delivery running alongside.
+      markerAppeared: run.noMarkerAtStart === true,
+    };
   }
   const write = tx.staged[failedAt - 1];
   if (!write)
@@ -412,14 +460,19 @@ async function processVersioned<M>(
   };
 }
 
-/** The payload hash of a stored marker, undefined when there is none. */
+/** The payload hash of a stored marker and when it was written, undefined when there is none. */
 async function storedMarker(
   container: Container,
   id: string,
   partitionKey: string,
-): Promise<{ payloadHash: string | undefined; requestCharge: number }> {
+): Promise<{ payloadHash: string | undefined; processedAt: Date | undefined; requestCharge: number }> {
   const { resource, requestCharge } = await store(() => container.item(id, partitionKey).read<Marker>());
-  return { payloadHash: resource?.payloadHash, requestCharge };
+  const written = resource === undefined ? Number.NaN : Date.parse(resource.processedAt);
+  return {
+    payloadHash: resource?.payloadHash,
+    processedAt: Number.isNaN(written) ? undefined : new Date(written),
+    requestCharge,
+  };
 }
 
 /** A stored marker's payload hash against this delivery's: the same message again, or another one reusing the id. */

@@ -1,5 +1,7 @@
 import type { Container, PatchOperation } from '@azure/cosmos';
+import { context } from '@opentelemetry/api';
 
+import { OUTBOX_SENT_BY_PROPERTY } from './duplicateCause';
 import { bounded, storeStatusOf } from './errors';
 import {
   isOutboxDocument,
@@ -8,9 +10,11 @@ import {
   type OutboxEntry,
   outboxEntryOf,
   type OutboxMessage,
+  storedTrace,
   type UnsendableReason,
 } from './outbox';
 import type { Settings } from './settings';
+import { carrierOf, inSpan, linkTo, messagingAttributes, SpanKind } from './tracing';
 
 /**
  * The outbox relay and sweeper: what sends the messages handlers published (PartitionTransaction
@@ -152,7 +156,7 @@ export async function relayOutbox(
     // In the page's order (Promise.all keeps it).
     still = current.filter((document): document is OutboxDocument => document?.status === 'pending');
   }
-  const report = await dispatch(still, deps);
+  const report = await dispatch(still, deps, 'relay');
   const transient = report.failedTopics.find((failure) => !failure.refused);
   const retry = report.markFailure ?? (transient ? asError(transient.cause) : undefined);
   return {
@@ -226,7 +230,7 @@ export async function sweepOutbox(deps: RelayDependencies): Promise<SweepReport>
         const documents = found.slice(0, limit - taken);
         leftOver = found.length > documents.length;
         taken += documents.length;
-        const part = await dispatch(documents, deps);
+        const part = await dispatch(documents, deps, 'sweeper');
         add(report, part);
         if (part.markFailure) throw part.markFailure;
         // Stryker disable next-line MethodExpression: equivalent: the query leaves out topics that failed, so none fails twice
@@ -359,20 +363,16 @@ interface Unsendable {
 async function dispatch(
   documents: readonly OutboxDocument[],
   deps: RelayDependencies,
+  sentBy: 'relay' | 'sweeper',
 ): Promise<DispatchReport> {
   const report = emptyReport();
   // Stryker disable next-line ConditionalExpression: equivalent: nothing to send or mark gives the same empty report
   if (documents.length === 0) return report;
-  const { byTopic, unsendable } = readDocuments(documents);
+  const { byTopic, unsendable } = readDocuments(documents, sentBy);
   const sent: Sendable[] = [];
   for (const [topic, group] of byTopic) {
     try {
-      const tooLarge = new Set(
-        await deps.publisher.send(
-          topic,
-          group.map(({ entry }) => entry.message),
-        ),
-      );
+      const tooLarge = new Set(await sendTraced(topic, group, deps.publisher));
       for (const item of group) {
         if (!tooLarge.has(item.entry.message.messageId)) sent.push(item);
         else
@@ -399,8 +399,56 @@ async function dispatch(
   return report;
 }
 
-/** The documents' messages, grouped by topic in the documents' order, and those the relay cannot read. */
-function readDocuments(documents: readonly OutboxDocument[]): {
+/**
+ * Sends one topic's messages in a `send <topic>` producer span of the relay's own (a child of the
+ * relay's invocation), linked to the trace context each document stored. Each message carries its
+ * document's context, not the span's: OpenTelemetry's messaging conventions give a message its
+ * creation context (here the publishing delivery's, stored when the batch committed) and make a
+ * batch send link to the messages' contexts, since one send span cannot be the child of several
+ * traces. So the downstream consumer joins the publisher's trace, whichever relay run, retry or
+ * sweep sends it. A document without a stored context (written before issue 24) is sent with the
+ * send span's context instead.
+ */
+async function sendTraced(
+  topic: string,
+  group: readonly Sendable[],
+  publisher: OutboxPublisher,
+): Promise<readonly string[]> {
+  const stored = group.map(({ document }) => storedTrace(document));
+  return inSpan(
+    `send ${topic}`,
+    {
+      kind: SpanKind.PRODUCER,
+      parent: context.active(),
+      // Each link names its message, so an operator (or a test) can tell which message went where.
+      links: stored.flatMap((carrier, index) =>
+        linkTo(carrier, { 'messaging.message.id': group[index]?.entry.message.messageId ?? '' }),
+      ),
+      attributes: messagingAttributes('send', topic, { 'messaging.batch.message_count': group.length }),
+    },
+    (_span, ctx) => {
+      const own = carrierOf(ctx);
+      return publisher.send(
+        topic,
+        group.map(({ entry }, index) => {
+          const trace = stored[index] ?? own;
+          return trace === undefined ? entry.message : { ...entry.message, trace };
+        }),
+      );
+    },
+  );
+}
+
+/**
+ * The documents' messages, grouped by topic in the documents' order, and those the relay cannot read.
+ * Each message is marked with who sends it (OUTBOX_SENT_BY_PROPERTY, replacing a handler's property
+ * of that name): a consumer that absorbs it as a duplicate knows the outbox sent it twice
+ * (src/inbox/duplicateCause.ts). Not part of the stored text, which stays as the handler staged it.
+ */
+function readDocuments(
+  documents: readonly OutboxDocument[],
+  sentBy: 'relay' | 'sweeper',
+): {
   byTopic: Map<string, Sendable[]>;
   unsendable: Unsendable[];
 } {
@@ -418,7 +466,9 @@ function readDocuments(documents: readonly OutboxDocument[]): {
       continue;
     }
     const group = byTopic.get(read.entry.message.topic) ?? [];
-    group.push({ document, entry: read.entry });
+    const { message } = read.entry;
+    const applicationProperties = { ...message.applicationProperties, [OUTBOX_SENT_BY_PROPERTY]: sentBy };
+    group.push({ document, entry: { ...read.entry, message: { ...message, applicationProperties } } });
     byTopic.set(read.entry.message.topic, group);
   }
   return { byTopic, unsendable };

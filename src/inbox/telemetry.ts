@@ -7,6 +7,7 @@ import {
   metrics,
 } from '@opentelemetry/api';
 
+import type { DuplicateCause } from './duplicateCause';
 import type { PurgeReport } from './purge';
 import type { DispatchReport, SweepReport } from './relay';
 
@@ -133,9 +134,16 @@ export class InboxTelemetry {
     this.breakerTransitions.add(1, { state });
   }
 
-  delivery(consumer: string, outcome: Outcome, durationMs: number, requestCharge: number): void {
+  /** `cause`: a duplicate's (duplicateCause.ts), a dimension of inbox.messages only, as `cause`. */
+  delivery(
+    consumer: string,
+    outcome: Outcome,
+    durationMs: number,
+    requestCharge: number,
+    cause?: DuplicateCause,
+  ): void {
     const attributes: Attributes = { consumer, outcome };
-    this.messages.add(1, attributes);
+    this.messages.add(1, cause === undefined ? attributes : { ...attributes, cause });
     this.duration.record(durationMs, attributes);
     if (requestCharge > 0) this.requestCharge.record(requestCharge, attributes);
   }

@@ -138,6 +138,7 @@ export class PartitionTransaction {
   private readonly publishedIds: string[] = [];
   private readonly publishedNames = new Set<string>();
   private readCount = 0;
+  private readCharge = 0;
   private recordedAlternative: string | undefined;
 
   /** Built by the inbox for each run of the handler; a handler never builds one. */
@@ -185,6 +186,7 @@ export class PartitionTransaction {
   async read<T extends BusinessDocument>(id: string): Promise<ReadResult<T> | undefined> {
     this.readCount++;
     const response = await this.container.item(id, this.partitionKey).read<T>();
+    this.readCharge += response.requestCharge;
     return response.resource ? { document: response.resource, etag: response.etag } : undefined;
   }
 
@@ -298,6 +300,11 @@ export class PartitionTransaction {
   /** Point reads this attempt made, for telemetry and the benchmark's requests-per-message. */
   get reads(): number {
     return this.readCount;
+  }
+
+  /** Request units this attempt's point reads cost: part of what a delivery reports it spent. */
+  get readRequestCharge(): number {
+    return this.readCharge;
   }
 
   private stage(

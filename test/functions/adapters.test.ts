@@ -169,13 +169,20 @@ describe('a Service Bus delivery', () => {
     expect(processed.lines[0]?.fields.requestCharge).toBeGreaterThan(0);
     // Milliseconds since the delivery started, not since the process did.
     expect(processed.lines[0]?.fields.durationMs).toBeLessThan(60_000);
-    expect(duplicate.lines.map(({ level, message, fields }) => [level, message, fields.outcome])).toEqual([
+    expect(
+      duplicate.lines.map(({ level, message, fields }) => [level, message, fields.outcome, fields.cause]),
+    ).toEqual([
       [
         'information',
         'Duplicate: this consumer already applied this message; completed without writing',
         'duplicate',
+        // A first delivery, unmarked, seconds after the marker: inside the window, so no known cause.
+        'unknown',
       ],
     ]);
+    // Only a duplicate's line names a cause.
+    expect(processed.lines[0]?.fields).not.toHaveProperty('cause');
+    expect(mismatch.lines[0]?.fields).not.toHaveProperty('cause');
     expect(mismatch.lines.map(({ level, message, fields }) => [level, message, fields.outcome])).toEqual([
       [
         'warning',
@@ -191,6 +198,11 @@ describe('a Service Bus delivery', () => {
     const consumer = { consumer: 'test.consumer' };
     expect(await sink.value(METRIC_NAMES.messages, { ...consumer, outcome: 'processed' })).toBe(1);
     expect(await sink.value(METRIC_NAMES.messages, { ...consumer, outcome: 'duplicate' })).toBe(1);
+    expect(
+      await sink.value(METRIC_NAMES.messages, { ...consumer, outcome: 'duplicate', cause: 'unknown' }),
+    ).toBe(1);
+    expect(await sink.value(METRIC_NAMES.messages, { ...consumer, cause: 'redelivery' })).toBe(0);
+    expect(await sink.value(METRIC_NAMES.duration, { ...consumer, cause: 'unknown' })).toBe(0);
     expect(await sink.value(METRIC_NAMES.messages, { ...consumer, outcome: 'payload_mismatch' })).toBe(1);
     expect(await sink.value(METRIC_NAMES.duration, { ...consumer, outcome: 'processed' })).toBe(1);
     expect(await sink.value(METRIC_NAMES.requestCharge, { ...consumer, outcome: 'processed' })).toBe(1);

@@ -6,6 +6,7 @@ import {
   discardUnsendable,
   isTopicRefusal,
   MAX_OUTGOING_MESSAGE_BYTES,
+  OUTBOX_SENT_BY_PROPERTY,
   OUTBOX_TYPE,
   type OutboxDocument,
   type OutboxMessage,
@@ -337,6 +338,11 @@ describe('the relay and the sweeper', () => {
     expect(publisher.sent.map((s) => s.message.messageId).sort()).toEqual(
       pending.map((d) => d.messageId).sort(),
     );
+    // Marked as the relay's send, for a consumer that absorbs it twice (duplicateCause.ts).
+    expect(publisher.sent.map((s) => s.message.applicationProperties?.[OUTBOX_SENT_BY_PROPERTY])).toEqual([
+      'relay',
+      'relay',
+    ]);
     expect(after.every((d) => d.status === 'dispatched' && d.ttl === 86_400)).toBe(true);
     expect(after.every((d) => d.pendingSinceEpochSeconds === undefined)).toBe(true);
 
@@ -570,6 +576,10 @@ describe('the relay and the sweeper', () => {
       capped: false,
     });
     expect(new Set(publisher.sent.map((s) => s.message.correlationId))).toEqual(new Set(['sweep-old']));
+    expect(publisher.sent.map((s) => s.message.applicationProperties?.[OUTBOX_SENT_BY_PROPERTY])).toEqual([
+      'sweeper',
+      'sweeper',
+    ]);
     const next = await sweepOutbox(relayDependencies(container, publisher, now));
     expect(next).toMatchObject({ sent: 0, pending: 2, oldestPendingAgeSeconds: 60 });
 

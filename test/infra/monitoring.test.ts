@@ -1,12 +1,13 @@
 // Monitoring as deployed: Application Insights with Entra ID only, the alerts (dead letters, failed
-// executions, duplicate share, an open circuit breaker, outbox messages left pending, a topic that
+// executions, duplicate share, deliveries overlapping after a lock expired, an open circuit breaker,
+// outbox messages left pending, a topic that
 // refuses the outbox's messages, unsendable outbox messages) and whom they
 // notify, and the workbook.
 
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { METRIC_NAMES } from '#inbox/internal';
+import { DUPLICATE_CAUSES, METRIC_NAMES } from '#inbox/internal';
 
 import {
   appRoleAssignments,
@@ -134,6 +135,31 @@ describeInfra(
             dimensions: [{ name: 'consumer', operator: 'Include', values: ['*'] }],
           });
           expect(at(rule, 'properties.windowSize')).toBe('PT1H');
+        });
+
+        it('alerts, per consumer, on any delivery that overlapped another in 15 minutes (inbox.messages, cause lock_overlap)', () => {
+          const { rule, criterion, query, readsApplicationInsights } = queryAlert(
+            defaults(),
+            '-lock-overlap',
+          );
+
+          expect(readsApplicationInsights).toBe(true);
+          expect(query).toContain(`where name == '${METRIC_NAMES.messages}'`);
+          expect(query).toContain('cause = tostring(customDimensions.cause)');
+          // The cause the app names, on the outcome it names it for.
+          expect(DUPLICATE_CAUSES).toContain('lock_overlap');
+          expect(query).toContain("where outcome == 'duplicate' and cause == 'lock_overlap'");
+          expect(query).toContain('overlaps = sum(valueSum) by consumer');
+          // The documented threshold: any overlap (more than 0) in 15 minutes.
+          expect(criterion).toMatchObject({
+            metricMeasureColumn: 'overlaps',
+            timeAggregation: 'Total',
+            operator: 'GreaterThan',
+            threshold: 0,
+            dimensions: [{ name: 'consumer', operator: 'Include', values: ['*'] }],
+          });
+          expect(at(rule, 'properties.windowSize')).toBe('PT15M');
+          expect(at(rule, 'properties.evaluationFrequency')).toBe('PT5M');
         });
 
         it('alerts when an instance keeps its Cosmos DB circuit breaker open for 15 minutes (inbox.breaker_open)', () => {
@@ -281,7 +307,7 @@ describeInfra(
           );
         }
         const rules = resources(notifying, 'Microsoft.Insights/scheduledQueryRules');
-        expect(rules).toHaveLength(5);
+        expect(rules).toHaveLength(6);
         for (const rule of rules) {
           expect(at(rule, 'properties.actions')).toEqual({ actionGroups: expected });
         }

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { DUPLICATE_CAUSES } from '../../src/inbox/duplicateCause';
 import { METRIC_NAMES, OUTCOMES } from '../../src/inbox/telemetry';
 
 interface Item {
@@ -81,7 +82,7 @@ describe('infra/workbook.json', () => {
         }
       }
       for (const [, dimension] of query.matchAll(/customDimensions\.(\w+)/g)) {
-        expect(['consumer', 'outcome', 'state', 'source', 'topic']).toContain(dimension);
+        expect(['consumer', 'outcome', 'cause', 'state', 'source', 'topic']).toContain(dimension);
       }
     }
   });
@@ -117,6 +118,42 @@ describe('infra/workbook.json', () => {
       expect(alertQuery).toContain(fragment);
       expect(queryOf('duplicate rate per consumer')).toContain(fragment);
       expect(queryOf('duplicate rate over time')).toContain(fragment);
+    }
+  });
+
+  it('charts request units per message by consumer and outcome: the charge over the deliveries that ended so', () => {
+    const query = queryOf('request charge per message');
+
+    // Both counts summed per consumer, outcome and interval before dividing: a mean of the histogram
+    // alone would leave out the outcomes that charge nothing (poison), which record no histogram.
+    expect(query).toContain(`where name in ('${METRIC_NAMES.requestCharge}', '${METRIC_NAMES.messages}')`);
+    expect(query).toContain(
+      'summarize total = sum(valueSum) by name, consumer, outcome, timestamp = bin(timestamp, {TimeRange:grain})',
+    );
+    expect(query).toContain(
+      `summarize ru = sumif(total, name == '${METRIC_NAMES.requestCharge}'), messages = sumif(total, name == '${METRIC_NAMES.messages}') by consumer, outcome, timestamp`,
+    );
+    expect(query).toContain('ruPerMessage = round(ru / messages, 2)');
+    expect(
+      queryItems.find((item) => item.name === 'request charge per message')?.content['visualization'],
+    ).toBe('timechart');
+  });
+
+  it('charts duplicates by cause over time, the causes the app names (and none for older rows)', () => {
+    const query = queryOf('duplicates by cause');
+
+    expect(query).toContain(`where name == '${METRIC_NAMES.messages}'`);
+    expect(query).toContain("where outcome == 'duplicate'");
+    expect(query).toContain('cause = tostring(customDimensions.cause)');
+    expect(query).toContain(
+      "summarize duplicates = sum(valueSum) by timestamp = bin(timestamp, {TimeRange:grain}), cause = iff(isempty(cause), 'not classified', cause)",
+    );
+    expect(queryItems.find((item) => item.name === 'duplicates by cause')?.content['visualization']).toBe(
+      'timechart',
+    );
+    // Every cause a query names is one the app emits.
+    for (const q of queries) {
+      for (const [, cause] of q.matchAll(/cause == '([a-z_]+)'/g)) expect(DUPLICATE_CAUSES).toContain(cause);
     }
   });
 

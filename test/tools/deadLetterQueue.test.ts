@@ -1,6 +1,8 @@
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 import Long from 'long';
 
+import { RESUBMITTED_AT_PROPERTY } from '#inbox/internal';
+
 import { bounded } from '../../cli/errors';
 import { planResubmit, resubmittedCopy } from '../../tools/deadLetterQueue';
 import type { InboxState } from '../../tools/inboxState';
@@ -151,6 +153,24 @@ describe('resubmittedCopy', () => {
       messageId: 'a',
       subject: 'PaymentReceived',
       applicationProperties: { tenant: 't' },
+    });
+  });
+
+  it('marks the copy with the time of the resubmit, replacing an earlier mark, when given one', () => {
+    const at = new Date('2026-12-01T10:00:00.123Z');
+    const earlier = deadLetter(1, 'a', 0);
+    earlier.applicationProperties = {
+      ...earlier.applicationProperties,
+      [RESUBMITTED_AT_PROPERTY]: '2026-11-01T00:00:00.000Z',
+    };
+
+    expect(resubmittedCopy(deadLetter(1, 'a', 0), at).applicationProperties).toEqual({
+      tenant: 't',
+      [RESUBMITTED_AT_PROPERTY]: '2026-12-01T10:00:00.123Z',
+    });
+    expect(resubmittedCopy(earlier, at).applicationProperties).toEqual({
+      tenant: 't',
+      [RESUBMITTED_AT_PROPERTY]: '2026-12-01T10:00:00.123Z',
     });
   });
 });

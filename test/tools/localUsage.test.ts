@@ -22,6 +22,7 @@ const tools = present([
   { script: 'sample/bench/purgeUnderLoad.ts', usage: 'Usage: npm run bench:purge', started: '|' },
   { script: 'tools/start/cli.ts', usage: 'Usage: npm start', started: 'Building the app' },
   { script: 'tools/funcLocal.ts', usage: 'Usage: npm run func:local', started: 'Cosmos DB:' },
+  { script: 'tools/cost.ts', usage: 'Usage:\n  npm run cost', started: 'Cosmos DB, per delivery' },
 ]);
 
 /** The tools that are there: npm run remove:samples takes the sample's away. */
@@ -82,6 +83,12 @@ describe('bad values', () => {
         "--lock-duration='soon' is not an ISO-8601 duration",
       ],
       ['sample/demo.ts', ['--seed'], "Option '--seed <value>' argument missing"],
+      ['tools/cost.ts', ['--reads', '1.5'], "--reads must be an integer from 0 to 99; got '1.5'."],
+      [
+        'tools/cost.ts',
+        ['--usd-per-million-ru=-1'],
+        "--usd-per-million-ru must be a number from 0 to 1000000; got '-1'.",
+      ],
       [
         'tools/start/cli.ts',
         ['--cosmos-port', '70000'],

@@ -4,6 +4,8 @@ import { join } from 'node:path';
 
 import type { ServiceBusReceiver } from '@azure/service-bus';
 
+import { RESUBMITTED_AT_PROPERTY } from '#inbox/internal';
+
 import { writeLocalRun } from '../../../build/localRun';
 import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../../../test/support/peer';
 import { captured, deadLetters, UNREACHABLE } from '../../../test/support/tools';
@@ -201,8 +203,10 @@ describe('resubmit', () => {
   it('after the window: sends an identical copy to the topic, then completes the dead-lettered one', async () => {
     fixture.clock.advance(PAST_WINDOW_MS);
     const run = captured(env, () => fixture.clock.now());
+    const before = fixture.clock.now();
 
     const code = await deadLetters(['resubmit', PAYMENTS, '--message-id', 'payment-PAY-1'], run.context);
+    const after = fixture.clock.now();
 
     const [resubmitted] = await peekAll(receiverFor(false));
     expect(code).toBe(0);
@@ -215,6 +219,10 @@ describe('resubmit', () => {
       body: payment('PAY-1'),
     });
     expect(resubmitted?.applicationProperties).not.toHaveProperty('DeadLetterReason');
+    // Marked with the time of the resubmit, for the consumer's duplicate cause.
+    const marked = Date.parse(String(resubmitted?.applicationProperties?.[RESUBMITTED_AT_PROPERTY]));
+    expect(marked).toBeGreaterThanOrEqual(before);
+    expect(marked).toBeLessThanOrEqual(after);
     expect((await queue(true)).map((m) => m.messageId)).toEqual(['payment-PAY-2']);
     expect(run.out.join('\n')).toMatch(/resubmitted #\d+ messageId=payment-PAY-1/);
   });

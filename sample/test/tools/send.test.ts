@@ -48,6 +48,44 @@ async function queued(
 }
 
 describe('send: events from flags', () => {
+  it('starts a trace for each event: its copies carry it as traceparent and Diagnostic-Id, and the output names it', async () => {
+    const run = captured(env);
+
+    await send(
+      [
+        'payment',
+        '--invoice',
+        'INV-T',
+        '--payment',
+        'PAY-T',
+        '--amount',
+        '1',
+        '--currency',
+        'EUR',
+        '--repeat',
+        '2',
+      ],
+      run.context,
+    );
+    await send(
+      ['payment', '--invoice', 'INV-T', '--payment', 'PAY-U', '--amount', '1', '--currency', 'EUR'],
+      run.context,
+    );
+
+    const receiver = fixture.client.createReceiver(TOPIC, PAYMENTS);
+    const messages = await peekAll(receiver);
+    await receiver.close();
+    const traces = messages.map((message) => message.applicationProperties?.traceparent);
+    const printed = run.out.flatMap((line) => /\(trace ([0-9a-f]{32})\)$/.exec(line)?.[1] ?? []);
+    expect(messages.map((message) => message.applicationProperties?.['Diagnostic-Id'])).toEqual(traces);
+    expect(
+      traces.map((traceparent) => /^00-([0-9a-f]{32})-[0-9a-f]{16}-01$/.exec(String(traceparent))?.[1]),
+    ).toEqual([...new Set(printed)]);
+    // Repeat copies are one event (one trace; the broker keeps the first), another event starts another.
+    expect(printed).toHaveLength(3);
+    expect(new Set(printed).size).toBe(2);
+  });
+
   it('publishes a PaymentReceived with its Subject and a MessageId derived from the payment', async () => {
     const run = captured(env);
 
