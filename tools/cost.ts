@@ -31,7 +31,7 @@ const USAGE = `Usage:
   npm run cost -- [--rate 10] [--reads 1] [--writes 1] [--document-bytes 500] [--publishes 0] [--event-bytes 300] [--json]
 Prints what one message costs for src/topology.json: Cosmos DB request units per outcome, Service Bus
 operations per event and the events per second a Standard namespace sustains, the RU/s a provisioned
-container needs at --rate, and money per million events where a price is known.
+container needs at --rate, and money per million events at list prices (tools/cost/prices.ts) or yours.
 Options:
   --rate <n>            events per second for the provisioned RU/s (default 10)
   --reads <n>           point reads the handler makes per message (tx.read; default 1)
@@ -92,15 +92,15 @@ export interface CostReport {
   throttling: { creditsPerSecond: number; source: string };
   provisioned: { eventsPerSecond: number; requestUnitsPerSecond: number };
   prices: Record<PriceName, UsedPrice>;
-  /** Per subject, US dollars per million events; null where a price is missing. */
+  /** Per subject, US dollars per million events. */
   perMillionEvents: {
     topic: string;
     subject: string;
-    cosmosServerlessUsd: number | null;
-    cosmosProvisionedUsd: number | null;
-    serviceBusOperationsUsd: number | null;
+    cosmosServerlessUsd: number;
+    cosmosProvisionedUsd: number;
+    serviceBusOperationsUsd: number;
   }[];
-  serviceBusBasePerMonthUsd: number | null;
+  serviceBusBasePerMonthUsd: number;
 }
 
 const BASIS =
@@ -126,9 +126,8 @@ export function costReport(
     eventsPerSecond: rate,
     requestUnitsPerSecond: provisionedRequestUnitsPerSecond(rate, newRu),
   };
-  const usd = (name: PriceName): number | undefined => prices[name].usd;
-  const times = (price: number | undefined, value: number): number | null =>
-    price === undefined ? null : Math.round(price * value * 10_000) / 10_000;
+  const usd = (name: PriceName): number => prices[name].usd;
+  const times = (price: number, value: number): number => Math.round(price * value * 10_000) / 10_000;
   const eventsPerHour = rate * 3600;
   return {
     assumptions: {
@@ -217,7 +216,7 @@ function deliveryCount(text: string | undefined): number {
 
 function readable(report: CostReport): string[] {
   const { assumptions: a } = report;
-  const dollars = (value: number | null): string => (value === null ? 'no price' : `$${value}`);
+  const dollars = (value: number): string => `$${value}`;
   return [
     `A typical message: ${a.handlerReads} read(s) and ${a.businessWrites} write(s) of ${a.businessDocumentBytes}-byte documents, ` +
       `${a.publishes} publish(es) of ${a.eventBytes}-byte events; a marker stores ${a.markerBytes} bytes, an outbox document ${a.outboxDocumentBytes}.`,
@@ -275,15 +274,11 @@ function readable(report: CostReport): string[] {
         dollars(row.serviceBusOperationsUsd),
       ]),
     ]),
-    report.serviceBusBasePerMonthUsd === null
-      ? 'Service Bus Standard base charge: no price (--usd-base-per-hour).'
-      : `Service Bus Standard base charge: ${dollars(report.serviceBusBasePerMonthUsd)} a month (730 hours).`,
+    `Service Bus Standard base charge: ${dollars(report.serviceBusBasePerMonthUsd)} a month (730 hours).`,
     ...Object.values(report.prices).map((price) =>
       price.given
         ? `Price given: $${price.usd} per ${price.unit}.`
-        : price.usd === undefined
-          ? `No list price found for ${price.unit}: ${price.source} (read ${price.readOn}) showed none; pass it with its flag (--help).`
-          : `List price: $${price.usd} per ${price.unit}, ${price.source}, read ${price.readOn}.`,
+        : `List price: $${price.usd} per ${price.unit}, ${price.source}, read ${price.readOn}; prices differ by region and change: pass yours with its flag (--help).`,
     ),
   ];
 }

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '../../local/project';
+import { PRICES } from '../../tools/cost/prices';
 
 interface Row {
   item: string;
@@ -93,5 +94,13 @@ describe('infra/README.md, "Cost"', () => {
     expect(timerRow.item).toContain(`${runs.toLocaleString('en-US')} a month`);
     expect(timerRow.item).toContain(`(${gbSeconds.toLocaleString('en-US')} GB-s)`);
     expect(amount(timerRow.quantity)).toBe(gbSeconds - 100_000);
+  });
+
+  it('quotes the list prices npm run cost uses (tools/cost/prices.ts)', () => {
+    const prices = tables().flatMap((rows) => rows.map((row) => row.price));
+
+    expect(prices).toContain(`${PRICES.cosmosServerlessPerMillionRu.usd} per million RU`);
+    expect(prices).toContain(`${PRICES.serviceBusStandardPerMillionOperations.usd.toFixed(2)} per million`);
+    expect(prices).toContain(`${PRICES.serviceBusStandardBasePerHour.usd} per hour`);
   });
 });

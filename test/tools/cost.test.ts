@@ -312,7 +312,7 @@ describe('npm run cost', () => {
     expect(section).toContain(SERVICE_BUS_THROTTLING_SOURCE);
   });
 
-  it('prints the tables, says which prices it has not got, and --json carries the same figures', async () => {
+  it('prints the tables, names each list price with its source and date, and --json carries the same figures', async () => {
     const text = captured({});
     const json = captured({});
 
@@ -323,13 +323,29 @@ describe('npm run cost', () => {
     const lines = text.out.join('\n');
     for (const row of report.cosmos)
       expect(lines).toMatch(new RegExp(`\\n${row.outcome.replace(/[()]/g, '\\$&')} +${row.requestUnits} `));
-    for (const price of Object.values(PRICES)) {
-      if (price.usd === undefined)
-        expect(lines).toContain(`No list price found for ${price.unit}: ${price.source}`);
+    for (const price of Object.values(PRICES))
+      expect(lines).toContain(
+        `List price: $${price.usd} per ${price.unit}, ${price.source}, read ${price.readOn}`,
+      );
+    for (const row of report.perMillionEvents) {
+      const operations = report.serviceBus.find((s) => s.subject === row.subject)!;
+      expect(row.serviceBusOperationsUsd).toBeCloseTo(
+        PRICES.serviceBusStandardPerMillionOperations.usd * operations.billedOperations,
+        4,
+      );
     }
-    expect(report.perMillionEvents.every((row) => row.cosmosServerlessUsd === null)).toBe(
-      PRICES.cosmosServerlessPerMillionRu.usd === undefined,
-    );
+    expect(report.serviceBusBasePerMonthUsd).toBeCloseTo(PRICES.serviceBusStandardBasePerHour.usd * 730, 4);
+  });
+
+  it('prints a price given with its flag instead of the list price', async () => {
+    const run = captured({});
+
+    expect(await main(['--usd-base-per-hour', '1', '--json'], run.context)).toBe(0);
+
+    const report = JSON.parse(run.out.join('\n')) as ReturnType<typeof costReport>;
+    expect(report.serviceBusBasePerMonthUsd).toBe(730);
+    expect(report.prices.serviceBusStandardBasePerHour).toMatchObject({ usd: 1, given: true });
+    expect(report.prices.cosmosServerlessPerMillionRu).toMatchObject({ given: false });
   });
 
   it("counts a poison message's deliveries from SERVICEBUS_MAX_DELIVERY_COUNT, and refuses one the app would", async () => {

