@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { basename, dirname } from 'node:path';
 
+import { traceIdOf } from './invocationRequest';
+
 /**
  * A stand-in for `@azure/functions-core`, the module the Azure Functions Node.js worker injects
  * into the app's process (it is not an npm package). `@azure/functions` finds it with
@@ -144,6 +146,8 @@ export interface InvocationResult {
   error?: Error;
   /** The invocation's log lines: the function's (`user`) and the worker's (`system`). */
   logs: LogLine[];
+  /** The trace the invocation ran in (its request's trace context), when it names one. */
+  traceId?: string;
 }
 
 /** The worker's errors carry this flag (they are the platform's, not the app's). */
@@ -334,9 +338,11 @@ export async function terminateApp(): Promise<void> {
 export async function invokeFunction(request: RpcInvocationRequest): Promise<InvocationResult> {
   const logs: LogLine[] = [];
   const invocationId = request.invocationId ?? randomUUID();
+  const traceId = traceIdOf(request.traceContext?.traceParent);
+  const traced = traceId === undefined ? {} : { traceId };
   try {
     const response = await invoke({ ...request, invocationId }, logs);
-    return { response: { ...response, result: { status: 'success' } }, logs };
+    return { response: { ...response, result: { status: 'success' } }, logs, ...traced };
   } catch (thrown) {
     const error = thrown instanceof Error ? thrown : new Error(String(thrown));
     if ((error as Partial<AzFuncSystemError>).isAzureFunctionsSystemError) {
@@ -349,6 +355,7 @@ export async function invokeFunction(request: RpcInvocationRequest): Promise<Inv
       },
       error,
       logs,
+      ...traced,
     };
   }
 }

@@ -5,6 +5,7 @@ import {
   defaultTextMapSetter,
   isSpanContextValid,
   ROOT_CONTEXT,
+  type SpanContext,
   trace,
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
@@ -53,14 +54,25 @@ export function invocationRequest(
  * undefined when `parent` names no trace.
  */
 function continuedTrace(parent: unknown): string | undefined {
-  if (typeof parent !== 'string') return undefined;
-  const extracted = propagator.extract(ROOT_CONTEXT, { traceparent: parent }, defaultTextMapGetter);
-  const spanContext = trace.getSpanContext(extracted);
-  if (spanContext === undefined || !isSpanContextValid(spanContext)) return undefined;
+  const spanContext = spanContextOf(parent);
+  if (spanContext === undefined) return undefined;
   const headers: Record<string, string> = {};
   const child = trace.wrapSpanContext({ ...spanContext, spanId: hex(16), isRemote: false });
   propagator.inject(trace.setSpan(ROOT_CONTEXT, child), headers, defaultTextMapSetter);
   return headers.traceparent;
+}
+
+/** The trace id a traceparent names (the invocation's trace: an `operation_Id` in Application Insights). */
+export function traceIdOf(traceparent: unknown): string | undefined {
+  return spanContextOf(traceparent)?.traceId;
+}
+
+/** The span context a W3C traceparent names, read by the propagator; undefined when it names none. */
+function spanContextOf(traceparent: unknown): SpanContext | undefined {
+  if (typeof traceparent !== 'string') return undefined;
+  const extracted = propagator.extract(ROOT_CONTEXT, { traceparent }, defaultTextMapGetter);
+  const spanContext = trace.getSpanContext(extracted);
+  return spanContext !== undefined && isSpanContextValid(spanContext) ? spanContext : undefined;
 }
 
 const propagator = new W3CTraceContextPropagator();

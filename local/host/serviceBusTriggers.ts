@@ -96,6 +96,8 @@ export interface TriggerDelivery {
   settlement: Settlement;
   error?: Error;
   handlerMs: number;
+  /** The trace the delivery ran in (its invocation's trace context): an `operation_Id` in Application Insights. */
+  traceId?: string;
   /** The invocation's log lines, when it returned. */
   logs?: readonly LogLine[];
 }
@@ -183,6 +185,7 @@ export class ServiceBusTriggers {
       deliveryCount: (message.deliveryCount ?? 0) + 1,
       sequenceNumber: Number(message.sequenceNumber ?? 0),
       handlerMs,
+      ...(result !== 'timed-out' && result.traceId !== undefined ? { traceId: result.traceId } : {}),
     };
     if (result === 'timed-out') {
       // Given up, still running (in Azure the host would restart the worker): stop() waits for it.

@@ -44,11 +44,11 @@ function walkthrough(): { start: string; commands: string[] } {
 /** What the first terminal must show after each command (keyed by the command, as the README has it). */
 const SHOWS: Record<string, RegExp[]> = {
   'npm run send -- --file sample/examples/events.jsonl --allow-invalid': [
-    /messageId=payment-PAY-1: alternative \(unapplied-payment\) → completed in \d+ ms; wrote invoice:INV-1: create unapplied:PAY-1$/m,
+    /messageId=payment-PAY-1 trace=[0-9a-f]{32}: alternative \(unapplied-payment\) → completed in \d+ ms; wrote invoice:INV-1: create unapplied:PAY-1$/m,
     /duplicate detection dropped messageId=payment-PAY-1 \(the same MessageId was sent within PT20S/,
-    /delivery 10 messageId=payment-PAY-2: poison \(PoisonMessageError: .*schema.*\) → abandoned/,
+    /delivery 10 messageId=payment-PAY-2 trace=[0-9a-f]{32}: poison \(PoisonMessageError: .*schema.*\) → abandoned/,
     /dead-lettered #\d+ messageId=payment-PAY-2 \(MaxDeliveryCountExceeded; body \d+ bytes, sha256 [0-9a-f]{12}\)/,
-    /delivery 10 messageId=payment-PAY-3: poison \(PoisonMessageError: The body is not JSON/,
+    /delivery 10 messageId=payment-PAY-3 trace=[0-9a-f]{32}: poison \(PoisonMessageError: The body is not JSON/,
     /dead-lettered #\d+ messageId=payment-PAY-3 \(MaxDeliveryCountExceeded/,
     /totals: .*poison 20, .*dead-lettered 2, .*\| inbox markers 1, messages waiting 0, in dead-letter queues 2/,
   ],
@@ -57,7 +57,7 @@ const SHOWS: Record<string, RegExp[]> = {
   'sleep 20': [],
   // After the window Service Bus delivers it again; the inbox marker makes it a duplicate.
   'npm run send -- payment --invoice INV-1 --payment PAY-1 --amount 12.50 --currency EUR': [
-    /billing-payment-applier #\d+ delivery 1 messageId=payment-PAY-1: duplicate → completed/,
+    /billing-payment-applier #\d+ delivery 1 messageId=payment-PAY-1 trace=[0-9a-f]{32}: duplicate → completed/,
   ],
   'npm run dead-letters -- resubmit billing.payment-applier --all --include-poison': [
     // The copies go through the consumer again and, still broken, come back.
@@ -65,9 +65,9 @@ const SHOWS: Record<string, RegExp[]> = {
   ],
   // The backorder and its event commit together; the relay sends the event, the planner applies it.
   'npm run send -- order --order ORD-1 --product SKU-1 --quantity 2': [
-    /inventory-stock-reserver #\d+ delivery 1 messageId=order-ORD-1: alternative \(backorder\) → completed/,
+    /inventory-stock-reserver #\d+ delivery 1 messageId=order-ORD-1 trace=[0-9a-f]{32}: alternative \(backorder\) → completed/,
     /outbox-relay \(change feed, \d+ changes, 1 attempt\) succeeded: Relayed 1 outbox messages/,
-    /shipping-shipment-planner #\d+ delivery 1 messageId=[0-9a-f]{32}: processed → completed/,
+    /shipping-shipment-planner #\d+ delivery 1 messageId=[0-9a-f]{32} trace=[0-9a-f]{32}: processed → completed/,
     /totals: .*inbox markers 3, messages waiting 0, in dead-letter queues 2/,
     // The planner's ShipmentPlanned: no subscription here takes it, as src/topology.json declares.
     /shipping-events: no subscription takes messageId=[0-9a-f]{32} \(subject ShipmentPlanned\); .*dropped it, on purpose/,
@@ -84,7 +84,7 @@ const SHOWS: Record<string, RegExp[]> = {
   ],
   // ... which takes the event and applies it once...
   'npm run send -- --subject PointsEarned --body \'{"id":"A-1","quantity":2}\'': [
-    /loyalty-points-keeper #\d+ delivery 1 messageId=PointsEarned-[0-9a-f]{40}: processed → completed in \d+ ms; wrote loyalty\.points-keeper:A-1: create A-1$/m,
+    /loyalty-points-keeper #\d+ delivery 1 messageId=PointsEarned-[0-9a-f]{40} trace=[0-9a-f]{32}: processed → completed in \d+ ms; wrote loyalty\.points-keeper:A-1: create A-1$/m,
   ],
   // ... and its removal restarts it without them.
   'npm run new:consumer -- --remove loyalty.points-keeper': [
@@ -149,6 +149,24 @@ it('runs the README walkthrough against npm start', async () => {
   ).toContain(
     'Warning: no subscription of shipping-events in the running npm start takes OrderCreated: Service Bus reported success and dropped the message(s)',
   );
+
+  // The planner's delivery of the backorder's event is in the trace of the reserver's delivery that
+  // published it: the outbox stored its trace context and the relay sent the event with it.
+  const reserver =
+    /inventory-stock-reserver #\d+ delivery 1 messageId=order-ORD-1 trace=([0-9a-f]{32}):/.exec(
+      app.output,
+    )?.[1];
+  const planner =
+    /shipping-shipment-planner #\d+ delivery 1 messageId=[0-9a-f]{32} trace=([0-9a-f]{32}):/.exec(
+      app.output,
+    )?.[1];
+  expect(reserver).toMatch(/^(?!0+$)[0-9a-f]{32}$/);
+  expect(planner).toBe(reserver);
+  // npm run send started each event's trace and printed its id; the consumer's delivery is in it.
+  const sentTrace = /sent OrderCreated messageId=order-ORD-1 .*\(trace ([0-9a-f]{32})\)/.exec(
+    printed['npm run send -- order --order ORD-1 --product SKU-1 --quantity 2'] ?? '',
+  )?.[1];
+  expect(sentTrace).toBe(reserver);
 
   // Ctrl+C in the first terminal.
   expect(['exit code 0', 'SIGINT']).toContain(await app.interrupt());

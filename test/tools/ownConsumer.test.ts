@@ -82,7 +82,10 @@ it('runs, restarts and dead-letters for a consumer added while npm start runs', 
     .createSender('business-events')
     .sendMessages({ messageId: 'widget-A-1', subject: 'WidgetCounted', body: { id: 'A-1', quantity: 2 } });
   await client.close();
-  at = await shown(/probe-widget-counter #\d+ delivery 1 messageId=widget-A-1: processed/, at);
+  at = await shown(
+    /probe-widget-counter #\d+ delivery 1 messageId=widget-A-1 trace=[0-9a-f]{32}: processed/,
+    at,
+  );
 
   // Back to the build that runs: nothing to restart.
   remove('functions/broken.ts');
@@ -111,7 +114,7 @@ it('runs, restarts and dead-letters for a consumer added while npm start runs', 
     (await tool('tools/send.ts', ['--subject', 'WidgetCounted', '--body', '{"id":"A-2","quantity":1}'])).code,
   ).toBe(0);
   at = await shown(
-    /probe-widget-counter #\d+ delivery 1 messageId=WidgetCounted-[0-9a-f]{40}: processed/,
+    /probe-widget-counter #\d+ delivery 1 messageId=WidgetCounted-[0-9a-f]{40} trace=[0-9a-f]{32}: processed/,
     at,
   );
   at = await shown(/totals: .*\| inbox markers 2, messages waiting 0/, at);
@@ -124,7 +127,7 @@ it('runs, restarts and dead-letters for a consumer added while npm start runs', 
   // The broker's line and the trigger's come in either order.
   const poisoned = at;
   for (const line of [
-    /probe-widget-counter #\d+ delivery 10 messageId=WidgetCounted-[0-9a-f]{40}: poison/,
+    /probe-widget-counter #\d+ delivery 10 messageId=WidgetCounted-[0-9a-f]{40} trace=[0-9a-f]{32}: poison/,
     /dead-lettered #\d+ messageId=WidgetCounted-[0-9a-f]{40} \(MaxDeliveryCountExceeded/,
   ])
     at = Math.max(at, await shown(line, poisoned));

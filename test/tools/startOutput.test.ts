@@ -86,6 +86,22 @@ describe("npm start's delivery lines", () => {
       'billing-payment-applier #7 delivery 1 messageId=p-1: processed → completed in 12 ms',
     ]);
   });
+
+  it('name the trace a delivery ran in, its operation_Id in Application Insights', () => {
+    const lines: string[] = [];
+    const output = new LiveOutput(
+      (line) => lines.push(line),
+      () => Promise.resolve(''),
+      'PT1H',
+    );
+
+    output.delivery({ ...delivered([]), traceId: '0af7651916cd43dd8448eb211c80319c' });
+    output.stop();
+
+    expect(lines.map((line) => line.slice(9))).toEqual([
+      'billing-payment-applier #7 delivery 1 messageId=p-1 trace=0af7651916cd43dd8448eb211c80319c: processed → completed in 12 ms',
+    ]);
+  });
 });
 
 describe("npm start's output stays quiet when nothing happens", () => {

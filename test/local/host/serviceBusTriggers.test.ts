@@ -116,6 +116,38 @@ describe('host.json settings', () => {
 });
 
 describe('deliveries', () => {
+  it("runs each in the trace of its message's Diagnostic-Id, or in a trace of its own, and reports it", async () => {
+    const traceId = '0af7651916cd43dd8448eb211c80319c';
+    const sender = peer.client.createSender(TOPIC);
+    await sender.sendMessages([
+      {
+        body: 'traced',
+        subject: 'PaymentReceived',
+        messageId: 'traced',
+        applicationProperties: { 'Diagnostic-Id': `00-${traceId}-b7ad6b7169203331-01` },
+      },
+      { body: 'untraced', subject: 'PaymentReceived', messageId: 'untraced' },
+      {
+        body: 'malformed',
+        subject: 'PaymentReceived',
+        messageId: 'malformed',
+        applicationProperties: { 'Diagnostic-Id': 'not a traceparent' },
+      },
+    ]);
+    await sender.close();
+    run();
+    await until(() => deliveries.length === 3);
+
+    const traceOf = (messageId: string): string | undefined =>
+      deliveries.find((d) => d.messageId === messageId)?.traceId;
+    expect(traceOf('traced')).toBe(traceId);
+    for (const own of [traceOf('untraced'), traceOf('malformed')]) {
+      expect(own).toMatch(/^[0-9a-f]{32}$/);
+      expect(own).not.toBe(traceId);
+    }
+    expect(traceOf('untraced')).not.toBe(traceOf('malformed'));
+  });
+
   it('runs at most maxConcurrentCalls at once and completes what returns', async () => {
     await send(...Array.from({ length: 8 }, () => 'slow'));
     run();
