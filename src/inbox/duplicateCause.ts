@@ -19,12 +19,14 @@ export type DuplicateCause = (typeof DUPLICATE_CAUSES)[number];
  * The application property `npm run dead-letters -- resubmit` sets on each copy it sends: when it
  * resent it (ISO-8601 UTC). Only its presence is read here.
  */
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (build/README.md#mutation-testing); test/inbox/duplicateCause.test.ts pins the name
 export const RESUBMITTED_AT_PROPERTY = 'inboxResubmittedAt';
 
 /**
  * The application property the outbox relay sets on every message it sends: who sent it (`relay`
  * for the change feed, `sweeper` for the timer's resend). Only its presence is read here.
  */
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (build/README.md#mutation-testing); test/inbox/duplicateCause.test.ts pins the name
 export const OUTBOX_SENT_BY_PROPERTY = 'outboxSentBy';
 
 export interface DuplicateFacts {

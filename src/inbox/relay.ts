@@ -421,8 +421,8 @@ async function sendTraced(
       kind: SpanKind.PRODUCER,
       parent: context.active(),
       // Each link names its message, so an operator (or a test) can tell which message went where.
-      links: stored.flatMap((carrier, index) =>
-        linkTo(carrier, { 'messaging.message.id': group[index]?.entry.message.messageId ?? '' }),
+      links: group.flatMap(({ entry }, index) =>
+        linkTo(stored[index], { 'messaging.message.id': entry.message.messageId }),
       ),
       attributes: messagingAttributes('send', topic, { 'messaging.batch.message_count': group.length }),
     },
@@ -432,6 +432,7 @@ async function sendTraced(
         topic,
         group.map(({ entry }, index) => {
           const trace = stored[index] ?? own;
+          // Stryker disable next-line ConditionalExpression: equivalent: a message whose trace is undefined goes out the same (traceProperties(undefined) is {})
           return trace === undefined ? entry.message : { ...entry.message, trace };
         }),
       );

@@ -89,11 +89,30 @@ describe('a delivery through the worker path', () => {
     const [span, ...more] = spansNamed(exporter, 'process test.consumer');
     expect(more).toEqual([]);
     expect(span?.spanContext().traceId).toBe(traceIdOf(diagnosticId));
+    expect(span?.attributes).toEqual({
+      'messaging.system': 'servicebus',
+      'messaging.operation.type': 'process',
+      'messaging.destination.name': 'test.consumer',
+      'messaging.message.id': 'm-up-worker',
+      'messaging.servicebus.message.delivery_count': 1,
+    });
     const [document] = await outboxOf('up-worker');
     // The stored context is the delivery span's own: the downstream operation is its child.
     expect(document?.trace?.traceparent).toBe(
       `00-${span?.spanContext().traceId}-${span?.spanContext().spanId}-01`,
     );
+  });
+
+  it('names no MessageId on the span of a message that has none (it ends poison)', async () => {
+    publishOnce();
+
+    await app.invokeServiceBus('publisherProbe', {
+      body: JSON.stringify({ accountId: 'up-no-id', amount: 3 }),
+      subject: 'Test',
+    });
+
+    const [span] = spansNamed(exporter, 'process test.consumer');
+    expect(span?.attributes['messaging.message.id']).toBe('');
   });
 
   it('continues the host invocation trace when the message carries none, and stores it', async () => {

@@ -26,6 +26,16 @@ function facts(overrides: Partial<DuplicateFacts> = {}): DuplicateFacts {
 const at = (msFromStart: number): Date => new Date(started.getTime() + msFromStart);
 
 describe('duplicateCause: one cause per absorbed duplicate, the first rule that holds', () => {
+  it('reads the marks by the names the resubmit tool and the relay write (tools/deadLetterQueue.ts, relay.ts)', () => {
+    expect(
+      duplicateCause(facts({ applicationProperties: { inboxResubmittedAt: '2026-12-01T09:00:00Z' } })),
+    ).toBe('dead_letter_resubmit');
+    expect(duplicateCause(facts({ applicationProperties: { outboxSentBy: 'sweeper' } }))).toBe(
+      'relay_resend',
+    );
+    expect(duplicateCause(facts({ applicationProperties: { '': 'x' } }))).toBe('unknown');
+  });
+
   it('lock_overlap: the marker was written after this delivery began (at the same millisecond too)', () => {
     expect(duplicateCause(facts({ deliveryCount: 2, markerWrittenAt: at(0) }))).toBe('lock_overlap');
     expect(duplicateCause(facts({ deliveryCount: 2, markerWrittenAt: at(30_000) }))).toBe('lock_overlap');

@@ -714,6 +714,27 @@ describe('what a delivery reports and keeps', () => {
     ]);
   });
 
+  it("counts the handler's point reads in what it reports, on top of the batch", async () => {
+    const { account } = await withTotal();
+    const reading = testConsumer(async (message, tx) => {
+      const found = await tx.read<{ id: string; amount: number }>('total');
+      tx.replace(
+        { id: 'total', amount: (found?.document.amount ?? 0) + message.amount },
+        { ifMatch: found?.etag ?? '' },
+      );
+    });
+
+    const before = chargedSoFar();
+    const result = await processDelivery(
+      reading,
+      delivery({ accountId: account, amount: 5 }, { messageId: 'read-charged' }),
+      dependencies(stack.container),
+    );
+
+    expect(result.outcome).toBe('processed');
+    expect(result.requestCharge).toBeCloseTo(charged(before), 6);
+  });
+
   it('a create that meets an existing business document (409) runs the handler again with it, not a duplicate', async () => {
     const account = nextAccount();
     const partitionKey = `account:${account}`;

@@ -144,6 +144,31 @@ it('records what the app did on the instruments the alerts and the workbook read
   );
 });
 
+it("puts a duplicate's cause on inbox.messages only, and no cause dimension on other outcomes", async () => {
+  const telemetry = new InboxTelemetry();
+
+  telemetry.delivery('billing.causes', 'duplicate', 3, 1, 'redelivery');
+  telemetry.delivery('billing.causes', 'processed', 3, 1);
+  exporter.reset();
+  await reader.forceFlush();
+
+  const dimensions = (name: string): string[][] =>
+    (exporter.getMetrics().at(-1)?.scopeMetrics ?? [])
+      .flatMap((scope) => scope.metrics)
+      .filter((metric) => metric.descriptor.name === name)
+      .flatMap((metric) => metric.dataPoints.map((point) => point.attributes))
+      .filter((attributes) => attributes.consumer === 'billing.causes')
+      .map((attributes) => Object.keys(attributes).sort());
+  expect(dimensions(METRIC_NAMES.messages).sort()).toEqual([
+    ['cause', 'consumer', 'outcome'],
+    ['consumer', 'outcome'],
+  ]);
+  expect(dimensions(METRIC_NAMES.duration)).toEqual([
+    ['consumer', 'outcome'],
+    ['consumer', 'outcome'],
+  ]);
+});
+
 it('reports the breaker closed until told where to read it', async () => {
   const ownExporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
   const ownReader = new PeriodicExportingMetricReader({

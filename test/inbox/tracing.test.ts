@@ -1,6 +1,7 @@
-import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanStatusCode, trace } from '@opentelemetry/api';
 
 import {
+  carrierOf,
   contextOf,
   deliveryParent,
   DIAGNOSTIC_ID,
@@ -120,7 +121,56 @@ describe('reading a trace context', () => {
       traceparent: TRACEPARENT,
       tracestate: 'a=1',
     });
+    // The property the Service Bus SDKs and the Functions extension read, by its name.
+    expect(traceProperties({ traceparent: TRACEPARENT })).toStrictEqual({
+      'Diagnostic-Id': TRACEPARENT,
+      traceparent: TRACEPARENT,
+    });
     expect(traceProperties(undefined)).toEqual({});
+  });
+
+  it("reads a message's Diagnostic-Id by its name, and no tracestate that is not text", () => {
+    expect(messageTrace({ 'Diagnostic-Id': OTHER, tracestate: 42 })).toStrictEqual({ traceparent: OTHER });
+    expect(messageTrace({ traceparent: TRACEPARENT })).toStrictEqual({ traceparent: TRACEPARENT });
+    expect(messageTrace({ traceparent: 42, 'Diagnostic-Id': OTHER })).toStrictEqual({ traceparent: OTHER });
+  });
+
+  it('keeps a tracestate of up to 512 characters and drops a longer one whole (W3C), and bounds the traceparent', () => {
+    const stateOf = (carrier: Partial<TraceCarrier> | undefined): string | undefined => {
+      const found = contextOf(carrier);
+      return found === undefined ? undefined : (trace.getSpanContext(found)?.traceState?.serialize() ?? '');
+    };
+    // Two valid members, 256 + 1 + 255 characters: exactly the W3C limit.
+    const limit = `a=${'x'.repeat(254)},b=${'y'.repeat(253)}`;
+    expect(limit).toHaveLength(512);
+
+    expect(stateOf({ traceparent: TRACEPARENT, tracestate: 'a=1' })).toBe('a=1');
+    expect(stateOf({ traceparent: TRACEPARENT, tracestate: limit })).toBe(limit);
+    // Longer: dropped whole, where OpenTelemetry alone would keep the members that fit.
+    expect(stateOf({ traceparent: TRACEPARENT, tracestate: `c=1,${limit}` })).toBe('');
+    expect(stateOf({ traceparent: TRACEPARENT, tracestate: 7 as unknown as string })).toBe('');
+    expect(stateOf(undefined)).toBeUndefined();
+    expect(stateOf({})).toBeUndefined();
+    // A future version may add fields after the flags: read up to 256 characters, no more.
+    const future = (length: number): string => {
+      const head = 'cc-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-';
+      return head + 'f'.repeat(length - head.length);
+    };
+    expect(stateOf({ traceparent: future(256) })).toBe('');
+    expect(stateOf({ traceparent: future(257) })).toBeUndefined();
+  });
+
+  it('writes the carrier of a context with its tracestate, and none for a context without a span', () => {
+    const found = contextOf({ traceparent: TRACEPARENT, tracestate: 'a=1' });
+
+    expect(found && carrierOf(found)).toStrictEqual({ traceparent: TRACEPARENT, tracestate: 'a=1' });
+    expect(carrierOf(ROOT_CONTEXT)).toBeUndefined();
+  });
+
+  it("keeps the host invocation's tracestate on the delivery's parent", () => {
+    const { parent } = deliveryParent({ traceParent: TRACEPARENT, traceState: 'h=1' }, {});
+
+    expect(trace.getSpanContext(parent)?.traceState?.serialize()).toBe('h=1');
   });
 });
 
@@ -130,6 +180,20 @@ describe('the trace through the outbox', () => {
 
     expect(document?.trace).toEqual({ traceparent: TRACEPARENT, tracestate: 'a=1' });
     expect(document && storedTrace(document)).toEqual({ traceparent: TRACEPARENT, tracestate: 'a=1' });
+  });
+
+  it('reads back only a stored trace the W3C propagator reads, and only a text tracestate', async () => {
+    const [document] = await published({ traceparent: TRACEPARENT });
+    if (!document) throw new Error('nothing published');
+    const storing = (trace: unknown): OutboxDocument => ({ ...document, trace }) as OutboxDocument;
+
+    expect(storedTrace(storing(null))).toBeUndefined();
+    expect(storedTrace(storing('text'))).toBeUndefined();
+    expect(storedTrace(storing({ traceparent: 'garbage' }))).toBeUndefined();
+    expect(storedTrace(storing({ traceparent: 42 }))).toBeUndefined();
+    expect(storedTrace(storing({ traceparent: TRACEPARENT, tracestate: 42 }))).toStrictEqual({
+      traceparent: TRACEPARENT,
+    });
   });
 
   it('stores nothing for a delivery without a trace, or with one that names none', async () => {
@@ -170,9 +234,14 @@ describe('the trace through the outbox', () => {
     expect([traceIdOf(TRACEPARENT), traceIdOf(OTHER)]).not.toContain(span?.spanContext().traceId);
     expect(span?.attributes).toMatchObject({
       'messaging.system': 'servicebus',
+      'messaging.operation.type': 'send',
       'messaging.destination.name': 'business-events',
       'messaging.batch.message_count': 2,
     });
+    // Each link names the message it was sent for.
+    expect(span?.links.map((link) => link.attributes)).toEqual(
+      sent.map((message) => ({ 'messaging.message.id': message.messageId })),
+    );
   });
 
   it('keeps the trace through a retried page and the sweeper, which read the document again', async () => {
@@ -191,6 +260,9 @@ describe('the trace through the outbox', () => {
     await sweepOutbox({ ...deps, now: () => later, publisher: recording });
 
     expect(first.retry).toBeDefined();
+    // The failed send's span says it failed, naming the error's type only (never its message).
+    const [failed] = spansNamed(exporter, 'send business-events');
+    expect(failed?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'Error' });
     expect(sent.map((m) => m.trace?.traceparent)).toEqual([TRACEPARENT, OTHER]);
     expect(resent).toHaveLength(1);
   });
