@@ -13,6 +13,7 @@ import {
   usageError,
 } from '../cli/tool';
 import { topology } from '../src/topology';
+import { causesIn, type CauseTable } from './scenario/causes';
 import { demoDefaults, replayCommand } from './scenario/replay';
 import {
   type CosmosOutage,
@@ -187,7 +188,9 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     await writeFormatted(out, !values.json && extname(out) === '.md' ? markdownReport(text, command) : text);
     context.err(`Wrote ${out}.`);
   }
-  return report.ok && (target?.met ?? true) && traces.broken.length === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
+  const passed =
+    report.ok && (target?.met ?? true) && traces.broken.length === 0 && report.duplicateCauses.diagonal;
+  return passed ? EXIT_CODES.ok : EXIT_CODES.failed;
 }
 
 /** The text report as a markdown page, under the command that wrote it (sample/demo-report.md). */
@@ -259,6 +262,45 @@ const OUTCOME_NOTES: Record<string, string> = {
   unknown: 'no outcome logged: the invocation outlasted functionTimeout (--slow) and was abandoned',
 };
 
+/**
+ * The inbox's duplicates by cause: rows the cause the run injected, columns the cause the inbox
+ * named on the delivery's log line; every count off the diagonal is a duplicate named wrongly.
+ */
+function causeLines(table: CauseTable): string[] {
+  const causes = causesIn(table);
+  const width = Math.max(11, ...causes.map((cause) => cause.length)) + 2;
+  const header = 'Duplicates by cause (rows: injected by this run; columns: named by the inbox)';
+  if (table.duplicates === 0) return [header, '  none: no inbox consumer absorbed a duplicate'];
+  const wrong = Object.entries(table.counts).reduce(
+    (sum, [injected, row]) =>
+      sum + Object.entries(row).reduce((n, [named, count]) => n + (named === injected ? 0 : count), 0),
+    0,
+  );
+  const versioned =
+    table.versioned === 0
+      ? ''
+      : `; ${table.versioned} of versioned consumers not counted (no marker to date them)`;
+  return [
+    header,
+    `  ${'injected \\ named'.padEnd(20)}${causes.map((cause) => cause.padStart(width)).join('')}`,
+    ...causes
+      .filter((injected) => table.counts[injected] !== undefined)
+      .map(
+        (injected) =>
+          `  ${injected.padEnd(20)}${causes.map((named) => String(table.counts[injected]?.[named] ?? 0).padStart(width)).join('')}`,
+      ),
+    table.diagonal
+      ? `  diagonal            yes: each of the ${table.duplicates} duplicates named as injected${versioned}`
+      : `  diagonal            NO: ${wrong} of the ${table.duplicates} duplicates named otherwise${versioned}; the first of them:`,
+    ...table.offDiagonal.map((line) => `                      ${line}`),
+    ...(table.touching === 0
+      ? []
+      : [
+          `  same instant        ${table.touching} of the lock_overlap: a redelivery that began in the model millisecond in which its first delivery, since ended, took the marker (the model's clock stands still while work runs; scenario/causes.ts)`,
+        ]),
+  ];
+}
+
 function render(report: ScenarioReport, options: ScenarioOptions, target: OutageTarget | undefined): string {
   const { accounting: a, deliveries, throughput, latency } = report;
   const list = (counts: Record<string, number>): string =>
@@ -281,6 +323,8 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
       .map(([outcome, note]) => `                      ${outcome}: ${note}`),
     `  settlements         ${list(deliveries.bySettlement)}`,
     `  delivery log        sha256 ${deliveries.digest} (a replay of the seed gives the same)`,
+    '',
+    ...causeLines(report.duplicateCauses),
     '',
     'Effects',
     `  payments applied    ${a.effects.payments} (+ ${a.effects.unappliedPayments} unapplied: unknown invoice or currency)`,

@@ -5,7 +5,13 @@ import {
   type Subscription,
 } from '../servicebus/broker';
 import type { Clock } from '../servicebus/clock';
-import { invokeServiceBus, loggedOutcome, type ServiceBusFunction } from './worker';
+import {
+  invokeServiceBus,
+  loggedField,
+  loggedOutcome,
+  type LogLine,
+  type ServiceBusFunction,
+} from './worker';
 
 /**
  * A model of the Azure Functions host running Service Bus triggers: per registered function, up to
@@ -56,10 +62,28 @@ export interface DeliveryRecord {
   deliveryCount: number;
   /** What the handler logged (`processed`, `duplicate`, ...), when it logged an outcome. */
   outcome: string | undefined;
+  /** The cause a `duplicate` logged with it (src/inbox/duplicateCause.ts), read like the outcome. */
+  cause?: string;
   settlement: Settlement;
   error?: string;
   /** Model time of the settlement (epoch ms). */
   settledAt: number;
+  /**
+   * When the host took the message and when the invocation returned (model epoch ms), and the
+   * host-wide order of those two events: the virtual clock stands still while handlers work, so
+   * two deliveries often share a model millisecond and only the order tells which came first.
+   * An invocation given up at functionTimeout ends when it finally returns (see `afterTimeout`).
+   */
+  startedAt: number;
+  endedAt: number;
+  startOrder: number;
+  endOrder: number;
+  /**
+   * What an invocation given up at functionTimeout logged when it finally returned (a dying
+   * worker's last request may still reach Cosmos DB, and its log line Application Insights).
+   * Kept apart from `outcome`, which is the host's view at settlement (what a replay compares).
+   */
+  afterTimeout?: { outcome: string | undefined; cause: string | undefined };
   /** Model ms from enqueue to settlement, and real ms spent in the handler. */
   endToEndMs: number;
   handlerMs: number;
@@ -72,6 +96,8 @@ export class FunctionsHost {
   /** Invocations given up at functionTimeout that are still running (a dying worker's, in Azure). */
   private readonly orphans = new Set<Promise<unknown>>();
   private inFlight = 0;
+  /** Starts and ends of invocations so far, host-wide: DeliveryRecord.startOrder and endOrder. */
+  private events = 0;
 
   constructor(
     private readonly broker: Broker,
@@ -146,29 +172,40 @@ export class FunctionsHost {
     const { clock } = this.options;
     const roll = (rate: number | undefined): boolean =>
       (rate ?? 0) > 0 && (this.options.random ?? Math.random)() < (rate ?? 0);
+    const startedAt = clock.now();
+    const startOrder = this.events++;
+    // When the invocation returned; unset, the record is made as it ends (the host crashed first).
+    let ended: { endedAt: number; endOrder: number } | undefined;
     const record = (
       settlement: Settlement,
-      outcome: string | undefined,
+      logs: readonly LogLine[],
       handlerMs: number,
       error?: Error,
-    ): void => {
-      this.deliveries.push({
+    ): DeliveryRecord => {
+      const cause = loggedField(logs, 'cause');
+      const delivery: DeliveryRecord = {
         function: registration.name,
         subscription: subscription.name,
         messageId: message.messageId,
         sequenceNumber: message.sequenceNumber,
         deliveryCount,
-        outcome,
+        outcome: loggedOutcome(logs),
+        ...(cause === undefined ? {} : { cause }),
         settlement,
         ...(error === undefined ? {} : { error: `${error.name}: ${error.message}` }),
         settledAt: clock.now(),
         endToEndMs: clock.now() - message.enqueuedAt,
         handlerMs,
-      });
+        startedAt,
+        ...(ended ?? { endedAt: clock.now(), endOrder: this.events++ }),
+        startOrder,
+      };
+      this.deliveries.push(delivery);
+      return delivery;
     };
 
     if (roll(this.options.faults?.crashBeforeCommit)) {
-      record('crashed', undefined, 0);
+      record('crashed', [], 0);
       return;
     }
 
@@ -190,35 +227,46 @@ export class FunctionsHost {
     const result = await this.withinFunctionTimeout(invocation).finally(stopRenewing);
     const handlerMs = performance.now() - started;
     if (result === 'timed-out') {
-      this.orphans.add(invocation);
-      void invocation.finally(() => this.orphans.delete(invocation));
+      // Ends when the invocation returns; the settlement is the host's, now.
+      ended = { endedAt: Number.POSITIVE_INFINITY, endOrder: Number.POSITIVE_INFINITY };
+      let given: DeliveryRecord | undefined;
       this.settle(
         () => subscription.entity.abandon(lockToken, 'The invocation exceeded functionTimeout.'),
-        () => record('timed-out', undefined, handlerMs),
+        () => (given = record('timed-out', [], handlerMs)),
       );
+      const orphan = invocation.then(({ logs }) => {
+        if (given === undefined) return;
+        Object.assign(given, {
+          endedAt: clock.now(),
+          endOrder: this.events++,
+          afterTimeout: { outcome: loggedOutcome(logs), cause: loggedField(logs, 'cause') },
+        });
+      });
+      this.orphans.add(orphan);
+      void orphan.finally(() => this.orphans.delete(orphan));
       return;
     }
     const { error: failure, logs } = result;
-    const outcome = loggedOutcome(logs);
+    ended = { endedAt: clock.now(), endOrder: this.events++ };
 
     if (failure !== undefined) {
       this.settle(
         () => subscription.entity.abandon(lockToken, `${failure.name}: ${failure.message}`),
-        (lost) => record(lost ? 'lock-lost' : 'abandoned', outcome, handlerMs, failure),
+        (lost) => record(lost ? 'lock-lost' : 'abandoned', logs, handlerMs, failure),
       );
       return;
     }
     if (roll(this.options.faults?.crashAfterCommit)) {
-      record('crashed', outcome, handlerMs);
+      record('crashed', logs, handlerMs);
       return;
     }
     if (roll(this.options.faults?.completionLost)) {
-      record('completion-lost', outcome, handlerMs);
+      record('completion-lost', logs, handlerMs);
       return;
     }
     this.settle(
       () => subscription.entity.complete(lockToken),
-      (lost) => record(lost ? 'lock-lost' : 'completed', outcome, handlerMs),
+      (lost) => record(lost ? 'lock-lost' : 'completed', logs, handlerMs),
     );
   }
 

@@ -8,7 +8,13 @@ import {
   PluginOn,
 } from '@azure/cosmos';
 
-import { CircuitBreaker, type InboxRuntime, OUTBOX_TYPE, survivableOutageSeconds } from '#inbox/internal';
+import {
+  CircuitBreaker,
+  type InboxRuntime,
+  MARKER_TYPE,
+  OUTBOX_TYPE,
+  survivableOutageSeconds,
+} from '#inbox/internal';
 
 import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../../local/cosmos';
 import { freshAppContainer } from '../../local/cosmos/appContainer';
@@ -25,7 +31,8 @@ import { Broker, type Topic } from '../../local/servicebus/broker';
 import type { Clock } from '../../local/servicebus/clock';
 import { BrokerPublisher, type PublisherFaults } from '../../local/servicebus/publisher';
 import type * as App from '../../src/app';
-import { topology } from '../../src/topology';
+import { functionNameOf, topology } from '../../src/topology';
+import { type CauseTable, duplicateCauses, type MarkerWrite } from './causes';
 import { Simulation } from './simulation';
 import { type Accounting, type Invariant, type SweepRecord, verify } from './verify';
 import { generateWorkload, type Workload, type WorkloadOptions } from './workload';
@@ -145,6 +152,8 @@ export interface ScenarioReport {
   };
   /** Every delivery in the order it settled: what a replay of the seed repeats. */
   deliveryLog: DeliveryRecord[];
+  /** The inbox's duplicates, the cause the run injected against the cause the inbox named (causes.ts). */
+  duplicateCauses: CauseTable;
   throughput: { elapsedMs: number; eventsPerSecond: number; deliveriesPerSecond: number };
   /** Real milliseconds in the handler (its turns included); model milliseconds from enqueue to settlement. */
   latency: { handlerMs: Percentiles; endToEndMs: Percentiles };
@@ -252,7 +261,7 @@ export class ScenarioEnvironment {
     const parties = this.partiesOf(options, simulation.clock, container, leases);
     this.cosmos.faults.reseed(options.seed ^ 0x1b873593);
     this.injectCosmosFaults(options.faults ?? {});
-    const app = appOnModel(options.seed, simulation.clock, container, parties.publisher);
+    const app = appOnModel(options, simulation.clock, container, parties.publisher);
     const sweeper = new SweeperSchedule(
       this.app,
       simulation.clock,
@@ -304,6 +313,8 @@ export class ScenarioEnvironment {
       transitions: app.transitions,
       outages,
       survivableOutageSeconds: survivableOutageSeconds(app.runtime.settings),
+      inboxFunctions: app.inboxFunctions,
+      markers: await markerWrites(container),
     });
   }
 
@@ -580,14 +591,20 @@ interface Parties {
  * back what the app had.
  */
 function appOnModel(
-  seed: number,
+  { seed, duplicateWindowMs = 3_600_000 }: ScenarioOptions,
   clock: Clock,
   container: Container,
   publisher: BrokerPublisher,
-): { runtime: InboxRuntime; transitions: { opened: number; closed: number }; restore: () => void } {
+): {
+  runtime: InboxRuntime;
+  transitions: { opened: number; closed: number };
+  /** The functions of the app's inbox consumers (the others are versioned). */
+  inboxFunctions: ReadonlySet<string>;
+  restore: () => void;
+} {
   // Required here, not imported: loading src/app.ts validates the settings start() has just set.
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- deferred on purpose
-  const { inboxRuntime } = require('../../src/app') as AppModule;
+  const { inboxRuntime, registeredConsumers } = require('../../src/app') as AppModule;
   const runtime = inboxRuntime();
   const { options: appBreaker } = runtime.breaker;
   const saved = {
@@ -596,6 +613,7 @@ function appOnModel(
     sleep: runtime.sleep,
     random: runtime.random,
     publisher: runtime.publisher,
+    settings: runtime.settings,
   };
   const transitions = { opened: 0, closed: 0 };
   Object.assign(runtime, {
@@ -604,6 +622,12 @@ function appOnModel(
     sleep: (ms: number) => clock.sleep(ms),
     random: seededRandom(seed ^ 0x68e31da4),
     publisher,
+    // The window the run's broker keeps, as the Bicep gives the topics and the app one value: the
+    // inbox dates a resend after the window by it (duplicateCause.ts).
+    settings: {
+      ...saved.settings,
+      serviceBus: { ...saved.settings.serviceBus, duplicateWindowSeconds: duplicateWindowMs / 1000 },
+    },
   });
   runtime.breaker = new CircuitBreaker({
     ...appBreaker,
@@ -615,9 +639,13 @@ function appOnModel(
       transitions[transition.state === 'open' ? 'opened' : 'closed']++;
     },
   });
+  const inboxFunctions = new Set(
+    [...registeredConsumers().values()].filter((c) => c.kind === 'inbox').map((c) => functionNameOf(c.name)),
+  );
   return {
     runtime,
     transitions,
+    inboxFunctions,
     restore: () => {
       Object.assign(runtime, saved);
       runtime.breaker = new CircuitBreaker(appBreaker);
@@ -729,6 +757,21 @@ async function drained(parties: Parties, simulation: Simulation): Promise<void> 
   }
 }
 
+/** Which delivery wrote each inbox marker of the run, and when (model time): causes.ts. */
+async function markerWrites(container: Container): Promise<MarkerWrite[]> {
+  const { resources } = await container.items
+    .query<{ consumer: string; messageId: string; deliveryCount: number; processedAt: string }>(
+      `SELECT c.consumer, c.messageId, c.deliveryCount, c.processedAt FROM c WHERE c.type = '${MARKER_TYPE}'`,
+    )
+    .fetchAll();
+  return resources.map((marker) => ({
+    function: functionNameOf(marker.consumer),
+    messageId: marker.messageId,
+    deliveryCount: marker.deliveryCount,
+    processedAt: Date.parse(marker.processedAt),
+  }));
+}
+
 /** Outbox documents still pending in the monitored container. */
 async function pendingOutbox(container: Container): Promise<number> {
   return (
@@ -756,6 +799,8 @@ function reportOf(
     transitions: { opened: number; closed: number };
     outages: OutageReport[];
     survivableOutageSeconds: number;
+    inboxFunctions: ReadonlySet<string>;
+    markers: readonly MarkerWrite[];
   },
 ): ScenarioReport {
   const count = (values: (string | undefined)[]): Record<string, number> =>
@@ -787,6 +832,13 @@ function reportOf(
       digest: createHash('sha256').update(host.deliveries.map(logLine).join('\n')).digest('hex').slice(0, 16),
     },
     deliveryLog: host.deliveries,
+    duplicateCauses: duplicateCauses({
+      deliveries: host.deliveries,
+      inboxFunctions: run.inboxFunctions,
+      markers: run.markers,
+      relayed: new Set(publisher.sends.map((send) => send.messageId)),
+      lateResends: new Set(workload.sends.filter((s) => s.when === 'late').map((s) => s.event.messageId)),
+    }),
     throughput: {
       elapsedMs: Math.round(elapsedMs),
       eventsPerSecond: Math.round((workload.events.length / elapsedMs) * 1000),
