@@ -18,7 +18,7 @@ import {
 import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
 import { pick, seededRandom } from '../../local/random';
 import { toServiceBusMessage } from '../../src/serviceBusPublisher';
-import { documentsIn } from '../support/inbox';
+import { documentsIn, OUTBOX_SETTINGS } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 import { spansNamed, useSpanExporter } from '../support/spans';
@@ -148,14 +148,7 @@ describe("the README's Follow an event", () => {
       container: stack.container,
       publisher: { send: () => Promise.resolve([]), close: () => Promise.resolve() },
       now: () => new Date(),
-      settings: {
-        outbox: {
-          sweepAgeSeconds: 300,
-          sweepIntervalSeconds: 60,
-          sweepMaxItems: 500,
-          dispatchedRetentionSeconds: 86_400,
-        },
-      },
+      settings: OUTBOX_SETTINGS,
     });
     const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
     const section = /### Follow an event\n([\s\S]*?)\n### /.exec(readme)?.[1] ?? '';
@@ -209,14 +202,7 @@ async function run(
     container: stack.container,
     publisher,
     now: () => at,
-    settings: {
-      outbox: {
-        sweepAgeSeconds: 300,
-        sweepIntervalSeconds: 60,
-        sweepMaxItems: 500,
-        dispatchedRetentionSeconds: 86_400,
-      },
-    },
+    settings: OUTBOX_SETTINGS,
   });
   const upstreamTrace = new Map<string, string>();
   const faultOf = new Map<string, Fault>();

@@ -21,7 +21,7 @@ import {
   type SweepReport,
 } from '#inbox/internal';
 
-import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
+import { delivery, dependencies, documentsIn, OUTBOX_SETTINGS, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 
 const stack = useLocalStack();
@@ -56,21 +56,12 @@ class RecordingPublisher implements OutboxPublisher {
   }
 }
 
-const outboxSettings = {
-  outbox: {
-    sweepAgeSeconds: 300,
-    sweepIntervalSeconds: 60,
-    sweepMaxItems: 500,
-    dispatchedRetentionSeconds: 86_400,
-  },
-};
-
 function relayDependencies(
   container: Container,
   publisher: OutboxPublisher,
   now = new Date(),
 ): RelayDependencies {
-  return { container, publisher, now: () => now, settings: outboxSettings };
+  return { container, publisher, now: () => now, settings: OUTBOX_SETTINGS };
 }
 
 const publishing = testConsumer((message, tx) => {
@@ -585,7 +576,7 @@ describe('the relay and the sweeper', () => {
 
     const capped = await sweepOutbox({
       ...relayDependencies(container, publisher, new Date(now.getTime() + 3_600_000)),
-      settings: { outbox: { ...outboxSettings.outbox, sweepMaxItems: 1 } },
+      settings: { outbox: { ...OUTBOX_SETTINGS.outbox, sweepMaxItems: 1 } },
     });
     expect(capped).toMatchObject({ sent: 1, capped: true });
     await container.delete();
@@ -792,7 +783,7 @@ describe('the sweeper, measured and bounded', () => {
   const sweep = (container: Container, publisher: OutboxPublisher, sweepMaxItems: number) =>
     sweepOutbox({
       ...relayDependencies(container, publisher, now),
-      settings: { outbox: { ...outboxSettings.outbox, sweepMaxItems } },
+      settings: { outbox: { ...OUTBOX_SETTINGS.outbox, sweepMaxItems } },
     });
 
   it('takes at most OUTBOX_SWEEP_MAX_ITEMS, capped only when more were due: within a page, at its end, on the next page', async () => {

@@ -19,7 +19,7 @@ import {
 } from '#inbox/internal';
 
 import { toServiceBusMessage } from '../../src/serviceBusPublisher';
-import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
+import { delivery, dependencies, documentsIn, OUTBOX_SETTINGS, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { spansNamed, useSpanExporter } from '../support/spans';
 
@@ -42,15 +42,6 @@ const recording: OutboxPublisher = {
 beforeEach(() => {
   sent.length = 0;
 });
-
-const settings = {
-  outbox: {
-    sweepAgeSeconds: 300,
-    sweepIntervalSeconds: 60,
-    sweepMaxItems: 500,
-    dispatchedRetentionSeconds: 86_400,
-  },
-};
 
 const publishing = testConsumer((message, tx) => {
   tx.create({ id: 'balance', amount: message.amount });
@@ -214,7 +205,7 @@ describe('the trace through the outbox', () => {
       container: stack.container,
       publisher: recording,
       now: () => new Date(),
-      settings,
+      settings: OUTBOX_SETTINGS,
     });
 
     expect(report.sent).toBe(2);
@@ -251,7 +242,7 @@ describe('the trace through the outbox', () => {
       send: () => Promise.reject(new Error('ServiceCommunicationProblem')),
       close: () => Promise.resolve(),
     };
-    const deps = { container: stack.container, now: () => now, settings };
+    const deps = { container: stack.container, now: () => now, settings: OUTBOX_SETTINGS };
 
     const first = await relayOutbox(documents, { ...deps, publisher: failing });
     await relayOutbox(documents, { ...deps, publisher: recording }, true);
@@ -277,7 +268,7 @@ describe('the trace through the outbox', () => {
       container: stack.container,
       publisher: recording,
       now: () => new Date(),
-      settings,
+      settings: OUTBOX_SETTINGS,
     });
 
     const [span] = spansNamed(exporter, 'send business-events');

@@ -11,6 +11,16 @@ import {
 
 import type { Delivery } from '../../src/inbox/delivery';
 
+/** The outbox settings the relay and sweeper tests run with: the app's defaults (src/inbox/settings.ts). */
+export const OUTBOX_SETTINGS = {
+  outbox: {
+    sweepAgeSeconds: 300,
+    sweepIntervalSeconds: 60,
+    sweepMaxItems: 500,
+    dispatchedRetentionSeconds: 86_400,
+  },
+};
+
 /** A consumer defined in the test, outside src/topology.json: the same shape defineInboxConsumer returns. */
 export function testConsumer(
   handle: InboxConsumer<TestMessage>['handle'],

@@ -33,7 +33,7 @@ import {
   STANDARD_CREDITS_PER_SECOND,
 } from '../../tools/cost/model';
 import { PRICES } from '../../tools/cost/prices';
-import { delivery, dependencies, testConsumer } from '../support/inbox';
+import { delivery, dependencies, OUTBOX_SETTINGS, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { PEER_TOPOLOGY } from '../support/peer';
 import { captured } from '../support/tools';
@@ -203,14 +203,7 @@ describe('Cosmos DB request units per outcome, against the local server', () => 
       container: container(),
       publisher,
       now: () => new Date(),
-      settings: {
-        outbox: {
-          sweepAgeSeconds: 300,
-          sweepIntervalSeconds: 60,
-          sweepMaxItems: 500,
-          dispatchedRetentionSeconds: 86_400,
-        },
-      },
+      settings: OUTBOX_SETTINGS,
     });
 
     expect(sent).toHaveLength(1);

@@ -9,7 +9,7 @@ import {
 
 import { runTool, type ToolContext } from '../../cli/tool';
 import { main } from '../../tools/outbox';
-import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
+import { delivery, dependencies, documentsIn, OUTBOX_SETTINGS, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { captured } from '../support/tools';
 
@@ -44,14 +44,7 @@ const publisher: OutboxPublisher = {
 const relayDependencies = {
   publisher,
   now: () => new Date(),
-  settings: {
-    outbox: {
-      sweepAgeSeconds: 300,
-      sweepIntervalSeconds: 60,
-      sweepMaxItems: 500,
-      dispatchedRetentionSeconds: 86_400,
-    },
-  },
+  settings: OUTBOX_SETTINGS,
 };
 
 /** Publishes one message per subject in the account's partition and relays them: `Huge` ones are set aside. */
