@@ -1,5 +1,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
+import { formatDuration, parseDurationSeconds, SettingsError } from '#inbox/internal';
+
 import { bounded, ToolError, UsageError } from './errors';
 
 /** Where a tool writes, and what it reads from its surroundings; tests pass their own. */
@@ -192,6 +194,27 @@ function editDistance(a: string, b: string): number {
 /** A usage error (exit code 2): the message, then the tool's usage. */
 export function usageError(message: string, usage: string, options?: ErrorOptions): UsageError {
   return new UsageError(`${message}\n${usage}`, options);
+}
+
+/**
+ * A duplicate detection window given as a flag (ISO 8601), in seconds: from PT20S to P7D, as
+ * Service Bus allows; otherwise a usage error naming the flag.
+ */
+export function duplicateWindowFlag(name: string, text: string, usage: string): number {
+  let seconds: number;
+  try {
+    seconds = parseDurationSeconds(text, `--${name}`);
+  } catch (error) {
+    const problem = error instanceof SettingsError ? error.problems.join('; ') : (error as Error).message;
+    throw usageError(problem, usage, { cause: error });
+  }
+  if (seconds < 20 || seconds > 7 * 86_400) {
+    throw usageError(
+      `--${name} must be from PT20S to P7D, as Service Bus allows; got ${formatDuration(seconds)}.`,
+      usage,
+    );
+  }
+  return seconds;
 }
 
 /** A flag's value as a number in [min, max] (whole when `integer`), or a usage error naming the flag. */

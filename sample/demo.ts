@@ -4,6 +4,7 @@ import { dirname, extname } from 'node:path';
 import { formatted, writeFormatted } from '../cli/formatted';
 import {
   commandWithFlags,
+  duplicateWindowFlag,
   EXIT_CODES,
   type ExitCode,
   type FlagValues,
@@ -59,6 +60,9 @@ const usage = `Usage: npm run demo -- [options]
                           model minute after publishing starts, for that many minutes; repeatable. The
                           invariant 'topics' checks that the other topics' events are sent meanwhile
   --concurrency <n>       host.json maxConcurrentCalls per function (default 16)
+  --duplicate-window <d>  the topics' duplicate detection window, and the app's SERVICEBUS_DUPLICATE_WINDOW
+                          (ISO 8601, PT20S to P7D; default PT1H). A short one lets the relay's resends
+                          through to the inboxes (relay_resend in Duplicates by cause)
   --json                  print one JSON object on stdout (progress still goes to stderr)
   --out <file>            write the report to this file instead of stdout, formatted as the repository's
                           prettier config wants it (JSON with --json; a .md file gets the text report
@@ -72,6 +76,7 @@ const FLAGS = {
     messages: { type: 'string', default: String(demoDefaults.messages) },
     seed: { type: 'string' },
     concurrency: { type: 'string', default: String(demoDefaults.concurrency) },
+    'duplicate-window': { type: 'string', default: demoDefaults.duplicateWindow },
     json: { type: 'boolean', default: false },
     out: { type: 'string' },
     'cosmos-outage': { type: 'string', multiple: true, default: [] as string[] },
@@ -124,6 +129,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     resendOutsideWindow: rate('resend-outside'),
     poison: rate('poison'),
     maxConcurrentCalls: number('concurrency', values.concurrency, { min: 1, max: 1000, integer: true }),
+    duplicateWindowMs: duplicateWindowFlag('duplicate-window', values['duplicate-window'], usage) * 1000,
     faults: {
       crashBeforeCommit: rate('crash-before'),
       crashAfterCommit: rate('crash-after'),

@@ -1,3 +1,5 @@
+import { formatDuration } from '#inbox/internal';
+
 import type { ScenarioOptions } from './run';
 
 /**
@@ -8,6 +10,7 @@ import type { ScenarioOptions } from './run';
 export const demoDefaults = {
   messages: 3000,
   concurrency: 16,
+  duplicateWindow: 'PT1H',
   rates: {
     'resend-inside': 0.05,
     'resend-outside': 0.03,
@@ -53,6 +56,8 @@ export function replayCommand(options: ScenarioOptions): string {
   if (options.messages !== demoDefaults.messages) flags.push(`--messages ${options.messages}`);
   const concurrency = options.maxConcurrentCalls ?? 16;
   if (concurrency !== demoDefaults.concurrency) flags.push(`--concurrency ${concurrency}`);
+  const window = formatDuration((options.duplicateWindowMs ?? 3_600_000) / 1000);
+  if (window !== demoDefaults.duplicateWindow) flags.push(`--duplicate-window ${window}`);
   for (const [flag, fallback] of Object.entries(demoDefaults.rates) as [RateFlag, number][]) {
     const value = rateIn[flag](options);
     // Full precision: String() of a double parses back to the same double.

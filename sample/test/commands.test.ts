@@ -123,6 +123,36 @@ describe('npm run demo', () => {
     expect((JSON.parse(String(replayed.stdout)) as Report).deliveries.digest).toBe(report.deliveries.digest);
   });
 
+  it('--duplicate-window PT20S lets the relay resends through to the inboxes: every cause named as injected, and the replay keeps the window', () => {
+    // The example sample/README.md gives.
+    const example = /`npm run demo -- ([^`]*--duplicate-window PT20S[^`]*)`/.exec(
+      readFileSync(join('sample', 'README.md'), 'utf8'),
+    )?.[1];
+    expect(example).toBeDefined();
+    const run = tsx(['sample/demo.ts', ...(example ?? '').split(' '), '--json']);
+    type Report = {
+      replay: string;
+      ok: boolean;
+      duplicateCauses: { diagonal: boolean; counts: Record<string, Record<string, number>> };
+    };
+    const report = JSON.parse(String(run.stdout)) as Report;
+
+    expect(run.status).toBe(0);
+    expect(report.ok).toBe(true);
+    expect(report.duplicateCauses.diagonal).toBe(true);
+    expect(report.duplicateCauses.counts.relay_resend?.relay_resend).toBeGreaterThan(0);
+    expect(report.replay).toContain(' --duplicate-window PT20S ');
+  });
+
+  it('refuses a duplicate window Service Bus would not take', () => {
+    const run = tsx(['sample/demo.ts', '--duplicate-window', 'PT5S']);
+
+    expect(run.status).toBe(2);
+    expect(String(run.stderr)).toContain(
+      '--duplicate-window must be from PT20S to P7D, as Service Bus allows; got PT5S.',
+    );
+  });
+
   it('refuses a malformed --cosmos-outage', () => {
     const run = tsx(['sample/demo.ts', '--cosmos-outage', '30']);
 

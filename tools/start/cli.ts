@@ -6,14 +6,7 @@ import { join, relative, resolve } from 'node:path';
 import { type Container, CosmosClient } from '@azure/cosmos';
 import { ServiceBusClient } from '@azure/service-bus';
 
-import {
-  formatDuration,
-  loadSettings,
-  MARKER_TYPE,
-  parseDurationSeconds,
-  type Settings,
-  SettingsError,
-} from '#inbox/internal';
+import { formatDuration, loadSettings, MARKER_TYPE, type Settings, SettingsError } from '#inbox/internal';
 
 import {
   type LocalRun,
@@ -27,6 +20,7 @@ import { bounded, EnvironmentError } from '../../cli/errors';
 import { listening } from '../../cli/serve';
 import {
   commandWithFlags,
+  duplicateWindowFlag,
   EXIT_CODES,
   type ExitCode,
   type FlagValues,
@@ -168,19 +162,7 @@ function startRequest(values: FlagValues<typeof FLAGS>, context: ToolContext): S
     max: 65535,
     integer: true,
   });
-  let duplicateWindowSeconds: number;
-  try {
-    duplicateWindowSeconds = parseDurationSeconds(values['duplicate-window'], '--duplicate-window');
-  } catch (error) {
-    const problem = error instanceof SettingsError ? error.problems.join('; ') : (error as Error).message;
-    throw usageError(problem, USAGE, { cause: error });
-  }
-  if (duplicateWindowSeconds < 20 || duplicateWindowSeconds > 7 * 86_400) {
-    throw usageError(
-      `--duplicate-window must be from PT20S to P7D, as Service Bus allows; got ${formatDuration(duplicateWindowSeconds)}.`,
-      USAGE,
-    );
-  }
+  const duplicateWindowSeconds = duplicateWindowFlag('duplicate-window', values['duplicate-window'], USAGE);
   const appDirectory = resolve(values.app);
   refuseAppFolder(appDirectory);
   const runFile = localRunPath(context.env);
