@@ -50,11 +50,7 @@ export function containerOf(
 
 export function account(request: ResourceRequest): Reply {
   if (request.method !== 'GET') return notAllowed(request);
-  return {
-    status: 200,
-    body: accountResource(request.headers.host ?? request.listening, request.account.writeRegions),
-    requestCharge: 0,
-  };
+  return { status: 200, body: accountResource(request.headers.host ?? request.listening), requestCharge: 0 };
 }
 
 export function databases(request: ResourceRequest): Reply {
@@ -266,10 +262,9 @@ export function partitionKeyRanges(
   return { ...reply, headers: { etag } };
 }
 
-function accountResource(host: string, writeRegions: readonly string[]): Record<string, unknown> {
+function accountResource(host: string): Record<string, unknown> {
   const self = `http://${host}/`;
   const location = { name: 'local', databaseAccountEndpoint: self };
-  const writable = writeRegions.map((name) => ({ name, databaseAccountEndpoint: self }));
   return {
     id: 'local-cosmos',
     _rid: 'local-cosmos',
@@ -277,9 +272,9 @@ function accountResource(host: string, writeRegions: readonly string[]): Record<
     media: '//media/',
     addresses: '//addresses/',
     _dbs: '//dbs/',
-    writableLocations: writable,
-    readableLocations: writeRegions.length > 1 ? writable : [location],
-    enableMultipleWriteLocations: writeRegions.length > 1,
+    writableLocations: [location],
+    readableLocations: [location],
+    enableMultipleWriteLocations: false,
     userReplicationPolicy: { asyncReplication: false, minReplicaSetSize: 1, maxReplicasetSize: 4 },
     userConsistencyPolicy: { defaultConsistencyLevel: 'Session' },
     systemReplicationPolicy: { minReplicaSetSize: 1, maxReplicasetSize: 4 },

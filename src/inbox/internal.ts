@@ -108,4 +108,3 @@ export {
 } from './tracing';
 export { type FailedWrite } from './transaction';
 export { type VersionedWrite, writeIfNewer } from './versioned';
-export { assertWriteRegions, type WriteRegionFacts, writeRegionsProblem } from './writeRegions';

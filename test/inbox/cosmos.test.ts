@@ -16,7 +16,6 @@ describe('createCosmosClient', () => {
       container: 'state',
       leaseContainer: 'leases',
       clientId: undefined,
-      allowMultipleWriteRegions: false,
     });
     try {
       await client.database('app').container('state').item('absent', 'p').read();
@@ -66,7 +65,6 @@ describe('createCosmosClient', () => {
         database: 'app',
         container: 'state',
         clientId,
-        allowMultipleWriteRegions: false,
       });
       try {
         await client
