@@ -169,6 +169,12 @@ export class DatabaseState {
 
 export class AccountState {
   readonly databases = new Map<string, DatabaseState>();
+  /**
+   * The regions the account reports it accepts writes in (its `writableLocations`), all served by
+   * this one server. More than one is a multi-region-write account, as the inbox's start-up guard
+   * sees it (issue 25); the default is a single write region, as infra/modules/cosmos.bicep deploys.
+   */
+  writeRegions: readonly string[] = ['local'];
   private databaseSequence = 0;
   private offerSequence = 0;
 

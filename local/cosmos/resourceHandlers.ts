@@ -50,7 +50,11 @@ export function containerOf(
 
 export function account(request: ResourceRequest): Reply {
   if (request.method !== 'GET') return notAllowed(request);
-  return { status: 200, body: accountResource(request.headers.host ?? request.listening), requestCharge: 0 };
+  return {
+    status: 200,
+    body: accountResource(request.headers.host ?? request.listening, request.account.writeRegions),
+    requestCharge: 0,
+  };
 }
 
 export function databases(request: ResourceRequest): Reply {
@@ -262,9 +266,10 @@ export function partitionKeyRanges(
   return { ...reply, headers: { etag } };
 }
 
-function accountResource(host: string): Record<string, unknown> {
+function accountResource(host: string, writeRegions: readonly string[]): Record<string, unknown> {
   const self = `http://${host}/`;
   const location = { name: 'local', databaseAccountEndpoint: self };
+  const writable = writeRegions.map((name) => ({ name, databaseAccountEndpoint: self }));
   return {
     id: 'local-cosmos',
     _rid: 'local-cosmos',
@@ -272,9 +277,9 @@ function accountResource(host: string): Record<string, unknown> {
     media: '//media/',
     addresses: '//addresses/',
     _dbs: '//dbs/',
-    writableLocations: [location],
-    readableLocations: [location],
-    enableMultipleWriteLocations: false,
+    writableLocations: writable,
+    readableLocations: writeRegions.length > 1 ? writable : [location],
+    enableMultipleWriteLocations: writeRegions.length > 1,
     userReplicationPolicy: { asyncReplication: false, minReplicaSetSize: 1, maxReplicasetSize: 4 },
     userConsistencyPolicy: { defaultConsistencyLevel: 'Session' },
     systemReplicationPolicy: { minReplicaSetSize: 1, maxReplicasetSize: 4 },

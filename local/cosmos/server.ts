@@ -58,6 +58,11 @@ export interface LocalCosmosOptions {
    * are then only those created with throughput, and a container's default 400 RU/s.
    */
   throughput?: number;
+  /**
+   * The write regions the account reports (`writableLocations`); more than one makes it a
+   * multi-region-write account. Default: one, `local`.
+   */
+  writeRegions?: readonly string[];
 }
 
 export interface LocalCosmos {
@@ -89,6 +94,8 @@ export interface LocalCosmos {
    * offer of a database that shares it); undefined: no limit.
    */
   setThroughput(requestUnitsPerSecond: number | undefined): void;
+  /** Changes the write regions the account reports, as adding a write region in Azure does. */
+  setWriteRegions(regions: readonly string[]): void;
   stop(): Promise<void>;
 }
 
@@ -106,6 +113,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
   const faults = new FaultInjector(seededRandom(options.seed ?? Math.floor(Math.random() * 2 ** 32)));
   let latencyWait: (ms: number) => Promise<void> = sleep;
   const state = new AccountState();
+  if (options.writeRegions !== undefined) state.writeRegions = writeRegionsOf(options.writeRegions);
   const requests: Record<FaultTarget, number> = { read: 0, write: 0, batch: 0, query: 0, metadata: 0 };
   const provisioned = (ru: number | undefined): ProvisionedThroughput | undefined =>
     ru === undefined ? undefined : new ProvisionedThroughput(ru);
@@ -213,6 +221,9 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
     setThroughput: (requestUnitsPerSecond) => {
       throughput = provisioned(requestUnitsPerSecond);
     },
+    setWriteRegions: (regions) => {
+      state.writeRegions = writeRegionsOf(regions);
+    },
     stop: async () => {
       clearInterval(sweeper);
       server.closeAllConnections();
@@ -283,4 +294,12 @@ function removeExpired(state: AccountState, nowMs: number): number {
     }
   }
   return removed;
+}
+
+/** Write regions as an account reports them: at least one, each named once. */
+function writeRegionsOf(regions: readonly string[]): readonly string[] {
+  const unique = [...new Set(regions)];
+  if (unique.length === 0 || unique.some((name) => name.trim() === ''))
+    throw new Error('A Cosmos DB account has at least one write region, each with a name.');
+  return unique;
 }

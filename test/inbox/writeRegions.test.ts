@@ -1,0 +1,63 @@
+import { CosmosClient } from '@azure/cosmos';
+
+import { SettingsError } from '#inbox/internal';
+
+import { assertWriteRegions, writeRegionsProblem } from '../../src/inbox/writeRegions';
+import { useLocalStack } from '../support/localStack';
+
+/**
+ * The multi-region write guard (issue 25) on what the real @azure/cosmos SDK reads of the account
+ * (`getDatabaseAccount()`), from the local Cosmos DB server in its single- and multi-region-write
+ * modes.
+ */
+const stack = useLocalStack();
+
+async function accountRead(): Promise<Parameters<typeof writeRegionsProblem>[0]> {
+  // A client of its own: the SDK caches the account it read first.
+  const client = new CosmosClient({ endpoint: stack.server.endpoint, key: stack.server.key });
+  try {
+    return (await client.getDatabaseAccount()).resource!;
+  } finally {
+    client.dispose();
+  }
+}
+
+afterEach(() => stack.server.setWriteRegions(['local']));
+
+it('lets the app run on an account with one write region, as the Bicep deploys it', async () => {
+  const account = await accountRead();
+
+  expect(account.writableLocations.map((location) => location.name)).toEqual(['local']);
+  expect(writeRegionsProblem(account, false)).toBeUndefined();
+});
+
+it('refuses an account with two write regions, naming them and the way out', async () => {
+  stack.server.setWriteRegions(['westeurope', 'northeurope']);
+  const account = await accountRead();
+
+  expect(account.enableMultipleWritableLocations).toBe(true);
+  expect(writeRegionsProblem(account, false)).toMatch(
+    /^The Cosmos DB account accepts writes in 2 regions \(westeurope, northeurope\): .* set INBOX_ALLOW_MULTIPLE_WRITE_REGIONS=true\.$/,
+  );
+  expect(() => assertWriteRegions(account, false)).toThrow(SettingsError);
+});
+
+it('runs on two write regions when the operator has accepted duplicate effects', async () => {
+  stack.server.setWriteRegions(['westeurope', 'northeurope']);
+
+  expect(writeRegionsProblem(await accountRead(), true)).toBeUndefined();
+});
+
+it('names at most ten regions, bounded', () => {
+  const many = Array.from({ length: 12 }, (_, i) => ({ name: `region-${i}-${'x'.repeat(100)}` }));
+
+  const problem = writeRegionsProblem(
+    { enableMultipleWritableLocations: true, writableLocations: many },
+    false,
+  );
+
+  expect(problem).toContain('accepts writes in 12 regions');
+  expect(problem).toContain(' and 2 more):');
+  expect(problem).not.toContain('region-10-');
+  expect(problem!.length).toBeLessThan(1500);
+});
