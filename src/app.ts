@@ -2,13 +2,16 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import type {
-  CosmosDBv4FunctionOptions,
-  ServiceBusTopicFunctionOptions,
-  TimerFunctionOptions,
+import {
+  app,
+  type CosmosDBv4FunctionOptions,
+  type ServiceBusTopicFunctionOptions,
+  type TimerFunctionOptions,
 } from '@azure/functions';
 
 import {
+  assertWriteRegions,
+  bounded,
   breakerLimits,
   CircuitBreaker,
   type Consumer,
@@ -44,7 +47,38 @@ checkHostJson(startupSettings);
 // OpenTelemetry SDK, which then starts before the first invocation is read off the wire.
 setImmediate(ensureAzureMonitor);
 
+// The host awaits appStart hooks before it runs any trigger: a refusal here processes nothing.
+app.hook.appStart(() => checkWriteRegions());
+
 let runtime: InboxRuntime | undefined;
+
+/** How long the account read may take at start-up: the worker's initialization allows 2 minutes. */
+const WRITE_REGIONS_READ_MS = 15_000;
+
+/**
+ * Refuses to start against a Cosmos DB account that accepts writes in more than one region
+ * (src/inbox/writeRegions.ts), unless INBOX_ALLOW_MULTIPLE_WRITE_REGIONS=true. An account that
+ * cannot be read is not refused: Cosmos DB unreachable is an outage, which the breaker rides out.
+ */
+export async function checkWriteRegions(): Promise<void> {
+  const { container, settings } = inboxRuntime();
+  let account;
+  try {
+    account = (
+      await container.database.client.getDatabaseAccount({
+        abortSignal: AbortSignal.timeout(WRITE_REGIONS_READ_MS),
+      })
+    ).resource;
+  } catch (error) {
+    const name = error instanceof Error ? error.name : typeof error;
+    console.warn(
+      `Could not read the Cosmos DB account's write regions at start-up (${bounded(name, 60)}); ` +
+        'starting without that check (INBOX_ALLOW_MULTIPLE_WRITE_REGIONS).',
+    );
+    return;
+  }
+  if (account !== undefined) assertWriteRegions(account, settings.cosmos.allowMultipleWriteRegions);
+}
 
 /** Built on first use: one Cosmos DB client and one set of metric instruments per process. */
 export function inboxRuntime(): InboxRuntime {

@@ -108,3 +108,4 @@ export {
 } from './tracing';
 export { type FailedWrite } from './transaction';
 export { type VersionedWrite, writeIfNewer } from './versioned';
+export { assertWriteRegions, type WriteRegionFacts, writeRegionsProblem } from './writeRegions';

@@ -1,5 +1,5 @@
 import { formatDuration, parseDurationSeconds } from './duration';
-import { SettingsError } from './errors';
+import { bounded, SettingsError } from './errors';
 
 /**
  * Every setting the app reads, from its environment (app settings), with its default. Defaults
@@ -39,6 +39,13 @@ export interface Settings {
      * @default leases
      */
     leaseContainer: string;
+    /**
+     * INBOX_ALLOW_MULTIPLE_WRITE_REGIONS: run against a Cosmos DB account that accepts writes in
+     * more than one region, accepting that a message can then be applied once per region
+     * (writeRegions.ts). `true` or `false`.
+     * @default false
+     */
+    allowMultipleWriteRegions: boolean;
   };
   /** Where the outbox relay sends (the Service Bus triggers use the same connection). */
   serviceBus: {
@@ -217,9 +224,12 @@ export function retentionBoundSeconds(redelivery: RedeliverySettings): number {
 
 export function loadSettings(env: Environment = process.env): Settings {
   const problems: string[] = [];
-  const { duration, positiveInteger } = readerOf(env, problems);
+  const { duration, positiveInteger, yesNo } = readerOf(env, problems);
   const settings: Settings = {
-    cosmos: cosmosSettings(env, problems),
+    cosmos: {
+      ...cosmosSettings(env, problems),
+      allowMultipleWriteRegions: yesNo('INBOX_ALLOW_MULTIPLE_WRITE_REGIONS', 'false'),
+    },
     serviceBus: {
       fullyQualifiedNamespace: env.ServiceBusConnection__fullyQualifiedNamespace?.trim() || undefined,
       connectionString: env.ServiceBusConnection?.trim() || undefined,
@@ -281,6 +291,7 @@ function readerOf(
 ): {
   duration: (name: string, defaultText: string) => number;
   positiveInteger: (name: string, defaultText: string, max?: number) => number;
+  yesNo: (name: string, defaultText: string) => boolean;
 } {
   const read = <T>(name: string, defaultText: string, parse: (text: string) => T): T => {
     try {
@@ -303,11 +314,21 @@ function readerOf(
         }
         return value;
       }),
+    yesNo: (name, defaultText) =>
+      read(name, defaultText, (text) => {
+        const value = text.toLowerCase();
+        if (value !== 'true' && value !== 'false')
+          throw new SettingsError([`${name}='${bounded(text, 20)}' must be true or false.`]);
+        return value === 'true';
+      }),
   };
 }
 
 /** Where Cosmos DB is and how to sign in: a key only for the local server or an emulator. */
-function cosmosSettings(env: Environment, problems: string[]): Settings['cosmos'] {
+function cosmosSettings(
+  env: Environment,
+  problems: string[],
+): Omit<Settings['cosmos'], 'allowMultipleWriteRegions'> {
   const endpoint = env.COSMOS_ENDPOINT?.trim();
   if (!endpoint) {
     problems.push(

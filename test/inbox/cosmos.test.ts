@@ -16,6 +16,7 @@ describe('createCosmosClient', () => {
       container: 'state',
       leaseContainer: 'leases',
       clientId: undefined,
+      allowMultipleWriteRegions: false,
     });
     try {
       await client.database('app').container('state').item('absent', 'p').read();
@@ -65,6 +66,7 @@ describe('createCosmosClient', () => {
         database: 'app',
         container: 'state',
         clientId,
+        allowMultipleWriteRegions: false,
       });
       try {
         await client

@@ -35,6 +35,7 @@ describe('settings', () => {
       key: undefined,
       clientId: undefined,
       leaseContainer: 'leases',
+      allowMultipleWriteRegions: false,
     });
     expect(settings.serviceBus).toEqual({
       fullyQualifiedNamespace: undefined,
@@ -225,9 +226,11 @@ describe('settings', () => {
       SERVICEBUS_MAX_DELIVERY_COUNT: 'ten',
       INBOX_MAX_ATTEMPTS: '0',
       PURGE_MAX_RU_PER_SECOND: '0.5',
+      INBOX_ALLOW_MULTIPLE_WRITE_REGIONS: 'yes',
     });
 
     expect(found).toEqual([
+      expect.stringContaining("INBOX_ALLOW_MULTIPLE_WRITE_REGIONS='yes' must be true or false"),
       expect.stringContaining("INBOX_RETENTION='30 days' is not an ISO-8601 duration"),
       expect.stringContaining("INBOX_MAX_ATTEMPTS='0' must be an integer"),
       expect.stringContaining("SERVICEBUS_MAX_DELIVERY_COUNT='ten' must be an integer"),
@@ -252,6 +255,7 @@ describe('each setting read from its own variable', () => {
         COSMOS_CONTAINER: 'things',
         AZURE_CLIENT_ID: 'client-id',
         COSMOS_LEASE_CONTAINER: 'relay-leases',
+        INBOX_ALLOW_MULTIPLE_WRITE_REGIONS: 'TRUE',
         ServiceBusConnection__fullyQualifiedNamespace: 'ns.servicebus.windows.net',
         SERVICEBUS_DUPLICATE_WINDOW: 'PT2H',
         OUTBOX_SWEEP_AGE: 'PT4M',
@@ -286,6 +290,7 @@ describe('each setting read from its own variable', () => {
         key: undefined,
         clientId: 'client-id',
         leaseContainer: 'relay-leases',
+        allowMultipleWriteRegions: true,
       },
       serviceBus: {
         fullyQualifiedNamespace: 'ns.servicebus.windows.net',

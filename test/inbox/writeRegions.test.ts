@@ -36,8 +36,11 @@ it('refuses an account with two write regions, naming them and the way out', asy
   const account = await accountRead();
 
   expect(account.enableMultipleWritableLocations).toBe(true);
-  expect(writeRegionsProblem(account, false)).toMatch(
-    /^The Cosmos DB account accepts writes in 2 regions \(westeurope, northeurope\): .* set INBOX_ALLOW_MULTIPLE_WRITE_REGIONS=true\.$/,
+  expect(writeRegionsProblem(account, false)).toBe(
+    'The Cosmos DB account accepts writes in 2 regions (westeurope, northeurope): the inbox needs one write ' +
+      'region to arbitrate each marker, and with several a message can be applied once in each. Turn ' +
+      'multi-region writes off (infra/modules/cosmos.bicep deploys enableMultipleWriteLocations: false), or, to ' +
+      'run anyway and accept duplicate effects, set INBOX_ALLOW_MULTIPLE_WRITE_REGIONS=true.',
   );
   expect(() => assertWriteRegions(account, false)).toThrow(SettingsError);
 });
@@ -46,6 +49,30 @@ it('runs on two write regions when the operator has accepted duplicate effects',
   stack.server.setWriteRegions(['westeurope', 'northeurope']);
 
   expect(writeRegionsProblem(await accountRead(), true)).toBeUndefined();
+});
+
+it('refuses an account that says it writes in several regions even when it lists one', () => {
+  expect(
+    writeRegionsProblem({ enableMultipleWritableLocations: true, writableLocations: [{ name: 'a' }] }, false),
+  ).toContain('accepts writes in 1 regions (a)');
+  expect(
+    writeRegionsProblem(
+      { enableMultipleWritableLocations: false, writableLocations: [{ name: 'a' }, { name: 'b' }] },
+      false,
+    ),
+  ).toContain('accepts writes in 2 regions (a, b)');
+});
+
+it('names ten regions whole, and says how many more there are beyond ten', () => {
+  const regions = (count: number): { name: string }[] =>
+    Array.from({ length: count }, (_, i) => ({ name: `r${i}` }));
+
+  expect(
+    writeRegionsProblem({ enableMultipleWritableLocations: true, writableLocations: regions(10) }, false),
+  ).toContain('(r0, r1, r2, r3, r4, r5, r6, r7, r8, r9): ');
+  expect(
+    writeRegionsProblem({ enableMultipleWritableLocations: true, writableLocations: regions(11) }, false),
+  ).toContain('(r0, r1, r2, r3, r4, r5, r6, r7, r8, r9 and 1 more): ');
 });
 
 it('names at most ten regions, bounded', () => {

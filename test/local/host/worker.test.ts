@@ -8,7 +8,12 @@ import { toDelivery } from '#inbox/internal';
 import { loadFunctionApp, loggedOutcome, type ServiceBusDelivery } from '../../../local/host/worker';
 import { PROJECT_ROOT } from '../../../local/project';
 import { functionNameOf, topology } from '../../../src/topology';
+import { useLocalStack } from '../../support/localStack';
 import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../support/probeFunction';
+
+// The app reads the Cosmos DB account when it starts (src/app.ts, checkWriteRegions): a local one,
+// with one write region, as the Bicep deploys it.
+useLocalStack();
 
 /**
  * functions/<name>.ts, in the order the worker loads them: one per subscription, the purge timer,

@@ -1,0 +1,30 @@
+import { loadFunctionApp } from '../../local/host/worker';
+import { checkWriteRegions, inboxRuntime } from '../../src/app';
+import { useLocalStack } from '../support/localStack';
+
+/**
+ * The app refuses to start against a Cosmos DB account that accepts writes in two regions (issue
+ * 25): loaded through the worker's path, its appStart hook reads the account from the local Cosmos
+ * DB server in its multi-region-write mode, and the start fails with the reason, before any
+ * trigger could run; INBOX_ALLOW_MULTIPLE_WRITE_REGIONS=true lets it start.
+ */
+const stack = useLocalStack();
+
+it('does not start on an account with two write regions, and says why', async () => {
+  stack.server.setWriteRegions(['westeurope', 'northeurope']);
+
+  await expect(loadFunctionApp()).rejects.toThrow(
+    /Invalid configuration:\n {2}- The Cosmos DB account accepts writes in 2 regions \(westeurope, northeurope\)/,
+  );
+});
+
+it('starts on it when the operator has accepted duplicate effects', async () => {
+  stack.server.setWriteRegions(['westeurope', 'northeurope']);
+  const runtime = inboxRuntime();
+  runtime.settings = {
+    ...runtime.settings,
+    cosmos: { ...runtime.settings.cosmos, allowMultipleWriteRegions: true },
+  };
+
+  await expect(checkWriteRegions()).resolves.toBeUndefined();
+});
