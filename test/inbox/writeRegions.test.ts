@@ -43,6 +43,10 @@ it('refuses an account with two write regions, naming them and the way out', asy
       'run anyway and accept duplicate effects, set INBOX_ALLOW_MULTIPLE_WRITE_REGIONS=true.',
   );
   expect(() => assertWriteRegions(account, false)).toThrow(SettingsError);
+  expect(() => assertWriteRegions(account, false)).toThrow(
+    /^Invalid configuration:\n {2}- The Cosmos DB account accepts writes in 2 regions \(westeurope, northeurope\)/,
+  );
+  expect(() => assertWriteRegions(account, true)).not.toThrow();
 });
 
 it('runs on two write regions when the operator has accepted duplicate effects', async () => {
