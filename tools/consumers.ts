@@ -9,8 +9,9 @@ import type * as App from '../src/app';
  * There is no other list of consumers.
  *
  * Loading src/app.ts validates the app's settings. A tool that only reads the consumers'
- * definitions (their names and schemas) and never runs them passes `definitionsOnly`: without
- * COSMOS_ENDPOINT, the app is then loaded with a local placeholder that refuses connections.
+ * definitions (their names and schemas) and never runs them passes `definitionsOnly`: the app is
+ * not started (no appStart hook runs), and without COSMOS_ENDPOINT it is loaded with a local
+ * placeholder that refuses connections.
  */
 export async function loadConsumers(
   options: { definitionsOnly?: boolean } = {},
@@ -21,7 +22,7 @@ export async function loadConsumers(
       : [];
   for (const [name, value] of placeholders) process.env[name] = value;
   try {
-    await loadFunctionApp();
+    await loadFunctionApp(undefined, { definitionsOnly: options.definitionsOnly === true });
   } finally {
     for (const [name] of placeholders) delete process.env[name];
   }

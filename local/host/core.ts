@@ -277,12 +277,14 @@ export function registeredFunctions(): RegisteredFunction[] {
  * The worker's start-up (`startApp`, then the capabilities exchange): loads each entry point with
  * `load`, noting it as the current entry point so that registrations record their script file,
  * then runs the `appStart` hooks and asks the programming model for its capabilities (which
- * locks `app.setup()`).
+ * locks `app.setup()`). `definitionsOnly` stops after loading: a tool that reads what the app
+ * registered, and never runs it, does not start it (the worker has no such mode).
  */
 export async function startApp(
   functionAppDirectory: string,
   entryPoints: readonly string[],
   load: (entryPoint: string) => unknown,
+  { definitionsOnly = false }: { definitionsOnly?: boolean } = {},
 ): Promise<void> {
   for (const entryPoint of entryPoints) {
     worker.currentEntryPoint = entryPoint;
@@ -297,6 +299,7 @@ export async function startApp(
       worker.currentEntryPoint = undefined;
     }
   }
+  if (definitionsOnly) return;
   await executeHooks('appStart', {
     get hookData() {
       return worker.appLevelOnlyHookData;

@@ -108,15 +108,19 @@ export function installCoreModule(): void {
  * directory (its package.json `main` is loaded, a `*` in the file name allowed, as the worker's
  * glob), entry point files, or, by default, this project's `functions/*.ts` sources. Modules are
  * cached: within one process (or one jest test file) the app is loaded once, and a later call
- * returns the same registrations.
+ * returns the same registrations. `definitionsOnly` loads the app to read what it registered and
+ * does not start it: its `appStart` hooks (which may reach Azure) do not run.
  */
-export async function loadFunctionApp(entry?: string | readonly string[]): Promise<FunctionApp> {
+export async function loadFunctionApp(
+  entry?: string | readonly string[],
+  options: { definitionsOnly?: boolean } = {},
+): Promise<FunctionApp> {
   installCoreModule();
   const { directory, files } = entryPoints(entry);
   const warnings: string[] = [];
   const restore = captureConsole(warnings);
   try {
-    await core.startApp(directory, files, loadScriptFile);
+    await core.startApp(directory, files, loadScriptFile, options);
   } finally {
     restore();
   }

@@ -18,6 +18,15 @@ it('does not start on an account with two write regions, and says why', async ()
   );
 });
 
+it('is not checked by a tool that only reads what the app registered (npm run new:consumer, send)', async () => {
+  stack.server.setWriteRegions(['westeurope', 'northeurope']);
+
+  const app = await loadFunctionApp(undefined, { definitionsOnly: true });
+
+  expect(app.serviceBus.length).toBeGreaterThan(0);
+  expect(app.warnings).toEqual([]);
+});
+
 it('starts on it when the operator has accepted duplicate effects', async () => {
   stack.server.setWriteRegions(['westeurope', 'northeurope']);
   const runtime = inboxRuntime();
