@@ -64,6 +64,17 @@ export class ContainerState implements ItemContainer {
     return encodeRid(Buffer.concat([this.ridBytes, bytes]));
   }
 
+  /** This container as another region holds it: the same definition, items and sequences. */
+  copyInto(database: DatabaseState): ContainerState {
+    const copy = new ContainerState(database, this.id, this.ridBytes, this.partitionKey, this.properties, 0);
+    copy.properties = this.properties;
+    copy.offer = this.offer;
+    copy.documentSequence = this.documentSequence;
+    copy.lsn = this.lsn;
+    for (const [key, stored] of this.items) copy.items.set(key, stored);
+    return copy;
+  }
+
   replace(definition: Record<string, unknown>, nowMs: number): void {
     // A container is renamed by no request: Cosmos DB refuses a replace whose body names another id.
     if (definition.id !== undefined && definition.id !== this.id) {
@@ -139,6 +150,16 @@ export class DatabaseState {
     return `dbs/${this.rid}/`;
   }
 
+  /** This database as another region holds it: the same resource, containers and items. */
+  copy(): DatabaseState {
+    const copy = new DatabaseState(this.id, this.ridBytes, 0);
+    Object.assign(copy.resource, this.resource);
+    copy.offer = this.offer;
+    copy.containerSequence = this.containerSequence;
+    for (const [id, container] of this.containers) copy.containers.set(id, container.copyInto(copy));
+    return copy;
+  }
+
   /** By id, or by resource id (`_rid`), as a request addressed by resource ids names it. */
   container(id: string): ContainerState {
     const container =
@@ -169,14 +190,20 @@ export class DatabaseState {
 
 export class AccountState {
   readonly databases = new Map<string, DatabaseState>();
-  /**
-   * The regions the account reports it accepts writes in (its `writableLocations`), all served by
-   * this one server. More than one is a multi-region-write account, as the inbox's start-up guard
-   * sees it (issue 25); the default is a single write region, as infra/modules/cosmos.bicep deploys.
-   */
-  writeRegions: readonly string[] = ['local'];
   private databaseSequence = 0;
   private offerSequence = 0;
+
+  /**
+   * The account as a second write region holds it when it is added: every database, container and
+   * item, from then on written apart until the regions replicate (regions.ts).
+   */
+  copy(): AccountState {
+    const copy = new AccountState();
+    copy.databaseSequence = this.databaseSequence;
+    copy.offerSequence = this.offerSequence;
+    for (const [id, database] of this.databases) copy.databases.set(id, database.copy());
+    return copy;
+  }
 
   /** An offer's id (and `_rid`): four characters, as Azure's are. */
   nextOfferId(): string {

@@ -25,6 +25,10 @@ export interface ResourceRequest {
   account: AccountState;
   /** `host:port` the server listens on, for the account's self links when the request has no Host. */
   listening: string;
+  /** The write region the request reached. */
+  region: string;
+  /** A multi-region-write account's regions, each with its endpoint; undefined: one write region. */
+  writeLocations: readonly { name: string; databaseAccountEndpoint: string }[] | undefined;
   /** The server's throttling budget (RU/s, `--throughput`); undefined: none. */
   throughput: () => number | undefined;
   /** Changes that budget, as a replace of an offer that stands for it does. */
@@ -52,7 +56,7 @@ export function account(request: ResourceRequest): Reply {
   if (request.method !== 'GET') return notAllowed(request);
   return {
     status: 200,
-    body: accountResource(request.headers.host ?? request.listening, request.account.writeRegions),
+    body: accountResource(request.headers.host ?? request.listening, request),
     requestCharge: 0,
   };
 }
@@ -266,10 +270,8 @@ export function partitionKeyRanges(
   return { ...reply, headers: { etag } };
 }
 
-function accountResource(host: string, writeRegions: readonly string[]): Record<string, unknown> {
-  const self = `http://${host}/`;
-  const location = { name: 'local', databaseAccountEndpoint: self };
-  const writable = writeRegions.map((name) => ({ name, databaseAccountEndpoint: self }));
+function accountResource(host: string, { region, writeLocations }: ResourceRequest): Record<string, unknown> {
+  const writable = writeLocations ?? [{ name: region, databaseAccountEndpoint: `http://${host}/` }];
   return {
     id: 'local-cosmos',
     _rid: 'local-cosmos',
@@ -278,8 +280,8 @@ function accountResource(host: string, writeRegions: readonly string[]): Record<
     addresses: '//addresses/',
     _dbs: '//dbs/',
     writableLocations: writable,
-    readableLocations: writeRegions.length > 1 ? writable : [location],
-    enableMultipleWriteLocations: writeRegions.length > 1,
+    readableLocations: writable,
+    enableMultipleWriteLocations: writable.length > 1,
     userReplicationPolicy: { asyncReplication: false, minReplicaSetSize: 1, maxReplicasetSize: 4 },
     userConsistencyPolicy: { defaultConsistencyLevel: 'Session' },
     systemReplicationPolicy: { minReplicaSetSize: 1, maxReplicasetSize: 4 },

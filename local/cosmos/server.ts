@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -26,6 +26,7 @@ import {
   partitionKeyRanges,
   type ResourceRequest,
 } from './resourceHandlers';
+import { Replication } from './regions';
 import { faultTarget, parseRoute, type Route, signedResource } from './routes';
 import { type ClientUsage, ProvisionedThroughput, UsageByClient } from './throughput';
 
@@ -59,8 +60,9 @@ export interface LocalCosmosOptions {
    */
   throughput?: number;
   /**
-   * The write regions the account reports (`writableLocations`); more than one makes it a
-   * multi-region-write account. Default: one, `local`.
+   * The account's write regions (`writableLocations`); more than one makes it a multi-region-write
+   * account, each region served on a port of its own with items of its own (see setWriteRegions).
+   * Default: one, `local`.
    */
   writeRegions?: readonly string[];
 }
@@ -94,8 +96,20 @@ export interface LocalCosmos {
    * offer of a database that shares it); undefined: no limit.
    */
   setThroughput(requestUnitsPerSecond: number | undefined): void;
-  /** Changes the write regions the account reports, as adding a write region in Azure does. */
-  setWriteRegions(regions: readonly string[]): void;
+  /**
+   * Changes the account's write regions, as adding or removing a write region in Azure does. The
+   * first keeps this server's endpoint and items; each other region listens on a port of its own
+   * (the account lists it as that region's `databaseAccountEndpoint`, so a client that prefers it
+   * writes there) and starts with a copy of the first region's items. The regions then commit
+   * apart, each with its own 409s, until `replicate()` (regions.ts). Removing a region drops what it
+   * has not replicated.
+   */
+  setWriteRegions(regions: readonly string[]): Promise<void>;
+  /**
+   * Replicates the write regions' items to each other, last writer wins (regions.ts); returns how
+   * many items were written in more than one region since the last replication.
+   */
+  replicate(): number;
   stop(): Promise<void>;
 }
 
@@ -112,8 +126,6 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
   const now = options.now ?? Date.now;
   const faults = new FaultInjector(seededRandom(options.seed ?? Math.floor(Math.random() * 2 ** 32)));
   let latencyWait: (ms: number) => Promise<void> = sleep;
-  const state = new AccountState();
-  if (options.writeRegions !== undefined) state.writeRegions = writeRegionsOf(options.writeRegions);
   const requests: Record<FaultTarget, number> = { read: 0, write: 0, batch: 0, query: 0, metadata: 0 };
   const provisioned = (ru: number | undefined): ProvisionedThroughput | undefined =>
     ru === undefined ? undefined : new ProvisionedThroughput(ru);
@@ -121,17 +133,13 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
   const usage = new UsageByClient();
   /** Committed writes, for the session token. */
   let lsn = 0;
-  let listening = '';
+  const listenHost = options.host ?? '127.0.0.1';
+  const endpointHost = options.host === undefined || options.host === '0.0.0.0' ? '127.0.0.1' : options.host;
+  /** The write regions: the first is this server's endpoint, each other one a listener of its own. */
+  const regions: Region[] = [];
+  const replication = new Replication(() => regions.map((region) => region.state));
 
-  const server = createServer((request, response) => {
-    void handle(request, response);
-  });
-  server.keepAliveTimeout = 60_000;
-  server.on('clientError', (_error, socket) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
-  });
-
-  async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  async function handle(request: IncomingMessage, response: ServerResponse, region: Region): Promise<void> {
     const activityId = randomUUID();
     const url = request.url ?? '/';
     let reply: Reply;
@@ -163,8 +171,10 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
           headers: request.headers,
           raw,
           nowMs: now(),
-          account: state,
-          listening,
+          account: region.state,
+          listening: region.listening,
+          region: region.name,
+          writeLocations: regions.length > 1 ? regions.map(location) : undefined,
           throughput: () => throughput?.requestUnitsPerSecond,
           setThroughput: (requestUnitsPerSecond) => {
             throughput = provisioned(requestUnitsPerSecond);
@@ -188,20 +198,54 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
     send(response, reply, activityId, `0:-1#${lsn}`);
   }
 
-  const sweepExpired = (): number => removeExpired(state, now());
+  /** A region's listener, on `port` (0: a free one). */
+  async function listen(name: string, state: AccountState, port: number): Promise<Region> {
+    const region = { name, state, listening: '' } as Region;
+    const server = createServer((request, response) => {
+      void handle(request, response, region);
+    });
+    server.keepAliveTimeout = 60_000;
+    server.on('clientError', (_error, socket) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, listenHost, () => resolve());
+    });
+    const { port: bound } = server.address() as AddressInfo;
+    return Object.assign(region, {
+      server,
+      listening: `127.0.0.1:${bound}`,
+      endpoint: `http://${endpointHost}:${bound}/`,
+    });
+  }
+
+  async function close(region: Region): Promise<void> {
+    region.server.closeAllConnections();
+    await new Promise<void>((resolve) => region.server.close(() => resolve()));
+  }
+
+  async function setWriteRegions(names: readonly string[]): Promise<void> {
+    const [first, ...others] = writeRegionsOf(names);
+    const removed = regions.splice(1);
+    await Promise.all(removed.map(close));
+    regions[0]!.name = first!;
+    for (const name of others) regions.push(await listen(name, regions[0]!.state.copy(), 0));
+    replication.remember();
+  }
+
+  const sweepExpired = (): number =>
+    regions.reduce((sum, region) => sum + removeExpired(region.state, now()), 0);
   const sweeper = setInterval(sweepExpired, options.sweepIntervalMs ?? 1000);
   sweeper.unref();
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  const host = options.host === undefined || options.host === '0.0.0.0' ? '127.0.0.1' : options.host;
-  listening = `127.0.0.1:${port}`;
+  const [firstRegion, ...otherRegions] = writeRegionsOf(options.writeRegions ?? ['local']);
+  regions.push(await listen(firstRegion!, new AccountState(), options.port ?? 0));
+  if (otherRegions.length > 0) await setWriteRegions([firstRegion!, ...otherRegions]);
+  const primary = regions[0]!;
 
   return {
-    endpoint: `http://${host}:${port}/`,
+    endpoint: primary.endpoint,
     key,
     faults: {
       inject: (rule) => faults.inject(rule),
@@ -213,7 +257,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
     },
     sweepExpired,
     storedItemCount: () =>
-      [...state.databases.values()]
+      [...primary.state.databases.values()]
         .flatMap((database) => [...database.containers.values()])
         .reduce((count, container) => count + container.items.size, 0),
     requestCounts: () => ({ ...requests }),
@@ -221,16 +265,30 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
     setThroughput: (requestUnitsPerSecond) => {
       throughput = provisioned(requestUnitsPerSecond);
     },
-    setWriteRegions: (regions) => {
-      state.writeRegions = writeRegionsOf(regions);
-    },
+    setWriteRegions,
+    replicate: () => replication.replicate(),
     stop: async () => {
       clearInterval(sweeper);
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await Promise.all(regions.map(close));
     },
   };
 }
+
+/** One write region: its name, its listener and the items it holds. */
+interface Region {
+  name: string;
+  state: AccountState;
+  server: Server;
+  /** `host:port` it listens on. */
+  listening: string;
+  endpoint: string;
+}
+
+/** A region as the account lists it. */
+const location = ({ name, endpoint }: Region): { name: string; databaseAccountEndpoint: string } => ({
+  name,
+  databaseAccountEndpoint: endpoint,
+});
 
 /** The handler of each kind of resource. */
 const handlers: {

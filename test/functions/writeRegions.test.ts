@@ -11,7 +11,7 @@ import { useLocalStack } from '../support/localStack';
 const stack = useLocalStack();
 
 it('does not start on an account with two write regions, and says why', async () => {
-  stack.server.setWriteRegions(['westeurope', 'northeurope']);
+  await stack.server.setWriteRegions(['westeurope', 'northeurope']);
 
   await expect(loadFunctionApp()).rejects.toThrow(
     /Invalid configuration:\n {2}- The Cosmos DB account accepts writes in 2 regions \(westeurope, northeurope\)/,
@@ -19,7 +19,7 @@ it('does not start on an account with two write regions, and says why', async ()
 });
 
 it('is not checked by a tool that only reads what the app registered (npm run new:consumer, send)', async () => {
-  stack.server.setWriteRegions(['westeurope', 'northeurope']);
+  await stack.server.setWriteRegions(['westeurope', 'northeurope']);
 
   const app = await loadFunctionApp(undefined, { definitionsOnly: true });
 
@@ -28,7 +28,7 @@ it('is not checked by a tool that only reads what the app registered (npm run ne
 });
 
 it('starts on it when the operator has accepted duplicate effects', async () => {
-  stack.server.setWriteRegions(['westeurope', 'northeurope']);
+  await stack.server.setWriteRegions(['westeurope', 'northeurope']);
   const runtime = inboxRuntime();
   runtime.settings = {
     ...runtime.settings,

@@ -32,7 +32,7 @@ it('lets the app run on an account with one write region, as the Bicep deploys i
 });
 
 it('refuses an account with two write regions, naming them and the way out', async () => {
-  stack.server.setWriteRegions(['westeurope', 'northeurope']);
+  await stack.server.setWriteRegions(['westeurope', 'northeurope']);
   const account = await accountRead();
 
   expect(account.enableMultipleWritableLocations).toBe(true);
@@ -50,7 +50,7 @@ it('refuses an account with two write regions, naming them and the way out', asy
 });
 
 it('runs on two write regions when the operator has accepted duplicate effects', async () => {
-  stack.server.setWriteRegions(['westeurope', 'northeurope']);
+  await stack.server.setWriteRegions(['westeurope', 'northeurope']);
 
   expect(writeRegionsProblem(await accountRead(), true)).toBeUndefined();
 });
