@@ -13,6 +13,7 @@ import { errorReply, readBody, type Reply, send, single, throttled } from './htt
 import { decodeBatchOperations, encodeBatchResults, isHybridRow } from './hybridRow';
 import { item, items } from './itemHandlers';
 import { isExpired } from './items';
+import { Replication } from './regions';
 import {
   account,
   conflicts,
@@ -26,7 +27,6 @@ import {
   partitionKeyRanges,
   type ResourceRequest,
 } from './resourceHandlers';
-import { Replication } from './regions';
 import { faultTarget, parseRoute, type Route, signedResource } from './routes';
 import { type ClientUsage, ProvisionedThroughput, UsageByClient } from './throughput';
 
