@@ -439,6 +439,7 @@ module functionApp 'modules/functionapp.bicep' = {
       SERVICEBUS_MAX_DELIVERY_COUNT: string(serviceBusMaxDeliveryCount)
       SERVICEBUS_MESSAGE_TTL: serviceBusMessageTtl
       SERVICEBUS_DUPLICATE_WINDOW: duplicateDetectionWindow
+      SERVICEBUS_RESOURCE_ID: serviceBus.outputs.id
       PURGE_MAX_RU_PER_SECOND: string(purgeMaxRuPerSecond > 0 ? purgeMaxRuPerSecond : derivedPurgeMaxRuPerSecond)
     }
   }

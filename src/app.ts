@@ -10,12 +10,15 @@ import {
 } from '@azure/functions';
 
 import {
+  assertNoUnsafeDrift,
   assertWriteRegions,
   bounded,
   breakerLimits,
   CircuitBreaker,
   type Consumer,
   createCosmosClient,
+  type Drift,
+  entityDrift,
   hostJsonProblems,
   type InboxRuntime,
   InboxTelemetry,
@@ -33,6 +36,7 @@ import {
 } from '#inbox/internal';
 
 import type * as AzureMonitor from './azureMonitor';
+import { deployedEntitiesReader } from './serviceBusEntities';
 import type * as ServiceBusPublisher from './serviceBusPublisher';
 import { bindingOf, functionNameOf, outboxRoutesOf } from './topology';
 
@@ -48,7 +52,10 @@ checkHostJson(startupSettings);
 setImmediate(ensureAzureMonitor);
 
 // The host awaits appStart hooks before it runs any trigger: a refusal here processes nothing.
-app.hook.appStart(() => checkWriteRegions());
+app.hook.appStart(async () => {
+  await checkWriteRegions();
+  await checkDeployedEntities();
+});
 
 let runtime: InboxRuntime | undefined;
 
@@ -80,6 +87,39 @@ export async function checkWriteRegions(): Promise<void> {
   if (account !== undefined) assertWriteRegions(account, settings.cosmos.allowMultipleWriteRegions);
 }
 
+/**
+ * Refuses to start when the deployed topics and subscriptions the consumers read from have drifted
+ * from the settings in a way that breaks the guarantee (src/inbox/entityDrift.ts); drift that does
+ * not is counted and warned about. Entities that cannot be read (no SERVICEBUS_RESOURCE_ID, a
+ * refused or failed read) are not drift: the app starts, with a warning.
+ */
+export async function checkDeployedEntities(): Promise<void> {
+  const { settings, telemetry, deployedEntities } = inboxRuntime();
+  if (deployedEntities === undefined) return;
+  let drifts: Drift[];
+  try {
+    drifts = entityDrift(settings, await deployedEntities());
+  } catch (error) {
+    console.warn(
+      `Could not read the deployed Service Bus entities at start-up (${bounded(error instanceof Error ? error.message : String(error), 300)}); ` +
+        'starting without the drift check.',
+    );
+    return;
+  }
+  telemetry.entityDrift(drifts);
+  for (const { entity, property, deployed, setting, expected } of drifts.filter((drift) => !drift.unsafe)) {
+    console.warn(
+      `Service Bus ${bounded(entity, 120)} ${property} is ${deployed} where ${setting}=${expected}: the guarantee still holds; update the setting to match.`,
+    );
+  }
+  assertNoUnsafeDrift(drifts);
+}
+
+/** The topics and subscriptions the registered consumers read from. */
+function consumerBindings(): { topic: string; subscription: string }[] {
+  return [...consumers.keys()].map((name) => bindingOf(name));
+}
+
 /** Built on first use: one Cosmos DB client and one set of metric instruments per process. */
 export function inboxRuntime(): InboxRuntime {
   if (runtime) return runtime;
@@ -94,6 +134,7 @@ export function inboxRuntime(): InboxRuntime {
     settings,
     telemetry,
     publisher: deferredPublisher(settings),
+    ...deployedEntitiesOf(settings),
     now: () => new Date(),
     sleep: (ms) => sleep(ms),
     random: Math.random,
@@ -220,6 +261,14 @@ function deferredPublisher(settings: ReturnType<typeof loadSettings>): OutboxPub
     send: (topic, messages) => loaded().send(topic, messages),
     close: () => publisher?.close() ?? Promise.resolve(),
   };
+}
+
+/** The drift guard's reader of the deployed entities, when the app knows its namespace's resource id. */
+function deployedEntitiesOf(
+  settings: ReturnType<typeof loadSettings>,
+): Pick<InboxRuntime, 'deployedEntities'> {
+  const read = deployedEntitiesReader(settings.serviceBus, settings.cosmos.clientId);
+  return read === undefined ? {} : { deployedEntities: () => read(consumerBindings()) };
 }
 
 type ServiceBusPublisherModule = typeof ServiceBusPublisher;

@@ -274,6 +274,65 @@ resource lockOverlap 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
   }
 }
 
+// The drift guard (src/inbox/entityDrift.ts) counts every property of the deployed topics and
+// subscriptions that differs from the app's settings, at start and before each purge run; unsafe
+// drift (a bound past INBOX_RETENTION, duplicate detection off or shorter) stops a starting app and
+// pauses the purge of a running one. One such count is enough to page someone: redeploy, or fix
+// the settings.
+var entityDriftQuery = '''
+customMetrics
+| where name == 'inbox.entity_drift'
+| extend entity = tostring(customDimensions.entity), property = tostring(customDimensions.property), unsafe = tostring(customDimensions.unsafe)
+| where unsafe == 'true'
+| summarize drifts = sum(valueSum) by entity
+'''
+
+resource entityDrift 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
+  name: 'sqr-${namePrefix}-entity-drift'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Service Bus entities drifted from the settings: purge paused'
+    description: 'A deployed topic or subscription no longer matches the settings the inbox guarantee was checked with (inbox.entity_drift, unsafe true): a lock, delivery count or TTL that lets a message come back after its marker is purged, or duplicate detection off or shorter. The purge is paused and a restarting app refuses to start. Redeploy (azd provision) or change the settings (README.md, "What can break exactly-once").'
+    severity: 1
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: entityDriftQuery
+          timeAggregation: 'Total'
+          metricMeasureColumn: 'drifts'
+          dimensions: [
+            {
+              name: 'entity'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: actionGroupIds
+    }
+  }
+}
+
 // The app's Cosmos DB circuit breaker (src/inbox/breaker.ts) reports inbox.breaker_open at every
 // export (about a minute): 1 while the instance holds deliveries because Cosmos DB is failing. Open
 // at every export for 15 minutes means an outage long enough to eat into the deliveries messages

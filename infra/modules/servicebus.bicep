@@ -148,6 +148,7 @@ resource filterRules 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules
 var dataReceiver = subscriptionResourceId('Microsoft.Authorization/roleDefinitions', azureRoles.serviceBusDataReceiver)
 var dataSender = subscriptionResourceId('Microsoft.Authorization/roleDefinitions', azureRoles.serviceBusDataSender)
 var dataOwner = subscriptionResourceId('Microsoft.Authorization/roleDefinitions', azureRoles.serviceBusDataOwner)
+var reader = subscriptionResourceId('Microsoft.Authorization/roleDefinitions', azureRoles.reader)
 
 // The trigger's role must have effective scope over the subscription it reads; scoping it to each
 // subscription (not the topic, not the namespace) keeps one consumer from reading another's messages.
@@ -172,6 +173,23 @@ resource appSends 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
     scope: topicResources[i]
     properties: {
       roleDefinitionId: dataSender
+      principalId: appPrincipalId
+      principalType: 'ServicePrincipal'
+    }
+  }
+]
+
+// The drift guard (src/inbox/entityDrift.ts) reads each topic's duplicate detection and its
+// subscriptions' lock, delivery count and TTL through Azure Resource Manager, at start and before
+// each purge. Reader on the topic is the narrowest grant that covers the topic and its
+// subscriptions: control-plane reads only, no message (Data Receiver at a subscription's scope
+// cannot read its topic; the data-plane administration API needs Manage, that is Data Owner).
+resource appReadsEntities 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (topic, i) in topics: {
+    name: guid(topicResources[i].id, appPrincipalId, reader)
+    scope: topicResources[i]
+    properties: {
+      roleDefinitionId: reader
       principalId: appPrincipalId
       principalType: 'ServicePrincipal'
     }

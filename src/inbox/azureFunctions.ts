@@ -3,6 +3,7 @@ import type { InvocationContext, Timer } from '@azure/functions';
 import { type CircuitBreaker, CircuitOpenError } from './breaker';
 import type { Consumer } from './consumer';
 import { type Delivery, toDelivery } from './delivery';
+import { type DeployedEntities, type Drift, entityDrift, unsafeDriftProblem } from './entityDrift';
 import { bounded, PoisonMessageError, TransientStoreError } from './errors';
 import { failureNote } from './failureNote';
 import { processDelivery, type ProcessDependencies } from './process';
@@ -23,6 +24,11 @@ export interface InboxRuntime extends ProcessDependencies {
   breaker: CircuitBreaker;
   /** Sends what the outbox holds (see relay.ts). */
   publisher: OutboxPublisher;
+  /**
+   * Reads the deployed Service Bus entities the consumers read from (entityDrift.ts); undefined when
+   * the app has no SERVICEBUS_RESOURCE_ID. The purge timer checks them before each run.
+   */
+  deployedEntities?: () => Promise<DeployedEntities>;
 }
 
 export type ServiceBusHandler = (message: unknown, context: InvocationContext) => Promise<void>;
@@ -160,7 +166,29 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
 // Stryker disable next-line BlockStatement: static: runs when the function files load (registration), where a mutant cannot be switched on; test/functions/adapters.test.ts runs the timer
 export function purgeTimerHandler(runtime: () => InboxRuntime): TimerHandler {
   return async (_timer, context) => {
-    const { container, settings, telemetry, now } = runtime();
+    const { container, settings, telemetry, now, deployedEntities } = runtime();
+    if (deployedEntities !== undefined) {
+      let drifts: Drift[] | undefined;
+      try {
+        drifts = entityDrift(settings, await deployedEntities());
+      } catch (error) {
+        // Not drift: the entities could not be read; the start-up check passed, so purge as usual.
+        log(context, 'warn', 'Could not read the deployed Service Bus entities before purging', {
+          error: bounded(error instanceof Error ? error.message : String(error), 300),
+        });
+      }
+      if (drifts !== undefined) {
+        telemetry.entityDrift(drifts);
+        const problem = unsafeDriftProblem(drifts);
+        if (problem !== undefined) {
+          // Markers are kept (safe, they cost storage) until the entities or the settings are fixed.
+          log(context, 'error', `Purge skipped: ${problem}`, {
+            unsafeDrifts: drifts.filter((d) => d.unsafe).length,
+          });
+          return;
+        }
+      }
+    }
     const report = await runPurge(container, {
       now: now(),
       maxItems: settings.purge.maxItems,

@@ -40,6 +40,15 @@ export {
   RESUBMITTED_AT_PROPERTY,
 } from './duplicateCause';
 export { formatDuration, parseDurationSeconds } from './duration';
+export {
+  assertNoUnsafeDrift,
+  type DeployedEntities,
+  type DeployedSubscription,
+  type DeployedTopic,
+  type Drift,
+  entityDrift,
+  unsafeDriftProblem,
+} from './entityDrift';
 export { bounded, POISON_REASONS, type PoisonReason } from './errors';
 export { FAILURE_NOTE_TYPE, type FailureNote, failureNote, failureNoteId } from './failureNote';
 export * from './index';

@@ -61,6 +61,19 @@ export interface Settings {
      * @default PT1H
      */
     duplicateWindowSeconds: number;
+    /**
+     * SERVICEBUS_RESOURCE_ID: the namespace's Azure Resource Manager id
+     * (`/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.ServiceBus/namespaces/<name>`),
+     * where the drift guard reads the deployed topics and subscriptions (entityDrift.ts); unset:
+     * the guard does not run (the Bicep sets it).
+     */
+    resourceId: string | undefined;
+    /**
+     * AZURE_RESOURCE_MANAGER_ENDPOINT: where Azure Resource Manager answers; `http://` only on
+     * loopback (the local Service Bus peer's imitation, which needs no token).
+     * @default https://management.azure.com/
+     */
+    resourceManagerEndpoint: string;
   };
   /** The outbox relay and its sweeper (src/inbox/relay.ts). */
   outbox: {
@@ -234,6 +247,7 @@ export function loadSettings(env: Environment = process.env): Settings {
       fullyQualifiedNamespace: env.ServiceBusConnection__fullyQualifiedNamespace?.trim() || undefined,
       connectionString: env.ServiceBusConnection?.trim() || undefined,
       duplicateWindowSeconds: duration('SERVICEBUS_DUPLICATE_WINDOW', 'PT1H'),
+      ...resourceManagerSettings(env, problems),
     },
     outbox: {
       sweepAgeSeconds: duration('OUTBOX_SWEEP_AGE', 'PT5M'),
@@ -355,6 +369,38 @@ function cosmosSettings(
     clientId: env.AZURE_CLIENT_ID?.trim() || undefined,
     leaseContainer: env.COSMOS_LEASE_CONTAINER?.trim() || 'leases',
   };
+}
+
+// Stryker disable next-line Regex: static: a module constant; test/inbox/settings.test.ts pins what it accepts and refuses
+const NAMESPACE_RESOURCE_ID =
+  /^\/subscriptions\/[^/]{1,64}\/resourceGroups\/[^/]{1,90}\/providers\/Microsoft\.ServiceBus\/namespaces\/[A-Za-z0-9-]{6,50}$/i;
+
+/** Where the drift guard reads the deployed entities: the namespace's ARM id, and ARM's endpoint. */
+function resourceManagerSettings(
+  env: Environment,
+  problems: string[],
+): Pick<Settings['serviceBus'], 'resourceId' | 'resourceManagerEndpoint'> {
+  const resourceId = env.SERVICEBUS_RESOURCE_ID?.trim() || undefined;
+  if (resourceId !== undefined && !NAMESPACE_RESOURCE_ID.test(resourceId)) {
+    problems.push(
+      `SERVICEBUS_RESOURCE_ID='${bounded(resourceId, 200)}' is not a Service Bus namespace's resource id ` +
+        '(/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.ServiceBus/namespaces/<name>).',
+    );
+  }
+  const endpoint = env.AZURE_RESOURCE_MANAGER_ENDPOINT?.trim() || 'https://management.azure.com/';
+  let url: URL | undefined;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    url = undefined;
+  }
+  const loopback = url?.protocol === 'http:' && ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+  if (url === undefined || !(url.protocol === 'https:' || loopback)) {
+    problems.push(
+      `AZURE_RESOURCE_MANAGER_ENDPOINT='${bounded(endpoint, 200)}' must be an https URL (http only on loopback, for the local peer).`,
+    );
+  }
+  return { resourceId, resourceManagerEndpoint: endpoint.endsWith('/') ? endpoint : `${endpoint}/` };
 }
 
 /** A marker must outlive every way its message can come back (retentionBoundSeconds). */

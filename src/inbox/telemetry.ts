@@ -8,6 +8,7 @@ import {
 } from '@opentelemetry/api';
 
 import type { DuplicateCause } from './duplicateCause';
+import type { Drift } from './entityDrift';
 import type { PurgeReport } from './purge';
 import type { DispatchReport, SweepReport } from './relay';
 
@@ -50,6 +51,7 @@ export const METRIC_NAMES = {
   outboxOldestPendingAge: 'outbox.oldest_pending_age',
   outboxSendFailures: 'outbox.send_failures',
   outboxUnsendable: 'outbox.unsendable',
+  entityDrift: 'inbox.entity_drift',
 } as const;
 
 export class InboxTelemetry {
@@ -67,6 +69,7 @@ export class InboxTelemetry {
   private readonly outboxOldestPendingAge: Gauge;
   private readonly outboxSendFailures: Counter;
   private readonly outboxUnsendable: Gauge;
+  private readonly entityDrifts: Counter;
   // Stryker disable next-line ArrowFunction: equivalent: undefined observes as 0, as false does
   private breakerIsOpen: () => boolean = () => false;
 
@@ -117,6 +120,10 @@ export class InboxTelemetry {
       description:
         'Outbox messages set aside as unsendable, waiting for an operator (npm run outbox), measured by each sweeper run',
     });
+    this.entityDrifts = meter.createCounter(METRIC_NAMES.entityDrift, {
+      description:
+        'Properties of the deployed Service Bus entities that differ from the settings (entityDrift.ts), at start and per purge run; unsafe=true breaks the guarantee',
+    });
     // Observed at every export, so an instance whose breaker stays open keeps reporting 1.
     meter
       .createObservableGauge(METRIC_NAMES.breakerOpen, {
@@ -146,6 +153,11 @@ export class InboxTelemetry {
     this.messages.add(1, cause === undefined ? attributes : { ...attributes, cause });
     this.duration.record(durationMs, attributes);
     if (requestCharge > 0) this.requestCharge.record(requestCharge, attributes);
+  }
+
+  /** One count per drifted property, each time the entities are checked. */
+  entityDrift(drifts: readonly Drift[]): void {
+    for (const { entity, property, unsafe } of drifts) this.entityDrifts.add(1, { entity, property, unsafe });
   }
 
   etagRetry(consumer: string): void {

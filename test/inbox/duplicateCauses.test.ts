@@ -64,6 +64,8 @@ class Story {
         duplicateWindowSeconds: WINDOW_SECONDS,
         connectionString: undefined,
         fullyQualifiedNamespace: undefined,
+        resourceId: undefined,
+        resourceManagerEndpoint: 'https://management.azure.com/',
       },
     },
   });

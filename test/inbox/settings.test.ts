@@ -41,6 +41,8 @@ describe('settings', () => {
       fullyQualifiedNamespace: undefined,
       connectionString: undefined,
       duplicateWindowSeconds: 3600,
+      resourceId: undefined,
+      resourceManagerEndpoint: 'https://management.azure.com/',
     });
     expect(settings.outbox).toEqual({
       sweepAgeSeconds: 300,
@@ -258,6 +260,9 @@ describe('each setting read from its own variable', () => {
         INBOX_ALLOW_MULTIPLE_WRITE_REGIONS: 'TRUE',
         ServiceBusConnection__fullyQualifiedNamespace: 'ns.servicebus.windows.net',
         SERVICEBUS_DUPLICATE_WINDOW: 'PT2H',
+        SERVICEBUS_RESOURCE_ID:
+          '/subscriptions/1111/resourceGroups/rg-app/providers/Microsoft.ServiceBus/namespaces/sb-app01',
+        AZURE_RESOURCE_MANAGER_ENDPOINT: 'https://management.usgovcloudapi.net',
         OUTBOX_SWEEP_AGE: 'PT4M',
         OUTBOX_SWEEP_INTERVAL: 'PT2M',
         OUTBOX_SWEEP_MAX_ITEMS: '400',
@@ -296,6 +301,9 @@ describe('each setting read from its own variable', () => {
         fullyQualifiedNamespace: 'ns.servicebus.windows.net',
         connectionString: undefined,
         duplicateWindowSeconds: 7200,
+        resourceId:
+          '/subscriptions/1111/resourceGroups/rg-app/providers/Microsoft.ServiceBus/namespaces/sb-app01',
+        resourceManagerEndpoint: 'https://management.usgovcloudapi.net/',
       },
       outbox: {
         sweepAgeSeconds: 240,
@@ -320,6 +328,34 @@ describe('each setting read from its own variable', () => {
         releaseMarginSeconds: 25,
       },
     });
+  });
+
+  it("refuses a SERVICEBUS_RESOURCE_ID that is not a namespace's, and Resource Manager over http off loopback", () => {
+    const namespace = '/subscriptions/1/resourceGroups/rg/providers/Microsoft.ServiceBus/namespaces/sb-app01';
+
+    expect(problems({ ...base, SERVICEBUS_RESOURCE_ID: namespace })).toEqual([]);
+    expect(problems({ ...base, SERVICEBUS_RESOURCE_ID: `${namespace}/topics/t` })).toEqual([
+      `SERVICEBUS_RESOURCE_ID='${namespace}/topics/t' is not a Service Bus namespace's resource id (/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.ServiceBus/namespaces/<name>).`,
+    ]);
+    expect(problems({ ...base, SERVICEBUS_RESOURCE_ID: namespace.replace('sb-app01', 'sb') })).toHaveLength(
+      1,
+    );
+    expect(problems({ ...base, SERVICEBUS_RESOURCE_ID: `x${namespace}` })).toHaveLength(1);
+    expect(
+      problems({ ...base, SERVICEBUS_RESOURCE_ID: namespace.replace('ServiceBus', 'EventHub') }),
+    ).toHaveLength(1);
+    for (const local of ['http://127.0.0.1:5000/', 'http://localhost:1', 'http://[::1]:2/']) {
+      expect(problems({ ...base, AZURE_RESOURCE_MANAGER_ENDPOINT: local })).toEqual([]);
+    }
+    expect(problems({ ...base, AZURE_RESOURCE_MANAGER_ENDPOINT: 'http://management.azure.com/' })).toEqual([
+      "AZURE_RESOURCE_MANAGER_ENDPOINT='http://management.azure.com/' must be an https URL (http only on loopback, for the local peer).",
+    ]);
+    expect(problems({ ...base, AZURE_RESOURCE_MANAGER_ENDPOINT: 'not a url' })).toHaveLength(1);
+    expect(problems({ ...base, AZURE_RESOURCE_MANAGER_ENDPOINT: 'ftp://127.0.0.1/' })).toHaveLength(1);
+    expect(
+      loadSettings({ ...base, AZURE_RESOURCE_MANAGER_ENDPOINT: 'http://127.0.0.1:5000' }).serviceBus
+        .resourceManagerEndpoint,
+    ).toBe('http://127.0.0.1:5000/');
   });
 
   it('trims a Service Bus connection string and a Cosmos DB key, and takes a blank one for none', () => {

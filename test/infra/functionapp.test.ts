@@ -227,6 +227,7 @@ describeInfra(
               'SERVICEBUS_LOCK_DURATION',
               'SERVICEBUS_MAX_DELIVERY_COUNT',
               'SERVICEBUS_MESSAGE_TTL',
+              'SERVICEBUS_RESOURCE_ID',
               'ServiceBusConnection__clientId',
               'ServiceBusConnection__credential',
               'ServiceBusConnection__fullyQualifiedNamespace',
@@ -313,6 +314,11 @@ describeInfra(
               'resources.functionApp.properties.parameters.appSettings.value.SERVICEBUS_DUPLICATE_WINDOW',
             ),
           ).toBe("[variables('duplicateDetectionWindow')]");
+        });
+
+        it("gives the app its namespace's resource id (SERVICEBUS_RESOURCE_ID), where the drift guard reads the entities", () => {
+          expect(appSettings(defaults())['SERVICEBUS_RESOURCE_ID']).toMatch(moduleOutput('serviceBus', 'id'));
+          expect(appSettings(defaults())['AZURE_RESOURCE_MANAGER_ENDPOINT']).toBeUndefined();
         });
 
         it('gives the purge a tenth of what the container serves: 500 RU/s serverless, autoscale max / 10 provisioned, or the value set', () => {

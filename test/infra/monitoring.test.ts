@@ -162,6 +162,28 @@ describeInfra(
           expect(at(rule, 'properties.evaluationFrequency')).toBe('PT5M');
         });
 
+        it('alerts, per entity, on any unsafe drift of the deployed Service Bus entities (inbox.entity_drift, unsafe true)', () => {
+          const { rule, criterion, query, readsApplicationInsights } = queryAlert(
+            defaults(),
+            '-entity-drift',
+          );
+
+          expect(readsApplicationInsights).toBe(true);
+          expect(query).toContain(`where name == '${METRIC_NAMES.entityDrift}'`);
+          expect(query).toContain('unsafe = tostring(customDimensions.unsafe)');
+          expect(query).toContain("where unsafe == 'true'");
+          expect(query).toContain('drifts = sum(valueSum) by entity');
+          expect(criterion).toMatchObject({
+            metricMeasureColumn: 'drifts',
+            timeAggregation: 'Total',
+            operator: 'GreaterThan',
+            threshold: 0,
+            dimensions: [{ name: 'entity', operator: 'Include', values: ['*'] }],
+          });
+          expect(at(rule, 'properties.severity')).toBe(1);
+          expect(at(rule, 'properties.windowSize')).toBe('PT15M');
+        });
+
         it('alerts when an instance keeps its Cosmos DB circuit breaker open for 15 minutes (inbox.breaker_open)', () => {
           const { rule, criterion, query, readsApplicationInsights } = queryAlert(
             defaults(),
@@ -307,7 +329,7 @@ describeInfra(
           );
         }
         const rules = resources(notifying, 'Microsoft.Insights/scheduledQueryRules');
-        expect(rules).toHaveLength(6);
+        expect(rules).toHaveLength(7);
         for (const rule of rules) {
           expect(at(rule, 'properties.actions')).toEqual({ actionGroups: expected });
         }

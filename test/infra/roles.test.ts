@@ -230,7 +230,12 @@ describeInfra(
         const assignments = appRoleAssignments(defaults());
 
         expect(assignments).toHaveLength(roleAssignments(defaults()).length);
-        expect(assignments).toHaveLength(declaredSubscriptions.length + publishedTopics.length + 3);
+        expect(assignments).toHaveLength(
+          declaredSubscriptions.length +
+            publishedTopics.length +
+            resources(defaults(), 'Microsoft.ServiceBus/namespaces/topics').length +
+            3,
+        );
         for (const assignment of assignments) {
           const principal = String(at(assignment, 'properties.principalId'));
           const definition = String(at(assignment, 'properties.roleDefinitionId'));

@@ -205,7 +205,19 @@ describeInfra(
         }
       });
 
-      it('grants nothing at namespace scope, only Data Sender on a topic, and no Data Owner unless asked', () => {
+      it('grants the app Reader on each topic, so the drift guard can read it and its subscriptions, and nothing else there', () => {
+        const topics = resources(defaults(), 'Microsoft.ServiceBus/namespaces/topics');
+        const readers = roleAssignments(defaults()).filter(
+          (assignment) => at(assignment, 'properties.roleDefinitionId') === roleDefinitionId(role.reader),
+        );
+
+        expect(topics.length).toBeGreaterThan(0);
+        expect(readers.map(roleAssignmentScope).sort()).toEqual(topics.map((topic) => topic.id).sort());
+        expect(appRoleAssignments(defaults())).toEqual(expect.arrayContaining(readers));
+        for (const reader of readers) expect(at(reader, 'properties.principalType')).toBe('ServicePrincipal');
+      });
+
+      it('grants nothing at namespace scope, only Data Sender and Reader on a topic, and no Data Owner unless asked', () => {
         const namespaceId = only(defaults(), 'Microsoft.ServiceBus/namespaces').id;
         const onServiceBus = roleAssignments(defaults()).filter((assignment) =>
           roleAssignmentScope(assignment).startsWith(namespaceId),
@@ -218,8 +230,8 @@ describeInfra(
         expect(aboveSubscriptions.length).toBeGreaterThan(0);
         for (const assignment of aboveSubscriptions) {
           expect(roleAssignmentScope(assignment)).toMatch(new RegExp(`^${namespaceId}/topics/[^/]+$`));
-          expect(at(assignment, 'properties.roleDefinitionId')).toBe(
-            roleDefinitionId(role.serviceBusDataSender),
+          expect([roleDefinitionId(role.serviceBusDataSender), roleDefinitionId(role.reader)]).toContain(
+            at(assignment, 'properties.roleDefinitionId'),
           );
         }
         expect(
@@ -308,6 +320,9 @@ describeInfra(
         ).toEqual([
           roleDefinitionId(role.serviceBusDataReceiver),
           roleDefinitionId(role.serviceBusDataReceiver),
+          // Reader on each of its two topics (the drift guard's).
+          roleDefinitionId(role.reader),
+          roleDefinitionId(role.reader),
         ]);
       });
 

@@ -434,6 +434,7 @@ export const role = {
   storageBlobDataReader: '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1',
   storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3',
   monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb',
+  reader: 'acdd72a7-3385-48ef-bd42-f606fba81ae7',
   cosmosBuiltInDataContributor: '00000000-0000-0000-0000-000000000002',
 } as const;
 

@@ -30,6 +30,9 @@ const INSTANCE_NAMESPACE = 'http://www.w3.org/2001/XMLSchema-instance';
 const NEVER = 'P10675199DT2H48M5.4775807S';
 const NEVER_MS = 10_675_199 * 86_400_000;
 
+/** A duration of the model as Service Bus writes it: ISO 8601, or TimeSpan.MaxValue for never. */
+export const entityDuration = (ms: number): string => (ms >= NEVER_MS ? NEVER : formatDuration(ms / 1000));
+
 /** What a client may set, per kind, with Service Bus's default when it does not. */
 const SETTABLE: Readonly<Record<EntityKind, Readonly<Record<string, string>>>> = {
   queue: {
@@ -295,7 +298,7 @@ function modelValues(
   subscription: Subscription | undefined,
 ): Map<string, string> {
   const values = new Map<string, string>();
-  const duration = (ms: number): string => (ms >= NEVER_MS ? NEVER : formatDuration(ms / 1000));
+  const duration = entityDuration;
   if (kind !== 'subscription') {
     values.set('RequiresDuplicateDetection', String(topic.requiresDuplicateDetection));
     values.set('DuplicateDetectionHistoryTimeWindow', duration(topic.duplicateWindowMs));

@@ -1,11 +1,13 @@
+import { createServer as createHttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { createServer, type Socket } from 'node:net';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 
 import { type Connection, create_container, type EventContext, type Receiver, type Sender } from 'rhea';
 
 import { type Topology, topology as declaredTopology } from '../../../src/topology';
 import { localCertificate } from '../administration/certificate';
 import { administrationEndpoint } from '../administration/endpoint';
+import { LOCAL_NAMESPACE_RESOURCE_ID, resourceManagerEndpoint } from '../administration/resourceManager';
 import { Broker, type BrokerObserver, type BrokerOptions, type Entity, type Topic } from '../broker';
 import { type Clock, scaledClock } from '../clock';
 import {
@@ -125,6 +127,11 @@ export interface LocalServiceBus {
   readonly certificate: string;
   /** `new ServiceBusAdministrationClient(connectionString, administrationClientOptions)`: trusts `certificate`. */
   readonly administrationClientOptions: { tlsOptions: { ca: string } };
+  /**
+   * Azure Resource Manager's reads of the topics and subscriptions (administration/resourceManager.ts),
+   * plain HTTP on a port of its own: AZURE_RESOURCE_MANAGER_ENDPOINT and SERVICEBUS_RESOURCE_ID for the app.
+   */
+  readonly resourceManager: { endpoint: string; namespaceResourceId: string };
   readonly host: string;
   readonly port: number;
   readonly broker: Broker;
@@ -218,6 +225,8 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
     }),
   );
   administration.on('clientError', (_error, socket) => socket.destroy());
+  const resourceManager = createHttpServer(resourceManagerEndpoint(broker));
+  resourceManager.on('clientError', (_error, socket) => socket.destroy());
   const serveAmqp = (socket: Socket): void => {
     const connection = container.create_connection({
       id: `local-servicebus-${sockets.size}`,
@@ -251,11 +260,21 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
   });
   const address = server.address();
   port = typeof address === 'object' && address ? address.port : port;
+  // Azure Resource Manager is another host than the namespace: here, another port.
+  await new Promise<void>((resolve, reject) => {
+    resourceManager.once('error', reject);
+    resourceManager.listen(0, host, () => resolve());
+  });
+  const resourceManagerPort = (resourceManager.address() as AddressInfo).port;
 
   return {
     connectionString: connectionStringFor(host, port),
     certificate: certificate.cert,
     administrationClientOptions: { tlsOptions: { ca: certificate.cert } },
+    resourceManager: {
+      endpoint: `http://${host}:${resourceManagerPort}/`,
+      namespaceResourceId: LOCAL_NAMESPACE_RESOURCE_ID,
+    },
     host,
     port,
     broker,
@@ -264,7 +283,8 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
       for (const stop of stops) stop();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const socket of sockets) socket.destroy();
-      await closed;
+      resourceManager.closeAllConnections();
+      await Promise.all([closed, new Promise<void>((resolve) => resourceManager.close(() => resolve()))]);
     },
   };
 }

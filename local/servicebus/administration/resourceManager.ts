@@ -1,0 +1,87 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+import type { Broker, Subscription, Topic } from '../broker';
+import { entityDuration } from './descriptions';
+
+/**
+ * The part of Azure Resource Manager the drift guard reads (src/serviceBusEntities.ts), over the
+ * peer's model: `GET /subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.ServiceBus/
+ * namespaces/<name>/topics/<topic>[/subscriptions/<subscription>]?api-version=…`, answered with the
+ * entity as ARM writes it (`id`, `name`, `type`, `properties` with ARM's property names, the ones
+ * infra/modules/servicebus.bicep sets). Any namespace name is this peer's namespace. Plain HTTP on
+ * a port of its own, without a token: a stand-in for
+ * management.azure.com on loopback, which settings.ts allows only there. What an entity says changes
+ * as the model does, for example after ServiceBusAdministrationClient updates a subscription over
+ * the administration endpoint. Anything else: 404 or 405 with ARM's error body.
+ */
+export const LOCAL_NAMESPACE_RESOURCE_ID =
+  '/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/local/providers/Microsoft.ServiceBus/namespaces/local-peer';
+
+const PATH =
+  /^\/subscriptions\/[^/]+\/resourceGroups\/[^/]+\/providers\/Microsoft\.ServiceBus\/namespaces\/[^/]+\/topics\/([^/]+)(?:\/subscriptions\/([^/]+))?$/i;
+
+export function resourceManagerEndpoint(
+  broker: Broker,
+): (request: IncomingMessage, response: ServerResponse) => void {
+  return (request, response) => {
+    const url = new URL(request.url ?? '/', 'http://local');
+    const match = PATH.exec(url.pathname);
+    if (request.method !== 'GET')
+      return answer(response, 405, error('MethodNotAllowed', 'Only GET is served.'));
+    if (!match || !url.searchParams.get('api-version')) {
+      return answer(response, 404, error('NotFound', 'No such resource on the local peer.'));
+    }
+    const topicName = decodeURIComponent(match[1]!);
+    const topic = [...broker.topics.entries()].find(
+      ([name]) => name.toLowerCase() === topicName.toLowerCase(),
+    )?.[1];
+    if (!topic) return answer(response, 404, error('ResourceNotFound', 'The topic does not exist.'));
+    const base = url.pathname.slice(0, url.pathname.toLowerCase().indexOf('/topics/'));
+    if (match[2] === undefined) return answer(response, 200, topicResource(base, topic));
+    const subscriptionName = decodeURIComponent(match[2]);
+    const subscription = topic.subscriptions.find(
+      (s) => s.name.toLowerCase() === subscriptionName.toLowerCase(),
+    );
+    if (!subscription)
+      return answer(response, 404, error('ResourceNotFound', 'The subscription does not exist.'));
+    return answer(response, 200, subscriptionResource(base, topic, subscription));
+  };
+}
+
+function topicResource(namespace: string, topic: Topic): object {
+  return {
+    id: `${namespace}/topics/${topic.name}`,
+    name: topic.name,
+    type: 'Microsoft.ServiceBus/Namespaces/Topics',
+    properties: {
+      status: 'Active',
+      requiresDuplicateDetection: topic.requiresDuplicateDetection,
+      duplicateDetectionHistoryTimeWindow: entityDuration(topic.duplicateWindowMs),
+      defaultMessageTimeToLive: entityDuration(topic.messageTimeToLiveMs),
+      subscriptionCount: topic.subscriptions.length,
+    },
+  };
+}
+
+function subscriptionResource(namespace: string, topic: Topic, subscription: Subscription): object {
+  return {
+    id: `${namespace}/topics/${topic.name}/subscriptions/${subscription.name}`,
+    name: subscription.name,
+    type: 'Microsoft.ServiceBus/Namespaces/Topics/Subscriptions',
+    properties: {
+      status: 'Active',
+      lockDuration: entityDuration(subscription.entity.lockDurationMs),
+      maxDeliveryCount: subscription.entity.maxDeliveryCount,
+      defaultMessageTimeToLive: entityDuration(subscription.messageTimeToLiveMs),
+      deadLetteringOnMessageExpiration: subscription.entity.deadLetteringOnMessageExpiration,
+      requiresSession: subscription.entity.sessions !== undefined,
+    },
+  };
+}
+
+const error = (code: string, message: string): object => ({ error: { code, message } });
+
+function answer(response: ServerResponse, status: number, body: object): void {
+  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' });
+  response.end(JSON.stringify(body));
+}

@@ -1,0 +1,116 @@
+import { ServiceBusAdministrationClient } from '@azure/service-bus';
+
+import { loadFunctionApp } from '../../local/host/worker';
+import { inboxRuntime, registeredConsumers } from '../../src/app';
+import { bindingOf } from '../../src/topology';
+import { useLocalStack } from '../support/localStack';
+import { type PeerFixture, startPeer } from '../support/peer';
+
+/**
+ * The live drift guard (issue 25), through the worker's start-up path and the purge timer: the app
+ * reads the deployed topics and subscriptions from the local peer's imitation of Azure Resource
+ * Manager, and a subscription edited at run time with the real ServiceBusAdministrationClient (as
+ * the portal would) is what it finds. The peer declares the app's own topology with the entity
+ * values the app's settings default to (what the Bicep deploys).
+ */
+useLocalStack();
+let fixture: PeerFixture;
+let admin: ServiceBusAdministrationClient;
+
+beforeAll(async () => {
+  fixture = await startPeer({
+    topology: undefined,
+    lockDurationMs: 60_000,
+    maxDeliveryCount: 10,
+    duplicateWindowMs: 3_600_000,
+    // As infra/modules/servicebus.bicep deploys them: the topics keep no TTL (never)...
+    messageTimeToLiveMs: Infinity,
+  });
+  // ...and the message TTL is each subscription's.
+  for (const topic of fixture.peer.broker.topics.values()) {
+    for (const subscription of topic.subscriptions) subscription.messageTimeToLiveMs = 14 * 86_400_000;
+  }
+  admin = new ServiceBusAdministrationClient(
+    fixture.peer.connectionString,
+    fixture.peer.administrationClientOptions,
+  );
+  Object.assign(process.env, {
+    SERVICEBUS_RESOURCE_ID: fixture.peer.resourceManager.namespaceResourceId,
+    AZURE_RESOURCE_MANAGER_ENDPOINT: fixture.peer.resourceManager.endpoint,
+  });
+  await loadFunctionApp(undefined, { definitionsOnly: true });
+});
+afterAll(async () => {
+  delete process.env.SERVICEBUS_RESOURCE_ID;
+  delete process.env.AZURE_RESOURCE_MANAGER_ENDPOINT;
+  await fixture.stop();
+});
+
+/** The subscription of the first consumer the app registered. */
+function watched(): { topic: string; subscription: string } {
+  const [first] = registeredConsumers().keys();
+  return bindingOf(first!);
+}
+
+/** Edits the subscription as someone in the portal would. */
+async function edit(change: { lockDuration?: string; defaultMessageTimeToLive?: string }): Promise<void> {
+  const { topic, subscription } = watched();
+  const current = await admin.getSubscription(topic, subscription);
+  await admin.updateSubscription({ ...current, ...change });
+}
+
+afterEach(() => edit({ lockDuration: 'PT1M', defaultMessageTimeToLive: 'P14D' }));
+
+it('reads the deployed entities, which match the settings: the app starts, with nothing to say', async () => {
+  const { topic, subscription } = watched();
+
+  expect(inboxRuntime().deployedEntities).toBeDefined();
+  const app = await loadFunctionApp();
+
+  expect(app.warnings).toEqual([]);
+  const deployed = await inboxRuntime().deployedEntities!();
+  expect(
+    deployed.subscriptions.find((s) => s.topic === topic && s.subscription === subscription)?.properties,
+  ).toMatchObject({ lockDuration: 'PT1M', maxDeliveryCount: 10, defaultMessageTimeToLive: 'P14D' });
+  expect(deployed.topics.find((t) => t.topic === topic)?.properties).toMatchObject({
+    requiresDuplicateDetection: true,
+    duplicateDetectionHistoryTimeWindow: 'PT1H',
+  });
+});
+
+it('starts with a warning on drift that keeps the guarantee (a longer lock, still inside the retention)', async () => {
+  await edit({ lockDuration: 'PT5M' });
+  const { topic, subscription } = watched();
+
+  const app = await loadFunctionApp();
+
+  expect(app.warnings).toEqual([
+    `Service Bus ${topic}/${subscription} lockDuration is PT5M where SERVICEBUS_LOCK_DURATION=PT1M: the guarantee still holds; update the setting to match.`,
+  ]);
+});
+
+it('refuses to start when an edited subscription lets a message come back after its marker is purged', async () => {
+  // 1 min × 10 deliveries + 30 days + 7 days of resubmit margin reaches INBOX_RETENTION (30 days).
+  await edit({ defaultMessageTimeToLive: 'P30D' });
+  const { topic, subscription } = watched();
+
+  await expect(loadFunctionApp()).rejects.toThrow(
+    `${topic}/${subscription} defaultMessageTimeToLive is P30D where SERVICEBUS_MESSAGE_TTL=P14D`,
+  );
+});
+
+it('skips the purge of a running app while the drift is unsafe, and purges again once the subscription is restored', async () => {
+  const running = await loadFunctionApp();
+  await edit({ defaultMessageTimeToLive: 'P30D' });
+
+  const skipped = await running.invokeTimer('purge-expired-markers', {});
+  await edit({ defaultMessageTimeToLive: 'P14D' });
+  const ran = await running.invokeTimer('purge-expired-markers', {});
+
+  expect(skipped.error).toBeUndefined();
+  expect(skipped.logs.map((line) => line.text).join('\n')).toMatch(
+    /Purge skipped: The deployed Service Bus entities/,
+  );
+  expect(ran.logs.map((line) => line.text).join('\n')).toMatch(/Purged \d+ expired markers/);
+  expect(ran.logs.map((line) => line.text).join('\n')).not.toMatch(/Purge skipped/);
+});

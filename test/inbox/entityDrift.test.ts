@@ -1,0 +1,210 @@
+import { metrics } from '@opentelemetry/api';
+
+import {
+  assertNoUnsafeDrift,
+  type DeployedEntities,
+  entityDrift,
+  InboxTelemetry,
+  loadSettings,
+  SettingsError,
+  unsafeDriftProblem,
+} from '#inbox/internal';
+
+import { MetricsSink } from '../support/metrics';
+
+/**
+ * The drift guard's decision (issue 25): each ARM property of the deployed entities against the
+ * setting it should equal, and whether the difference breaks the guarantee. The settings are the
+ * defaults: lock PT1M × 10 deliveries + TTL P14D + resubmit margin P7D = 21 days, under
+ * INBOX_RETENTION P30D; duplicate detection PT1H.
+ */
+const settings = loadSettings({ COSMOS_ENDPOINT: 'https://account.documents.azure.com:443/' });
+
+/** What the Bicep deploys: one topic, one subscription, every value its setting's. */
+function deployed(
+  subscription: Record<string, unknown> = {},
+  topic: Record<string, unknown> = {},
+): DeployedEntities {
+  return {
+    topics: [
+      {
+        topic: 'events',
+        properties: {
+          requiresDuplicateDetection: true,
+          duplicateDetectionHistoryTimeWindow: 'PT1H',
+          defaultMessageTimeToLive: 'P10675199DT2H48M5.4775807S',
+          ...topic,
+        },
+      },
+    ],
+    subscriptions: [
+      {
+        topic: 'events',
+        subscription: 'billing',
+        properties: {
+          lockDuration: 'PT1M',
+          maxDeliveryCount: 10,
+          defaultMessageTimeToLive: 'P14D',
+          ...subscription,
+        },
+      },
+    ],
+  };
+}
+
+it('finds nothing when the entities are what the settings say', () => {
+  expect(entityDrift(settings, deployed())).toEqual([]);
+});
+
+it('names a longer lock that stays inside the retention as drift that keeps the guarantee', () => {
+  expect(entityDrift(settings, deployed({ lockDuration: 'PT5M' }))).toEqual([
+    {
+      entity: 'events/billing',
+      property: 'lockDuration',
+      setting: 'SERVICEBUS_LOCK_DURATION',
+      expected: 'PT1M',
+      deployed: 'PT5M',
+      unsafe: false,
+    },
+  ]);
+});
+
+it('calls drift unsafe once the deployed bound reaches the retention, and every drifted property with it', () => {
+  // 10 min × 10 + 22 days + 7 days = 29 days 1 h 40 min: under 30 days; one more delivery reaches it.
+  const under = entityDrift(settings, deployed({ lockDuration: 'PT10M', defaultMessageTimeToLive: 'P22D' }));
+  const at = entityDrift(
+    settings,
+    deployed({ lockDuration: 'PT10M', defaultMessageTimeToLive: 'P22D', maxDeliveryCount: 200 }),
+  );
+
+  expect(under.map((d) => [d.property, d.unsafe])).toEqual([
+    ['lockDuration', false],
+    ['defaultMessageTimeToLive', false],
+  ]);
+  expect(at.map((d) => [d.property, d.deployed, d.unsafe])).toEqual([
+    ['lockDuration', 'PT10M', true],
+    ['maxDeliveryCount', '200', true],
+    ['defaultMessageTimeToLive', 'P22D', true],
+  ]);
+});
+
+it('reaches the retention exactly: a bound equal to INBOX_RETENTION is unsafe', () => {
+  // 1 min × 10 + TTL + 7 days = 30 days exactly.
+  const exact = entityDrift(settings, deployed({ defaultMessageTimeToLive: 'P22DT23H50M' }));
+
+  expect(exact.map((d) => d.unsafe)).toEqual([true]);
+  expect(
+    entityDrift(settings, deployed({ defaultMessageTimeToLive: 'P22DT23H49M' })).map((d) => d.unsafe),
+  ).toEqual([false]);
+});
+
+it('takes the shorter of the topic TTL and the subscription TTL, the one a message gets', () => {
+  const capped = entityDrift(
+    settings,
+    deployed({ defaultMessageTimeToLive: 'P60D' }, { defaultMessageTimeToLive: 'P14D' }),
+  );
+  const topicOnly = entityDrift(
+    settings,
+    deployed({ defaultMessageTimeToLive: undefined }, { defaultMessageTimeToLive: 'P2D' }),
+  );
+
+  expect(capped).toEqual([]);
+  expect(topicOnly).toMatchObject([{ property: 'defaultMessageTimeToLive', deployed: 'P2D', unsafe: false }]);
+});
+
+it('calls a value it cannot read unsafe, and shows it bounded', () => {
+  const drifts = entityDrift(
+    settings,
+    deployed(
+      { lockDuration: 'x'.repeat(500), maxDeliveryCount: 2.5, defaultMessageTimeToLive: undefined },
+      {
+        defaultMessageTimeToLive: undefined,
+      },
+    ),
+  );
+
+  expect(drifts.map((d) => [d.property, d.deployed, d.unsafe])).toEqual([
+    ['lockDuration', `"${'x'.repeat(39)}…(502 characters)`, true],
+    ['maxDeliveryCount', '2.5', true],
+    ['defaultMessageTimeToLive', 'absent', true],
+  ]);
+  expect(drifts.every((d) => d.deployed.length <= 60)).toBe(true);
+});
+
+it('calls duplicate detection off, or a shorter window, unsafe; a longer window is safe', () => {
+  expect(entityDrift(settings, deployed({}, { requiresDuplicateDetection: false }))).toEqual([
+    {
+      entity: 'events',
+      property: 'requiresDuplicateDetection',
+      setting: 'SERVICEBUS_DUPLICATE_WINDOW',
+      expected: 'true',
+      deployed: 'false',
+      unsafe: true,
+    },
+  ]);
+  expect(entityDrift(settings, deployed({}, { duplicateDetectionHistoryTimeWindow: 'PT10M' }))).toMatchObject(
+    [{ property: 'duplicateDetectionHistoryTimeWindow', expected: 'PT1H', deployed: 'PT10M', unsafe: true }],
+  );
+  expect(entityDrift(settings, deployed({}, { duplicateDetectionHistoryTimeWindow: 'P1D' }))).toMatchObject([
+    { property: 'duplicateDetectionHistoryTimeWindow', deployed: 'P1D', unsafe: false },
+  ]);
+  expect(entityDrift(settings, deployed({}, { duplicateDetectionHistoryTimeWindow: 7 }))).toMatchObject([
+    { property: 'duplicateDetectionHistoryTimeWindow', deployed: '7', unsafe: true },
+  ]);
+  expect(entityDrift(settings, deployed({}, { requiresDuplicateDetection: undefined }))).toMatchObject([
+    { property: 'requiresDuplicateDetection', deployed: 'absent', unsafe: true },
+  ]);
+});
+
+it('stops the app on unsafe drift only, naming at most five and counting the rest', () => {
+  const safe = entityDrift(settings, deployed({ lockDuration: 'PT2M' }));
+  const many = Array.from({ length: 7 }, (_, i) => ({
+    entity: `t/s${i}`,
+    property: 'lockDuration',
+    setting: 'SERVICEBUS_LOCK_DURATION',
+    expected: 'PT1M',
+    deployed: 'P9D',
+    unsafe: true,
+  }));
+
+  expect(unsafeDriftProblem(safe)).toBeUndefined();
+  expect(() => assertNoUnsafeDrift(safe)).not.toThrow();
+  expect(() => assertNoUnsafeDrift(many)).toThrow(SettingsError);
+  const problem = unsafeDriftProblem(many)!;
+  expect(problem).toContain('t/s4 lockDuration is P9D where SERVICEBUS_LOCK_DURATION=PT1M and 2 more.');
+  expect(problem).not.toContain('t/s5');
+  expect(problem).toMatch(
+    /^The deployed Service Bus entities no longer match the settings the inbox's guarantee was checked with: t\/s0 lockDuration is P9D where SERVICEBUS_LOCK_DURATION=PT1M; t\/s1 /,
+  );
+  expect(problem).toMatch(
+    /Redeploy \(azd provision\) to restore the entities, or change the settings to match them/,
+  );
+  expect(unsafeDriftProblem(many.slice(0, 5))).not.toContain('more');
+});
+
+it('counts each drifted property in inbox.entity_drift, with whether it is unsafe', async () => {
+  const sink = MetricsSink.register();
+  try {
+    const telemetry = new InboxTelemetry();
+    telemetry.entityDrift(
+      entityDrift(settings, deployed({ lockDuration: 'PT2M' }, { requiresDuplicateDetection: false })),
+    );
+
+    expect(
+      await sink.value('inbox.entity_drift', {
+        entity: 'events',
+        property: 'requiresDuplicateDetection',
+        unsafe: true,
+      }),
+    ).toBe(1);
+    expect(
+      await sink.value('inbox.entity_drift', {
+        entity: 'events/billing',
+        property: 'lockDuration',
+        unsafe: false,
+      }),
+    ).toBe(1);
+  } finally {
+    metrics.disable();
+  }
+});
