@@ -74,16 +74,25 @@ export function deployedEntitiesReader(
     return body.properties as Record<string, unknown>;
   };
 
+  // In parallel: the start-up check must fit the worker's initialization (2 minutes) whatever the
+  // number of subscriptions, one READ_TIMEOUT_MS at most.
   return async (bindings) => {
-    const topics: DeployedTopic[] = [];
-    const subscriptions: DeployedSubscription[] = [];
-    for (const topic of [...new Set(bindings.map((binding) => binding.topic))]) {
-      topics.push({ topic, properties: await get(`topics/${encodeURIComponent(topic)}`) });
-    }
-    for (const { topic, subscription } of bindings) {
-      const path = `topics/${encodeURIComponent(topic)}/subscriptions/${encodeURIComponent(subscription)}`;
-      subscriptions.push({ topic, subscription, properties: await get(path) });
-    }
-    return { topics, subscriptions };
+    const topics = [...new Set(bindings.map((binding) => binding.topic))];
+    const [topicProperties, subscriptionProperties] = await Promise.all([
+      Promise.all(topics.map((topic) => get(`topics/${encodeURIComponent(topic)}`))),
+      Promise.all(
+        bindings.map(({ topic, subscription }) =>
+          get(`topics/${encodeURIComponent(topic)}/subscriptions/${encodeURIComponent(subscription)}`),
+        ),
+      ),
+    ]);
+    return {
+      topics: topics.map((topic, i): DeployedTopic => ({ topic, properties: topicProperties[i]! })),
+      subscriptions: bindings.map(({ topic, subscription }, i): DeployedSubscription => ({
+        topic,
+        subscription,
+        properties: subscriptionProperties[i]!,
+      })),
+    };
   };
 }
