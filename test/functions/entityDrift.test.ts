@@ -4,6 +4,7 @@ import { loadFunctionApp } from '../../local/host/worker';
 import { inboxRuntime, registeredConsumers } from '../../src/app';
 import { bindingOf } from '../../src/topology';
 import { useLocalStack } from '../support/localStack';
+import { MetricsSink } from '../support/metrics';
 import { type PeerFixture, startPeer } from '../support/peer';
 
 /**
@@ -16,8 +17,10 @@ import { type PeerFixture, startPeer } from '../support/peer';
 useLocalStack();
 let fixture: PeerFixture;
 let admin: ServiceBusAdministrationClient;
+let sink: MetricsSink;
 
 beforeAll(async () => {
+  sink = MetricsSink.register(); // before the runtime builds its instruments
   fixture = await startPeer({
     topology: undefined,
     lockDurationMs: 60_000,
@@ -41,6 +44,7 @@ beforeAll(async () => {
   await loadFunctionApp(undefined, { definitionsOnly: true });
 });
 afterAll(async () => {
+  await sink.stop();
   delete process.env.SERVICEBUS_RESOURCE_ID;
   delete process.env.AZURE_RESOURCE_MANAGER_ENDPOINT;
   await fixture.stop();
@@ -113,4 +117,24 @@ it('skips the purge of a running app while the drift is unsafe, and purges again
   );
   expect(ran.logs.map((line) => line.text).join('\n')).toMatch(/Purged \d+ expired markers/);
   expect(ran.logs.map((line) => line.text).join('\n')).not.toMatch(/Purge skipped/);
+});
+
+it('purges as usual when the entities cannot be read, saying so', async () => {
+  const running = await loadFunctionApp();
+  const runtime = inboxRuntime();
+  const read = runtime.deployedEntities;
+  runtime.deployedEntities = () => Promise.reject(new Error(`unreachable ${'x'.repeat(400)}`));
+  try {
+    const ran = await running.invokeTimer('purge-expired-markers', {});
+
+    const warning = ran.logs.find((line) =>
+      line.text.includes('Could not read the deployed Service Bus entities before purging'),
+    );
+    expect(warning?.level).toBe('warning');
+    expect(warning?.text).toContain('unreachable xxx');
+    expect(warning?.text).not.toContain('x'.repeat(300));
+    expect(ran.logs.map((line) => line.text).join('\n')).toMatch(/Purged \d+ expired markers/);
+  } finally {
+    runtime.deployedEntities = read;
+  }
 });

@@ -131,6 +131,55 @@ it('calls a value it cannot read unsafe, and shows it bounded', () => {
   expect(drifts.every((d) => d.deployed.length <= 60)).toBe(true);
 });
 
+it('reads only what ARM writes: a positive whole delivery count, a duration of at most 40 characters', () => {
+  const unread = (properties: Record<string, unknown>): [string, string, boolean][] =>
+    entityDrift(settings, deployed(properties)).map((d) => [d.property, d.deployed, d.unsafe]);
+
+  expect(unread({ maxDeliveryCount: 0 })).toEqual([['maxDeliveryCount', '0', true]]);
+  expect(unread({ maxDeliveryCount: '10' })).toEqual([['maxDeliveryCount', '"10"', true]]);
+  expect(unread({ maxDeliveryCount: 2 ** 60 })).toEqual([['maxDeliveryCount', String(2 ** 60), true]]);
+  // 60 seconds, written in 44 characters (46 as JSON).
+  expect(unread({ lockDuration: `PT${'0'.repeat(40)}1M` })).toEqual([
+    ['lockDuration', `"PT${'0'.repeat(37)}…(46 characters)`, true],
+  ]);
+  expect(unread({ lockDuration: `PT${'0'.repeat(36)}1M` })).toEqual([]);
+  expect(unread({ lockDuration: Symbol('not JSON') })).toEqual([['lockDuration', 'symbol', true]]);
+});
+
+it('writes each drift whole: entity, ARM property, setting, the value expected and the value deployed', () => {
+  expect(
+    entityDrift(
+      settings,
+      deployed({ lockDuration: 'PT3M', maxDeliveryCount: 12, defaultMessageTimeToLive: 'P15D' }),
+    ),
+  ).toEqual([
+    {
+      entity: 'events/billing',
+      property: 'lockDuration',
+      setting: 'SERVICEBUS_LOCK_DURATION',
+      expected: 'PT1M',
+      deployed: 'PT3M',
+      unsafe: false,
+    },
+    {
+      entity: 'events/billing',
+      property: 'maxDeliveryCount',
+      setting: 'SERVICEBUS_MAX_DELIVERY_COUNT',
+      expected: '10',
+      deployed: '12',
+      unsafe: false,
+    },
+    {
+      entity: 'events/billing',
+      property: 'defaultMessageTimeToLive',
+      setting: 'SERVICEBUS_MESSAGE_TTL',
+      expected: 'P14D',
+      deployed: 'P15D',
+      unsafe: false,
+    },
+  ]);
+});
+
 it('calls duplicate detection off, or a shorter window, unsafe; a longer window is safe', () => {
   expect(entityDrift(settings, deployed({}, { requiresDuplicateDetection: false }))).toEqual([
     {
@@ -180,6 +229,26 @@ it('stops the app on unsafe drift only, naming at most five and counting the res
     /Redeploy \(azd provision\) to restore the entities, or change the settings to match them/,
   );
   expect(unsafeDriftProblem(many.slice(0, 5))).not.toContain('more');
+});
+
+it('writes the whole problem for one drift, its entity bounded', () => {
+  const drift = {
+    entity: `t/${'s'.repeat(200)}`,
+    property: 'maxDeliveryCount',
+    setting: 'SERVICEBUS_MAX_DELIVERY_COUNT',
+    expected: '10',
+    deployed: '900',
+    unsafe: true,
+  };
+
+  expect(unsafeDriftProblem([drift])).toBe(
+    `The deployed Service Bus entities no longer match the settings the inbox's guarantee was checked with: t/${'s'.repeat(118)}…(202 characters) maxDeliveryCount is 900 where SERVICEBUS_MAX_DELIVERY_COUNT=10. ` +
+      'A marker could be purged while its message can still come back, or a resend pass duplicate detection. Redeploy ' +
+      '(azd provision) to restore the entities, or change the settings to match them and raise INBOX_RETENTION above the new bound.',
+  );
+  expect(() => assertNoUnsafeDrift([drift])).toThrow(
+    /^Invalid configuration:\n {2}- The deployed Service Bus entities/,
+  );
 });
 
 it('counts each drifted property in inbox.entity_drift, with whether it is unsafe', async () => {

@@ -334,6 +334,10 @@ describe('each setting read from its own variable', () => {
     const namespace = '/subscriptions/1/resourceGroups/rg/providers/Microsoft.ServiceBus/namespaces/sb-app01';
 
     expect(problems({ ...base, SERVICEBUS_RESOURCE_ID: namespace })).toEqual([]);
+    expect(loadSettings({ ...base, SERVICEBUS_RESOURCE_ID: ' \t' }).serviceBus.resourceId).toBeUndefined();
+    expect(
+      loadSettings({ ...base, AZURE_RESOURCE_MANAGER_ENDPOINT: ' ' }).serviceBus.resourceManagerEndpoint,
+    ).toBe('https://management.azure.com/');
     expect(problems({ ...base, SERVICEBUS_RESOURCE_ID: `${namespace}/topics/t` })).toEqual([
       `SERVICEBUS_RESOURCE_ID='${namespace}/topics/t' is not a Service Bus namespace's resource id (/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.ServiceBus/namespaces/<name>).`,
     ]);
