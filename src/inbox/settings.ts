@@ -371,8 +371,8 @@ function cosmosSettings(
   };
 }
 
-// Stryker disable next-line Regex: static: a module constant; test/inbox/settings.test.ts pins what it accepts and refuses
 const NAMESPACE_RESOURCE_ID =
+  // Stryker disable next-line Regex: static: a module constant; test/inbox/settings.test.ts pins what it accepts and refuses
   /^\/subscriptions\/[^/]{1,64}\/resourceGroups\/[^/]{1,90}\/providers\/Microsoft\.ServiceBus\/namespaces\/[A-Za-z0-9-]{6,50}$/i;
 
 /** Where the drift guard reads the deployed entities: the namespace's ARM id, and ARM's endpoint. */
@@ -388,12 +388,7 @@ function resourceManagerSettings(
     );
   }
   const endpoint = env.AZURE_RESOURCE_MANAGER_ENDPOINT?.trim() || 'https://management.azure.com/';
-  let url: URL | undefined;
-  try {
-    url = new URL(endpoint);
-  } catch {
-    url = undefined;
-  }
+  const url = URL.canParse(endpoint) ? new URL(endpoint) : undefined;
   const loopback = url?.protocol === 'http:' && ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
   if (url === undefined || !(url.protocol === 'https:' || loopback)) {
     problems.push(

@@ -112,6 +112,19 @@ it('takes the shorter of the topic TTL and the subscription TTL, the one a messa
   expect(topicOnly).toMatchObject([{ property: 'defaultMessageTimeToLive', deployed: 'P2D', unsafe: false }]);
 });
 
+it('calls the bound unknown, so unsafe, when any one of lock, delivery count or TTL cannot be read', () => {
+  const unsafe = (subscription: Record<string, unknown>, topic: Record<string, unknown> = {}): boolean[] =>
+    entityDrift(settings, deployed(subscription, topic)).map((d) => d.unsafe);
+
+  expect(unsafe({ lockDuration: 'soon' })).toEqual([true]);
+  expect(unsafe({ maxDeliveryCount: -1 })).toEqual([true]);
+  expect(unsafe({ defaultMessageTimeToLive: 'later' }, { defaultMessageTimeToLive: undefined })).toEqual([
+    true,
+  ]);
+  // The subscription's TTL alone, its topic saying nothing: that TTL, and no drift.
+  expect(unsafe({}, { defaultMessageTimeToLive: undefined })).toEqual([]);
+});
+
 it('calls a value it cannot read unsafe, and shows it bounded', () => {
   const drifts = entityDrift(
     settings,

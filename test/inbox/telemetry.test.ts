@@ -99,6 +99,16 @@ it('records what the app did on the instruments the alerts and the workbook read
     capped: false,
   } satisfies SweepReport);
   telemetry.breakerTransition('open');
+  telemetry.entityDrift([
+    {
+      entity: 'orders/a',
+      property: 'lockDuration',
+      setting: 'SERVICEBUS_LOCK_DURATION',
+      expected: 'PT1M',
+      deployed: 'PT2M',
+      unsafe: false,
+    },
+  ]);
   open = true;
   const metricsNow = await exported();
 
@@ -127,6 +137,7 @@ it('records what the app did on the instruments the alerts and the workbook read
     [METRIC_NAMES.outboxUnsendable]: { '{}': 1 },
     [METRIC_NAMES.breakerTransitions]: { '{"state":"open"}': 1 },
     [METRIC_NAMES.breakerOpen]: { '{}': 1 },
+    [METRIC_NAMES.entityDrift]: { '{"entity":"orders/a","property":"lockDuration","unsafe":false}': 1 },
   });
   expect(
     Object.fromEntries(
