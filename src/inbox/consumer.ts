@@ -35,7 +35,7 @@ export interface InboxConsumerDeclaration<M> extends ConsumerDeclaration<M> {
    * Opt-in: catch a producer that sends the same event again under a fresh MessageId, which the
    * broker's window and the marker cannot see. The batch also creates a document keyed on the
    * event's business key (`of`); a message whose key this consumer already applied under another
-   * MessageId is absorbed or flagged (`onConflict`). Costs about 6 RU more per message
+   * MessageId is absorbed or flagged (`onConflict`). Costs about 5 RU more per message
    * (src/inbox/README.md#producers-that-re-mint-messageids).
    * @default undefined (no check)
    */
