@@ -37,6 +37,8 @@ const usage = `Usage: npm run demo -- [options]
   --resend-inside <rate>  share of events the producer sends twice at once (default 0.05)
   --resend-outside <rate> share of events sent again after the duplicate window (default 0.03)
   --poison <rate>         share of poison messages (default 0.01)
+  --remint <rate>         share of payments the producer sends again at once under a fresh MessageId,
+                          which only the payment applier's event key can absorb (default 0.01)
   --crash-before <rate>   host dies before the handler commits (default 0.01)
   --crash-after <rate>    host dies after the commit, before completing (default 0.01)
   --completion-lost <rate> the completion never reaches Service Bus (default 0.01)
@@ -128,6 +130,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     resendInsideWindow: rate('resend-inside'),
     resendOutsideWindow: rate('resend-outside'),
     poison: rate('poison'),
+    remintIds: rate('remint'),
     maxConcurrentCalls: number('concurrency', values.concurrency, { min: 1, max: 1000, integer: true }),
     duplicateWindowMs: duplicateWindowFlag('duplicate-window', values['duplicate-window'], usage) * 1000,
     faults: {
@@ -319,7 +322,8 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
     '',
     'Published',
     `  events              ${a.uniqueEvents} distinct, ${a.sends} sends (${a.injectedDuplicates} producer duplicates)`,
-    `  duplicates          ${a.droppedByBroker} dropped by the broker (inside the window), ${a.absorbedByInbox} absorbed by the inbox (after it)`,
+    `  duplicates          ${a.droppedByBroker} dropped by the broker (inside the window), ${a.absorbedByInbox} absorbed by the inbox (after it, or re-minted)`,
+    `  re-minted ids       ${a.reminted.sends} payments sent again under a fresh MessageId: ${a.reminted.detected} of ${a.reminted.absorbable} copies absorbed as suspected producer duplicates by the payment applier's event key, ${a.reminted.falsePositives} distinct events taken for one`,
     '',
     'Delivered',
     `  deliveries          ${deliveries.total}`,

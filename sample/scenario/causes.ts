@@ -1,4 +1,4 @@
-import { DUPLICATE_CAUSES } from '#inbox/internal';
+import { DUPLICATE_CAUSES, SUSPECTED_PRODUCER_DUPLICATE } from '#inbox/internal';
 
 import type { DeliveryRecord } from '../../local/host/brokerHost';
 
@@ -59,6 +59,11 @@ export interface CauseFacts {
   relayed: ReadonlySet<string>;
   /** MessageIds the producer sent again after the duplicate window (the workload's `late` sends). */
   lateResends: ReadonlySet<string>;
+  /**
+   * For each MessageId of an event the producer also sent under a fresh one (re-minted), the event's
+   * other MessageIds; absent for the rest.
+   */
+  otherIdsOfEvent?: ReadonlyMap<string, readonly string[]>;
 }
 
 /** The outcome a delivery logged, a timed-out one's when it finally returned included. */
@@ -97,13 +102,19 @@ function committer(
  *   message this consumer had been delivered before, and the outbox sent it (the relay or the
  *   sweeper) / the producer sent it again after the window;
  * - unknown: none of these (the run injected nothing that explains it).
+ * Before them all, suspected_producer_duplicate: this MessageId has no marker, and another MessageId
+ * of the same event, which the producer re-minted (or whose copy this is), has one.
  */
 function injectedCause(
   d: DeliveryRecord,
   facts: CauseFacts,
   byMessage: readonly DeliveryRecord[],
   marker: MarkerWrite | undefined,
+  markers: ReadonlyMap<string, MarkerWrite>,
 ): { cause: string; touching?: boolean } {
+  const otherIds = facts.otherIdsOfEvent?.get(d.messageId ?? '') ?? [];
+  if (marker === undefined && otherIds.some((id) => markers.has(`${d.function}\u0000${id}`)))
+    return { cause: SUSPECTED_PRODUCER_DUPLICATE };
   const applier = committer(marker, byMessage);
   if (marker !== undefined && applier !== undefined && applier !== d) {
     // The two ran alongside, in the host's order of starts and ends (not by timestamps).
@@ -151,6 +162,7 @@ export function duplicateCauses(facts: CauseFacts): CauseTable {
       facts,
       byMessage.get(key) ?? [],
       markers.get(key),
+      markers,
     );
     if (touched) touching++;
     const named = causeOf(d) ?? 'none';

@@ -412,9 +412,9 @@ export class ScenarioEnvironment {
     host.start();
     progress.start();
     const publish = async (when: 'now' | 'late'): Promise<void> => {
-      for (const [index, { event }] of workload.sends.filter((s) => s.when === when).entries()) {
+      for (const [index, { event, remintedId }] of workload.sends.filter((s) => s.when === when).entries()) {
         topicFor(broker, event.subject).send({
-          messageId: event.messageId,
+          messageId: remintedId ?? event.messageId,
           subject: event.subject,
           body: event.body,
           contentType: 'application/json',
@@ -838,6 +838,7 @@ function reportOf(
       markers: run.markers,
       relayed: new Set(publisher.sends.map((send) => send.messageId)),
       lateResends: new Set(workload.sends.filter((s) => s.when === 'late').map((s) => s.event.messageId)),
+      otherIdsOfEvent: otherIdsOfEvent(workload),
     }),
     throughput: {
       elapsedMs: Math.round(elapsedMs),
@@ -866,6 +867,21 @@ function reportOf(
       survivableOutageSeconds: run.survivableOutageSeconds,
     },
   };
+}
+
+/** For each MessageId of an event the producer re-minted, the event's other MessageIds (causes.ts). */
+function otherIdsOfEvent(workload: Workload): Map<string, string[]> {
+  const idsOf = new Map<string, string[]>();
+  for (const [remintedId, eventId] of workload.reminted)
+    idsOf.set(eventId, [...(idsOf.get(eventId) ?? [eventId]), remintedId]);
+  const others = new Map<string, string[]>();
+  for (const ids of idsOf.values())
+    for (const id of ids)
+      others.set(
+        id,
+        ids.filter((other) => other !== id),
+      );
+  return others;
 }
 
 /** The outbox relay's lease container, as the Bicep creates it (COSMOS_LEASE_CONTAINER's default). */

@@ -6,6 +6,7 @@ import {
   OUTBOX_TYPE,
   type OutboxDocument,
   outgoingMessageId,
+  SUSPECTED_PRODUCER_DUPLICATE,
 } from '#inbox/internal';
 
 import type { DeliveryRecord } from '../../local/host/brokerHost';
@@ -29,9 +30,12 @@ import type { Workload, WorkloadEvent } from './workload';
  *   topics       while a topic refused the outbox's sends, the other topics' events were each sent
  *                within OUTBOX_SWEEP_AGE + OUTBOX_SWEEP_INTERVAL (and the relay's poll) of their
  *                commit: one topic does not hold back another's
+ *   reminted     every copy the producer sent under a fresh MessageId, completed after another copy
+ *                of its event applied it, was absorbed as a suspected producer duplicate (100 %
+ *                detected); no other delivery was taken for one; no event applied under two MessageIds
  */
 export interface Invariant {
-  name: 'effects' | 'settled' | 'dead-letters' | 'markers' | 'duplicates' | 'outbox' | 'topics';
+  name: 'effects' | 'settled' | 'dead-letters' | 'markers' | 'duplicates' | 'outbox' | 'topics' | 'reminted';
   ok: boolean;
   /** What was checked, or the first problems found. */
   detail: string;
@@ -45,6 +49,17 @@ export interface Accounting {
   absorbedByInbox: number;
   completedCopies: number;
   deadLettered: { total: number; poison: number; exhausted: number; byReason: Record<string, number> };
+  /** Copies the producer sent under a fresh MessageId (WorkloadOptions.remintIds). */
+  reminted: {
+    /** Re-minted sends. */
+    sends: number;
+    /** Copies (re-minted, or the event's own when a re-minted one applied it first) completed after another copy applied their event. */
+    absorbable: number;
+    /** Of those, absorbed as suspected producer duplicates. */
+    detected: number;
+    /** Deliveries named suspected producer duplicates that were not such copies (distinct events). */
+    falsePositives: number;
+  };
   effects: {
     payments: number;
     unappliedPayments: number;
@@ -124,6 +139,7 @@ export async function verify(
   const duplicates = checkDuplicates(facts);
   const outbox = checkOutbox(facts);
   const topics = topicsInvariant(facts.outboxDocuments, facts.stagedAll, published, timing);
+  const reminted = checkReminted(facts);
   return {
     invariants: [
       invariant('effects', effects),
@@ -133,6 +149,7 @@ export async function verify(
       invariant('duplicates', duplicates),
       invariant('outbox', outbox),
       invariant('topics', topics),
+      invariant('reminted', reminted),
     ],
     accounting: {
       uniqueEvents: workload.events.length,
@@ -146,6 +163,12 @@ export async function verify(
         poison: deadLetters.poison,
         exhausted: deadLetters.exhausted,
         byReason: deadLetters.byReason,
+      },
+      reminted: {
+        sends: facts.workload.reminted.size,
+        absorbable: reminted.absorbable,
+        detected: reminted.detected,
+        falsePositives: reminted.falsePositives,
       },
       effects: { ...effects.counts, shipments: outbox.shipments },
       outbox: {
@@ -194,8 +217,15 @@ interface Facts {
   planned: Map<string, StagedEvent>;
   stagedAll: Map<string, StagedEvent>;
   outboxDocuments: OutboxDocument[];
-  /** The marker of the consumer that applied a workload event, if one did. */
+  /**
+   * The marker of the consumer that applied a workload event, if one did: under the event's
+   * MessageId, or one the producer re-minted for it.
+   */
   applied: (event: WorkloadEvent) => Marker | undefined;
+  /** The MessageIds an event was sent under: its own, then those the producer re-minted. */
+  idsOf: (event: WorkloadEvent) => string[];
+  /** The event's own MessageId for any MessageId it was sent under; others unchanged. */
+  eventIdOf: (messageId: string | undefined) => string | undefined;
 }
 
 async function factsOf(
@@ -211,6 +241,16 @@ async function factsOf(
   const ofType = <T>(type: string): T[] => documents.filter((d) => d.type === type) as T[];
   const markers = ofType<Marker>(MARKER_TYPE);
   const eventsById = new Map(workload.events.map((e) => [e.messageId, e]));
+  const remintedOf = new Map<string, string[]>();
+  for (const [remintedId, eventId] of workload.reminted) {
+    remintedOf.set(eventId, [...(remintedOf.get(eventId) ?? []), remintedId]);
+    const event = eventsById.get(eventId);
+    if (event) eventsById.set(remintedId, event);
+  }
+  const idsOf = (event: WorkloadEvent): string[] => [
+    event.messageId,
+    ...(remintedOf.get(event.messageId) ?? []),
+  ];
   const subscriptions = broker.subscriptions;
   const completed = subscriptions.flatMap((s) => s.entity.completed);
   const markerKeys = new Map<string, Marker>();
@@ -240,7 +280,12 @@ async function factsOf(
     planned,
     stagedAll: new Map([...staged, ...planned]),
     outboxDocuments: ofType<OutboxDocument>(OUTBOX_TYPE),
-    applied: (event) => markerKeys.get(`${consumerOf(event.kind)}|${event.messageId}`),
+    applied: (event) =>
+      idsOf(event)
+        .map((id) => markerKeys.get(`${consumerOf(event.kind)}|${id}`))
+        .find((marker) => marker !== undefined),
+    idsOf,
+    eventIdOf: (messageId) => workload.reminted.get(messageId ?? '') ?? messageId,
   };
 }
 
@@ -305,6 +350,8 @@ function checkMarkers({
   eventsById,
   completedIds,
   staged,
+  applied,
+  idsOf,
 }: Facts): Check {
   const problems = duplicateMarkers.map((key) => `two markers for ${key}`);
   for (const marker of markers) {
@@ -318,7 +365,8 @@ function checkMarkers({
   for (const event of workload.events) {
     const consumer = consumerOf(event.kind);
     if (consumer === undefined || consumer === invoiceStatusProjector.name) continue; // poison; versioned: no marker
-    if (completedIds.has(event.messageId) && !markerKeys.has(`${consumer}|${event.messageId}`)) {
+    // A copy the producer re-minted may have applied the event first: its marker is the event's.
+    if (idsOf(event).some((id) => completedIds.has(id)) && applied(event) === undefined) {
       problems.push(`no marker for ${consumer}|${event.messageId}, although the message completed`);
     }
   }
@@ -568,6 +616,7 @@ function checkDuplicates({
   completed,
   deadLetters,
   eventsById,
+  eventIdOf,
 }: Facts): Check & {
   injectedDuplicates: number;
   relayResends: number;
@@ -582,7 +631,8 @@ function checkDuplicates({
   const settledValidCopies = [...completed, ...deadLetters].filter(
     (m: BrokerMessage) => eventsById.get(m.messageId ?? '')?.kind !== 'poison',
   );
-  const uniqueValid = new Set(settledValidCopies.map((m) => m.messageId)).size;
+  // Copies of one event: a re-minted copy has a MessageId of its own, and counts with its event.
+  const uniqueValid = new Set(settledValidCopies.map((m) => eventIdOf(m.messageId))).size;
   const absorbedByInbox = settledValidCopies.length - uniqueValid;
   // A resend no subscription takes (after the duplicate window) is discarded by Service Bus.
   const unrouted = published.filter((p) => p.accepted && p.reached === 0);
@@ -601,6 +651,52 @@ function checkDuplicates({
     droppedByBroker,
     absorbedByInbox,
     discardedResends,
+  };
+}
+
+/**
+ * reminted: every copy of an event sent under another MessageId than the one that applied it, once
+ * completed, was absorbed as a suspected producer duplicate on each delivery that completed it;
+ * no delivery of anything else was named one; no event holds markers under two MessageIds.
+ */
+function checkReminted({ workload, deliveries, markerKeys, idsOf }: Facts): Check & {
+  absorbable: number;
+  detected: number;
+  falsePositives: number;
+} {
+  const problems: string[] = [];
+  const suspected = (d: DeliveryRecord): boolean =>
+    (d.cause ?? d.afterTimeout?.cause) === SUSPECTED_PRODUCER_DUPLICATE;
+  const mayBeSuspected = new Set<string>();
+  let absorbable = 0;
+  let detected = 0;
+  for (const event of workload.events) {
+    const ids = idsOf(event);
+    if (ids.length < 2) continue;
+    const holders = ids.filter((id) => markerKeys.has(`${consumerOf(event.kind)}|${id}`));
+    if (holders.length > 1) problems.push(`${event.messageId} applied under ${holders.length} MessageIds`);
+    for (const id of ids) {
+      if (holders.includes(id)) continue;
+      mayBeSuspected.add(id);
+      const completing = deliveries.filter((d) => d.messageId === id && d.settlement === 'completed');
+      if (completing.length === 0) continue; // dead-lettered, or the event never applied
+      absorbable++;
+      if (completing.every((d) => d.outcome === 'duplicate' && suspected(d))) detected++;
+      else
+        problems.push(
+          `${id}, a copy of ${event.messageId}, completed as ${completing.map((d) => `${d.outcome ?? '-'}/${d.cause ?? '-'}`).join(', ')}`,
+        );
+    }
+  }
+  const falsePositives = deliveries.filter((d) => suspected(d) && !mayBeSuspected.has(d.messageId ?? ''));
+  for (const d of falsePositives.slice(0, 5))
+    problems.push(`${String(d.messageId)} (${d.function}) was taken for a producer duplicate`);
+  return {
+    problems,
+    checked: `${detected} of ${absorbable} re-minted copies absorbed as suspected producer duplicates, no distinct event taken for one`,
+    absorbable,
+    detected,
+    falsePositives: falsePositives.length,
   };
 }
 

@@ -25,6 +25,12 @@ export interface WorkloadOptions {
   resendOutsideWindow?: number;
   /** Share of poison messages (not JSON, or failing the schema). */
   poison?: number;
+  /**
+   * Share of payment events the producer sends a second time at once under a fresh MessageId (it
+   * mints one per send attempt): past the broker's window and the marker, only the payment
+   * applier's event key can absorb them. Default 0.
+   */
+  remintIds?: number;
 }
 
 export type EventKind = SampleEventKind | 'poison';
@@ -45,6 +51,8 @@ export interface Send {
   event: WorkloadEvent;
   /** `now`: in publishing order; `late`: after the duplicate detection window of its first send. */
   when: 'now' | 'late';
+  /** The MessageId a copy the producer re-minted carries; the event's own when undefined. */
+  remintedId?: string;
 }
 
 export interface Workload {
@@ -53,6 +61,8 @@ export interface Workload {
   products: Product[];
   events: WorkloadEvent[];
   sends: Send[];
+  /** The MessageIds the producer re-minted, each with the MessageId of its event. */
+  reminted: Map<string, string>;
 }
 
 export function generateWorkload(options: WorkloadOptions): Workload {
@@ -119,13 +129,21 @@ export function generateWorkload(options: WorkloadOptions): Workload {
   }
 
   const sends: Send[] = [];
+  // Its own sequence, so that the rest of a seed's workload is the same with re-mints or without.
+  const remint = seededRandom(options.seed ^ 0x2545f491);
+  const reminted = new Map<string, string>();
   for (const event of events) {
     sends.push({ event, when: 'now' });
     if (event.kind === 'poison') continue;
     if (random() < (options.resendInsideWindow ?? 0.05)) sends.push({ event, when: 'now' });
     if (random() < (options.resendOutsideWindow ?? 0.03)) sends.push({ event, when: 'late' });
+    if (event.kind === 'payment' && remint() < (options.remintIds ?? 0)) {
+      const remintedId = `${event.messageId}.reminted`;
+      reminted.set(remintedId, event.messageId);
+      sends.push({ event, when: 'now', remintedId });
+    }
   }
-  return { seed: options.seed, invoices, products, events, sends };
+  return { seed: options.seed, invoices, products, events, sends, reminted };
 }
 
 /** A valid event of the sample catalogue: its Subject, its MessageId, its body as JSON text. */

@@ -55,6 +55,7 @@ describe('npm run demo', () => {
       'duplicates',
       'outbox',
       'topics',
+      'reminted',
     ]);
     // Every reservation or backorder published its event through the outbox, and it was applied;
     // every shipment planned published its own.

@@ -96,7 +96,18 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
         requestCharge: result.requestCharge,
         durationMs: Math.round(elapsedMs),
       };
-      if (result.outcome === 'payload_mismatch') {
+      const suspected = result.suspectedProducerDuplicate;
+      if (suspected !== undefined) {
+        // The event key is message content: its length and a hash prefix only.
+        log(
+          context,
+          'warn',
+          suspected.handling === 'absorbed'
+            ? 'Suspected producer duplicate: this event was applied under another MessageId; completed without applying it'
+            : 'Suspected producer duplicate: this event was applied under another MessageId; applied anyway (eventKey onConflict: flag)',
+          { ...summary, firstMessageId: bounded(suspected.firstMessageId), eventKey: suspected.eventKey },
+        );
+      } else if (result.outcome === 'payload_mismatch') {
         log(
           context,
           'warn',

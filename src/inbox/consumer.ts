@@ -1,4 +1,5 @@
 import type { Delivery } from './delivery';
+import { checkEventKeyOption, type EventKeyOption } from './eventKey';
 import type { PartitionTransaction } from './transaction';
 import type { VersionedDocument } from './versioned';
 
@@ -30,6 +31,15 @@ export interface InboxConsumerDeclaration<M> extends ConsumerDeclaration<M> {
    * When it stages an alternative instead of the main effect, it says so with `tx.recordAlternative`.
    */
   handle(message: M, tx: PartitionTransaction, delivery: Delivery): void | Promise<void>;
+  /**
+   * Opt-in: catch a producer that sends the same event again under a fresh MessageId, which the
+   * broker's window and the marker cannot see. The batch also creates a document keyed on the
+   * event's business key (`of`); a message whose key this consumer already applied under another
+   * MessageId is absorbed or flagged (`onConflict`). Costs about 5 RU more per message
+   * (src/inbox/README.md#producers-that-re-mint-messageids).
+   * @default undefined (no check)
+   */
+  eventKey?: EventKeyOption<M>;
 }
 
 export interface VersionedConsumerDeclaration<M> extends ConsumerDeclaration<M> {
@@ -53,8 +63,9 @@ export type Consumer<M = unknown> = InboxConsumer<M> | VersionedConsumer<M>;
 /**
  * Defines a consumer whose effect is applied exactly once: the handler stages its writes on a
  * PartitionTransaction, and the inbox commits them with a marker for the message in one
- * transactional batch, so a redelivery finds the marker and writes nothing. Registering it
- * (`consumerTrigger`) throws when src/topology.json declares no subscription for `name`.
+ * transactional batch, so a redelivery finds the marker and writes nothing. It throws a
+ * SettingsError for an `eventKey` option it cannot use. Registering it (`consumerTrigger`) throws
+ * when src/topology.json declares no subscription for `name`.
  *
  * @example
  * ```ts
@@ -69,6 +80,7 @@ export type Consumer<M = unknown> = InboxConsumer<M> | VersionedConsumer<M>;
  * ```
  */
 export function defineInboxConsumer<M>(declaration: InboxConsumerDeclaration<M>): InboxConsumer<M> {
+  if (declaration.eventKey !== undefined) checkEventKeyOption(declaration.name, declaration.eventKey);
   return { ...declaration, kind: 'inbox' };
 }
 

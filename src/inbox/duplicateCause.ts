@@ -16,6 +16,18 @@ export const DUPLICATE_CAUSES = [
 export type DuplicateCause = (typeof DUPLICATE_CAUSES)[number];
 
 /**
+ * The cause of a message whose event key (the consumer's `eventKey` option, ./eventKey.ts) its
+ * consumer had applied under another MessageId: a producer that re-minted the id, suspected, not
+ * proven (the consumer declares what makes two messages one event). Decided by the batch, not by
+ * duplicateCause's rules: a `duplicate` when the consumer absorbs it, a `processed` or
+ * `alternative` when it only flags it.
+ */
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (build/README.md#mutation-testing); test/inbox/eventKey.test.ts pins the name
+export const SUSPECTED_PRODUCER_DUPLICATE = 'suspected_producer_duplicate';
+/** The `cause` of a delivery: why a duplicate came, or a suspected producer duplicate. */
+export type DeliveryCause = DuplicateCause | typeof SUSPECTED_PRODUCER_DUPLICATE;
+
+/**
  * The application property `npm run dead-letters -- resubmit` sets on each copy it sends: when it
  * resent it (ISO-8601 UTC). Only its presence is read here.
  */

@@ -71,6 +71,8 @@ export const POISON_REASONS = [
   'schema-violation',
   /** The consumer's `partitionKey` threw, or gave no non-empty string of at most 2 KB. */
   'no-partition-key',
+  /** The consumer declares an `eventKey`, and its `of` threw or gave no non-empty string of at most 2,048 bytes. */
+  'no-event-key',
   /** The handler staged more writes and publishes than fit one transactional batch with the marker (100 operations). */
   'too-many-operations',
   /** The staged writes take more than one transactional batch carries (2 MiB), or Cosmos DB answered 413. */

@@ -32,12 +32,14 @@ export { type Consumer, type MessageSchema } from './consumer';
 export { createCosmosClient } from './cosmos';
 export { toDelivery } from './delivery';
 export {
+  type DeliveryCause,
   DUPLICATE_CAUSES,
   type DuplicateCause,
   duplicateCause,
   type DuplicateFacts,
   OUTBOX_SENT_BY_PROPERTY,
   RESUBMITTED_AT_PROPERTY,
+  SUSPECTED_PRODUCER_DUPLICATE,
 } from './duplicateCause';
 export { formatDuration, parseDurationSeconds } from './duration';
 export {
@@ -50,6 +52,14 @@ export {
   unsafeDriftProblem,
 } from './entityDrift';
 export { bounded, POISON_REASONS, type PoisonReason } from './errors';
+export {
+  EVENT_KEY_TYPE,
+  type EventKeyConflict,
+  type EventKeyDocument,
+  eventKeyId,
+  type EventKeyOption,
+  MAX_EVENT_KEY_BYTES,
+} from './eventKey';
 export { FAILURE_NOTE_TYPE, type FailureNote, failureNote, failureNoteId } from './failureNote';
 export * from './index';
 export { jsonBytesBound } from './jsonBytes';
@@ -79,6 +89,7 @@ export {
   processDelivery,
   type ProcessDependencies,
   type ProcessResult,
+  type SuspectedProducerDuplicate,
 } from './process';
 export { type PurgeOptions, type PurgeReport, runPurge } from './purge';
 export {

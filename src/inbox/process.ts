@@ -4,7 +4,7 @@ import type { Container, OperationInput } from '@azure/cosmos';
 
 import type { Consumer, InboxConsumer, VersionedConsumer } from './consumer';
 import type { Delivery } from './delivery';
-import { type DuplicateCause, duplicateCause } from './duplicateCause';
+import { type DeliveryCause, duplicateCause, SUSPECTED_PRODUCER_DUPLICATE } from './duplicateCause';
 import {
   bounded,
   ConcurrencyConflictError,
@@ -12,6 +12,15 @@ import {
   PoisonMessageError,
   TransientStoreError,
 } from './errors';
+import {
+  buildEventKeyDocument,
+  type EventKeyConflict,
+  type EventKeyDocument,
+  eventKeyFingerprint,
+  eventKeyId,
+  eventKeyOf,
+  eventKeyRetentionSeconds,
+} from './eventKey';
 import { jsonBytesBound } from './jsonBytes';
 import { buildMarker, type Marker, markerId, markerKey, payloadHash } from './marker';
 import type { OutboxRoutes } from './outbox';
@@ -49,8 +58,17 @@ export interface ProcessDependencies {
 
 export interface ProcessResult {
   outcome: Exclude<Outcome, 'poison' | 'retried'>;
-  /** Why a duplicate came (src/inbox/duplicateCause.ts); set exactly when the outcome is `duplicate`. */
-  duplicateCause?: DuplicateCause;
+  /**
+   * Why a duplicate came (src/inbox/duplicateCause.ts); set when the outcome is `duplicate`, and on
+   * a delivery applied although its event key was applied under another MessageId (`flag`).
+   */
+  duplicateCause?: DeliveryCause;
+  /**
+   * The consumer's event key (its `eventKey` option) was applied under another MessageId: what the
+   * consumer did with this message, the MessageId that applied the key, and the key as logs may
+   * show it (length and hash prefix).
+   */
+  suspectedProducerDuplicate?: SuspectedProducerDuplicate;
   /** When the marker a duplicate or payload mismatch met was written (its processedAt). */
   markerWrittenAt?: Date;
   /** The marker was not there at this delivery's first read, and its batch met it (409). */
@@ -69,6 +87,13 @@ export interface ProcessResult {
    * kind and document id, in order (the marker aside). Business ids: logged at debug level only.
    */
   wrote?: { partitionKey: string; documents: { kind: string; id: string }[] };
+}
+
+export interface SuspectedProducerDuplicate {
+  handling: 'absorbed' | 'flagged';
+  /** The MessageId of the message that applied the event, as it came (message content: bound it to echo it). */
+  firstMessageId: string;
+  eventKey: { characters: number; sha256: string };
 }
 
 interface ParsedMessage<M> {
@@ -96,7 +121,8 @@ export async function processDelivery(
   const result = await (consumer.kind === 'inbox'
     ? processWithInbox(consumer, delivery, parsed, deps, trace)
     : processVersioned(consumer, delivery, parsed, deps));
-  if (result.outcome !== 'duplicate') return result;
+  // A suspected producer duplicate comes with its cause, decided by the batch.
+  if (result.outcome !== 'duplicate' || result.duplicateCause !== undefined) return result;
   return {
     ...result,
     duplicateCause: duplicateCause({
@@ -228,6 +254,28 @@ interface InboxRun<M> {
   requests: number;
   /** A redelivery's first read found no marker (knownOnRedelivery). */
   noMarkerAtStart?: boolean;
+  /** The consumer's event key for this message, when it declares one. */
+  eventKey: EventKeyRun | undefined;
+  /**
+   * Set once the batch met the event key under another MessageId and the consumer only flags it:
+   * the next run leaves the event key document out, so that the effect applies.
+   */
+  flagged?: SuspectedProducerDuplicate;
+}
+
+interface EventKeyRun {
+  key: string;
+  onConflict: EventKeyConflict;
+  retentionSeconds: number;
+}
+
+/** The batch one run of the handler makes: the marker, the event key document if any, then the staged writes. */
+interface Built {
+  tx: PartitionTransaction;
+  marker: Marker;
+  operations: OperationInput[];
+  /** The index of the first staged write in `operations`: 1, or 2 after an event key document. */
+  firstStaged: number;
 }
 
 /**
@@ -250,6 +298,18 @@ async function processWithInbox<M>(
     trace,
     partitionKey: partitionKeyOf(consumer, parsed.message),
     key: markerKey(delivery, parsed.messageId, parsed.payloadHash),
+    eventKey:
+      consumer.eventKey === undefined
+        ? undefined
+        : {
+            key: eventKeyOf(consumer.eventKey, parsed.message),
+            onConflict: consumer.eventKey.onConflict,
+            retentionSeconds: eventKeyRetentionSeconds(
+              consumer.name,
+              consumer.eventKey,
+              deps.settings.inbox.retentionSeconds,
+            ),
+          },
     requestCharge: 0,
     requests: 0,
   };
@@ -257,16 +317,19 @@ async function processWithInbox<M>(
   const known = await knownOnRedelivery(run);
   if (known) return known;
   let previousFailure: FailedWrite | undefined;
-  for (let attempt = 1; attempt <= deps.settings.inbox.maxAttempts; attempt++) {
-    const { tx, marker, operations } = await handled(run, previousFailure);
+  // The run after a flagged event key is not a failed attempt: it gets one more.
+  for (let attempt = 1; attempt <= deps.settings.inbox.maxAttempts + (run.flagged ? 1 : 0); attempt++) {
+    const built = await handled(run, previousFailure);
+    const { tx } = built;
     run.requests += tx.reads + 1;
-    const response = await commit(deps.container, operations, run.partitionKey);
+    const response = await commit(deps.container, built.operations, run.partitionKey);
     run.requestCharge += tx.readRequestCharge + response.requestCharge;
-    const next = await afterBatch(run, tx, marker.id, response, attempt, operations.length);
+    const next = await afterBatch(run, built, response, attempt);
     if ('outcome' in next) return next;
-    if (next.failure === undefined) continue; // the marker was purged under us: run again as new
+    // The marker or the event key was purged under us, or the key is flagged: run again.
+    if (next.failure === undefined) continue;
     previousFailure = next.failure;
-    if (next.failure.status === 412 && tx.staged[response.failedAt - 1]?.guard === 'etag') {
+    if (next.failure.status === 412 && tx.staged[response.failedAt - built.firstStaged]?.guard === 'etag') {
       // Someone changed the document between the handler's read and our commit: read again, after a
       // short random pause so that competing deliveries do not collide again in lockstep. Neither
       // the pause nor the retry when no run follows.
@@ -306,11 +369,11 @@ async function knownOnRedelivery<M>(run: InboxRun<M>): Promise<ProcessResult | u
   };
 }
 
-/** One run of the handler on a fresh transaction, and the batch it makes: the marker first, then its writes. */
-async function handled<M>(
-  run: InboxRun<M>,
-  previousFailure: FailedWrite | undefined,
-): Promise<{ tx: PartitionTransaction; marker: Marker; operations: OperationInput[] }> {
+/**
+ * One run of the handler on a fresh transaction, and the batch it makes: the marker first, then the
+ * event key document (unless it is flagged), then its writes.
+ */
+async function handled<M>(run: InboxRun<M>, previousFailure: FailedWrite | undefined): Promise<Built> {
   const { consumer, delivery, parsed, deps, partitionKey, key } = run;
   const tx = new PartitionTransaction(deps.container, partitionKey, previousFailure, {
     source: {
@@ -341,9 +404,23 @@ async function handled<M>(
     alternative: tx.alternative,
   });
   const operations: OperationInput[] = [{ operationType: 'Create', resourceBody: marker }];
+  if (run.eventKey !== undefined && run.flagged === undefined) {
+    const document = buildEventKeyDocument({
+      consumer: consumer.name,
+      key: run.eventKey.key,
+      partitionKey,
+      messageId: parsed.messageId,
+      markerId: marker.id,
+      now: deps.now(),
+      retentionSeconds: run.eventKey.retentionSeconds,
+      ttlBackstopSeconds: deps.settings.inbox.ttlBackstopSeconds,
+    });
+    operations.push({ operationType: 'Create', resourceBody: document });
+  }
+  const firstStaged = operations.length;
   for (const write of tx.staged) operations.push(write.operation);
-  assertFitsOneBatch(operations);
-  return { tx, marker, operations };
+  assertFitsOneBatch(operations, firstStaged);
+  return { tx, marker, operations, firstStaged };
 }
 
 /**
@@ -353,11 +430,9 @@ async function handled<M>(
  */
 async function afterBatch<M>(
   run: InboxRun<M>,
-  tx: PartitionTransaction,
-  markerIdentity: string,
+  { tx, marker, operations, firstStaged }: Built,
   { failedAt, status }: { failedAt: number; status: number },
   attempt: number,
-  operations: number,
 ): Promise<ProcessResult | { failure: FailedWrite | undefined }> {
   const { deps, partitionKey, parsed } = run;
   if (failedAt === -1) {
@@ -365,6 +440,9 @@ async function afterBatch<M>(
     return {
       outcome: alternative === undefined ? 'processed' : 'alternative',
       alternative,
+      ...(run.flagged === undefined
+        ? {}
+        : { duplicateCause: SUSPECTED_PRODUCER_DUPLICATE, suspectedProducerDuplicate: run.flagged }),
       published: tx.published.length,
       ...cost(run),
       attempts: attempt,
@@ -378,7 +456,7 @@ async function afterBatch<M>(
     // lock expires → delivery 2 (maybe running concurrently) gets 409 on the marker, writes nothing.
     // The batch's response does not carry the marker, so one read tells a duplicate from a
     // different message reusing the MessageId.
-    const stored = await storedMarker(deps.container, markerIdentity, partitionKey);
+    const stored = await storedMarker(deps.container, marker.id, partitionKey);
     run.requests++;
     run.requestCharge += stored.requestCharge;
     // None: purged between our batch and our read, the marker had expired.
@@ -393,10 +471,11 @@ async function afterBatch<M>(
       markerAppeared: run.noMarkerAtStart === true,
     };
   }
-  const write = tx.staged[failedAt - 1];
+  if (failedAt < firstStaged) return afterEventKeyConflict(run, marker.id, status, attempt);
+  const write = tx.staged[failedAt - firstStaged];
   if (!write)
     throw new TransientStoreError(
-      `Cosmos DB reported a failure at operation ${failedAt} of ${operations}.`,
+      `Cosmos DB reported a failure at operation ${failedAt} of ${operations.length}.`,
       status,
     );
   // An outbox document of this message is there although its marker is not (purged, or never
@@ -418,6 +497,56 @@ async function afterBatch<M>(
     );
   }
   return { failure: { name: write.name, kind: write.kind, id: write.id, status } };
+}
+
+/**
+ * The batch failed on the event key document. Timeline of a re-minted id: message A (MessageId 1,
+ * key K) commits marker 1 + key K + effect → the producer sends the same event as message B
+ * (MessageId 2): the broker and marker 2 see a new message, key K fails its batch (409). One read
+ * of the key document tells B apart from A itself (its marker purged before its key).
+ */
+async function afterEventKeyConflict<M>(
+  run: InboxRun<M>,
+  markerIdentity: string,
+  status: number,
+  attempt: number,
+): Promise<ProcessResult | { failure: undefined }> {
+  const { consumer, deps, partitionKey } = run;
+  // The document is in the batch only when the consumer declares an event key.
+  const eventKey = run.eventKey as EventKeyRun;
+  if (status !== 409)
+    throw new TransientStoreError(`Cosmos DB refused the event key document with ${status}.`, status);
+  const { resource: stored, requestCharge } = await store(() =>
+    deps.container.item(eventKeyId(consumer.name, eventKey.key), partitionKey).read<EventKeyDocument>(),
+  );
+  run.requests++;
+  run.requestCharge += requestCharge;
+  // None: purged between our batch and our read, the key had expired. Run again as new.
+  if (stored === undefined) return { failure: undefined };
+  // This very message, whose marker expired before its key: an ordinary duplicate.
+  if (stored.markerId === markerIdentity)
+    return {
+      outcome: 'duplicate',
+      ...cost(run),
+      attempts: attempt,
+      markerWrittenAt: writtenAt(stored.processedAt),
+    };
+  const suspected = {
+    firstMessageId: String(stored.messageId),
+    eventKey: eventKeyFingerprint(eventKey.key),
+  };
+  if (eventKey.onConflict === 'absorb') {
+    return {
+      outcome: 'duplicate',
+      duplicateCause: SUSPECTED_PRODUCER_DUPLICATE,
+      suspectedProducerDuplicate: { handling: 'absorbed', ...suspected },
+      ...cost(run),
+      attempts: attempt,
+      markerWrittenAt: writtenAt(stored.processedAt),
+    };
+  }
+  run.flagged = { handling: 'flagged', ...suspected };
+  return { failure: undefined };
 }
 
 /** What a delivery's requests have cost so far. */
@@ -467,12 +596,17 @@ async function storedMarker(
   partitionKey: string,
 ): Promise<{ payloadHash: string | undefined; processedAt: Date | undefined; requestCharge: number }> {
   const { resource, requestCharge } = await store(() => container.item(id, partitionKey).read<Marker>());
-  const written = resource === undefined ? Number.NaN : Date.parse(resource.processedAt);
   return {
     payloadHash: resource?.payloadHash,
-    processedAt: Number.isNaN(written) ? undefined : new Date(written),
+    processedAt: writtenAt(resource?.processedAt),
     requestCharge,
   };
+}
+
+/** A stored document's processedAt as a date, undefined when it has none that parses. */
+function writtenAt(processedAt: string | undefined): Date | undefined {
+  const written = processedAt === undefined ? Number.NaN : Date.parse(processedAt);
+  return Number.isNaN(written) ? undefined : new Date(written);
 }
 
 /** A stored marker's payload hash against this delivery's: the same message again, or another one reusing the id. */
@@ -521,11 +655,11 @@ function usablePartitionKey(value: unknown): string {
   return value;
 }
 
-function assertFitsOneBatch(operations: OperationInput[]): void {
+function assertFitsOneBatch(operations: OperationInput[], firstStaged: number): void {
   if (operations.length > MAX_BATCH_OPERATIONS) {
     throw new PoisonMessageError(
       'too-many-operations',
-      `The handler staged ${operations.length - 1} writes and publishes; with the marker that exceeds the ${MAX_BATCH_OPERATIONS} operations of one transactional batch.`,
+      `The handler staged ${operations.length - firstStaged} writes and publishes; with the marker${firstStaged > 1 ? ' and the event key' : ''} that exceeds the ${MAX_BATCH_OPERATIONS} operations of one transactional batch.`,
     );
   }
   // The SDK serialises the batch anyway; count the bytes exactly only when a cheap bound cannot rule out the limit.

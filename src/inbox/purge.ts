@@ -1,6 +1,7 @@
 import type { Container, CosmosDiagnostics, ErrorResponse, OperationInput } from '@azure/cosmos';
 
 import { storeStatusOf } from './errors';
+import { EVENT_KEY_TYPE } from './eventKey';
 import { MARKER_TYPE } from './marker';
 
 /** How far one purge run may go (see runPurge). */
@@ -22,7 +23,7 @@ export interface PurgeReport {
   purged: number;
   /** Deleted by someone else first, or re-created since the query (and so not expired any more). */
   skipped: number;
-  /** Expired markers left when the run ended (0 when it finished). */
+  /** Expired markers and event key documents left when the run ended (0 when it finished). */
   expiredRemaining: number;
   /** Markers stored after the run: the inbox size. */
   markers: number;
@@ -45,10 +46,11 @@ const EXPIRED_QUERY =
   // Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing), and the purge tests pin what it selects
   'SELECT TOP @limit c.id, c.partitionKey, c.expiresAtEpochSeconds, c._etag FROM c ' +
   // Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing), and the purge tests pin what it selects
-  'WHERE c.type = @type AND c.expiresAtEpochSeconds <= @now';
+  'WHERE c.type IN (@type, @eventKeyType) AND c.expiresAtEpochSeconds <= @now';
 
 /**
- * One bounded run of the marker purge: deletes markers whose retention has passed, and stops at
+ * One bounded run of the marker purge: deletes markers and event key documents (./eventKey.ts)
+ * whose retention has passed, and stops at
  * `maxItems` or `maxDurationMs`; the next run starts from whatever is still expired, so nothing
  * needs to be remembered between runs. Two purges at once, or a marker deleted meanwhile, are harmless: a
  * delete that finds nothing (404) or a changed marker (412) is skipped.
@@ -90,6 +92,7 @@ export async function runPurge(container: Container, options: PurgeOptions): Pro
             parameters: [
               { name: '@limit', value: limit },
               { name: '@type', value: MARKER_TYPE },
+              { name: '@eventKeyType', value: EVENT_KEY_TYPE },
               { name: '@now', value: nowSeconds },
             ],
           })
@@ -112,7 +115,7 @@ export async function runPurge(container: Container, options: PurgeOptions): Pro
   budget.extendDeadline(options.maxDurationMs);
   report.expiredRemaining = await count(
     container,
-    'c.type = @type AND c.expiresAtEpochSeconds <= @now',
+    'c.type IN (@type, @eventKeyType) AND c.expiresAtEpochSeconds <= @now',
     nowSeconds,
     budget,
   );
@@ -262,6 +265,7 @@ async function count(
         query: `SELECT VALUE COUNT(1) FROM c WHERE ${where}`,
         parameters: [
           { name: '@type', value: MARKER_TYPE },
+          { name: '@eventKeyType', value: EVENT_KEY_TYPE },
           { name: '@now', value: nowSeconds },
         ],
       })

@@ -7,7 +7,7 @@ import {
   metrics,
 } from '@opentelemetry/api';
 
-import type { DuplicateCause } from './duplicateCause';
+import type { DeliveryCause } from './duplicateCause';
 import type { Drift } from './entityDrift';
 import type { PurgeReport } from './purge';
 import type { DispatchReport, SweepReport } from './relay';
@@ -141,13 +141,16 @@ export class InboxTelemetry {
     this.breakerTransitions.add(1, { state });
   }
 
-  /** `cause`: a duplicate's (duplicateCause.ts), a dimension of inbox.messages only, as `cause`. */
+  /**
+   * `cause`: a duplicate's (duplicateCause.ts), or `suspected_producer_duplicate` on a delivery whose
+   * event key was applied under another MessageId; a dimension of inbox.messages only.
+   */
   delivery(
     consumer: string,
     outcome: Outcome,
     durationMs: number,
     requestCharge: number,
-    cause?: DuplicateCause,
+    cause?: DeliveryCause,
   ): void {
     const attributes: Attributes = { consumer, outcome };
     this.messages.add(1, cause === undefined ? attributes : { ...attributes, cause });

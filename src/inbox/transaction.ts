@@ -1,10 +1,11 @@
 import type { Container, JSONObject, OperationInput, PatchOperation } from '@azure/cosmos';
 
 import { bounded, PoisonMessageError } from './errors';
+import { EVENT_KEY_TYPE } from './eventKey';
 import { MARKER_TYPE } from './marker';
 import { buildOutboxDocument, OUTBOX_TYPE, type OutboxSource, type OutgoingMessage } from './outbox';
 
-/** Ids of the inbox's own documents (markerId, outboxDocumentId): no handler writes them. */
+/** Ids of the inbox's own documents (markerId, eventKeyId, outboxDocumentId): no handler writes them. */
 // Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); outcomes.test.ts pins the prefixes
 const RESERVED_ID = /^(?:inbox|outbox)-/;
 
@@ -113,8 +114,8 @@ export interface ReadResult<T> {
  * message and the message's name, so a re-run stages the same id.
  *
  * **The batch limits.** One transactional batch carries at most 100 operations, the marker
- * included (so 99 staged writes and publishes), and 2 MiB (2,097,152 bytes) of operations as JSON,
- * marker included. A handler that stages more makes the message poison (`too-many-operations`,
+ * included (so 99 staged writes and publishes; 98 when the consumer declares an `eventKey`, whose
+ * document is one more), and 2 MiB (2,097,152 bytes) of operations as JSON, marker included. A handler that stages more makes the message poison (`too-many-operations`,
  * `batch-too-large`): it would fail the same way on every delivery.
  *
  * @example
@@ -326,11 +327,11 @@ export class PartitionTransaction {
   }
 
   private own(document: BusinessDocument): JSONObject {
-    if (document.type === MARKER_TYPE || document.type === OUTBOX_TYPE) {
+    if (document.type === MARKER_TYPE || document.type === EVENT_KEY_TYPE || document.type === OUTBOX_TYPE) {
       throw new PoisonMessageError(
         'reserved-document',
         // Stryker disable next-line StringLiteral: message text only
-        `The handler staged a document of type '${String(document.type)}', which only the inbox writes (its markers and outbox documents).`,
+        `The handler staged a document of type '${String(document.type)}', which only the inbox writes (its markers, event keys and outbox documents).`,
       );
     }
     if (document.partitionKey !== undefined && document.partitionKey !== this.partitionKey) {

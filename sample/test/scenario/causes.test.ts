@@ -30,6 +30,9 @@ const scenario = (seed: number): ScenarioOptions => ({
   duplicateWindowMs: 20_000,
   resendInsideWindow: 0.1,
   resendOutsideWindow: 0.15,
+  // suspected_producer_duplicate: payments sent again under a fresh MessageId, which the payment
+  // applier's event key absorbs.
+  remintIds: 0.1,
   faults: {
     // redelivery: the batch committed, then the lock ran out or the host let go of the message.
     crashAfterCommit: 0.05,
@@ -48,7 +51,13 @@ const scenario = (seed: number): ScenarioOptions => ({
 });
 
 /** The causes the scenario makes happen: each at least once over the seeds, most in every seed. */
-const CAUSES = ['lock_overlap', 'redelivery', 'relay_resend', 'resend_after_window'];
+const CAUSES = [
+  'lock_overlap',
+  'redelivery',
+  'relay_resend',
+  'resend_after_window',
+  'suspected_producer_duplicate',
+];
 
 /** The causes the seeds' tables had on their diagonal. */
 const happened = new Set<string>();

@@ -37,6 +37,8 @@ const scenarios: fc.Arbitrary<ScenarioOptions> = fc.record({
   resendInsideWindow: rate(0.3),
   resendOutsideWindow: rate(0.3),
   poison: rate(0.08),
+  // A producer that sends payments again under fresh MessageIds: the payment applier's event key.
+  remintIds: rate(0.3),
   maxConcurrentCalls: fc.integer({ min: 1, max: 16 }),
   faults: fc.record({
     crashBeforeCommit: rate(0.1),

@@ -122,4 +122,39 @@ describe('scenarios', () => {
     expect(outage?.resumedAfterMs).toBeLessThanOrEqual(60_000);
     expect(report.breaker.survivableOutageSeconds).toBeGreaterThan(30 * 60);
   });
+
+  it("a producer that re-mints MessageIds: the payment applier's event key absorbs every copy, takes no distinct payment for one, pays once", async () => {
+    const report = await environment.run({
+      messages: 300,
+      seed: 18,
+      remintIds: 0.3,
+      // Copies redelivered, and copies racing their originals.
+      faults: { crashAfterCommit: 0.05, completionLost: 0.05, cosmosDropAfterCommit: 0.05 },
+    });
+
+    expect(failures(report)).toEqual([]);
+    const { reminted } = report.accounting;
+    expect(reminted.sends).toBeGreaterThan(30);
+    expect(reminted.absorbable).toBeGreaterThan(30);
+    expect(reminted.detected).toBe(reminted.absorbable);
+    expect(reminted.falsePositives).toBe(0);
+    // Each absorbed copy is named as such, and nothing else is.
+    const suspected = report.duplicateCauses.counts.suspected_producer_duplicate ?? {};
+    expect(Object.keys(suspected)).toEqual(['suspected_producer_duplicate']);
+    expect(suspected.suspected_producer_duplicate).toBeGreaterThanOrEqual(reminted.absorbable);
+    expect(report.duplicateCauses.diagonal).toBe(true);
+  });
+
+  it('without re-minted ids, no delivery is taken for a producer duplicate', async () => {
+    const report = await environment.run({
+      messages: 200,
+      seed: 19,
+      resendInsideWindow: 0.2,
+      resendOutsideWindow: 0.2,
+    });
+
+    expect(failures(report)).toEqual([]);
+    expect(report.accounting.reminted).toEqual({ sends: 0, absorbable: 0, detected: 0, falsePositives: 0 });
+    expect(report.duplicateCauses.counts.suspected_producer_duplicate).toBeUndefined();
+  });
 });
