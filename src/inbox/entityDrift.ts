@@ -177,13 +177,15 @@ function seconds(value: unknown): number | undefined {
   try {
     // Stryker disable next-line StringLiteral: equivalent: the name is only in the error, which is discarded
     return parseDurationSeconds(value, 'entity');
+    // Stryker disable next-line BlockStatement: equivalent: an empty catch returns undefined as well
   } catch {
     return undefined;
   }
 }
 
 function count(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : undefined;
+  // isSafeInteger is false for anything but a number.
+  return Number.isSafeInteger(value) && (value as number) > 0 ? (value as number) : undefined;
 }
 
 function minimum(a: number | undefined, b: number | undefined): number | undefined {
