@@ -82,7 +82,17 @@ describe('infra/workbook.json', () => {
         }
       }
       for (const [, dimension] of query.matchAll(/customDimensions\.(\w+)/g)) {
-        expect(['consumer', 'outcome', 'cause', 'state', 'source', 'topic']).toContain(dimension);
+        expect([
+          'consumer',
+          'outcome',
+          'cause',
+          'state',
+          'source',
+          'topic',
+          'entity',
+          'property',
+          'unsafe',
+        ]).toContain(dimension);
       }
     }
   });
