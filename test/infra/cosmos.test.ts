@@ -65,7 +65,9 @@ function filters(query: string): Filter[] {
   const where = query.slice(query.indexOf(' WHERE ') + ' WHERE '.length);
   return where.split(' AND ').map((condition) => {
     // `c.type IN (@a, @b)` is an equality filter for the index, as `=` is.
-    const list = /^c\.([A-Za-z_][A-Za-z0-9_]*) IN \((?:@\w+|'[^']*')(?:, (?:@\w+|'[^']*'))*\)$/.exec(condition.trim());
+    const list = /^c\.([A-Za-z_][A-Za-z0-9_]*) IN \((?:@\w+|'[^']*')(?:, (?:@\w+|'[^']*'))*\)$/.exec(
+      condition.trim(),
+    );
     if (list) return { path: `/${list[1]}`, operator: '=' };
     const parsed = /^c\.([A-Za-z_][A-Za-z0-9_]*) (=|<=|>=|<|>) (?:@\w+|'[^']*')$/.exec(condition.trim());
     if (!parsed) {
