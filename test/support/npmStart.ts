@@ -47,11 +47,13 @@ export class StartedApp {
 
   /**
    * Ctrl+C in its terminal, which reaches the whole process group; resolves with how it ended (npm
-   * and tsx pass the signal on and end the way their child did, or by the signal itself).
+   * and tsx pass the signal on and end the way their child did, or by the signal itself). Waits for
+   * 'close', not 'exit': npm can exit while the app it started, which shares its output pipes, is
+   * still printing its last lines.
    */
   interrupt(): Promise<string> {
     const exited = new Promise<string>((resolve) =>
-      this.child.once('exit', (code, signal) => resolve(signal ?? `exit code ${code}`)),
+      this.child.once('close', (code, signal) => resolve(signal ?? `exit code ${code}`)),
     );
     process.kill(-this.child.pid!, 'SIGINT');
     return exited;
