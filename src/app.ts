@@ -17,16 +17,23 @@ import {
   CircuitBreaker,
   type Consumer,
   createCosmosClient,
+  type DelayedRetryPolicy,
+  delayedRetryProblems,
   type Drift,
   entityDrift,
+  formatDuration,
   hostJsonProblems,
   type InboxRuntime,
   InboxTelemetry,
   loadSettings,
+  longestRetryDelaySeconds,
   type OutboxPublisher,
   outboxRelayHandler,
   outboxSweepHandler,
   purgeTimerHandler,
+  resolvedPolicy,
+  retentionBoundSeconds,
+  type RetryScheduler,
   type ServiceBusHandler,
   serviceBusHandler,
   SettingsError,
@@ -133,7 +140,7 @@ export function inboxRuntime(): InboxRuntime {
     container,
     settings,
     telemetry,
-    publisher: deferredPublisher(settings),
+    ...deferredPublisher(settings),
     ...deployedEntitiesOf(settings),
     now: () => new Date(),
     sleep: (ms) => sleep(ms),
@@ -184,13 +191,41 @@ const consumers = new Map<string, Consumer>();
 export function consumerTrigger(
   consumer: Consumer,
 ): [functionName: string, options: ServiceBusTopicFunctionOptions] {
-  const { topic, subscription } = bindingOf(consumer.name);
-  const handler: ServiceBusHandler = serviceBusHandler(consumer, inboxRuntime);
+  const { topic, subscription, delayedRetry } = bindingOf(consumer.name);
+  if (delayedRetry !== undefined) checkDelayedRetry(subscription, delayedRetry);
+  const handler: ServiceBusHandler = serviceBusHandler(
+    consumer,
+    inboxRuntime,
+    delayedRetry === undefined ? undefined : { topic, subscription, policy: delayedRetry },
+  );
   consumers.set(consumer.name, consumer);
   return [
     functionNameOf(consumer.name),
     { connection: 'ServiceBusConnection', topicName: topic, subscriptionName: subscription, handler },
   ];
+}
+
+/**
+ * Refuses a delayed-retry policy the settings cannot carry: its immediate retries must leave a
+ * delivery to schedule from (afterDeliveries < SERVICEBUS_MAX_DELIVERY_COUNT), and a marker must
+ * outlive the longest delay, since a copy scheduled just before its original succeeded arrives that
+ * much later than the bound counts (INBOX_RETENTION > the retention bound + the longest delay).
+ */
+function checkDelayedRetry(subscription: string, policy: DelayedRetryPolicy): void {
+  const { redelivery, inbox } = startupSettings;
+  const problems = delayedRetryProblems(subscription, policy, redelivery.maxDeliveryCount).map(
+    (problem) => `src/topology.json: ${problem} (SERVICEBUS_MAX_DELIVERY_COUNT=${redelivery.maxDeliveryCount})`,
+  );
+  if (problems.length === 0) {
+    const needed = retentionBoundSeconds(redelivery) + longestRetryDelaySeconds(resolvedPolicy(policy));
+    if (inbox.retentionSeconds <= needed)
+      problems.push(
+        `INBOX_RETENTION=${formatDuration(inbox.retentionSeconds)} does not outlive subscription '${subscription}''s delayed retries: ` +
+          `the retention bound ${formatDuration(retentionBoundSeconds(redelivery))} + its longest delay ${formatDuration(Math.ceil(longestRetryDelaySeconds(resolvedPolicy(policy))))}. ` +
+          `Raise INBOX_RETENTION above ${formatDuration(Math.ceil(needed))}, or shorten maxDelaySeconds.`,
+      );
+  }
+  if (problems.length > 0) throw new SettingsError(problems);
 }
 
 /** The consumers the loaded function files registered with consumerTrigger, by name. */
@@ -246,20 +281,27 @@ export function outboxSweeperTimer(): [functionName: string, options: TimerFunct
 }
 
 /**
- * The outbox relay's Service Bus publisher, loaded at the first send: `@azure/service-bus` is a
- * separate file in the deployment package (see ./serviceBusPublisher.ts), off the start-up path.
+ * The outbox relay's Service Bus publisher, which also schedules the delayed retries' copies, loaded
+ * at the first send: `@azure/service-bus` is a separate file in the deployment package (see
+ * ./serviceBusPublisher.ts), off the start-up path.
  */
-function deferredPublisher(settings: ReturnType<typeof loadSettings>): OutboxPublisher {
-  let publisher: OutboxPublisher | undefined;
-  const loaded = (): OutboxPublisher => {
+function deferredPublisher(settings: ReturnType<typeof loadSettings>): {
+  publisher: OutboxPublisher;
+  retryScheduler: RetryScheduler;
+} {
+  let publisher: ReturnType<ServiceBusPublisherModule['serviceBusPublisher']> | undefined;
+  const loaded = (): NonNullable<typeof publisher> => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- deferred on purpose
     const { serviceBusPublisher } = require('./serviceBusPublisher') as ServiceBusPublisherModule;
     publisher ??= serviceBusPublisher(settings);
     return publisher;
   };
   return {
-    send: (topic, messages) => loaded().send(topic, messages),
-    close: () => publisher?.close() ?? Promise.resolve(),
+    publisher: {
+      send: (topic, messages) => loaded().send(topic, messages),
+      close: () => publisher?.close() ?? Promise.resolve(),
+    },
+    retryScheduler: { schedule: (topic, message, at) => loaded().schedule(topic, message, at) },
   };
 }
 

@@ -4,6 +4,7 @@ import { ServiceBusClient, type ServiceBusMessage, type ServiceBusSender } from 
 import {
   type OutboxMessage,
   type OutboxPublisher,
+  type RetryScheduler,
   type Settings,
   SettingsError,
   traceProperties,
@@ -18,7 +19,9 @@ import {
  * Data Sender on the topics the relay publishes to, nothing broader. Locally, a connection string
  * to the emulator or the local peer (UseDevelopmentEmulator=true), never a key to a namespace.
  */
-export function serviceBusPublisher(settings: Pick<Settings, 'serviceBus' | 'cosmos'>): OutboxPublisher {
+export function serviceBusPublisher(
+  settings: Pick<Settings, 'serviceBus' | 'cosmos'>,
+): OutboxPublisher & RetryScheduler {
   let client: ServiceBusClient | undefined;
   const senders = new Map<string, ServiceBusSender>();
   const connect = (): ServiceBusClient => {
@@ -38,13 +41,17 @@ export function serviceBusPublisher(settings: Pick<Settings, 'serviceBus' | 'cos
     }
     return client;
   };
+  const senderOf = (topic: string): ServiceBusSender => {
+    let sender = senders.get(topic);
+    if (!sender) {
+      sender = connect().createSender(topic);
+      senders.set(topic, sender);
+    }
+    return sender;
+  };
   return {
     async send(topic, messages) {
-      let sender = senders.get(topic);
-      if (!sender) {
-        sender = connect().createSender(topic);
-        senders.set(topic, sender);
-      }
+      const sender = senderOf(topic);
       const tooLarge: string[] = [];
       let batch = await sender.createMessageBatch();
       for (const message of messages) {
@@ -60,6 +67,13 @@ export function serviceBusPublisher(settings: Pick<Settings, 'serviceBus' | 'cos
       }
       if (batch.count > 0) await sender.sendMessages(batch);
       return tooLarge;
+    },
+    /**
+     * A delayed retry's copy: sent now with its ScheduledEnqueueTimeUtc, so the topic's duplicate
+     * detection sees its MessageId now and the subscriptions receive it at `enqueueAt`.
+     */
+    async schedule(topic, message, enqueueAt) {
+      await senderOf(topic).sendMessages({ ...toServiceBusMessage(message), scheduledEnqueueTimeUtc: enqueueAt });
     },
     async close() {
       await Promise.all([...senders.values()].map((sender) => sender.close()));

@@ -1,3 +1,5 @@
+import { type DelayedRetryPolicy, delayedRetryProblems, RETRY_SUBJECT } from '#inbox/internal';
+
 import declaration from './topology.json';
 
 /**
@@ -14,6 +16,13 @@ export interface SubscriptionDeclaration {
   name: string;
   /** Subjects (the message Label) the subscription's correlation filter lets through. */
   subjects: string[];
+  /**
+   * Opt-in: after `afterDeliveries` failed deliveries, schedule a copy of the message on the topic
+   * for later instead of burning the rest of its deliveries (src/inbox/delayedRetry.ts). The Bicep
+   * then lets the subscription's filter take its own copies, and grants the app Data Sender on
+   * the topic to schedule them.
+   */
+  delayedRetry?: DelayedRetryPolicy;
 }
 
 export interface TopicDeclaration {
@@ -41,6 +50,7 @@ export interface ConsumerBinding {
   topic: string;
   subscription: string;
   subjects: readonly string[];
+  delayedRetry?: DelayedRetryPolicy;
 }
 
 /**
@@ -74,7 +84,12 @@ export function bindingOf(consumer: string, source: Topology = topology): Consum
   for (const topic of source.topics) {
     const subscription = topic.subscriptions.find((s) => s.name === consumer);
     if (subscription)
-      return { topic: topic.name, subscription: subscription.name, subjects: subscription.subjects };
+      return {
+        topic: topic.name,
+        subscription: subscription.name,
+        subjects: subscription.subjects,
+        ...(subscription.delayedRetry === undefined ? {} : { delayedRetry: subscription.delayedRetry }),
+      };
   }
   throw new Error(
     `Consumer '${consumer}' is not declared in src/topology.json; add a subscription named '${consumer}' there (npm run new:consumer does).`,
@@ -136,7 +151,13 @@ export function validateTopology(value: unknown): Topology {
       functions.set(functionName, subscription.name);
       if (!Array.isArray(subscription.subjects) || subscription.subjects.length === 0) {
         problems.push(`subscription '${subscription.name}' needs at least one subject to filter on`);
+      } else if (subscription.subjects.includes(RETRY_SUBJECT)) {
+        problems.push(
+          `subscription '${subscription.name}': the subject '${RETRY_SUBJECT}' is the delayed retries' own (src/inbox/delayedRetry.ts)`,
+        );
       }
+      if (subscription.delayedRetry !== undefined)
+        problems.push(...delayedRetryProblems(subscription.name, subscription.delayedRetry));
     }
   }
   // A publisher may read any topic (or none of them): checked once every consumer is known.
@@ -172,7 +193,7 @@ function unsubscribedSubjectProblems(topic: TopicDeclaration): string[] {
   for (const subject of declared as unknown[]) {
     const shown = String(JSON.stringify(subject)).slice(0, 102);
     const taker = (topic.subscriptions ?? []).find((s) => s.subjects?.includes(subject as string));
-    if (typeof subject !== 'string' || !SUBJECT_NAME.test(subject))
+    if (typeof subject !== 'string' || !SUBJECT_NAME.test(subject) || subject === RETRY_SUBJECT)
       problems.push(`topic '${topic.name}': unsubscribed subject ${shown} is not a subject name`);
     else if (seen.has(subject))
       problems.push(`topic '${topic.name}': unsubscribed subject '${subject}' is listed twice`);

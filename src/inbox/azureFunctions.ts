@@ -2,6 +2,15 @@ import type { InvocationContext, Timer } from '@azure/functions';
 
 import { type CircuitBreaker, CircuitOpenError } from './breaker';
 import type { Consumer } from './consumer';
+import {
+  asOriginal,
+  type DelayedRetryBinding,
+  resolvedPolicy,
+  retryCopy,
+  type ResolvedRetryPolicy,
+  retryDecision,
+  type RetryScheduler,
+} from './delayedRetry';
 import { type Delivery, toDelivery } from './delivery';
 import { type DeployedEntities, type Drift, entityDrift, unsafeDriftProblem } from './entityDrift';
 import { bounded, PoisonMessageError, TransientStoreError } from './errors';
@@ -29,6 +38,8 @@ export interface InboxRuntime extends ProcessDependencies {
    * the app has no SERVICEBUS_RESOURCE_ID. The purge timer checks them before each run.
    */
   deployedEntities?: () => Promise<DeployedEntities>;
+  /** Schedules delayed-retry copies (delayedRetry.ts); a consumer with delayed retry needs it. */
+  retryScheduler?: RetryScheduler;
 }
 
 export type ServiceBusHandler = (message: unknown, context: InvocationContext) => Promise<void>;
@@ -37,13 +48,20 @@ export type CosmosDBHandler = (documents: unknown[], context: InvocationContext)
 
 /**
  * The Service Bus trigger handler for a consumer. Returning completes the message; throwing
- * abandons it (Service Bus redelivers it, and dead-letters it after maxDeliveryCount).
+ * abandons it (Service Bus redelivers it, and dead-letters it after maxDeliveryCount). With
+ * `delayedRetry`, a failed delivery past the policy's immediate retries schedules a copy of the
+ * message for later and completes (delayedRetry.ts); a delayed copy is processed as its original.
  */
-export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntime): ServiceBusHandler {
+export function serviceBusHandler(
+  consumer: Consumer,
+  runtime: () => InboxRuntime,
+  delayedRetry?: DelayedRetryBinding,
+): ServiceBusHandler {
+  const policy = delayedRetry === undefined ? undefined : resolvedPolicy(delayedRetry.policy);
   return async (message, context) => {
     const inbox = runtime();
     const { settings, telemetry, breaker } = inbox;
-    const delivery = toDelivery(message, context);
+    const delivery = asOriginal(toDelivery(message, context));
     const started = performance.now();
     const breakerStarted = breaker.now();
     const fields = {
@@ -51,6 +69,11 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
       messageId: delivery.messageId === undefined ? null : bounded(delivery.messageId),
       deliveryCount: delivery.deliveryCount,
       subject: delivery.subject === undefined ? null : bounded(delivery.subject),
+      // A delayed copy's own MessageId and which copy it is; left out of the JSON otherwise.
+      retry:
+        delivery.retry === undefined
+          ? undefined
+          : { copyMessageId: bounded(delivery.retry.copyMessageId), attempt: delivery.retry.attempt },
     };
     if (delivery.messageIdIsLossy) {
       log(
@@ -130,6 +153,11 @@ export function serviceBusHandler(consumer: Consumer, runtime: () => InboxRuntim
     } catch (error) {
       await breaker.failed(error, breakerStarted);
       logBreakerTransitions(context, breaker);
+      if (
+        policy !== undefined &&
+        (await delayRetry(context, consumer, delayedRetry!, policy, delivery, error, inbox, started))
+      )
+        return;
       const outcome: Outcome = error instanceof PoisonMessageError ? 'poison' : 'retried';
       telemetry.delivery(consumer.name, outcome, performance.now() - started, 0);
       const failure = {
@@ -351,6 +379,71 @@ function logSetAside(context: InvocationContext, report: DispatchReport): void {
     `${report.unsendable} outbox documents set aside as unsendable, kept for an operator (npm run outbox -- list --unsendable; resend or discard)`,
     { unsendable: report.unsendable, documents: report.setAside },
   );
+}
+
+/**
+ * A failed delivery of a consumer with delayed retry: schedules the next copy and returns true (the
+ * delivery then completes), or returns false for the usual redelivery: the failure is not one a
+ * delay helps, the immediate retries are not spent, the last copy failed too, or the copy could not
+ * be scheduled (then nothing is lost: the delivery is given back).
+ */
+async function delayRetry(
+  context: InvocationContext,
+  consumer: Consumer,
+  binding: DelayedRetryBinding,
+  policy: ResolvedRetryPolicy,
+  delivery: Delivery,
+  error: unknown,
+  inbox: InboxRuntime,
+  started: number,
+): Promise<boolean> {
+  const decision = retryDecision(policy, delivery, error, inbox.random());
+  if (decision.kind === 'redeliver') return false;
+  const fields = {
+    consumer: consumer.name,
+    messageId: bounded(delivery.messageId!),
+    deliveryCount: delivery.deliveryCount,
+    error: bounded(`${(error as Error).name}: ${(error as Error).message}`, 1000),
+  };
+  if (decision.kind === 'spent') {
+    inbox.telemetry.delayedRetry(consumer.name, 'spent', decision.attempts);
+    log(
+      context,
+      'error',
+      `Delayed retries spent: the last of ${decision.attempts} copies failed too; giving it back, and Service Bus dead-letters it once its deliveries run out`,
+      { ...fields, attempts: decision.attempts },
+    );
+    return false;
+  }
+  const copy = retryCopy(delivery, binding.topic, binding.subscription, decision.attempt);
+  const enqueueAt = new Date(inbox.now().getTime() + Math.round(decision.delaySeconds * 1000));
+  try {
+    if (inbox.retryScheduler === undefined) throw new Error('the app has no retry scheduler');
+    await inbox.retryScheduler.schedule(binding.topic, copy, enqueueAt);
+  } catch (scheduleError) {
+    inbox.telemetry.delayedRetry(consumer.name, 'failed', decision.attempt);
+    log(context, 'warn', 'Could not schedule a delayed retry: giving the message back for redelivery', {
+      ...fields,
+      attempt: decision.attempt,
+      scheduleError: bounded(`${(scheduleError as Error).name}: ${(scheduleError as Error).message}`, 300),
+    });
+    return false;
+  }
+  inbox.telemetry.delayedRetry(consumer.name, 'scheduled', decision.attempt);
+  inbox.telemetry.delivery(consumer.name, 'retried', performance.now() - started, 0);
+  log(
+    context,
+    'warn',
+    `Delayed retry ${decision.attempt} of ${policy.attempts} scheduled in ${Math.round(decision.delaySeconds)} s: this delivery completes, and the copy comes back as this message`,
+    {
+      ...fields,
+      outcome: 'retried',
+      attempt: decision.attempt,
+      copyMessageId: bounded(copy.messageId),
+      enqueueAt: enqueueAt.toISOString(),
+    },
+  );
+  return true;
 }
 
 /**

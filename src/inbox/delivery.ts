@@ -1,5 +1,7 @@
 import type { InvocationContext } from '@azure/functions';
 
+import type { RetryIdentity } from './delayedRetry';
+
 /**
  * One delivery of a Service Bus message, typed. The Functions host (Node.js v4 model) hands the body
  * JSON-parsed when it can, and JSON-parses every trigger metadata value too, so an all-digit
@@ -31,6 +33,11 @@ export interface Delivery {
    * another name. Such a message is poison; its messageId and deliveryCount are not the broker's.
    */
   readonly shadowedByBody?: readonly string[];
+  /**
+   * Set on a delivery of a delayed-retry copy (src/inbox/delayedRetry.ts): which copy it is and its
+   * own MessageId. `messageId` and `subject` are then the original message's.
+   */
+  readonly retry?: RetryIdentity;
 }
 
 export function toDelivery(message: unknown, context: InvocationContext): Delivery {

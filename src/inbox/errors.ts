@@ -88,6 +88,11 @@ export const POISON_REASONS = [
   'invalid-outgoing-message',
   /** The handler staged a write of the inbox's own documents (a marker, an outbox document). */
   'reserved-document',
+  /**
+   * A delayed-retry copy (Subject `inbox.retry`) without the properties that name its original, or
+   * scheduled for another subscription: its effect could not be told apart from the original's.
+   */
+  'invalid-retry-copy',
   /** Reading the message threw something unexpected, which it would throw on every delivery. */
   'unprocessable',
 ] as const;

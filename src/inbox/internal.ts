@@ -30,6 +30,20 @@ export {
 } from './breaker';
 export { type Consumer, type MessageSchema } from './consumer';
 export { createCosmosClient } from './cosmos';
+export {
+  asOriginal,
+  type DelayedRetryBinding,
+  type DelayedRetryPolicy,
+  delayedRetryProblems,
+  longestRetryDelaySeconds,
+  MAX_RETRY_ATTEMPTS,
+  MAX_RETRY_DELAY_SECONDS,
+  resolvedPolicy,
+  RETRY_PROPERTIES,
+  RETRY_SUBJECT,
+  type RetryScheduler,
+  retryMessageId,
+} from './delayedRetry';
 export { toDelivery } from './delivery';
 export {
   type DeliveryCause,

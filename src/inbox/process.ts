@@ -3,6 +3,7 @@ import { hash } from 'node:crypto';
 import type { Container, OperationInput } from '@azure/cosmos';
 
 import type { Consumer, InboxConsumer, VersionedConsumer } from './consumer';
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from './delayedRetry';
 import type { Delivery } from './delivery';
 import { type DeliveryCause, duplicateCause, SUSPECTED_PRODUCER_DUPLICATE } from './duplicateCause';
 import {
@@ -165,6 +166,18 @@ function parseMessage<M>(consumer: Consumer<M>, delivery: Delivery): ParsedMessa
       'metadata-shadowed-by-body',
       `The body has a top-level ${delivery.shadowedByBody.join(' and ')} property, which the Functions host ` +
         `puts in place of the broker's (names compared ignoring case), so the message cannot be deduplicated. Rename it.`,
+    );
+  }
+  if (delivery.subject === RETRY_SUBJECT) {
+    throw new PoisonMessageError(
+      'invalid-retry-copy',
+      `A delayed-retry copy (Subject ${RETRY_SUBJECT}) without valid ${Object.values(RETRY_PROPERTIES).join(', ')} properties: its effect could not be told apart from the original's.`,
+    );
+  }
+  if (delivery.retry !== undefined && delivery.retry.for !== consumer.name) {
+    throw new PoisonMessageError(
+      'invalid-retry-copy',
+      `A delayed-retry copy scheduled for subscription '${bounded(delivery.retry.for, 60)}' reached consumer ${consumer.name}: check the subscriptions' filters.`,
     );
   }
   if (delivery.messageId === undefined) {

@@ -31,7 +31,8 @@ export const OUTCOMES = [
  * duplicate        this consumer had already applied this message (or a newer version): nothing written
  * payload_mismatch a duplicate MessageId with a different body: nothing written, a producer bug
  * poison           the message can never succeed: nothing written, it will be dead-lettered
- * retried          a transient failure: the delivery is given back for redelivery
+ * retried          a transient failure: the delivery is given back for redelivery, or completed
+ *                  with a delayed copy scheduled (inbox.delayed_retries counts those)
  */
 export type Outcome = (typeof OUTCOMES)[number];
 
@@ -52,11 +53,13 @@ export const METRIC_NAMES = {
   outboxSendFailures: 'outbox.send_failures',
   outboxUnsendable: 'outbox.unsendable',
   entityDrift: 'inbox.entity_drift',
+  delayedRetries: 'inbox.delayed_retries',
 } as const;
 
 export class InboxTelemetry {
   private readonly messages: Counter;
   private readonly etagRetries: Counter;
+  private readonly delayedRetries: Counter;
   private readonly requestCharge: Histogram;
   private readonly duration: Histogram;
   private readonly purgedMarkers: Counter;
@@ -124,6 +127,10 @@ export class InboxTelemetry {
       description:
         'Properties of the deployed Service Bus entities that differ from the settings (entityDrift.ts), at start and per purge run; unsafe=true breaks the guarantee',
     });
+    this.delayedRetries = meter.createCounter(METRIC_NAMES.delayedRetries, {
+      description:
+        'Delayed retries (delayedRetry.ts): scheduled (a copy waits on the topic), spent (the last copy failed; dead-lettered after its deliveries) or failed (the copy could not be scheduled; redelivered)',
+    });
     // Observed at every export, so an instance whose breaker stays open keeps reporting 1.
     meter
       .createObservableGauge(METRIC_NAMES.breakerOpen, {
@@ -161,6 +168,11 @@ export class InboxTelemetry {
   /** One count per drifted property, each time the entities are checked. */
   entityDrift(drifts: readonly Drift[]): void {
     for (const { entity, property, unsafe } of drifts) this.entityDrifts.add(1, { entity, property, unsafe });
+  }
+
+  /** One count per decision on a failed delivery of a consumer with delayed retry. */
+  delayedRetry(consumer: string, result: 'scheduled' | 'spent' | 'failed', attempt: number): void {
+    this.delayedRetries.add(1, { consumer, result, attempt });
   }
 
   etagRetry(consumer: string): void {
