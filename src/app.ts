@@ -36,6 +36,7 @@ import {
   type RetryScheduler,
   type ServiceBusHandler,
   serviceBusHandler,
+  type Settings,
   SettingsError,
   sweepSchedule,
   systemClock,
@@ -211,8 +212,11 @@ export function consumerTrigger(
  * outlive the longest delay, since a copy scheduled just before its original succeeded arrives that
  * much later than the bound counts (INBOX_RETENTION > the retention bound + the longest delay).
  */
-function checkDelayedRetry(subscription: string, policy: DelayedRetryPolicy): void {
-  const { redelivery, inbox } = startupSettings;
+export function checkDelayedRetry(
+  subscription: string,
+  policy: DelayedRetryPolicy,
+  { redelivery, inbox }: Pick<Settings, 'redelivery' | 'inbox'> = startupSettings,
+): void {
   const problems = delayedRetryProblems(subscription, policy, redelivery.maxDeliveryCount).map(
     (problem) => `src/topology.json: ${problem} (SERVICEBUS_MAX_DELIVERY_COUNT=${redelivery.maxDeliveryCount})`,
   );

@@ -41,6 +41,8 @@ export {
   resolvedPolicy,
   RETRY_PROPERTIES,
   RETRY_SUBJECT,
+  retryCopy,
+  retryDecision,
   type RetryScheduler,
   retryMessageId,
 } from './delayedRetry';

@@ -92,6 +92,8 @@ describe('infra/workbook.json', () => {
           'entity',
           'property',
           'unsafe',
+          'result',
+          'attempt',
         ]).toContain(dimension);
       }
     }
