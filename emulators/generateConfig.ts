@@ -9,7 +9,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { formatDuration, parseDurationSeconds } from '#inbox/internal';
+import { formatDuration, parseDurationSeconds, RETRY_PROPERTIES, RETRY_SUBJECT } from '#inbox/internal';
 
 import {
   type Command,
@@ -169,7 +169,12 @@ export function emulatorConfig(
             ForwardTo: '',
             RequiresSession: false,
           },
-          Rules: [subjectRule(subscription.subjects)],
+          Rules: [
+            subjectRule(
+              subscription.subjects,
+              subscription.delayedRetry === undefined ? undefined : subscription.name,
+            ),
+          ],
         };
       }),
     };
@@ -221,16 +226,25 @@ export function renderEmulatorConfig(config: EmulatorConfig): string {
 }
 
 // As in infra/modules/servicebus.bicep: one subject is a correlation filter on Subject (Label), the
-// cheapest to evaluate; several need a SQL filter.
-function subjectRule(subjects: readonly string[]): EmulatorRule {
+// cheapest to evaluate; several need a SQL filter, and so does a subscription that declares
+// delayedRetry (`retryFor`, its name): it also takes the delayed copies scheduled for it, and no
+// other subscription's (src/inbox/delayedRetry.ts).
+function subjectRule(subjects: readonly string[], retryFor?: string): EmulatorRule {
   const [only] = subjects;
-  if (subjects.length === 1 && only !== undefined) {
+  if (subjects.length === 1 && only !== undefined && retryFor === undefined) {
     return { Name: RULE_NAME, Properties: { FilterType: 'Correlation', CorrelationFilter: { Label: only } } };
   }
-  const quoted = subjects.map((subject) => `'${subject.replace(/'/g, "''")}'`).join(', ');
+  const sqlString = (text: string): string => `'${text.replace(/'/g, "''")}'`;
+  const retries =
+    retryFor === undefined
+      ? ''
+      : ` OR sys.Label = ${sqlString(RETRY_SUBJECT)} AND ${RETRY_PROPERTIES.for} = ${sqlString(retryFor)}`;
   return {
     Name: RULE_NAME,
-    Properties: { FilterType: 'Sql', SqlFilter: { SqlExpression: `sys.Label IN (${quoted})` } },
+    Properties: {
+      FilterType: 'Sql',
+      SqlFilter: { SqlExpression: `sys.Label IN (${subjects.map(sqlString).join(', ')})${retries}` },
+    },
   };
 }
 

@@ -1,6 +1,6 @@
 // Service Bus namespace, the topics and subscriptions declared in src/topology.json, one filter rule
 // per subscription, receive rights scoped to each subscription, and send rights scoped to each topic
-// a consumer publishes to (its "publishers").
+// a consumer publishes to (its "publishers") or a subscription of which declares delayedRetry.
 
 import { azureRoles, developerPrincipal } from 'roles.bicep'
 import { allLogsToDedicatedTables, diagnosticSettingName } from 'diagnostics.bicep'
@@ -36,7 +36,7 @@ param messageTimeToLive string
 @description('Window in which the broker drops a second send of the same MessageId (ISO-8601, PT20S to P7D).')
 param duplicateDetectionWindow string
 
-@description('Principal id of the app identity, which receives from every subscription and sends to every topic that declares publishers.')
+@description('Principal id of the app identity, which receives from every subscription and sends to every topic that declares publishers or has a subscription with delayedRetry.')
 param appPrincipalId string
 
 @description('Also grant the app Azure Service Bus Data Owner on each subscription, so that scaling reads exact message counts (the extension otherwise estimates them by peeking).')
@@ -55,7 +55,8 @@ param publicNetworkAccess string
 param workspaceId string
 
 // One entry per (topic, subscription); a subscription without a subject would receive nothing, which
-// is never what a declaration means, so it stops the deployment instead.
+// is never what a declaration means, so it stops the deployment instead. retries: it declares
+// delayedRetry (src/inbox/delayedRetry.ts), so its filter also takes its own delayed copies.
 var subscriptions = flatten(map(
   range(0, length(topics)),
   t =>
@@ -66,8 +67,18 @@ var subscriptions = flatten(map(
       subjects: empty(subscription.subjects)
         ? fail('src/topology.json: subscription ${topics[t].name}/${subscription.name} declares no subjects')
         : subscription.subjects
+      retries: subscription.?delayedRetry != null
     })
 ))
+
+// The Subject of every delayed copy and the application property naming the one subscription it is
+// for: RETRY_SUBJECT and RETRY_PROPERTIES.for of src/inbox/delayedRetry.ts (test/infra/servicebus.test.ts
+// checks the filter against them).
+var retrySubject = 'inbox.retry'
+var retryForProperty = 'inboxRetryFor'
+
+// A SQL string literal: quoted, a quote inside doubled.
+func sqlString(text string) string => '\'${replace(text, '\'', '\'\'')}\''
 
 resource namespace 'Microsoft.ServiceBus/namespaces@2026-01-01' = {
   name: namespaceName
@@ -123,13 +134,19 @@ resource subscriptionResources 'Microsoft.ServiceBus/namespaces/topics/subscript
 // A new subscription starts with a catch-all rule named $Default; redefining $Default replaces it.
 // The whole filter of a subscription lives in that one rule, updated in place: with one rule per
 // subject, removing a subject from the declaration would leave its rule behind (deployments do not
-// delete child resources) and the subscription would keep receiving it. One subject is a correlation
-// filter on Subject (label), the cheapest filter to evaluate; several subjects need a SQL filter.
+// delete child resources) and the subscription would keep receiving it. The same holds for delayed
+// retry: its copies are taken by the same rule, not by a second one that removing delayedRetry
+// would leave behind. One subject is a correlation filter on Subject (label), the cheapest filter
+// to evaluate; several subjects need a SQL filter, and so does a subscription with delayedRetry:
+//   sys.Label IN ('A', 'B') OR sys.Label = 'inbox.retry' AND inboxRetryFor = '<its name>'
+// (AND binds tighter than OR): its subjects, and only the copies scheduled for it, so that a copy
+// does not fan out to the other subscriptions of the topic. The local peer builds the same filter
+// (local/servicebus/rules.ts subjectsFilter).
 resource filterRules 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules@2026-01-01' = [
   for (subscription, i) in subscriptions: {
     parent: subscriptionResources[i]
     name: '$Default'
-    properties: length(subscription.subjects) == 1
+    properties: length(subscription.subjects) == 1 && !subscription.retries
       ? {
           filterType: 'CorrelationFilter'
           correlationFilter: {
@@ -139,7 +156,7 @@ resource filterRules 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules
       : {
           filterType: 'SqlFilter'
           sqlFilter: {
-            sqlExpression: 'sys.Label IN (${join(map(subscription.subjects, subject => '\'${replace(subject, '\'', '\'\'')}\''), ', ')})'
+            sqlExpression: 'sys.Label IN (${join(map(subscription.subjects, subject => sqlString(subject)), ', ')})${subscription.retries ? ' OR sys.Label = ${sqlString(retrySubject)} AND ${retryForProperty} = ${sqlString(subscription.name)}' : ''}'
           }
         }
   }
@@ -164,11 +181,18 @@ resource appReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
   }
 ]
 
-// The outbox relay and sweeper send what a consumer published (tx.publish) as the app's identity. A
-// topic is the narrowest scope a send can be granted on, and only the topics that declare a
-// publisher get it: the app cannot send to a topic no consumer of it publishes to.
+// The outbox relay and sweeper send what a consumer published (tx.publish) as the app's identity,
+// and a consumer with delayedRetry schedules the delayed copies of a failed message on its own
+// topic as the app's identity too. A topic is the narrowest scope a send can be granted on, and
+// only the topics that declare a publisher or have a subscription with delayedRetry get it, once
+// per topic whichever the reasons: the app cannot send to any other topic.
+var retryingTopics = map(
+  filter(subscriptions, subscription => subscription.retries),
+  subscription => subscription.topicIndex
+)
+
 resource appSends 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
-  for (topic, i) in topics: if (!empty(topic.?publishers ?? [])) {
+  for (topic, i) in topics: if (!empty(topic.?publishers ?? []) || contains(retryingTopics, i)) {
     name: guid(topicResources[i].id, appPrincipalId, dataSender)
     scope: topicResources[i]
     properties: {
@@ -208,6 +232,10 @@ resource appReadsRuntimeProperties 'Microsoft.Authorization/roleAssignments@2022
   }
 ]
 
+// The developer sends test messages to every topic, and a local run of the functions against Azure
+// sends as the developer what the app sends (published events, delayed copies): Data Sender on
+// every topic already covers both, so delayedRetry adds nothing here. The live tests' principal
+// (below) only publishes test events, never runs a consumer, and has Data Sender on every topic too.
 resource developerSends 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
   for (topic, i) in topics: if (!empty(developer.id)) {
     name: guid(topicResources[i].id, developer.id, dataSender)

@@ -450,6 +450,11 @@ export class Subscription {
   private readonly rulesByName = new Map<string, Rule>();
   /** Its own default message TTL, ms: a message copied to it lives at most this long (and its topic's). */
   messageTimeToLiveMs = Infinity;
+  /**
+   * Declared with delayedRetry (src/topology.json): its $Default rule also takes the delayed copies
+   * scheduled for it (rules.ts subjectsFilter). A redeployment changes it with declareSubjects.
+   */
+  delayedRetry = false;
 
   constructor(
     readonly topic: string,
@@ -470,10 +475,13 @@ export class Subscription {
       acceptsAll?: boolean;
       /** RequiresSession (sessions.ts); its dead-letter queue never does. Default false. */
       requiresSession?: boolean;
+      /** Declared with delayedRetry: $Default also takes its own delayed copies. Default false. */
+      delayedRetry?: boolean;
     },
   ) {
     this.isQueue = options.queue === true;
-    if (!this.isQueue) this.declareSubjects(options.acceptsAll === true ? [] : subjects);
+    if (!this.isQueue)
+      this.declareSubjects(options.acceptsAll === true ? [] : subjects, options.delayedRetry === true);
     const path = options.queue === true ? topic : `${topic}/Subscriptions/${name}`;
     this.deadLetterQueue = new Entity(
       `${path}/$deadletterqueue`,
@@ -502,10 +510,17 @@ export class Subscription {
     return false;
   }
 
-  /** What a redeployment of the Bicep does: $Default is redefined with the subjects' filter. */
-  declareSubjects(subjects: readonly string[]): void {
+  /**
+   * What a redeployment of the Bicep does: $Default is redefined with the subjects' filter, which
+   * with delayedRetry also takes the delayed copies scheduled for this subscription.
+   */
+  declareSubjects(subjects: readonly string[], delayedRetry = false): void {
     this.subjects = [...subjects];
-    const filter: RuleFilter = subjects.length === 0 ? { kind: 'true' } : subjectsFilter(subjects);
+    this.delayedRetry = delayedRetry && subjects.length > 0;
+    const filter: RuleFilter =
+      subjects.length === 0
+        ? { kind: 'true' }
+        : subjectsFilter(subjects, this.delayedRetry ? { retryFor: this.name } : {});
     this.rulesByName.set(DEFAULT_RULE_NAME, {
       name: DEFAULT_RULE_NAME,
       filter,
@@ -787,7 +802,8 @@ export class Broker {
   /**
    * Makes the entities match a declaration, as a redeployment of the Bicep does: topics and
    * subscriptions it adds are created, those it no longer declares are deleted with their messages,
-   * and a subscription whose subjects changed gets the new filter, keeping what it holds.
+   * and a subscription whose subjects changed, or which gained or lost delayedRetry, gets the new
+   * filter, keeping what it holds (the policy's numbers are not in the filter: they change nothing).
    */
   declare(topology: Topology): TopologyChanges {
     const changes: TopologyChanges = { added: [], removed: [], refiltered: [] };
@@ -808,20 +824,25 @@ export class Broker {
         changes.removed.push(`${declared.name}/Subscriptions/${gone.name}`);
         topic.subscriptions.splice(topic.subscriptions.indexOf(gone), 1);
       }
-      for (const { name, subjects } of declared.subscriptions) {
+      for (const { name, subjects, delayedRetry } of declared.subscriptions) {
         const path = `${declared.name}/Subscriptions/${name}`;
         const existing = topic.subscriptions.find((s) => s.name === name);
+        const retries = delayedRetry !== undefined;
         if (existing === undefined) {
           topic.subscriptions.push(
             new Subscription(declared.name, name, [...subjects], this.options.clock, {
               lockDurationMs: this.lockDurationMs,
               maxDeliveryCount: this.maxDeliveryCount,
+              delayedRetry: retries,
               ...(this.options.observer === undefined ? {} : { observer: this.options.observer }),
             }),
           );
           changes.added.push(path);
-        } else if ([...existing.subjects].sort().join('\n') !== [...subjects].sort().join('\n')) {
-          existing.declareSubjects(subjects);
+        } else if (
+          [...existing.subjects].sort().join('\n') !== [...subjects].sort().join('\n') ||
+          existing.delayedRetry !== retries
+        ) {
+          existing.declareSubjects(subjects, retries);
           changes.refiltered.push(path);
         }
       }

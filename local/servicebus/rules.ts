@@ -1,3 +1,5 @@
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from '#inbox/internal';
+
 import type { ApplicationProperties, OutgoingMessage } from './broker';
 
 /**
@@ -5,7 +7,8 @@ import type { ApplicationProperties, OutgoingMessage } from './broker';
  * filter of any one of its rules takes it. A subscription starts with one rule, `$Default`, whose
  * filter is true (it takes everything); the Bicep redefines `$Default` with the subscription's
  * filter (infra/modules/servicebus.bicep: a correlation filter on Subject for one subject, the SQL
- * filter `sys.Label IN (...)` for several), and a client adds and removes rules (the rule manager).
+ * filter `sys.Label IN (...)` for several, with `OR sys.Label = 'inbox.retry' AND inboxRetryFor =
+ * '<name>'` when it declares delayedRetry), and a client adds and removes rules (the rule manager).
  *
  * Filters evaluated here: true (`1=1`), false (`1=0`), correlation filters on every property Service
  * Bus has (all that are set must be equal), and SQL filters of one shape: comparisons of one
@@ -69,11 +72,29 @@ export function takes(filter: RuleFilter, message: OutgoingMessage): boolean {
   }
 }
 
-/** The filter the Bicep gives a subscription declared with these subjects. */
-export function subjectsFilter(subjects: readonly string[]): RuleFilter {
-  if (subjects.length === 1) return { kind: 'correlation', subject: subjects[0]! };
-  const quoted = subjects.map((subject) => `'${subject.replace(/'/g, "''")}'`);
-  return sqlFilter(`sys.Label IN (${quoted.join(', ')})`);
+/**
+ * The filter the Bicep gives a subscription declared with these subjects: a correlation filter on
+ * Subject for one, `sys.Label IN (...)` for several. `retryFor`, the name of a subscription that
+ * declares delayedRetry (src/inbox/delayedRetry.ts), makes it a SQL filter even for one subject,
+ * which also takes the delayed copies scheduled for that subscription and no other's:
+ * `sys.Label IN ('A') OR sys.Label = 'inbox.retry' AND inboxRetryFor = '<name>'` (AND binds
+ * tighter than OR, in Service Bus SQL as in sqlFilter below).
+ */
+export function subjectsFilter(
+  subjects: readonly string[],
+  { retryFor }: { retryFor?: string } = {},
+): RuleFilter {
+  if (subjects.length === 1 && retryFor === undefined) return { kind: 'correlation', subject: subjects[0]! };
+  const retries =
+    retryFor === undefined
+      ? ''
+      : ` OR sys.Label = ${sqlString(RETRY_SUBJECT)} AND ${RETRY_PROPERTIES.for} = ${sqlString(retryFor)}`;
+  return sqlFilter(`sys.Label IN (${subjects.map(sqlString).join(', ')})${retries}`);
+}
+
+/** A SQL string literal: quoted, a quote inside doubled. */
+function sqlString(text: string): string {
+  return `'${text.replace(/'/g, "''")}'`;
 }
 
 export function checkRuleName(name: unknown): string {

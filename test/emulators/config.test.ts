@@ -66,13 +66,17 @@ describe('emulators/servicebus-config.json', () => {
         const subscription = topicsOf(committed)
           .find((candidate) => candidate.Name === topic.name)
           ?.Subscriptions.find((candidate) => candidate.Name === declared.name);
+        const retries =
+          declared.delayedRetry === undefined
+            ? ''
+            : ` OR sys.Label = 'inbox.retry' AND inboxRetryFor = '${declared.name}'`;
         const filter =
-          declared.subjects.length === 1
+          declared.subjects.length === 1 && retries === ''
             ? { FilterType: 'Correlation', CorrelationFilter: { Label: declared.subjects[0] } }
             : {
                 FilterType: 'Sql',
                 SqlFilter: {
-                  SqlExpression: `sys.Label IN (${declared.subjects.map((s) => `'${s}'`).join(', ')})`,
+                  SqlExpression: `sys.Label IN (${declared.subjects.map((s) => `'${s}'`).join(', ')})${retries}`,
                 },
               };
 
@@ -194,6 +198,46 @@ describe('emulatorConfig()', () => {
 
     expect(topicsOf(config)[0]?.Subscriptions[0]?.Rules.map((rule) => rule.Properties)).toEqual([
       { FilterType: 'Sql', SqlFilter: { SqlExpression: "sys.Label IN ('OrderCreated', 'Order''s Note')" } },
+    ]);
+  });
+
+  it('gives a subscription with delayedRetry the SQL filter the Bicep deploys, which also takes its own delayed copies', () => {
+    const { config } = emulatorConfig(
+      orders([
+        {
+          name: 'billing.one',
+          subjects: ['OrderCreated'],
+          delayedRetry: { attempts: 3, firstDelaySeconds: 30 },
+        },
+        {
+          name: 'billing.two',
+          subjects: ['OrderCreated', "Order's Note"],
+          delayedRetry: { attempts: 1, firstDelaySeconds: 5 },
+        },
+        { name: 'billing.plain', subjects: ['OrderCreated'] },
+      ]),
+    );
+
+    expect(topicsOf(config)[0]?.Subscriptions.map((s) => s.Rules.map((rule) => rule.Properties))).toEqual([
+      [
+        {
+          FilterType: 'Sql',
+          SqlFilter: {
+            SqlExpression:
+              "sys.Label IN ('OrderCreated') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'billing.one'",
+          },
+        },
+      ],
+      [
+        {
+          FilterType: 'Sql',
+          SqlFilter: {
+            SqlExpression:
+              "sys.Label IN ('OrderCreated', 'Order''s Note') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'billing.two'",
+          },
+        },
+      ],
+      [{ FilterType: 'Correlation', CorrelationFilter: { Label: 'OrderCreated' } }],
     ]);
   });
 

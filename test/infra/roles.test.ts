@@ -19,12 +19,12 @@ import {
   grants,
   moduleOutput,
   only,
-  publishedTopics,
   resources,
   role,
   roleAssignments,
   roleAssignmentScope,
   roleDefinitionId,
+  sendingTopics,
 } from '../support/bicep';
 
 const testPrincipalId = '7e2c1b0e-2222-4333-8444-955566667777';
@@ -232,7 +232,7 @@ describeInfra(
         expect(assignments).toHaveLength(roleAssignments(defaults()).length);
         expect(assignments).toHaveLength(
           declaredSubscriptions.length +
-            publishedTopics.length +
+            sendingTopics().length +
             resources(defaults(), 'Microsoft.ServiceBus/namespaces/topics').length +
             3,
         );

@@ -1,10 +1,14 @@
 // Service Bus as deployed: a namespace with local auth off, every declared topic and subscription
 // with its filter and the app's receiver role scoped to it, the app's sender role on the topics a
-// consumer publishes to and nowhere else, Premium when asked; and modules/servicebus.bicep evaluated
-// on its own with other declarations than src/topology.json.
+// consumer publishes to or where a subscription declares delayedRetry and nowhere else, Premium when
+// asked; and modules/servicebus.bicep evaluated on its own with other declarations than
+// src/topology.json, delayed retry's filter compared with the local peer's.
 
 import path from 'node:path';
 
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from '#inbox/internal';
+
+import { type RuleFilter, subjectsFilter } from '../../local/servicebus/rules';
 import {
   appRoleAssignments,
   armGuid,
@@ -23,6 +27,7 @@ import {
   roleAssignments,
   roleAssignmentScope,
   roleDefinitionId,
+  sendingTopics,
   type Snapshot,
   type Topology,
   topology,
@@ -78,6 +83,47 @@ const publishingTopics: Topology['topics'] = [
     subscriptions: [{ name: 'ledger-refunds', consumer: 'ledger', subjects: ['RefundIssued'] }],
   },
 ];
+/**
+ * Delayed retry (src/inbox/delayedRetry.ts) on some subscriptions: on a topic without publishers
+ * (orders), on a topic with publishers too (refunds: still one send right), and none on payments.
+ */
+const retryingTopics: Topology['topics'] = [
+  {
+    name: 'orders',
+    subscriptions: [
+      {
+        name: 'audit.recorder',
+        consumer: 'audit.recorder',
+        subjects: ['OrderCreated', "Order's Note"],
+        delayedRetry: { attempts: 3, firstDelaySeconds: 30 },
+      },
+      {
+        name: 'shipping.planner',
+        consumer: 'shipping.planner',
+        subjects: ['OrderCreated'],
+        delayedRetry: { attempts: 1, firstDelaySeconds: 5, maxDelaySeconds: 5, afterDeliveries: 1 },
+      },
+      { name: 'billing.one', consumer: 'billing.one', subjects: ['OrderShipped'] },
+      { name: 'billing.two', consumer: 'billing.two', subjects: ['OrderCreated', 'OrderShipped'] },
+    ],
+  },
+  {
+    name: 'payments',
+    subscriptions: [{ name: 'ledger', consumer: 'ledger', subjects: ['PaymentReceived'] }],
+  },
+  {
+    name: 'refunds',
+    publishers: ['ledger'],
+    subscriptions: [
+      {
+        name: 'ledger.refunds',
+        consumer: 'ledger.refunds',
+        subjects: ['RefundIssued'],
+        delayedRetry: { attempts: 2, firstDelaySeconds: 60 },
+      },
+    ],
+  },
+];
 const noSubjectTopics: Topology['topics'] = [
   { name: 'orders', subscriptions: [{ name: 'nothing', consumer: 'nobody', subjects: [] }] },
 ];
@@ -96,6 +142,7 @@ describeInfra(
         options: serviceBusModule,
       },
       publishing: { parameters: serviceBusModuleParameters(publishingTopics), options: serviceBusModule },
+      retrying: { parameters: serviceBusModuleParameters(retryingTopics), options: serviceBusModule },
       noSubject: { parameters: serviceBusModuleParameters(noSubjectTopics), options: serviceBusModule },
     };
   },
@@ -148,13 +195,17 @@ describeInfra(
           const rule = rules.find((candidate) =>
             candidate.name.endsWith(`/${declared.topic}/${declared.name}/$Default`),
           );
+          const retries =
+            declared.delayedRetry === undefined
+              ? ''
+              : ` OR sys.Label = '${RETRY_SUBJECT}' AND ${RETRY_PROPERTIES.for} = '${declared.name}'`;
           const filter =
-            declared.subjects.length === 1
+            declared.subjects.length === 1 && retries === ''
               ? { filterType: 'CorrelationFilter', correlationFilter: { label: declared.subjects[0] } }
               : {
                   filterType: 'SqlFilter',
                   sqlFilter: {
-                    sqlExpression: `sys.Label IN (${declared.subjects.map((s) => `'${s}'`).join(', ')})`,
+                    sqlExpression: `sys.Label IN (${declared.subjects.map((s) => `'${s}'`).join(', ')})${retries}`,
                   },
                 };
 
@@ -181,7 +232,7 @@ describeInfra(
         }
       });
 
-      it('lets the app send to each topic a consumer publishes to, scoped to that topic only', () => {
+      it('lets the app send to each topic a consumer publishes to (or one of whose subscriptions declares delayedRetry), scoped to that topic only', () => {
         const topics = resources(defaults(), 'Microsoft.ServiceBus/namespaces/topics');
         const senders = appRoleAssignments(defaults()).filter(
           (assignment) =>
@@ -189,9 +240,10 @@ describeInfra(
         );
 
         expect(publishedTopics).toEqual(['business-events', 'shipping-events']);
+        expect(sendingTopics()).toEqual(expect.arrayContaining(publishedTopics));
         expect(senders.map(roleAssignmentScope).sort()).toEqual(
           topics
-            .filter((topic) => publishedTopics.includes(topic.name.split('/')[1] ?? ''))
+            .filter((topic) => sendingTopics().includes(topic.name.split('/')[1] ?? ''))
             .map((topic) => topic.id)
             .sort(),
         );
@@ -340,6 +392,131 @@ describeInfra(
           armGuid(String(orders?.id), developerId, roleDefinitionId(role.serviceBusDataSender)),
         ]);
         expect(senders.map((sender) => at(sender, 'properties.principalId'))).toEqual([developerId]);
+      });
+
+      describe('with delayedRetry on some subscriptions', () => {
+        const retryCopies = (name: string): string =>
+          ` OR sys.Label = '${RETRY_SUBJECT}' AND ${RETRY_PROPERTIES.for} = '${name}'`;
+        /** The local peer's $Default (local/servicebus/rules.ts), as the ARM rule's properties. */
+        const asArm = (filter: RuleFilter): unknown =>
+          filter.kind === 'correlation'
+            ? { filterType: 'CorrelationFilter', correlationFilter: { label: filter.subject } }
+            : filter.kind === 'sql'
+              ? { filterType: 'SqlFilter', sqlFilter: { sqlExpression: filter.expression } }
+              : filter;
+        const rules = (): [string, unknown][] =>
+          resources(evaluated('retrying'), 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules').map(
+            (rule) => [rule.name, rule.properties],
+          );
+
+        it('gives such a subscription a SQL $Default of its subjects or the delayed copies for it, whatever its number of subjects', () => {
+          expect(retryCopies('x')).toBe(" OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'x'");
+          expect(rules()).toEqual([
+            [
+              'sb-declarations/orders/audit.recorder/$Default',
+              {
+                filterType: 'SqlFilter',
+                sqlFilter: {
+                  sqlExpression:
+                    "sys.Label IN ('OrderCreated', 'Order''s Note') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'audit.recorder'",
+                },
+              },
+            ],
+            [
+              'sb-declarations/orders/shipping.planner/$Default',
+              {
+                filterType: 'SqlFilter',
+                sqlFilter: {
+                  sqlExpression:
+                    "sys.Label IN ('OrderCreated') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'shipping.planner'",
+                },
+              },
+            ],
+            [
+              'sb-declarations/orders/billing.one/$Default',
+              { filterType: 'CorrelationFilter', correlationFilter: { label: 'OrderShipped' } },
+            ],
+            [
+              'sb-declarations/orders/billing.two/$Default',
+              {
+                filterType: 'SqlFilter',
+                sqlFilter: { sqlExpression: "sys.Label IN ('OrderCreated', 'OrderShipped')" },
+              },
+            ],
+            [
+              'sb-declarations/payments/ledger/$Default',
+              { filterType: 'CorrelationFilter', correlationFilter: { label: 'PaymentReceived' } },
+            ],
+            [
+              'sb-declarations/refunds/ledger.refunds/$Default',
+              {
+                filterType: 'SqlFilter',
+                sqlFilter: {
+                  sqlExpression: `sys.Label IN ('RefundIssued')${retryCopies('ledger.refunds')}`,
+                },
+              },
+            ],
+          ]);
+        });
+
+        it('is the filter the local peer gives each subscription, with delayedRetry or without', () => {
+          const declared = retryingTopics.flatMap((topic) =>
+            topic.subscriptions.map((subscription) => ({ topic: topic.name, ...subscription })),
+          );
+
+          expect(declared.filter((subscription) => subscription.delayedRetry !== undefined)).toHaveLength(3);
+          expect(rules()).toEqual(
+            declared.map((subscription) => [
+              `sb-declarations/${subscription.topic}/${subscription.name}/$Default`,
+              asArm(
+                subjectsFilter(
+                  subscription.subjects,
+                  subscription.delayedRetry === undefined ? {} : { retryFor: subscription.name },
+                ),
+              ),
+            ]),
+          );
+        });
+
+        it('grants Data Sender once on each topic with a delayedRetry subscription or publishers, not on the others', () => {
+          const topics = resources(evaluated('retrying'), 'Microsoft.ServiceBus/namespaces/topics');
+          const senders = roleAssignments(evaluated('retrying')).filter(
+            (assignment) =>
+              at(assignment, 'properties.roleDefinitionId') === roleDefinitionId(role.serviceBusDataSender),
+          );
+          const topicId = (name: string): string =>
+            String(topics.find((topic) => topic.name === `sb-declarations/${name}`)?.id);
+
+          expect(sendingTopics({ topics: retryingTopics })).toEqual(['orders', 'refunds']);
+          expect(senders.map(roleAssignmentScope)).toEqual([topicId('orders'), topicId('refunds')]);
+          expect(senders.map((sender) => sender.name)).toEqual(
+            ['orders', 'refunds'].map((name) =>
+              armGuid(topicId(name), developerId, roleDefinitionId(role.serviceBusDataSender)),
+            ),
+          );
+          expect(senders.map((sender) => at(sender, 'properties.principalId'))).toEqual([
+            developerId,
+            developerId,
+          ]);
+          expect(senders.map((sender) => at(sender, 'properties.principalType'))).toEqual([
+            'ServicePrincipal',
+            'ServicePrincipal',
+          ]);
+        });
+
+        it('grants nothing else: a receiver per subscription, Reader per topic, as without delayedRetry', () => {
+          const assignments = roleAssignments(evaluated('retrying'));
+          const count = (id: string): number =>
+            assignments.filter(
+              (assignment) => at(assignment, 'properties.roleDefinitionId') === roleDefinitionId(id),
+            ).length;
+
+          expect(new Set(assignments.map((assignment) => assignment.name)).size).toBe(assignments.length);
+          expect(count(role.serviceBusDataReceiver)).toBe(6);
+          expect(count(role.reader)).toBe(3);
+          expect(count(role.serviceBusDataSender)).toBe(2);
+          expect(assignments).toHaveLength(6 + 3 + 2);
+        });
       });
 
       it('refuses a subscription that declares no subject', () => {

@@ -601,7 +601,18 @@ export interface Topology {
     name: string;
     /** The consumers that publish to the topic (tx.publish); the app may send to it only when there is one. */
     publishers?: string[];
-    subscriptions: { name: string; consumer: string; subjects: string[] }[];
+    subscriptions: {
+      name: string;
+      consumer: string;
+      subjects: string[];
+      /** Delayed retry (src/inbox/delayedRetry.ts): its filter takes its own copies, the app sends to the topic. */
+      delayedRetry?: {
+        attempts: number;
+        firstDelaySeconds: number;
+        maxDelaySeconds?: number;
+        afterDeliveries?: number;
+      };
+    }[];
   }[];
 }
 
@@ -616,6 +627,18 @@ export const declaredSubscriptions = topology.topics.flatMap((topic) =>
 export const publishedTopics = topology.topics
   .filter((topic) => (topic.publishers ?? []).length > 0)
   .map((topic) => topic.name);
+/**
+ * The topics the app sends to, each once: those a consumer publishes to, and those where a
+ * subscription declares delayedRetry (the app schedules its delayed copies there).
+ */
+export const sendingTopics = (declared: Topology = topology): string[] =>
+  declared.topics
+    .filter(
+      (topic) =>
+        (topic.publishers ?? []).length > 0 ||
+        topic.subscriptions.some((subscription) => subscription.delayedRetry !== undefined),
+    )
+    .map((topic) => topic.name);
 
 /** An action group that exists outside the deployment, as an operator would pass it. */
 export const existingActionGroup = `/subscriptions/${fakeScope.subscriptionId}/resourceGroups/ops/providers/Microsoft.Insights/actionGroups/on-call`;

@@ -471,7 +471,8 @@ function describeTopologyChanges({ added, removed, refiltered }: TopologyChanges
   const parts = [
     listed('added ', added, ''),
     listed('removed ', removed, ''),
-    listed('new subjects for ', refiltered, ''),
+    // Its subjects changed, or it gained or lost delayedRetry (broker.ts declare).
+    listed('new filter for ', refiltered, ''),
   ].filter((part) => part !== '');
   return parts.length === 0
     ? 'topics and subscriptions unchanged'

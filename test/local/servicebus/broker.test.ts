@@ -1,4 +1,6 @@
-import { Broker, MessageLockLostError } from '../../../local/servicebus/broker';
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from '#inbox/internal';
+
+import { Broker, MessageLockLostError, type OutgoingMessage } from '../../../local/servicebus/broker';
 import type { Clock } from '../../../local/servicebus/clock';
 import type { Topology } from '../../../src/topology';
 
@@ -97,6 +99,77 @@ describe('topic', () => {
   });
 });
 
+describe('delayed retry (a subscription that declares delayedRetry)', () => {
+  const retrying: Topology = {
+    topics: [
+      {
+        name: 'events',
+        subscriptions: [
+          {
+            name: 'payments',
+            subjects: ['PaymentReceived'],
+            delayedRetry: { attempts: 3, firstDelaySeconds: 30 },
+          },
+          { name: 'orders', subjects: ['OrderCreated'] },
+          {
+            name: 'audit',
+            subjects: ['PaymentReceived', 'OrderCreated'],
+            delayedRetry: { attempts: 1, firstDelaySeconds: 5 },
+          },
+        ],
+      },
+      { name: 'other', subscriptions: [{ name: 'payments-elsewhere', subjects: ['PaymentReceived'] }] },
+    ],
+  };
+  const copy = (messageId: string, retryFor: string): OutgoingMessage => ({
+    messageId,
+    subject: RETRY_SUBJECT,
+    body: 'copy',
+    applicationProperties: {
+      [RETRY_PROPERTIES.for]: retryFor,
+      [RETRY_PROPERTIES.of]: 'p1',
+      [RETRY_PROPERTIES.attempt]: 1,
+      [RETRY_PROPERTIES.subject]: 'PaymentReceived',
+    },
+  });
+
+  it('gives $Default the filter the Bicep gives it', () => {
+    const broker = new Broker({ topology: retrying, clock: manualClock() });
+
+    expect(broker.subscription('events', 'payments').rules.map((r) => [r.name, r.filter])).toEqual([
+      [
+        '$Default',
+        expect.objectContaining({
+          kind: 'sql',
+          expression:
+            "sys.Label IN ('PaymentReceived') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'payments'",
+        }),
+      ],
+    ]);
+    expect(broker.subscription('events', 'orders').rules.map((r) => r.filter)).toEqual([
+      { kind: 'correlation', subject: 'OrderCreated' },
+    ]);
+  });
+
+  it('routes a copy to the one subscription it is for, and the ordinary subjects as before', () => {
+    const events = new Broker({ topology: retrying, clock: manualClock() }).topic('events');
+
+    expect(events.send(copy('p1:retry:1', 'payments')).deliveredTo).toEqual(['payments']);
+    expect(events.send(copy('p2:retry:1', 'audit')).deliveredTo).toEqual(['audit']);
+    // A copy for a subscription without delayedRetry, or of another topic, reaches no one here.
+    expect(events.send(copy('o1:retry:1', 'orders')).deliveredTo).toEqual([]);
+    expect(events.send(copy('x1:retry:1', 'payments-elsewhere')).deliveredTo).toEqual([]);
+    expect(events.send({ messageId: 'p3', subject: 'PaymentReceived', body: '' }).deliveredTo).toEqual([
+      'payments',
+      'audit',
+    ]);
+    expect(events.send({ messageId: 'o2', subject: 'OrderCreated', body: '' }).deliveredTo).toEqual([
+      'orders',
+      'audit',
+    ]);
+  });
+});
+
 describe('a new declaration (npm start in watch mode, as a redeployment)', () => {
   it('adds, removes and refilters what changed, keeps what the others hold and their duplicate history', () => {
     const { broker } = setup();
@@ -139,6 +212,64 @@ describe('a new declaration (npm start in watch mode, as a redeployment)', () =>
     expect(
       broker.topic('shipping').send({ messageId: 's1', subject: 'ShipmentPlanned', body: '' }).deliveredTo,
     ).toEqual(['carriers']);
+  });
+
+  it('refilters a subscription that gains or loses delayedRetry, not one whose policy numbers change', () => {
+    const { broker } = setup();
+    const retrying: Topology = {
+      topics: [
+        {
+          name: 'events',
+          subscriptions: [
+            {
+              name: 'payments',
+              subjects: ['PaymentReceived'],
+              delayedRetry: { attempts: 3, firstDelaySeconds: 30 },
+            },
+            { name: 'orders', subjects: ['OrderCreated'] },
+            { name: 'audit', subjects: ['PaymentReceived', 'OrderCreated'] },
+          ],
+        },
+      ],
+    };
+    const copyFor = (subscription: string, messageId: string): string[] =>
+      broker.topic('events').send({
+        messageId,
+        subject: RETRY_SUBJECT,
+        body: '',
+        applicationProperties: { [RETRY_PROPERTIES.for]: subscription },
+      }).deliveredTo;
+
+    expect(copyFor('payments', 'c0')).toEqual([]);
+    expect(broker.declare(retrying)).toEqual({
+      added: [],
+      removed: [],
+      refiltered: ['events/Subscriptions/payments'],
+    });
+    expect(copyFor('payments', 'c1')).toEqual(['payments']);
+    expect(
+      broker.declare({
+        topics: [
+          {
+            ...retrying.topics[0]!,
+            subscriptions: retrying.topics[0]!.subscriptions.map((s) =>
+              s.delayedRetry === undefined
+                ? s
+                : { ...s, delayedRetry: { attempts: 5, firstDelaySeconds: 10 } },
+            ),
+          },
+        ],
+      }),
+    ).toEqual({ added: [], removed: [], refiltered: [] });
+    expect(broker.declare(topology)).toEqual({
+      added: [],
+      removed: [],
+      refiltered: ['events/Subscriptions/payments'],
+    });
+    expect(copyFor('payments', 'c2')).toEqual([]);
+    expect(broker.subscription('events', 'payments').rules.map((r) => r.filter)).toEqual([
+      { kind: 'correlation', subject: 'PaymentReceived' },
+    ]);
   });
 
   it('removes a topic no longer declared, and changes nothing for the same declaration', () => {

@@ -1,3 +1,5 @@
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from '#inbox/internal';
+
 import type { OutgoingMessage } from '../../../local/servicebus/broker';
 import {
   correlationFilter,
@@ -51,6 +53,27 @@ describe('SQL filters', () => {
       message({ applicationProperties: { region: 'eu' } }),
       false,
     ],
+    // AND binds tighter than OR: A OR (B AND C), as in Service Bus SQL (the delayed-retry filter's shape).
+    [
+      "sys.Label IN ('A', 'B') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'x'",
+      message({ subject: 'B' }),
+      true,
+    ],
+    [
+      "sys.Label IN ('A', 'B') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'x'",
+      message({ subject: 'inbox.retry', applicationProperties: { inboxRetryFor: 'x' } }),
+      true,
+    ],
+    [
+      "sys.Label IN ('A', 'B') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'x'",
+      message({ subject: 'inbox.retry', applicationProperties: { inboxRetryFor: 'y' } }),
+      false,
+    ],
+    [
+      "sys.Label = 'inbox.retry' AND inboxRetryFor = 'x' OR sys.Label IN ('A', 'B')",
+      message({ subject: 'A' }),
+      true,
+    ],
     // Keywords and commas inside a quoted literal are text.
     ["sys.Label IN ('A AND B', 'C, D')", message({ subject: 'C, D' }), true],
     ["sys.Label = 'it''s'", message({ subject: "it's" }), true],
@@ -98,5 +121,57 @@ describe("the Bicep's filter of declared subjects", () => {
     expect(several).toMatchObject({ kind: 'sql', expression: "sys.Label IN ('Paid', 'Owner''s')" });
     expect(takes(several, message({ subject: "Owner's" }))).toBe(true);
     expect(takes(several, message({ subject: 'Other' }))).toBe(false);
+  });
+
+  describe('of a subscription that declares delayedRetry', () => {
+    const copy = (retryFor: string, subject = RETRY_SUBJECT): OutgoingMessage =>
+      message({
+        subject,
+        applicationProperties: {
+          [RETRY_PROPERTIES.for]: retryFor,
+          [RETRY_PROPERTIES.of]: 'm-1',
+          [RETRY_PROPERTIES.attempt]: 1,
+          [RETRY_PROPERTIES.subject]: 'Paid',
+        },
+      });
+
+    it('is a SQL filter of its subjects or its own delayed copies, even for one subject', () => {
+      expect(subjectsFilter(['Paid'], { retryFor: 'billing.payment-applier' })).toMatchObject({
+        kind: 'sql',
+        expression:
+          "sys.Label IN ('Paid') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'billing.payment-applier'",
+      });
+      expect(subjectsFilter(['Paid', "Owner's"], { retryFor: 'audit' })).toMatchObject({
+        kind: 'sql',
+        expression:
+          "sys.Label IN ('Paid', 'Owner''s') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'audit'",
+      });
+      // Without retryFor, exactly the filter of a subscription without delayedRetry.
+      expect(subjectsFilter(['Paid'], {})).toEqual(subjectsFilter(['Paid']));
+    });
+
+    it('takes its subjects and the copies scheduled for it, not a copy for another subscription', () => {
+      const one = subjectsFilter(['Paid'], { retryFor: 'billing.payment-applier' });
+      const several = subjectsFilter(['Paid', "Owner's"], { retryFor: 'audit' });
+
+      expect(takes(one, message({ subject: 'Paid' }))).toBe(true);
+      expect(takes(one, message({ subject: 'Other' }))).toBe(false);
+      expect(takes(one, copy('billing.payment-applier'))).toBe(true);
+      expect(takes(one, copy('audit'))).toBe(false);
+      expect(takes(several, message({ subject: "Owner's" }))).toBe(true);
+      expect(takes(several, copy('audit'))).toBe(true);
+      expect(takes(several, copy('billing.payment-applier'))).toBe(false);
+      // The name alone, or the subject alone, is not a copy for it.
+      expect(takes(one, copy('billing.payment-applier', 'Other'))).toBe(false);
+      expect(takes(one, message({ subject: RETRY_SUBJECT }))).toBe(false);
+    });
+
+    it('lets no subscription without delayedRetry take a copy, even one named for it', () => {
+      const plain = subjectsFilter(['Paid', 'Refunded']);
+
+      expect(takes(subjectsFilter(['Paid']), copy('billing.payment-applier'))).toBe(false);
+      expect(takes(plain, copy('billing.payment-applier'))).toBe(false);
+      expect(takes(plain, message({ subject: 'Refunded' }))).toBe(true);
+    });
   });
 });

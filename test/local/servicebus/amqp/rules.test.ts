@@ -1,4 +1,6 @@
-import { isServiceBusError } from '@azure/service-bus';
+import { isServiceBusError, type ServiceBusMessage } from '@azure/service-bus';
+
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from '#inbox/internal';
 
 import { ORDERS, PAYMENTS, type PeerFixture, receive, startPeer, TOPIC } from '../../../support/peer';
 
@@ -82,6 +84,58 @@ describe('the $Default rule', () => {
     ]);
     await sender.sendMessages([{ body: 'a', subject: 'X' }, { body: 'b' }]);
     expect(await bodiesOf(ORDERS, 2)).toEqual(['a', 'b']);
+  });
+});
+
+describe('the $Default rule of a subscription that declares delayedRetry', () => {
+  it('is the Bicep filter that also takes the delayed copies for it, which reach it and no other subscription', async () => {
+    fixture.peer.broker.declare({
+      topics: [
+        {
+          name: TOPIC,
+          subscriptions: [
+            {
+              name: PAYMENTS,
+              subjects: ['PaymentReceived'],
+              delayedRetry: { attempts: 3, firstDelaySeconds: 30 },
+            },
+            { name: ORDERS, subjects: ['OrderCreated'] },
+            { name: AUDIT, subjects: ['PaymentReceived', "Owner's Note"] },
+          ],
+        },
+      ],
+    });
+    const copy = (body: string, retryFor: string): ServiceBusMessage => ({
+      body,
+      subject: RETRY_SUBJECT,
+      applicationProperties: { [RETRY_PROPERTIES.for]: retryFor, [RETRY_PROPERTIES.of]: 'm-1' },
+    });
+
+    expect(
+      (await all(fixture.client.createRuleManager(TOPIC, PAYMENTS).listRules())).map((r) => [
+        r.name,
+        r.filter,
+      ]),
+    ).toEqual([
+      [
+        '$Default',
+        {
+          sqlExpression: `sys.Label IN ('PaymentReceived') OR sys.Label = 'inbox.retry' AND inboxRetryFor = '${PAYMENTS}'`,
+        },
+      ],
+    ]);
+    await fixture.client
+      .createSender(TOPIC)
+      .sendMessages([
+        copy('copy for payments', PAYMENTS),
+        copy('copy for orders', ORDERS),
+        copy('copy for audit', AUDIT),
+        { body: 'paid', subject: 'PaymentReceived' },
+      ]);
+
+    expect(await bodiesOf(PAYMENTS, 2)).toEqual(['copy for payments', 'paid']);
+    expect(await bodiesOf(AUDIT, 1)).toEqual(['paid']);
+    expect(await fixture.client.createReceiver(TOPIC, ORDERS).peekMessages(10)).toEqual([]);
   });
 });
 
