@@ -438,7 +438,7 @@ function describePlan(plan: ResubmitPlan, request: Request, dryRun: boolean, con
   for (const message of plan.unroutable) {
     context.out(
       message.subject === RETRY_SUBJECT
-        ? `refused ${label(message)}: a delayed-retry copy, and ${request.subscription} declares no delayedRetry ` +
+        ? `refused ${label(message)}: a delayed-retry copy, and ${bounded(request.subscription)} declares no delayedRetry ` +
             '(src/topology.json), so its filter takes no copy. The broker would accept it, deliver it nowhere and ' +
             'report success, and completing it here would lose it.'
         : `refused ${label(message)}: no subscription of ${request.topic} takes this Subject (src/topology.json). The broker ` +
