@@ -4,6 +4,7 @@ import Long from 'long';
 import { RESUBMITTED_AT_PROPERTY } from '#inbox/internal';
 
 import { bounded } from '../cli/errors';
+import { idText, retryFamilyOf } from './deadLetterIdentity';
 import type { InboxState } from './inboxState';
 
 /**
@@ -90,6 +91,11 @@ export interface ResubmitRules {
   nowMs: number;
   /** The Subjects some subscription of the topic takes (its filters). */
   routedSubjects: ReadonlySet<string>;
+  /**
+   * The dead-letter queue's subscription, and whether its filter takes its own delayed-retry copies
+   * (it declares `delayedRetry` in src/topology.json). Undefined: no copy is routed.
+   */
+  retryCopies?: { subscription: string; taken: boolean };
   /** The consumer's inbox state of each dead letter, by sequence number; undefined when not checked. */
   inboxStates: ReadonlyMap<string, InboxState> | undefined;
 }
@@ -101,6 +107,11 @@ export interface ResubmitPlan {
   applied: ServiceBusReceivedMessage[];
   /** No subscription of the topic takes their Subject: the broker would discard the copy; left alone. */
   unroutable: ServiceBusReceivedMessage[];
+  /**
+   * Delayed-retry copies without valid family properties, or scheduled for another subscription:
+   * their consumer refuses them as poison (invalid-retry-copy), whatever it is changed to; left alone.
+   */
+  invalidCopies: { message: ServiceBusReceivedMessage; problem: string }[];
   /** Payload mismatch or unknown in the inbox, without force; left alone. */
   inboxRefused: { message: ServiceBusReceivedMessage; state: InboxState }[];
   /** Poison or rejected in the inbox, without includePoison: a copy would fail the same way; left alone. */
@@ -131,12 +142,37 @@ export function resubmittableAt(
 }
 
 /**
+ * Whether a resubmitted copy of the message reaches a subscription. An ordinary message does when
+ * some subscription of the topic takes its Subject; a delayed-retry copy (Subject inbox.retry) is
+ * resubmitted as it is, under its own MessageId with its family's properties, and only its own
+ * subscription's filter takes it, when that subscription declares `delayedRetry`.
+ */
+export function routeOf(
+  message: ServiceBusReceivedMessage,
+  rules: Pick<ResubmitRules, 'routedSubjects' | 'retryCopies'>,
+):
+  | { routed: true }
+  | { routed: false; why: 'subject' | 'no-delayed-retry' }
+  | { routed: false; why: 'invalid-copy'; problem: string } {
+  const family = retryFamilyOf(message, rules.retryCopies?.subscription);
+  if (family?.kind === 'invalid') return { routed: false, why: 'invalid-copy', problem: family.problem };
+  if (family?.kind === 'copy')
+    return rules.retryCopies?.taken === true ? { routed: true } : { routed: false, why: 'no-delayed-retry' };
+  return message.subject !== undefined && rules.routedSubjects.has(message.subject)
+    ? { routed: true }
+    : { routed: false, why: 'subject' };
+}
+
+/**
  * Decides what a resubmit may touch, in this order:
  *
  * 1. Applied (the consumer's marker, same payload): the effect happened, so the dead letter is
- *    completed and nothing is sent.
- * 2. Unroutable: no subscription's filter takes the Subject. The broker accepts the send, copies it
- *    nowhere and reports success; completing the original would lose the message.
+ *    completed and nothing is sent. A delayed-retry copy is looked up by its original MessageId
+ *    (its inbox key), so a copy whose original was applied meanwhile is completed too.
+ * 2. Unroutable: no subscription's filter takes the Subject (see routeOf). The broker accepts the
+ *    send, copies it nowhere and reports success; completing the original would lose the message.
+ *    A delayed-retry copy without valid family properties, or scheduled for another subscription,
+ *    is refused: its consumer could never take it (invalid-retry-copy).
  * 3. Payload mismatch or unknown (marker possibly purged), unless `force`: the copy would be
  *    ignored, or could be applied a second time.
  * 4. Poison (the consumer cannot read it) or rejected (its handler or the store refused it on its
@@ -147,6 +183,9 @@ export function resubmittableAt(
  *    drops the copy and reports success while the tool completes the original, and the message is
  *    gone. (A later send of the same MessageId by the producer restarts the window too; the tool
  *    cannot see that one. Its copy carries the same event, so nothing is lost with it.)
+ *
+ * Rules 5 and 6 go by the message's own MessageId, which for a delayed-retry copy is its own
+ * (`<original>:retry:<n>`): the broker detects duplicates by it, whatever the inbox key.
  */
 export function planResubmit(
   deadLetters: readonly ServiceBusReceivedMessage[],
@@ -160,6 +199,7 @@ export function planResubmit(
     resubmit: [],
     applied: [],
     unroutable: [],
+    invalidCopies: [],
     inboxRefused: [],
     poison: [],
     tooEarly: [],
@@ -175,8 +215,10 @@ export function planResubmit(
       plan.applied.push(message);
       continue;
     }
-    if (message.subject === undefined || !rules.routedSubjects.has(message.subject)) {
-      plan.unroutable.push(message);
+    const route = routeOf(message, rules);
+    if (!route.routed) {
+      if (route.why === 'invalid-copy') plan.invalidCopies.push({ message, problem: route.problem });
+      else plan.unroutable.push(message);
       continue;
     }
     if ((state?.state === 'payload-mismatch' || state?.state === 'unknown') && !rules.force) {
@@ -357,12 +399,6 @@ export function sequenceOf(message: ServiceBusReceivedMessage): string {
 
 export function label(message: ServiceBusReceivedMessage): string {
   return `#${sequenceOf(message)} messageId=${bounded(idText(message.messageId) ?? '(none)')} subject=${bounded(message.subject ?? '(none)')}`;
-}
-
-/** AMQP ids may be numbers or uuid bytes; Service Bus producers send strings. */
-export function idText(id: string | number | Buffer | undefined): string | undefined {
-  if (id === undefined) return undefined;
-  return Buffer.isBuffer(id) ? id.toString('hex') : String(id);
 }
 
 function errorText(error: unknown): string {

@@ -2,7 +2,7 @@ import type { ParseArgsConfig } from 'node:util';
 
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 
-import { formatDuration, parseDurationSeconds } from '#inbox/internal';
+import { formatDuration, parseDurationSeconds, RETRY_SUBJECT } from '#inbox/internal';
 
 import { localRunContext } from '../build/localRun';
 import { bounded, EnvironmentError, UsageError } from '../cli/errors';
@@ -15,10 +15,10 @@ import {
   runCommand,
   type ToolContext,
 } from '../cli/tool';
+import { byFamily, familyText, idText, type RetryFamily, retryFamilyOf } from './deadLetterIdentity';
 import {
   type DeadLetterQueue,
   describeQueue,
-  idText,
   isNamed,
   label,
   peekDeadLetters,
@@ -28,6 +28,7 @@ import {
   type ResubmitRules,
   resubmittableAt,
   resubmittedCopy,
+  routeOf,
   type Selection,
   sequenceOf,
 } from './deadLetterQueue';
@@ -40,7 +41,7 @@ import {
   type InboxStateName,
   inboxStateOf,
 } from './inboxState';
-import { connectServiceBus, routedSubjects, topicOfSubscription } from './serviceBus';
+import { connectServiceBus, routedSubjects, takesRetryCopies, topicOfSubscription } from './serviceBus';
 
 const USAGE = `Usage:
   npm run dead-letters -- list <subscription> [--duplicate-window PT1H] [--clock-skew PT5M]
@@ -68,7 +69,11 @@ Environment: SERVICEBUS_NAMESPACE (identity) or SERVICEBUS_CONNECTION_STRING (em
   COSMOS_ENDPOINT, COSMOS_DATABASE, COSMOS_CONTAINER (COSMOS_KEY only for the local server or an emulator)
   to check each message against its consumer's inbox; INBOX_RETENTION as the app has it;
   SERVICEBUS_DUPLICATE_WINDOW and SERVICEBUS_CLOCK_SKEW, the defaults of --duplicate-window and --clock-skew. With neither SERVICEBUS_* nor COSMOS_ENDPOINT
-  set: the local Service Bus and Cosmos DB of a running npm start (its settings file; LOCAL_RUN_FILE moves it).`;
+  set: the local Service Bus and Cosmos DB of a running npm start, and the topics it serves (its settings file;
+  LOCAL_RUN_FILE moves it).
+Delayed-retry copies (Subject inbox.retry): list shows each as attempt n of its original MessageId, next to the
+  rest of its family; its inbox state is its original's, and resubmit sends it as it is (its own MessageId,
+  Subject and inboxRetry* properties), so only its own subscription takes it.`;
 
 const DUPLICATE_WINDOW = 'SERVICEBUS_DUPLICATE_WINDOW';
 const DEFAULT_DUPLICATE_WINDOW_SECONDS = 3600;
@@ -113,7 +118,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   }
   // Every usage error is found here, before anything is connected to.
   const parsed = parseRequest(values, positionals);
-  const { env } = localRunContext(context);
+  const { env, localRun } = localRunContext(context);
   const request = {
     ...parsed,
     duplicateWindowSeconds:
@@ -128,12 +133,18 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   try {
     const deadLetters = await peekDeadLetters(queue);
     context.out(`${describeQueue(queue)} on ${description}: ${deadLetters.length} message(s).`);
-    if (request.command === 'show') return showMessages(deadLetters, request.key!, context);
+    if (request.command === 'show')
+      return showMessages(deadLetters, request.key!, request.subscription, context);
     const rules = {
       duplicateWindowMs: request.duplicateWindowSeconds * 1000,
       clockSkewMs: request.clockSkewSeconds * 1000,
       nowMs: context.now(),
-      routedSubjects: routedSubjects(request.topic),
+      // The topics a running npm start serves, when the tool uses it; else src/topology.json.
+      routedSubjects: routedSubjects(request.topic, localRun?.topology),
+      retryCopies: {
+        subscription: request.subscription,
+        taken: takesRetryCopies(request.topic, request.subscription, localRun?.topology),
+      },
     };
     let inboxStates: Map<string, InboxState> | undefined;
     if (typeof inbox === 'string') {
@@ -252,25 +263,40 @@ function listMessages(
 ): void {
   if (deadLetters.length === 0) return;
   const states = rules.inboxStates;
-  const rows = deadLetters.map((message) => {
+  const subscription = rules.retryCopies?.subscription;
+  const families = new Map<string, RetryFamily | undefined>(
+    deadLetters.map((message) => [sequenceOf(message), retryFamilyOf(message, subscription)]),
+  );
+  // The delayed retry column only when the queue holds a copy: other queues print as before.
+  const copies = [...families.values()].some((family) => family !== undefined);
+  const originals = new Set(
+    [...families.values()].flatMap((family) => (family?.kind === 'copy' ? [family.original] : [])),
+  );
+  const rows = byFamily(deadLetters, subscription).map((message) => {
     const state = states?.get(sequenceOf(message));
-    const routed = message.subject !== undefined && rules.routedSubjects.has(message.subject);
+    const route = routeOf(message, rules);
+    const family = families.get(sequenceOf(message));
+    const id = idText(message.messageId);
     return [
       sequenceOf(message),
-      bounded(idText(message.messageId) ?? ''),
+      bounded(id ?? ''),
       bounded(message.subject ?? ''),
+      ...(copies
+        ? [family === undefined && id !== undefined && originals.has(id) ? 'original' : familyText(family)]
+        : []),
       bounded(message.deadLetterReason ?? '', 40),
       bounded(message.deadLetterErrorDescription ?? '', 60),
       String(message.deliveryCount ?? ''),
       message.enqueuedTimeUtc?.toISOString() ?? '',
       ...(states ? [state ? stateText(state) : ''] : []),
-      routed ? resubmittableAt(message, rules).toISOString() : 'never: no subscription takes its subject',
+      route.routed ? resubmittableAt(message, rules).toISOString() : `never: ${NEVER[route.why]}`,
     ];
   });
   const header = [
     'seq',
     'messageId',
     'subject',
+    ...(copies ? ['delayed retry'] : []),
     'reason',
     'description',
     'deliveries',
@@ -285,9 +311,23 @@ function listMessages(
   context.out(
     `resubmittable from: enqueued + the duplicate window (${window}) + a clock-skew margin (${skew}); before it the broker drops the copy.`,
   );
+  if (copies) context.out(`delayed retry: ${DELAYED_RETRY_MEANING}`);
   const present = INBOX_STATES.filter((name) => [...(states?.values() ?? [])].some((s) => s.state === name));
   for (const name of present) context.out(`${name}: ${STATE_MEANINGS[name]}`);
 }
+
+/** Why a resubmitted copy would reach no subscription (routeOf). */
+const NEVER: Record<'subject' | 'no-delayed-retry' | 'invalid-copy', string> = {
+  subject: 'no subscription takes its subject',
+  'no-delayed-retry': 'its subscription declares no delayedRetry, so its filter takes no delayed-retry copy',
+  'invalid-copy': 'an invalid delayed-retry copy, which its consumer refuses (invalid-retry-copy)',
+};
+
+const DELAYED_RETRY_MEANING =
+  `a copy its consumer scheduled after failed deliveries (Subject ${RETRY_SUBJECT}), attempt n of the original ` +
+  "MessageId, listed with the rest of its family (the original first). Its inbox state is the original's (the " +
+  "copy's inbox key); resubmit sends it as it is, under its own MessageId, so only its own subscription takes it " +
+  'and the duplicate detection window runs from its own enqueued time.';
 
 function stateText(state: InboxState): string {
   return ['poison', 'rejected', 'failed'].includes(state.state)
@@ -298,6 +338,7 @@ function stateText(state: InboxState): string {
 function showMessages(
   deadLetters: readonly ServiceBusReceivedMessage[],
   key: string,
+  subscription: string,
   context: ToolContext,
 ): ExitCode {
   const matches = deadLetters.filter((message) => isNamed(message, key));
@@ -308,9 +349,11 @@ function showMessages(
   for (const message of matches) {
     context.out('');
     context.out(`#${sequenceOf(message)}`);
+    const family = retryFamilyOf(message, subscription);
     const fields: [string, string | number | undefined][] = [
       ['messageId', idText(message.messageId)],
       ['subject', message.subject],
+      ['delayed retry', family === undefined ? undefined : familyText(family)],
       ['correlationId', idText(message.correlationId)],
       ['contentType', message.contentType],
       ['enqueued (UTC)', message.enqueuedTimeUtc?.toISOString()],
@@ -352,7 +395,11 @@ async function resubmitMessages(
     );
   }
   const refused =
-    plan.tooEarly.length + plan.unroutable.length + plan.inboxRefused.length + plan.poison.length;
+    plan.tooEarly.length +
+    plan.unroutable.length +
+    plan.invalidCopies.length +
+    plan.inboxRefused.length +
+    plan.poison.length;
   const problems = refused + plan.sameMessageId.length + plan.notFound.length;
   if (dryRun) {
     context.out('Dry run: nothing was sent, completed or locked.');
@@ -390,8 +437,19 @@ function describePlan(plan: ResubmitPlan, request: Request, dryRun: boolean, con
   }
   for (const message of plan.unroutable) {
     context.out(
-      `refused ${label(message)}: no subscription of ${request.topic} takes this Subject (src/topology.json). The broker ` +
-        'would accept the copy, deliver it nowhere and report success, and completing the original would lose it.',
+      message.subject === RETRY_SUBJECT
+        ? `refused ${label(message)}: a delayed-retry copy, and ${bounded(request.subscription)} declares no delayedRetry ` +
+            '(src/topology.json), so its filter takes no copy. The broker would accept it, deliver it nowhere and ' +
+            'report success, and completing it here would lose it.'
+        : `refused ${label(message)}: no subscription of ${request.topic} takes this Subject (src/topology.json). The broker ` +
+            'would accept the copy, deliver it nowhere and report success, and completing the original would lose it.',
+    );
+  }
+  for (const { message, problem } of plan.invalidCopies) {
+    context.out(
+      `refused ${label(message)}: an invalid delayed-retry copy (${problem}); its consumer refuses it as poison ` +
+        "(invalid-retry-copy), whatever the fix, since its effect could not be told apart from the original's. " +
+        'show prints its properties; left in the dead-letter queue.',
     );
   }
   for (const { message, state } of plan.inboxRefused) {

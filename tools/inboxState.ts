@@ -1,12 +1,10 @@
 import type { Container } from '@azure/cosmos';
-import { InvocationContext } from '@azure/functions';
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 
 import {
   bounded,
   type Consumer,
   createCosmosClient,
-  type Delivery,
   FAILURE_NOTE_TYPE,
   type FailureNote,
   failureNoteId,
@@ -15,12 +13,11 @@ import {
   markerLocation,
   PoisonMessageError,
   SettingsError,
-  toDelivery,
 } from '#inbox/internal';
 
 import { EnvironmentError } from '../cli/errors';
 import { loadConsumers } from './consumers';
-import { idText } from './deadLetterQueue';
+import { deliveryOf, LONGEST_RETRY_DELAY_SECONDS } from './deadLetterIdentity';
 
 /**
  * What the consumer of a subscription knows about a dead letter: whether its inbox holds the
@@ -97,15 +94,21 @@ export async function consumerOf(subscription: string): Promise<Consumer | undef
 
 /**
  * The state of one dead letter in the consumer's inbox. The marker is found with the library's own
- * code: the delivery the Functions worker would hand the adapter (toDelivery) and where processing
- * would put its marker (markerLocation), so a lossy MessageId maps to the same key as in the app.
+ * code: the delivery the adapter would process (deliveryOf: toDelivery, then asOriginal) and where
+ * processing would put its marker (markerLocation), so a lossy MessageId maps to the same key as in
+ * the app, and a delayed-retry copy is looked up by its original MessageId and Subject: its marker
+ * and its failure note are the original's (src/inbox/delayedRetry.ts). A copy without valid family
+ * properties, or scheduled for another subscription, is poison (invalid-retry-copy), as the
+ * consumer says.
  *
  * Without a marker, the timeline decides whether one could have been purged:
  *
  *   enqueued ── processed (marker written, if ever) ── … ── processed + INBOX_RETENTION: purgeable
  *
  * processed is never before enqueued, so while now + clock skew is before enqueued + retention a
- * marker written for this message would still be there: its absence means not applied.
+ * marker written for this message would still be there: its absence means not applied. A copy's
+ * family may have been applied (by another send of the original) after the copy was scheduled,
+ * which is up to the longest retry delay before the copy was enqueued: its timeline starts then.
  */
 export async function inboxStateOf(
   message: ServiceBusReceivedMessage,
@@ -117,9 +120,10 @@ export async function inboxStateOf(
   if (consumer.kind === 'versioned') {
     return { state: 'versioned', detail: 'no marker: it writes only over an older version' };
   }
+  const delivery = deliveryOf(message);
   let location;
   try {
-    location = markerLocation(consumer, deliveryOf(message));
+    location = markerLocation(consumer, delivery);
   } catch (error) {
     if (error instanceof PoisonMessageError) return { state: 'poison', detail: error.reason };
     throw error;
@@ -140,33 +144,13 @@ export async function inboxStateOf(
       ? { state: 'failed', detail: `${bounded(note.error, 120)}; ${when}` }
       : { state: 'rejected', detail: `${bounded(note.reason, 40)}; ${when}` };
   }
-  const enqueuedMs = message.enqueuedTimeUtc?.getTime();
-  if (enqueuedMs !== undefined && at.nowMs + at.clockSkewMs < enqueuedMs + inbox.retentionSeconds * 1000) {
+  const scheduledMs =
+    message.enqueuedTimeUtc === undefined
+      ? undefined
+      : message.enqueuedTimeUtc.getTime() -
+        (delivery.retry === undefined ? 0 : LONGEST_RETRY_DELAY_SECONDS * 1000);
+  if (scheduledMs !== undefined && at.nowMs + at.clockSkewMs < scheduledMs + inbox.retentionSeconds * 1000) {
     return { state: 'not-applied', detail: 'no marker' };
   }
   return { state: 'unknown', detail: 'no marker, and it may have been purged (older than INBOX_RETENTION)' };
-}
-
-/**
- * The delivery the adapter would see. The Functions host sends the body and the MessageId as text,
- * and the Node.js worker JSON-parses every string it can (`fromRpcTypedData`): an all-digit
- * MessageId reaches the adapter as a number, which toDelivery turns back into text.
- */
-function deliveryOf(message: ServiceBusReceivedMessage): Delivery {
-  const body: unknown = Buffer.isBuffer(message.body) ? message.body.toString('utf8') : message.body;
-  const messageId = idText(message.messageId);
-  // The marker's key depends on the MessageId alone (and, for a lossy one, the payload).
-  const triggerMetadata = { messageId: messageId === undefined ? undefined : asTheWorkerReadsIt(messageId) };
-  return toDelivery(
-    typeof body === 'string' ? asTheWorkerReadsIt(body) : body,
-    new InvocationContext({ triggerMetadata }),
-  );
-}
-
-function asTheWorkerReadsIt(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return text;
-  }
 }

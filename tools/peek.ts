@@ -16,7 +16,8 @@ import {
   type ToolContext,
   usageError,
 } from '../cli/tool';
-import { type DeadLetterQueue, describeQueue, idText, peekQueue, sequenceOf } from './deadLetterQueue';
+import { idText } from './deadLetterIdentity';
+import { type DeadLetterQueue, describeQueue, peekQueue, sequenceOf } from './deadLetterQueue';
 import { connectServiceBus, topicOfSubscription } from './serviceBus';
 
 const DEFAULT_MAX = 20;

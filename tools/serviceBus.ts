@@ -103,6 +103,18 @@ export function routedSubjects(topic: string, source: Topology = topology): Read
 }
 
 /**
+ * Whether the subscription's filter takes its own delayed-retry copies (Subject inbox.retry with
+ * inboxRetryFor its name): it declares `delayedRetry` in src/topology.json, whose filter the Bicep
+ * deploys (src/inbox/delayedRetry.ts).
+ */
+export function takesRetryCopies(topic: string, subscription: string, source: Topology = topology): boolean {
+  const declared = source.topics.find((t) => t.name === topic);
+  return (
+    declared?.subscriptions.some((s) => s.name === subscription && s.delayedRetry !== undefined) ?? false
+  );
+}
+
+/**
  * An event as a Service Bus message: JSON body (a raw body's bytes as they are: the SDK sends a Buffer
  * unchanged), Subject for the filters, a stable MessageId.
  */
