@@ -147,7 +147,7 @@ export function inboxRuntime(): InboxRuntime {
     sleep: (ms) => sleep(ms),
     random: Math.random,
     onEtagRetry: (consumer) => telemetry.etagRetry(consumer),
-    // The Bicep grants the app Data Sender on these topics only.
+    // The Bicep grants the app Data Sender on these topics (and on those of delayedRetry subscriptions) only.
     outboxRoutes: (consumer) => outboxRoutesOf(consumer),
     // Looked up per call: the offline host swaps in a breaker on its model clock.
     beforeStore: () => built.breaker.hold(),
@@ -218,7 +218,8 @@ export function checkDelayedRetry(
   { redelivery, inbox }: Pick<Settings, 'redelivery' | 'inbox'> = startupSettings,
 ): void {
   const problems = delayedRetryProblems(subscription, policy, redelivery.maxDeliveryCount).map(
-    (problem) => `src/topology.json: ${problem} (SERVICEBUS_MAX_DELIVERY_COUNT=${redelivery.maxDeliveryCount})`,
+    (problem) =>
+      `src/topology.json: ${problem} (SERVICEBUS_MAX_DELIVERY_COUNT=${redelivery.maxDeliveryCount})`,
   );
   if (problems.length === 0) {
     const needed = retentionBoundSeconds(redelivery) + longestRetryDelaySeconds(resolvedPolicy(policy));

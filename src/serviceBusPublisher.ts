@@ -16,7 +16,8 @@ import {
  * ./azureMonitor.ts this module is a file of its own in the deployment package, loaded by
  * src/app.ts at the first send, off the app's start-up path. In Azure
  * it signs in as the app's user-assigned identity (AZURE_CLIENT_ID), which holds Azure Service Bus
- * Data Sender on the topics the relay publishes to, nothing broader. Locally, a connection string
+ * Data Sender on the topics the relay publishes to and those a delayedRetry subscription schedules
+ * its copies on (src/inbox/delayedRetry.ts), nothing broader. Locally, a connection string
  * to the emulator or the local peer (UseDevelopmentEmulator=true), never a key to a namespace.
  */
 export function serviceBusPublisher(
@@ -73,7 +74,10 @@ export function serviceBusPublisher(
      * detection sees its MessageId now and the subscriptions receive it at `enqueueAt`.
      */
     async schedule(topic, message, enqueueAt) {
-      await senderOf(topic).sendMessages({ ...toServiceBusMessage(message), scheduledEnqueueTimeUtc: enqueueAt });
+      await senderOf(topic).sendMessages({
+        ...toServiceBusMessage(message),
+        scheduledEnqueueTimeUtc: enqueueAt,
+      });
     },
     async close() {
       await Promise.all([...senders.values()].map((sender) => sender.close()));

@@ -185,7 +185,7 @@ export function routeOf(
  *    cannot see that one. Its copy carries the same event, so nothing is lost with it.)
  *
  * Rules 5 and 6 go by the message's own MessageId, which for a delayed-retry copy is its own
- * (`<original>:retry:<n>`): the broker detects duplicates by it, whatever the inbox key.
+ * (`<original>:retry:<subscription>:<n>`): the broker detects duplicates by it, whatever the inbox key.
  */
 export function planResubmit(
   deadLetters: readonly ServiceBusReceivedMessage[],

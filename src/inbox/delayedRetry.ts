@@ -16,8 +16,10 @@ import type { OutboxMessage } from './outbox';
  *   inboxRetryOf     the original MessageId: the copy's inbox key, so its effect stays once
  *   inboxRetryAttempt  1 for the first copy, 2 for the copy of the copy, ...
  *   inboxRetrySubject  the original Subject, restored for the consumer
- *   MessageId        `<original>:retry:<attempt>`, deterministic, so a delivery whose completion is
- *                    lost schedules the same copy again and the duplicate detection drops it
+ *   MessageId        `<original>:retry:<subscription>:<attempt>`, deterministic, so a delivery whose
+ *                    completion is lost schedules the same copy again and the duplicate detection
+ *                    drops it; the subscription keeps apart the copies two subscriptions of one
+ *                    topic schedule for one message, which that detection would otherwise drop
  *
  * The delays grow exponentially (firstDelaySeconds × 2^(attempt-1), at most maxDelaySeconds, plus
  * up to 10 % jitter so a burst of failures does not come back at one instant). Once the last copy
@@ -137,12 +139,14 @@ export function longestRetryDelaySeconds(policy: ResolvedRetryPolicy): number {
 }
 
 /**
- * The copy's MessageId: `<original>:retry:<attempt>`, or, when that would pass Service Bus's 128
- * characters, the original's SHA-256 in its place. Deterministic: the same failure schedules the
- * same id, which the topic's duplicate detection drops.
+ * The copy's MessageId: `<original>:retry:<subscription>:<attempt>`, or, when that would pass
+ * Service Bus's 128 characters, the original's SHA-256 in its place (64 + 7 + a subscription of at
+ * most 50 + 3 fits). Deterministic: the same failure schedules the same id, which the topic's
+ * duplicate detection drops. The subscription is in it because the detection is per topic: two
+ * subscriptions of one topic whose consumers both fail a message each need their copy.
  */
-export function retryMessageId(originalMessageId: string, attempt: number): string {
-  const suffix = `:retry:${attempt}`;
+export function retryMessageId(originalMessageId: string, subscription: string, attempt: number): string {
+  const suffix = `:retry:${subscription}:${attempt}`;
   const plain = `${originalMessageId}${suffix}`;
   return plain.length <= MAX_MESSAGE_ID ? plain : `${hash('sha256', originalMessageId)}${suffix}`;
 }
@@ -202,7 +206,7 @@ export function retryCopy(
   if (delivery.subject === undefined) delete properties[RETRY_PROPERTIES.subject];
   else properties[RETRY_PROPERTIES.subject] = delivery.subject;
   return {
-    messageId: retryMessageId(original, attempt),
+    messageId: retryMessageId(original, subscription, attempt),
     topic,
     subject: RETRY_SUBJECT,
     body: delivery.body,

@@ -26,7 +26,8 @@ import { type PeerFixture, startPeer } from '../support/peer';
  * a copy 30 s later, then one 45 s later (60 s capped), then dead-letter (maxDeliveryCount 3).
  */
 const SCALE = 20;
-const LOCK_MS = 60_000;
+/** Shorter than the first delay: an original whose completion is lost comes back before its copy. */
+const LOCK_MS = 20_000;
 const MAX_DELIVERY_COUNT = 3;
 /** runtime.random is fixed, so each delay is its base × 1.05 (jitter up to 10 %). */
 const JITTER = 1.05;
@@ -137,8 +138,13 @@ async function effectsOf(messageId: string): Promise<{ messageId: string; subjec
   return resources as { messageId: string; subject: string; copy: string }[];
 }
 
+/** The probe's deliveries of the message and its copies, in the order the host settled them. */
 const settled = (messageId: string) =>
-  host.deliveries.filter((d) => d.messageId === messageId || d.messageId?.startsWith(`${messageId}:retry:`));
+  host.deliveries.filter(
+    (d) =>
+      d.function === 'delayedRetryProbe' &&
+      (d.messageId === messageId || d.messageId?.startsWith(`${messageId}:retry:`)),
+  );
 
 it('schedules copies on its bounded exponential schedule, for its own subscription only, and applies the effect once as the original', async () => {
   // The dependency is slow for the original's two deliveries and the first copy's: the second copy succeeds.
@@ -154,9 +160,9 @@ it('schedules copies on its bounded exponential schedule, for its own subscripti
   expect(calls.map(({ copy, deliveryCount }) => [copy ?? null, deliveryCount])).toEqual([
     [null, 1],
     [null, 2],
-    [`${messageId}:retry:1`, 1],
-    [`${messageId}:retry:1`, 2],
-    [`${messageId}:retry:2`, 1],
+    [`${messageId}:retry:test.delayed-retry:1`, 1],
+    [`${messageId}:retry:test.delayed-retry:1`, 2],
+    [`${messageId}:retry:test.delayed-retry:2`, 1],
   ]);
   // Every copy is seen as the original: its MessageId and Subject, and which copy it is.
   expect(new Set(calls.map((call) => call.messageId))).toEqual(new Set([messageId]));
@@ -174,7 +180,7 @@ it('schedules copies on its bounded exponential schedule, for its own subscripti
     expect(copy.at - scheduling.at).toBeLessThan(delayMs * 1.5);
   }
   expect(await effectsOf(messageId)).toEqual([
-    { messageId, subject: 'PaymentReceived', copy: `${messageId}:retry:2` },
+    { messageId, subject: 'PaymentReceived', copy: `${messageId}:retry:test.delayed-retry:2` },
   ]);
   // The bystander takes the same subject: it got the original, never a copy.
   expect(bystanderSaw.filter((saw) => saw.messageId?.startsWith(messageId))).toEqual([
@@ -183,15 +189,16 @@ it('schedules copies on its bounded exponential schedule, for its own subscripti
   expect(settled(messageId).map((d) => [d.messageId, d.settlement])).toEqual([
     [messageId, 'abandoned'],
     [messageId, 'completed'],
-    [`${messageId}:retry:1`, 'abandoned'],
-    [`${messageId}:retry:1`, 'completed'],
-    [`${messageId}:retry:2`, 'completed'],
+    [`${messageId}:retry:test.delayed-retry:1`, 'abandoned'],
+    [`${messageId}:retry:test.delayed-retry:1`, 'completed'],
+    [`${messageId}:retry:test.delayed-retry:2`, 'completed'],
   ]);
   expect((await sink.value(METRIC_NAMES.delayedRetries, { result: 'scheduled' })) - scheduled).toBe(2);
 });
 
-it('loses no effect and applies none twice when the completion is lost after the copy was scheduled: the redelivery succeeds, and the copy is a duplicate', async () => {
-  // Fails the original's second delivery only (which schedules copy 1), whose completion is lost.
+it('loses no effect and applies none twice when the completion is lost after the copy was scheduled: the redelivery applies it, and the copy is a duplicate', async () => {
+  // Fails the original's first two deliveries: the second schedules copy 1 (31.5 s later), and its
+  // completion is lost. The lock runs out first (20 s): the original comes back and succeeds.
   const calls = dependency((call) => {
     faults.completionLost = call.copy === undefined && call.deliveryCount === 2 ? 1 : 0;
     return call.copy === undefined && call.deliveryCount <= 2;
@@ -199,26 +206,30 @@ it('loses no effect and applies none twice when the completion is lost after the
   const messageId = await send();
 
   await until(
-    () =>
-      settled(messageId).some((d) => d.messageId === `${messageId}:retry:1` && d.settlement === 'completed'),
+    () => settled(messageId).length === 4,
     () => settled(messageId),
   );
 
   expect(settled(messageId).map((d) => [d.messageId, d.settlement, d.outcome ?? null])).toEqual([
     [messageId, 'abandoned', 'retried'],
     [messageId, 'completion-lost', 'retried'],
-    // The lock ran out: the original came back, and its third delivery applied the effect.
     [messageId, 'completed', 'processed'],
-    // The copy scheduled before the lost completion found the original's marker.
-    [`${messageId}:retry:1`, 'completed', 'duplicate'],
+    // The copy scheduled before the lost completion found the marker the original wrote.
+    [`${messageId}:retry:test.delayed-retry:1`, 'completed', 'duplicate'],
   ]);
-  expect(calls).toHaveLength(3);
+  // The copy's handler ran (its dependency answered); its batch met the marker and committed nothing.
+  expect(calls.map((call) => call.copy ?? null)).toEqual([
+    null,
+    null,
+    null,
+    `${messageId}:retry:test.delayed-retry:1`,
+  ]);
   expect(await effectsOf(messageId)).toHaveLength(1);
 });
 
 it('schedules a copy once when a lost completion makes the redelivery fail and schedule it again: duplicate detection drops the second', async () => {
-  // The original's second delivery schedules copy 1 and its completion is lost; its third delivery
-  // fails too and schedules copy 1 again, under the same MessageId.
+  // As above, but the original fails again when it comes back, and schedules copy 1 again, under
+  // the same MessageId.
   const calls = dependency((call) => {
     faults.completionLost = call.copy === undefined && call.deliveryCount === 2 ? 1 : 0;
     return call.copy === undefined;
@@ -227,7 +238,7 @@ it('schedules a copy once when a lost completion makes the redelivery fail and s
   const messageId = await send();
 
   await until(
-    async () => (await effectsOf(messageId)).length > 0,
+    () => settled(messageId).length === 4,
     () => settled(messageId),
   );
 
@@ -235,7 +246,7 @@ it('schedules a copy once when a lost completion makes the redelivery fail and s
     [messageId, 'abandoned'],
     [messageId, 'completion-lost'],
     [messageId, 'completed'],
-    [`${messageId}:retry:1`, 'completed'],
+    [`${messageId}:retry:test.delayed-retry:1`, 'completed'],
   ]);
   expect(fixture.peer.broker.topic(RETRY_TOPIC).stats.droppedAsDuplicate - dropped).toBe(1);
   expect(calls.filter((call) => call.copy !== undefined)).toHaveLength(1);
@@ -257,17 +268,19 @@ it('dead-letters the last copy once its deliveries run out, with the failure not
   expect(settled(messageId).map((d) => [d.messageId, d.deliveryCount, d.settlement])).toEqual([
     [messageId, 1, 'abandoned'],
     [messageId, 2, 'completed'],
-    [`${messageId}:retry:1`, 1, 'abandoned'],
-    [`${messageId}:retry:1`, 2, 'completed'],
-    [`${messageId}:retry:2`, 1, 'abandoned'],
-    [`${messageId}:retry:2`, 2, 'abandoned'],
-    [`${messageId}:retry:2`, 3, 'abandoned'],
+    [`${messageId}:retry:test.delayed-retry:1`, 1, 'abandoned'],
+    [`${messageId}:retry:test.delayed-retry:1`, 2, 'completed'],
+    [`${messageId}:retry:test.delayed-retry:2`, 1, 'abandoned'],
+    [`${messageId}:retry:test.delayed-retry:2`, 2, 'abandoned'],
+    [`${messageId}:retry:test.delayed-retry:2`, 3, 'abandoned'],
   ]);
   const receiver = fixture.client.createReceiver(RETRY_TOPIC, 'test.delayed-retry', {
     subQueueType: 'deadLetter',
   });
   try {
-    const dead = (await receiver.peekMessages(50)).find((m) => m.messageId === `${messageId}:retry:2`);
+    const dead = (await receiver.peekMessages(50)).find(
+      (m) => m.messageId === `${messageId}:retry:test.delayed-retry:2`,
+    );
     expect(dead).toMatchObject({
       subject: RETRY_SUBJECT,
       deadLetterReason: 'MaxDeliveryCountExceeded',

@@ -280,13 +280,17 @@ describe('the decision after a failed delivery', () => {
 });
 
 describe("the copy's identity", () => {
-  it('is <original>:retry:<attempt>, or the hash of an original too long for 128 characters', () => {
-    expect(retryMessageId('payment-1', 1)).toBe('payment-1:retry:1');
-    expect(retryMessageId('x'.repeat(119), 10)).toBe(`${'x'.repeat(119)}:retry:10`);
-    expect(retryMessageId('x'.repeat(119), 10)).toHaveLength(128);
-    const long = 'y'.repeat(120);
-    expect(retryMessageId(long, 10)).toBe(`${hash('sha256', long)}:retry:10`);
-    expect(retryMessageId(long, 10)).not.toBe(retryMessageId('z'.repeat(120), 10));
+  it('is <original>:retry:<subscription>:<attempt>, or the hash of an original too long for 128 characters', () => {
+    expect(retryMessageId('payment-1', 'a.b', 1)).toBe('payment-1:retry:a.b:1');
+    // Two subscriptions of one topic schedule two copies, which duplicate detection keeps apart.
+    expect(retryMessageId('payment-1', 'a.c', 1)).not.toBe(retryMessageId('payment-1', 'a.b', 1));
+    expect(retryMessageId('x'.repeat(115), 'a.b', 10)).toBe(`${'x'.repeat(115)}:retry:a.b:10`);
+    expect(retryMessageId('x'.repeat(115), 'a.b', 10)).toHaveLength(128);
+    const long = 'y'.repeat(116);
+    expect(retryMessageId(long, 'a.b', 10)).toBe(`${hash('sha256', long)}:retry:a.b:10`);
+    expect(retryMessageId(long, 'a.b', 10)).not.toBe(retryMessageId('z'.repeat(116), 'a.b', 10));
+    // The longest: a 128-character original, a 50-character subscription, attempt 10.
+    expect(retryMessageId('x'.repeat(128), 's'.repeat(50), 10).length).toBeLessThanOrEqual(128);
   });
 
   it("carries the body, ContentType, CorrelationId and properties of the delivery, under the retry Subject, with the family's properties", () => {
@@ -306,7 +310,7 @@ describe("the copy's identity", () => {
       },
     );
     expect(retryCopy(failed, 'payments', 'billing.payment-applier', 2)).toEqual({
-      messageId: 'payment-1:retry:2',
+      messageId: 'payment-1:retry:billing.payment-applier:2',
       topic: 'payments',
       subject: RETRY_SUBJECT,
       body: { accountId: 'a', amount: 1 },
@@ -333,7 +337,7 @@ describe("the copy's identity", () => {
       ),
     );
     const next = retryCopy(copy, 'payments', 'a.b', 2);
-    expect(next.messageId).toBe('payment-1:retry:2');
+    expect(next.messageId).toBe('payment-1:retry:a.b:2');
     expect(next.applicationProperties).toEqual(family({ [RETRY_PROPERTIES.attempt]: 2 }));
     const noSubject = retryCopy(
       delivery({}, { subject: undefined, applicationProperties: { [RETRY_PROPERTIES.subject]: 'Stale' } }),

@@ -155,15 +155,15 @@ describe('list', () => {
     expect(rows.map((row) => row.split(/\s+/)[1])).toEqual([
       original('a'),
       original('x'),
-      `${original('x')}:retry:1`,
-      `${original('x')}:retry:2`,
+      `${original('x')}:retry:${RETRYING}:1`,
+      `${original('x')}:retry:${RETRYING}:2`,
       original('b'),
       `broken-${run}`,
     ]);
     expect(rowOf(out.out, original('x'))).toMatch(
       new RegExp(`${SUBJECT}\\s+original\\s+MaxDeliveryCountExceeded`),
     );
-    expect(rowOf(out.out, `${original('x')}:retry:2`)).toMatch(
+    expect(rowOf(out.out, `${original('x')}:retry:${RETRYING}:2`)).toMatch(
       new RegExp(
         `inbox\\.retry\\s+attempt 2 of ${original('x')} \\(${SUBJECT}\\)\\s+MaxDeliveryCountExceeded\\s+gave up\\s+0\\s+\\S+\\s+\\d{4}-`,
       ),
@@ -197,7 +197,10 @@ describe('show', () => {
     const copy = captured(toolEnv(), () => fixture.clock.now());
     const plain = captured(toolEnv(), () => fixture.clock.now());
 
-    await deadLetters(['show', RETRYING, '--topic', TOPIC, `${original('x')}:retry:3`], copy.context);
+    await deadLetters(
+      ['show', RETRYING, '--topic', TOPIC, `${original('x')}:retry:${RETRYING}:3`],
+      copy.context,
+    );
     await deadLetters(['show', RETRYING, '--topic', TOPIC, original('a')], plain.context);
 
     expect(copy.out).toContainEqual(
@@ -215,20 +218,20 @@ describe('resubmit', () => {
     const out = captured(toolEnv(), () => fixture.clock.now());
 
     const code = await deadLetters(
-      ['resubmit', RETRYING, '--topic', TOPIC, '--message-id', `${original('x')}:retry:2`],
+      ['resubmit', RETRYING, '--topic', TOPIC, '--message-id', `${original('x')}:retry:${RETRYING}:2`],
       out.context,
     );
 
     expect(code).toBe(0);
     expect(out.out.join('\n')).toMatch(
       new RegExp(
-        `resubmitted #\\d+ messageId=${original('x')}:retry:2 subject=inbox\\.retry; dead-lettered copy completed`,
+        `resubmitted #\\d+ messageId=${original('x')}:retry:${RETRYING}:2 subject=inbox\\.retry; dead-lettered copy completed`,
       ),
     );
     const [arrived, ...more] = await receive(receiverOf(RETRYING), 2, 1_000);
     expect(more).toEqual([]);
     expect(arrived).toMatchObject({
-      messageId: `${original('x')}:retry:2`,
+      messageId: `${original('x')}:retry:${RETRYING}:2`,
       subject: RETRY_SUBJECT,
       correlationId: `checkout-${run}`,
       contentType: 'application/json',
@@ -265,7 +268,7 @@ describe('resubmit', () => {
     expect(code).toBe(1);
     expect(text).toMatch(
       new RegExp(
-        `refused #\\d+ messageId=${original('x')}:retry:1 .*: a delayed-retry copy, and ${RETRYING} declares no delayedRetry`,
+        `refused #\\d+ messageId=${original('x')}:retry:${RETRYING}:1 .*: a delayed-retry copy, and ${RETRYING} declares no delayedRetry`,
       ),
     );
     expect(text).toMatch(
@@ -276,6 +279,6 @@ describe('resubmit', () => {
     expect(fixture.peer.broker.topic(TOPIC).stats.sent).toBe(sent);
     expect(
       (await peekAll(receiverOf(RETRYING, true))).map((m: ServiceBusReceivedMessage) => m.messageId),
-    ).toEqual([`${original('x')}:retry:1`, `broken-${run}`]);
+    ).toEqual([`${original('x')}:retry:${RETRYING}:1`, `broken-${run}`]);
   });
 });

@@ -101,7 +101,7 @@ describe('retryFamilyOf', () => {
       for: SUBSCRIPTION,
       subject: 'Test',
     });
-    expect(copy(1, 'm-1', 2).messageId).toBe('m-1:retry:2');
+    expect(copy(1, 'm-1', 2).messageId).toBe('m-1:retry:test.consumer:2');
   });
 
   it('leaves an ordinary message alone, whatever properties it carries', () => {
@@ -157,7 +157,7 @@ describe('the inbox key of a copy', () => {
     expect(copied).toMatchObject({
       messageId: 'm-1',
       subject: 'Test',
-      retry: { copyMessageId: 'm-1:retry:2', attempt: 2, for: SUBSCRIPTION },
+      retry: { copyMessageId: 'm-1:retry:test.consumer:2', attempt: 2, for: SUBSCRIPTION },
     });
     expect(markerLocation(consumer, copied)).toEqual(markerLocation(consumer, original));
   });
@@ -171,7 +171,7 @@ describe('the inbox key of a copy', () => {
       markerLocation(consumer, deliveryOf(digits)),
     );
     expect(markerLocation(consumer, deliveryOf(copy(2, '1234567', 1)))).not.toEqual(
-      markerLocation(consumer, delivery(BODY, { messageId: '1234567:retry:1' })),
+      markerLocation(consumer, delivery(BODY, { messageId: '1234567:retry:test.consumer:1' })),
     );
   });
 });
@@ -215,15 +215,15 @@ describe('planResubmit with delayed-retry copies', () => {
     const unknown = planResubmit(queue, { all: true }, { ...rules, retryCopies: undefined });
     const included = planResubmit(queue, { all: true }, { ...rules, includePoison: true, force: true });
 
-    expect(ids(taken.resubmit)).toEqual(['m-1:retry:1']);
+    expect(ids(taken.resubmit)).toEqual(['m-1:retry:test.consumer:1']);
     expect(
       taken.invalidCopies.map(({ message, problem }) => [message.sequenceNumber?.toNumber(), problem]),
     ).toEqual([
       [2, expect.stringMatching(/are missing or malformed$/) as unknown],
       [3, "scheduled for subscription 'other.consumer', not this one"],
     ]);
-    expect(ids(notTaken.unroutable)).toEqual(['m-1:retry:1']);
-    expect(ids(unknown.unroutable)).toEqual(['m-1:retry:1']);
+    expect(ids(notTaken.unroutable)).toEqual(['m-1:retry:test.consumer:1']);
+    expect(ids(unknown.unroutable)).toEqual(['m-1:retry:test.consumer:1']);
     // An invalid copy is never the consumer's to take, whatever the flags.
     expect(included.invalidCopies).toHaveLength(1);
     expect(routeOf(ordinary(1, 'a'), rules)).toEqual({ routed: true });
@@ -238,7 +238,7 @@ describe('planResubmit with delayed-retry copies', () => {
 
     const plan = planResubmit([copy(1, 'm-1', 2)], { all: true }, { ...rules, inboxStates: states });
 
-    expect(ids(plan.applied)).toEqual(['m-1:retry:2']);
+    expect(ids(plan.applied)).toEqual(['m-1:retry:test.consumer:2']);
     expect(plan.resubmit).toEqual([]);
   });
 
@@ -251,16 +251,16 @@ describe('planResubmit with delayed-retry copies', () => {
     ];
 
     const plan = planResubmit(queue, { all: true }, rules);
-    const asked = planResubmit(queue, { messageIds: ['m-1:retry:1'] }, rules);
+    const asked = planResubmit(queue, { messageIds: ['m-1:retry:test.consumer:1'] }, rules);
 
     // The original and its copy go under different MessageIds: the broker keeps both, and the inbox
     // applies the family once.
-    expect(ids(plan.resubmit)).toEqual(['m-1', 'm-1:retry:1']);
+    expect(ids(plan.resubmit)).toEqual(['m-1', 'm-1:retry:test.consumer:1']);
     expect(plan.sameMessageId.map((m) => m.sequenceNumber?.toNumber())).toEqual([3]);
     expect(
       plan.tooEarly.map(({ message, resubmittableAt }) => [message.messageId, resubmittableAt.getTime()]),
-    ).toEqual([['m-1:retry:2', NOW_MS + 1]]);
-    expect(ids(asked.resubmit)).toEqual(['m-1:retry:1']);
+    ).toEqual([['m-1:retry:test.consumer:2', NOW_MS + 1]]);
+    expect(ids(asked.resubmit)).toEqual(['m-1:retry:test.consumer:1']);
   });
 });
 
@@ -270,7 +270,7 @@ describe('resubmittedCopy of a delayed-retry copy', () => {
 
     expect(resubmittedCopy(copy(1, 'm-1', 2), at)).toEqual({
       body: Buffer.from(JSON.stringify(BODY)),
-      messageId: 'm-1:retry:2',
+      messageId: 'm-1:retry:test.consumer:2',
       subject: RETRY_SUBJECT,
       applicationProperties: {
         tenant: 't',
