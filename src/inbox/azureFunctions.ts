@@ -6,8 +6,8 @@ import {
   asOriginal,
   type DelayedRetryBinding,
   resolvedPolicy,
-  retryCopy,
   type ResolvedRetryPolicy,
+  retryCopy,
   retryDecision,
   type RetryScheduler,
 } from './delayedRetry';

@@ -43,8 +43,8 @@ export {
   RETRY_SUBJECT,
   retryCopy,
   retryDecision,
-  type RetryScheduler,
   retryMessageId,
+  type RetryScheduler,
 } from './delayedRetry';
 export { toDelivery } from './delivery';
 export {

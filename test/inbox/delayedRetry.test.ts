@@ -116,15 +116,11 @@ describe('the policy', () => {
     ],
   ])('refuses %s', (_case, value, expected) => {
     const problems = delayedRetryProblems('billing.payment-applier', value, 10);
-    expect(problems).toEqual(
-      expected.map((text) =>
-        expect.stringMatching(
-          new RegExp(
-            `^subscription 'billing\\.payment-applier': delayedRetry[ .]${text.replace(/[.()]/g, '\\$&')}`,
-          ),
-        ),
-      ),
-    );
+    expect(problems).toHaveLength(expected.length);
+    expected.forEach((text, i) => {
+      expect(problems[i]?.startsWith("subscription 'billing.payment-applier': delayedRetry")).toBe(true);
+      expect(problems[i]).toContain(text);
+    });
   });
 
   it('is checked with the topology, which keeps the retry Subject to itself', () => {
