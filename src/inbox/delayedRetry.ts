@@ -106,24 +106,35 @@ export function delayedRetryProblems(
   for (const key of Object.keys(value).filter((name) => !known.has(name)))
     problems.push(`${at} has no setting '${bounded(key, 40)}' (${[...known].join(', ')})`);
   const policy = value as Record<string, unknown>;
-  const integer = (name: string, min: number, max: number, optional: boolean): number | undefined => {
+  const integer = (
+    name: string,
+    min: number,
+    max: number,
+    optional: boolean,
+    range = `from ${min} to ${max}`,
+  ): number | undefined => {
     const field = policy[name];
     if (field === undefined && optional) return undefined;
-    if (typeof field !== 'number' || !Number.isInteger(field) || field < min || field > max) {
-      problems.push(`${at}.${name} must be a whole number from ${min} to ${max}`);
+    // Number.isInteger is false for anything but a number.
+    const whole = Number.isInteger(field) ? (field as number) : NaN;
+    if (!(whole >= min && whole <= max)) {
+      problems.push(`${at}.${name} must be a whole number ${range}`);
       return undefined;
     }
-    return field;
+    return whole;
   };
   integer('attempts', 1, MAX_RETRY_ATTEMPTS, false);
   const first = integer('firstDelaySeconds', 1, MAX_RETRY_DELAY_SECONDS, false);
   integer('maxDelaySeconds', first ?? 1, MAX_RETRY_DELAY_SECONDS, true);
-  integer(
-    'afterDeliveries',
-    1,
-    maxDeliveryCount === undefined ? Number.MAX_SAFE_INTEGER : maxDeliveryCount - 1,
-    true,
-  );
+  if (maxDeliveryCount === undefined)
+    integer(
+      'afterDeliveries',
+      1,
+      Infinity,
+      true,
+      'of at least 1 (below SERVICEBUS_MAX_DELIVERY_COUNT, checked at start)',
+    );
+  else integer('afterDeliveries', 1, maxDeliveryCount - 1, true);
   return problems;
 }
 
@@ -235,10 +246,9 @@ export function asOriginal(delivery: Delivery): Delivery {
     typeof of !== 'string' ||
     of === '' ||
     of.length > MAX_MESSAGE_ID ||
-    typeof attempt !== 'number' ||
     !Number.isInteger(attempt) ||
-    attempt < 1 ||
-    attempt > MAX_RETRY_ATTEMPTS ||
+    (attempt as number) < 1 ||
+    (attempt as number) > MAX_RETRY_ATTEMPTS ||
     typeof target !== 'string' ||
     copyMessageId === undefined ||
     (subject !== undefined && typeof subject !== 'string')
@@ -248,8 +258,8 @@ export function asOriginal(delivery: Delivery): Delivery {
     ...delivery,
     messageId: of,
     messageIdIsLossy: delivery.messageIdIsLossy || isJsonText(of),
-    subject: subject === undefined || subject === '' ? undefined : subject,
-    retry: { copyMessageId, attempt, for: target },
+    subject: subject === '' ? undefined : subject,
+    retry: { copyMessageId, attempt: attempt as number, for: target },
   };
 }
 

@@ -60,6 +60,10 @@ describe('the policy', () => {
     expect(delayedRetryProblems('a.b', { attempts: 2, firstDelaySeconds: 10, afterDeliveries: 500 })).toEqual(
       [],
     );
+    // Without the delivery count (src/topology.json's own check), only its floor; the app checks the rest at start.
+    expect(delayedRetryProblems('a.b', { attempts: 2, firstDelaySeconds: 10, afterDeliveries: 0 })).toEqual([
+      "subscription 'a.b': delayedRetry.afterDeliveries must be a whole number of at least 1 (below SERVICEBUS_MAX_DELIVERY_COUNT, checked at start)",
+    ]);
   });
 
   it.each([
@@ -112,7 +116,7 @@ describe('the policy', () => {
     [
       'a setting it does not have',
       { attempts: 2, firstDelaySeconds: 30, delay: 5 },
-      ["has no setting 'delay'"],
+      ["has no setting 'delay' (attempts, firstDelaySeconds, maxDelaySeconds, afterDeliveries)"],
     ],
   ])('refuses %s', (_case, value, expected) => {
     const problems = delayedRetryProblems('billing.payment-applier', value, 10);
