@@ -40,6 +40,17 @@ it.each<[string, ScenarioOptions]>([
       },
     },
   ],
+  [
+    'with a slow dependency and delayed retries',
+    {
+      seed: 23,
+      messages: 120,
+      faults: {
+        completionLost: 0.05,
+        slowDependencies: [{ startMs: 0, durationMs: 4 * 60_000 }],
+      },
+    },
+  ],
 ])(
   '%s: one seed twice gives the same delivery log',
   async (_name, options) => {
