@@ -245,7 +245,9 @@ function outageTarget(report: ScenarioReport): OutageTarget | undefined {
   if (outages.length === 0) return undefined;
   const resumptions = outages.flatMap((o) => (o.resumedAfterMs === null ? [] : [o.resumedAfterMs]));
   const slowest = resumptions.length > 0 ? Math.max(...resumptions) / 1000 : null;
-  const validDeadLettered = report.accounting.deadLettered.exhausted;
+  // A delayed-retry copy dead-lettered with its retries spent is the slow dependency's (--slow-dependency), not the outage's.
+  const validDeadLettered =
+    report.accounting.deadLettered.exhausted - report.accounting.deadLettered.retriesSpent;
   const resumedWithinOneMinute = slowest === null || slowest <= 60;
   return {
     validDeadLettered,
