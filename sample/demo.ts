@@ -61,6 +61,11 @@ const usage = `Usage: npm run demo -- [options]
                           the topic refuses every outbox send (its Data Sender role missing) from that
                           model minute after publishing starts, for that many minutes; repeatable. The
                           invariant 'topics' checks that the other topics' events are sent meanwhile
+  --slow-dependency <start-minute>:<minutes>
+                          the delayed-retry consumers' dependency (the payment applier's pricing or
+                          fraud service) times out from that model minute after publishing starts, for
+                          that many minutes: their handlers throw, and delayedRetry (src/topology.json)
+                          schedules copies for later; repeatable
   --concurrency <n>       host.json maxConcurrentCalls per function (default 16)
   --duplicate-window <d>  the topics' duplicate detection window, and the app's SERVICEBUS_DUPLICATE_WINDOW
                           (ISO 8601, PT20S to P7D; default PT1H). A short one lets the relay's resends
@@ -84,6 +89,7 @@ const FLAGS = {
     'cosmos-outage': { type: 'string', multiple: true, default: [] as string[] },
     'cosmos-throttling': { type: 'string', multiple: true, default: [] as string[] },
     'topic-refuses': { type: 'string', multiple: true, default: [] as string[] },
+    'slow-dependency': { type: 'string', multiple: true, default: [] as string[] },
     help: { type: 'boolean', short: 'h', default: false },
     ...(Object.fromEntries(
       Object.entries(rateOptions).map(([name, rate]) => [name, { type: 'string', default: String(rate) }]),
@@ -151,6 +157,10 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
         ...values['cosmos-throttling'].map((text) => outage('cosmos-throttling', text, 'throttle')),
       ],
       topicOutages: values['topic-refuses'].map(topicOutage),
+      slowDependencies: values['slow-dependency'].map((text) => {
+        const { startMs, durationMs } = outage('slow-dependency', text, 'unavailable');
+        return { startMs, durationMs };
+      }),
     },
     timeoutMs: 30 * 60_000,
     onProgress: progressPrinter(),
@@ -235,7 +245,9 @@ function outageTarget(report: ScenarioReport): OutageTarget | undefined {
   if (outages.length === 0) return undefined;
   const resumptions = outages.flatMap((o) => (o.resumedAfterMs === null ? [] : [o.resumedAfterMs]));
   const slowest = resumptions.length > 0 ? Math.max(...resumptions) / 1000 : null;
-  const validDeadLettered = report.accounting.deadLettered.exhausted;
+  // A delayed-retry copy dead-lettered with its retries spent is the slow dependency's (--slow-dependency), not the outage's.
+  const validDeadLettered =
+    report.accounting.deadLettered.exhausted - report.accounting.deadLettered.retriesSpent;
   const resumedWithinOneMinute = slowest === null || slowest <= 60;
   return {
     validDeadLettered,
@@ -346,6 +358,13 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
     `                      exhausted: valid messages whose deliveries ran out under the injected faults`,
     `  broker reasons      ${list(a.deadLettered.byReason) || 'none'} (the DeadLetterReason Service Bus sets, poison included;` +
       ` the app's reason for a poison message is in its logs: docs/poison-on-first-delivery.md)`,
+    ...(a.delayedRetries.scheduled === 0
+      ? []
+      : [
+          `  delayed retries     ${a.delayedRetries.scheduled} copies scheduled (+ ${a.delayedRetries.droppedAsDuplicate} scheduled again, dropped by the topic): ` +
+            `${a.delayedRetries.processed} processed, ${a.delayedRetries.retried} failed and scheduled the next, ${a.delayedRetries.deadLettered} dead-lettered` +
+            ` (${a.deadLettered.retriesSpent} with their retries spent; src/topology.json delayedRetry)`,
+        ]),
     '',
     'Outbox',
     `  events staged       ${a.outbox.staged} (one per reservation or backorder, and per shipment planned, in its batch)`,

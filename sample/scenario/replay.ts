@@ -72,5 +72,8 @@ export function replayCommand(options: ScenarioOptions): string {
   for (const { topic, startMs, durationMs } of options.faults?.topicOutages ?? []) {
     flags.push(`--topic-refuses ${topic}:${String(startMs / 60_000)}:${String(durationMs / 60_000)}`);
   }
+  for (const { startMs, durationMs } of options.faults?.slowDependencies ?? []) {
+    flags.push(`--slow-dependency ${String(startMs / 60_000)}:${String(durationMs / 60_000)}`);
+  }
   return `npm run demo -- ${flags.join(' ')}`;
 }

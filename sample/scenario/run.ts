@@ -29,12 +29,16 @@ import {
 import { seededRandom } from '../../local/random';
 import { Broker, type Topic } from '../../local/servicebus/broker';
 import type { Clock } from '../../local/servicebus/clock';
-import { BrokerPublisher, type PublisherFaults } from '../../local/servicebus/publisher';
+import {
+  BrokerPublisher,
+  BrokerRetryScheduler,
+  type PublisherFaults,
+} from '../../local/servicebus/publisher';
 import type * as App from '../../src/app';
 import { functionNameOf, topology } from '../../src/topology';
 import { type CauseTable, duplicateCauses, type MarkerWrite } from './causes';
 import { Simulation } from './simulation';
-import { type Accounting, type Invariant, type SweepRecord, verify } from './verify';
+import { type Accounting, type Invariant, retryOriginals, type SweepRecord, verify } from './verify';
 import { generateWorkload, type Workload, type WorkloadOptions } from './workload';
 
 /**
@@ -59,6 +63,17 @@ export interface ScenarioFaults extends HostFaults, OutboxFaults {
    * (`unavailable`, an outage) or 429 (`throttle`, throttling beyond the SDK's retries).
    */
   cosmosOutages?: CosmosOutage[];
+  /**
+   * Windows of model time, from the start of publishing, in which a dependency the delayed-retry
+   * consumers call (a pricing or fraud service) times out: their handlers throw before staging
+   * anything, and src/topology.json's delayedRetry schedules the copies.
+   */
+  slowDependencies?: SlowDependency[];
+}
+
+export interface SlowDependency {
+  startMs: number;
+  durationMs: number;
 }
 
 /** The outbox relay's faults: its Service Bus sends, and the change feed trigger's processor. */
@@ -165,6 +180,8 @@ export interface ScenarioReport {
     /** The longest outage the app's settings survive without dead-lettering (see src/inbox/breaker.ts). */
     survivableOutageSeconds: number;
   };
+  /** The delayed-retry copies (src/topology.json delayedRetry): see Accounting.delayedRetries. */
+  delayedRetries: Accounting['delayedRetries'];
 }
 
 export interface EnvironmentOptions {
@@ -261,7 +278,7 @@ export class ScenarioEnvironment {
     const parties = this.partiesOf(options, simulation.clock, container, leases);
     this.cosmos.faults.reseed(options.seed ^ 0x1b873593);
     this.injectCosmosFaults(options.faults ?? {});
-    const app = appOnModel(options, simulation.clock, container, parties.publisher);
+    const app = appOnModel(options, simulation.clock, container, parties);
     const sweeper = new SweeperSchedule(
       this.app,
       simulation.clock,
@@ -274,7 +291,11 @@ export class ScenarioEnvironment {
     this.simulation = simulation;
     this.cosmos.setLatencyWait((ms) => simulation.parked(ms));
     try {
-      await this.drive(options, workload, simulation, parties, sweeper, progress, { outages, topicOutages });
+      await this.drive(options, workload, simulation, parties, sweeper, progress, {
+        outages,
+        topicOutages,
+        dependency: app.dependency,
+      });
     } finally {
       progress.stop();
       // Handlers still running (given up at functionTimeout) finish on the model's turns.
@@ -300,6 +321,7 @@ export class ScenarioEnvironment {
       parties.host.deliveries,
       parties.publisher.sends,
       {
+        scheduled: parties.retryScheduler.scheduled,
         topicOutages,
         sweepAgeSeconds: app.runtime.settings.outbox.sweepAgeSeconds,
         sweeps: sweeper.sweeps,
@@ -382,6 +404,7 @@ export class ScenarioEnvironment {
       broker,
       host,
       publisher,
+      retryScheduler: new BrokerRetryScheduler(broker, () => clock.now()),
       relay,
       relayRegistration,
       relayStarting: Promise.resolve(),
@@ -402,7 +425,7 @@ export class ScenarioEnvironment {
     parties: Parties,
     sweeper: SweeperSchedule,
     progress: ProgressReport,
-    windows: { outages: OutageReport[]; topicOutages: TopicOutage[] },
+    windows: { outages: OutageReport[]; topicOutages: TopicOutage[]; dependency: SlowDependencyWindows },
   ): Promise<void> {
     const { clock } = simulation;
     const { broker, host, publisher } = parties;
@@ -434,6 +457,7 @@ export class ScenarioEnvironment {
       windows.topicOutages.push(
         ...scheduleTopicOutages(options.faults?.topicOutages ?? [], clock, publisher),
       );
+      scheduleSlowDependencies(options.faults?.slowDependencies ?? [], clock, windows.dependency);
       await publish('now');
       await outagesOver;
       await drained(parties, simulation);
@@ -568,6 +592,27 @@ function scheduleTopicOutages(
   return windows.map((window) => ({ ...window, startMs: start + window.startMs }));
 }
 
+/**
+ * Makes the delayed-retry consumers' dependency slow in its windows of model time, from now: their
+ * handlers throw while the model clock is in one (appOnModel). Judged by the clock's time, not by
+ * timers: the jump past the duplicate window (drive) moves time without firing them first.
+ */
+function scheduleSlowDependencies(
+  windows: readonly SlowDependency[],
+  clock: Clock,
+  dependency: SlowDependencyWindows,
+): void {
+  const start = clock.now();
+  for (const { startMs, durationMs } of windows)
+    dependency.windows.push({ fromMs: start + startMs, untilMs: start + startMs + durationMs });
+}
+
+/** The slow-dependency windows in model time (epoch ms), and whether one holds `at`. */
+interface SlowDependencyWindows {
+  windows: { fromMs: number; untilMs: number }[];
+  slowAt: (at: number) => boolean;
+}
+
 /** The pipeline's parties in one run. */
 interface Parties {
   /** The run's app container. */
@@ -575,6 +620,8 @@ interface Parties {
   broker: Broker;
   host: FunctionsHost;
   publisher: BrokerPublisher;
+  /** The app's retry scheduler on the broker: the delayed copies it scheduled. */
+  retryScheduler: BrokerRetryScheduler;
   relay: ChangeFeedTrigger;
   relayRegistration: CosmosDBFunction;
   /** The relay's listener starting (the host retries it while it cannot). */
@@ -586,18 +633,22 @@ interface Parties {
 
 /**
  * The app's runtime on the model for one run: its Cosmos DB calls take their turns (the run's
- * client), its waits, clock and random choices are the model's, it publishes to the broker model,
- * and its breaker (one per instance, as in Azure) is fresh and on the model clock. `restore` puts
- * back what the app had.
+ * client), its waits, clock and random choices are the model's, it publishes to the broker model
+ * and schedules its delayed retries there, and its breaker (one per instance, as in Azure) is fresh
+ * and on the model clock. The handlers of the consumers that declare delayedRetry throw while the
+ * model clock is in a window of `dependency` (the slow-dependency fault), without a change to the
+ * consumers' code: their registered `handle` is wrapped. `restore` puts back what the app had.
  */
 function appOnModel(
   { seed, duplicateWindowMs = 3_600_000 }: ScenarioOptions,
   clock: Clock,
   container: Container,
-  publisher: BrokerPublisher,
+  { publisher, retryScheduler }: Pick<Parties, 'publisher' | 'retryScheduler'>,
 ): {
   runtime: InboxRuntime;
   transitions: { opened: number; closed: number };
+  /** When the delayed-retry consumers' dependency is slow. */
+  dependency: SlowDependencyWindows;
   /** The functions of the app's inbox consumers (the others are versioned). */
   inboxFunctions: ReadonlySet<string>;
   restore: () => void;
@@ -613,6 +664,7 @@ function appOnModel(
     sleep: runtime.sleep,
     random: runtime.random,
     publisher: runtime.publisher,
+    retryScheduler: runtime.retryScheduler,
     settings: runtime.settings,
   };
   const transitions = { opened: 0, closed: 0 };
@@ -622,6 +674,7 @@ function appOnModel(
     sleep: (ms: number) => clock.sleep(ms),
     random: seededRandom(seed ^ 0x68e31da4),
     publisher,
+    retryScheduler,
     // The window the run's broker keeps, as the Bicep gives the topics and the app one value: the
     // inbox dates a resend after the window by it (duplicateCause.ts).
     settings: {
@@ -642,13 +695,36 @@ function appOnModel(
   const inboxFunctions = new Set(
     [...registeredConsumers().values()].filter((c) => c.kind === 'inbox').map((c) => functionNameOf(c.name)),
   );
+  const dependency: SlowDependencyWindows = {
+    windows: [],
+    slowAt: (at) => dependency.windows.some((w) => at >= w.fromMs && at < w.untilMs),
+  };
+  const withDelayedRetry = topology.topics.flatMap((t) =>
+    t.subscriptions.filter((s) => s.delayedRetry !== undefined).map((s) => s.name),
+  );
+  const wrapped = withDelayedRetry.flatMap((name) => {
+    const consumer = registeredConsumers().get(name);
+    if (consumer?.kind !== 'inbox') return [];
+    // Kept as it is, to be put back: it is called bound.
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- restored unchanged, never called unbound
+    const handle = consumer.handle;
+    consumer.handle = (message, tx, delivery) => {
+      // A timeout of the dependency the handler calls first: nothing staged yet.
+      if (dependency.slowAt(clock.now()))
+        throw new Error(`${name}: the pricing service did not answer within 30 s (slow dependency)`);
+      return handle.call(consumer, message, tx, delivery);
+    };
+    return [{ consumer, handle }];
+  });
   return {
     runtime,
     transitions,
+    dependency,
     inboxFunctions,
     restore: () => {
       Object.assign(runtime, saved);
       runtime.breaker = new CircuitBreaker(appBreaker);
+      for (const { consumer, handle } of wrapped) consumer.handle = handle;
     },
   };
 }
@@ -734,9 +810,9 @@ async function startRelay(parties: Parties, clock: Clock, stopped: () => boolean
 }
 
 /**
- * Waits until the run is idle: no delivery running or waiting, the relay caught up after a read
- * that came after every write so far (one more poll), and nothing left pending in the outbox (the
- * sweeper's, once the relay's retries are spent). A relay whose listener could not start yet reads
+ * Waits until the run is idle: no delivery running or waiting, no delayed copy scheduled, the
+ * relay caught up after a read that came after every write so far (one more poll), and nothing left
+ * pending in the outbox (the sweeper's, once the relay's retries are spent). A relay whose listener could not start yet reads
  * nothing: only what is pending keeps the run going then.
  */
 async function drained(parties: Parties, simulation: Simulation): Promise<void> {
@@ -751,6 +827,8 @@ async function drained(parties: Parties, simulation: Simulation): Promise<void> 
     await simulation.until(() => host.idle && relayIdle());
     if (
       host.deliveries.length + relay.invocations.length === before &&
+      // A delayed copy scheduled for later keeps the run going: the clock moves on to it.
+      [...parties.broker.topics.values()].every((topic) => topic.scheduledCount === 0) &&
       (await pendingOutbox(parties.container)) === 0
     )
       return;
@@ -791,7 +869,7 @@ function topicFor(broker: Broker, subject: string): Topic {
 function reportOf(
   options: ScenarioOptions,
   workload: Workload,
-  { host, relay, publisher }: Parties,
+  { host, relay, publisher, broker }: Parties,
   sweeper: SweeperSchedule,
   { invariants, accounting }: Awaited<ReturnType<typeof verify>>,
   run: {
@@ -809,6 +887,12 @@ function reportOf(
       {},
     );
   const { elapsedMs } = run;
+  // A delivery of a delayed copy counts as one of its original (the marker's key) for the causes.
+  const originals = retryOriginals(broker);
+  const asOriginals = host.deliveries.map((d) => {
+    const original = originals.get(d.messageId ?? '');
+    return original === undefined ? d : { ...d, messageId: original };
+  });
   return {
     seed: options.seed,
     relay: {
@@ -833,7 +917,7 @@ function reportOf(
     },
     deliveryLog: host.deliveries,
     duplicateCauses: duplicateCauses({
-      deliveries: host.deliveries,
+      deliveries: asOriginals,
       inboxFunctions: run.inboxFunctions,
       markers: run.markers,
       relayed: new Set(publisher.sends.map((send) => send.messageId)),
@@ -866,6 +950,7 @@ function reportOf(
       }),
       survivableOutageSeconds: run.survivableOutageSeconds,
     },
+    delayedRetries: accounting.delayedRetries,
   };
 }
 

@@ -6,12 +6,15 @@ import {
   OUTBOX_TYPE,
   type OutboxDocument,
   outgoingMessageId,
+  RETRY_PROPERTIES,
+  RETRY_SUBJECT,
   SUSPECTED_PRODUCER_DUPLICATE,
 } from '#inbox/internal';
 
 import type { DeliveryRecord } from '../../local/host/brokerHost';
 import type { Broker, BrokerMessage } from '../../local/servicebus/broker';
-import type { PublishRecord } from '../../local/servicebus/publisher';
+import type { PublishRecord, ScheduleRecord } from '../../local/servicebus/publisher';
+import { topology } from '../../src/topology';
 import type { Backorder, Invoice, InvoiceStatus, Product, Shipment, UnappliedPayment } from '../src';
 import { invoiceStatusProjector, SAMPLE_EVENTS, shipmentPlanner, stockReserver, SUBJECTS } from '../src';
 import type { TopicOutage } from './run';
@@ -20,8 +23,10 @@ import type { Workload, WorkloadEvent } from './workload';
 /**
  * The claims of the template, checked after a run against the stored state and the broker:
  *   effects      every valid message's effect is applied exactly once
- *   settled      every message ends completed or dead-lettered: none lost, none left locked
- *   dead-letters the dead-letter queue holds only poison or exhausted messages, each with a reason
+ *   settled      every message ends completed or dead-lettered: none lost, none left locked; every
+ *                delayed-retry copy scheduled is enqueued and settles too
+ *   dead-letters the dead-letter queue holds only poison or exhausted messages, each with a reason;
+ *                a delayed-retry copy only when it is the last of its policy (its retries spent)
  *   markers      the markers are exactly the (consumer, MessageId) pairs that were processed
  *   duplicates   duplicates injected = dropped by the broker + absorbed by the inbox
  *   outbox       every event a committed batch staged is published, and applied downstream once
@@ -33,6 +38,11 @@ import type { Workload, WorkloadEvent } from './workload';
  *   reminted     every copy the producer sent under a fresh MessageId, completed after another copy
  *                of its event applied it, was absorbed as a suspected producer duplicate (100 %
  *                detected); no other delivery was taken for one; no event applied under two MessageIds
+ *
+ * A delayed-retry copy (src/inbox/delayedRetry.ts) counts as its original: its MessageId maps to the
+ * original's by its inboxRetryOf property. Copies are not duplicates anyone injected: they are left
+ * out of the `duplicates` equation (the broker's drops of a copy scheduled again included) and
+ * counted apart (Accounting.delayedRetries).
  */
 export interface Invariant {
   name: 'effects' | 'settled' | 'dead-letters' | 'markers' | 'duplicates' | 'outbox' | 'topics' | 'reminted';
@@ -48,7 +58,28 @@ export interface Accounting {
   droppedByBroker: number;
   absorbedByInbox: number;
   completedCopies: number;
-  deadLettered: { total: number; poison: number; exhausted: number; byReason: Record<string, number> };
+  deadLettered: {
+    total: number;
+    poison: number;
+    /** Valid messages dead-lettered once their deliveries ran out, retriesSpent included. */
+    exhausted: number;
+    /** Of those, the last delayed-retry copies: their policy's retries were spent. */
+    retriesSpent: number;
+    byReason: Record<string, number>;
+  };
+  /**
+   * The delayed-retry copies the handlers scheduled (src/topology.json delayedRetry): taken by the
+   * topic (`scheduled`; those its duplicate detection dropped, scheduled again by a redelivery, are
+   * `droppedAsDuplicate`), then each settled by processing (`processed`: applied or found a
+   * duplicate), by scheduling the next copy (`retried`), or dead-lettered.
+   */
+  delayedRetries: {
+    scheduled: number;
+    droppedAsDuplicate: number;
+    processed: number;
+    retried: number;
+    deadLettered: number;
+  };
   /** Copies the producer sent under a fresh MessageId (WorkloadOptions.remintIds). */
   reminted: {
     /** Re-minted sends. */
@@ -90,6 +121,8 @@ export interface TopicTiming {
   sweeps: readonly SweepRecord[];
   /** The last error of each relay page that failed. */
   relayErrors: readonly string[];
+  /** The delayed-retry copies the app scheduled on the broker. */
+  scheduled?: readonly ScheduleRecord[];
 }
 
 /** One run of the outbox sweeper. */
@@ -131,11 +164,12 @@ export async function verify(
   published: readonly PublishRecord[],
   timing: TopicTiming = { topicOutages: [], sweepAgeSeconds: 0, sweeps: [], relayErrors: [] },
 ): Promise<Verification> {
-  const facts = await factsOf(workload, container, broker, deliveries, published);
+  const facts = await factsOf(workload, container, broker, deliveries, published, timing.scheduled ?? []);
   const markers = checkMarkers(facts);
   const effects = checkEffects(facts);
   const settled = checkSettled(facts);
   const deadLetters = checkDeadLetters(facts);
+  const delayedRetries = delayedRetriesOf(facts);
   const duplicates = checkDuplicates(facts);
   const outbox = checkOutbox(facts);
   const topics = topicsInvariant(facts.outboxDocuments, facts.stagedAll, published, timing);
@@ -162,8 +196,10 @@ export async function verify(
         total: facts.deadLetters.length,
         poison: deadLetters.poison,
         exhausted: deadLetters.exhausted,
+        retriesSpent: deadLetters.retriesSpent,
         byReason: deadLetters.byReason,
       },
+      delayedRetries,
       reminted: {
         sends: facts.workload.reminted.size,
         absorbable: reminted.absorbable,
@@ -224,9 +260,60 @@ interface Facts {
   applied: (event: WorkloadEvent) => Marker | undefined;
   /** The MessageIds an event was sent under: its own, then those the producer re-minted. */
   idsOf: (event: WorkloadEvent) => string[];
-  /** The event's own MessageId for any MessageId it was sent under; others unchanged. */
+  /** The event's own MessageId for any MessageId it was sent under (a delayed copy's too); others unchanged. */
   eventIdOf: (messageId: string | undefined) => string | undefined;
+  /** The original MessageId of a delayed copy's (by its inboxRetryOf); any other unchanged. */
+  originalOf: (messageId: string | undefined) => string | undefined;
+  /** The delayed copies that settled, by their own MessageId, and those the app scheduled. */
+  retryCopies: Map<string, RetryCopy[]>;
+  scheduled: readonly ScheduleRecord[];
+  /** Broker sequence numbers of the messages a delivery completed by scheduling a delayed copy. */
+  completedByRetry: Set<number>;
 }
+
+/** A delayed-retry copy as it settled: which copy of which original, and how. */
+interface RetryCopy {
+  message: BrokerMessage;
+  original: string;
+  attempt: number;
+  for: string;
+  settlement: 'completed' | 'dead-lettered';
+}
+
+/** The original MessageId, attempt and subscription of a delayed copy; undefined for any other message. */
+function retryFamilyOf(
+  message: BrokerMessage,
+): { original: string; attempt: number; for: string } | undefined {
+  if (message.subject !== RETRY_SUBJECT) return undefined;
+  const properties = message.applicationProperties ?? {};
+  const original = properties[RETRY_PROPERTIES.of];
+  const attempt = properties[RETRY_PROPERTIES.attempt];
+  const target = properties[RETRY_PROPERTIES.for];
+  if (typeof original !== 'string' || typeof attempt !== 'number' || typeof target !== 'string')
+    return undefined;
+  return { original, attempt, for: target };
+}
+
+/**
+ * The original MessageId of each delayed copy the broker settled (completed or dead-lettered), by
+ * the copy's own MessageId: what a delivery of the copy counts as (causes.ts too).
+ */
+export function retryOriginals(broker: Broker): Map<string, string> {
+  const originals = new Map<string, string>();
+  for (const subscription of broker.subscriptions)
+    for (const message of [...subscription.entity.completed, ...subscription.deadLetterQueue.peek()]) {
+      const family = retryFamilyOf(message);
+      if (family !== undefined) originals.set(message.messageId ?? '', family.original);
+    }
+  return originals;
+}
+
+/** The delayed-retry attempts each subscription's policy allows (src/topology.json). */
+const retryAttemptsOf = new Map(
+  topology.topics.flatMap((t) =>
+    t.subscriptions.flatMap((s) => (s.delayedRetry === undefined ? [] : [[s.name, s.delayedRetry.attempts]])),
+  ) as [string, number][],
+);
 
 async function factsOf(
   workload: Workload,
@@ -234,6 +321,7 @@ async function factsOf(
   broker: Broker,
   deliveries: readonly DeliveryRecord[],
   published: readonly PublishRecord[],
+  scheduled: readonly ScheduleRecord[],
 ): Promise<Facts> {
   const { resources: documents } = await container.items
     .query<Record<string, unknown>>('SELECT * FROM c')
@@ -253,6 +341,26 @@ async function factsOf(
   ];
   const subscriptions = broker.subscriptions;
   const completed = subscriptions.flatMap((s) => s.entity.completed);
+  const deadLetters = subscriptions.flatMap((s) => s.deadLetterQueue.peek());
+  const retryCopies = new Map<string, RetryCopy[]>();
+  for (const [settlement, messages] of [
+    ['completed', completed],
+    ['dead-lettered', deadLetters],
+  ] as const) {
+    for (const message of messages) {
+      const family = retryFamilyOf(message);
+      if (family === undefined) continue;
+      const id = message.messageId ?? '';
+      retryCopies.set(id, [...(retryCopies.get(id) ?? []), { message, ...family, settlement }]);
+    }
+  }
+  const originalOf = (messageId: string | undefined): string | undefined =>
+    retryCopies.get(messageId ?? '')?.[0]?.original ?? messageId;
+  const completedByRetry = new Set(
+    deliveries
+      .filter((d) => d.settlement === 'completed' && d.outcome === 'retried')
+      .map((d) => d.sequenceNumber),
+  );
   const markerKeys = new Map<string, Marker>();
   const duplicateMarkers: string[] = [];
   for (const marker of markers) {
@@ -274,8 +382,12 @@ async function factsOf(
     eventsById,
     subscriptions,
     completed,
-    deadLetters: subscriptions.flatMap((s) => s.deadLetterQueue.peek()),
-    completedIds: new Set(completed.map((m) => m.messageId)),
+    deadLetters,
+    // Completed by processing, as the original: a delivery that scheduled a delayed copy completed
+    // its message without applying it.
+    completedIds: new Set(
+      completed.filter((m) => !completedByRetry.has(m.sequenceNumber)).map((m) => originalOf(m.messageId)),
+    ),
     staged,
     planned,
     stagedAll: new Map([...staged, ...planned]),
@@ -285,7 +397,14 @@ async function factsOf(
         .map((id) => markerKeys.get(`${consumerOf(event.kind)}|${id}`))
         .find((marker) => marker !== undefined),
     idsOf,
-    eventIdOf: (messageId) => workload.reminted.get(messageId ?? '') ?? messageId,
+    eventIdOf: (messageId) => {
+      const original = originalOf(messageId);
+      return workload.reminted.get(original ?? '') ?? original;
+    },
+    originalOf,
+    retryCopies,
+    scheduled,
+    completedByRetry,
   };
 }
 
@@ -517,7 +636,17 @@ function checkStatuses({ workload, completedIds, ofType }: Facts): { problems: s
 }
 
 /** settled: every message ends completed or dead-lettered: none lost, none left locked. */
-function checkSettled({ workload, subscriptions, completed, deadLetters, staged }: Facts): Check {
+function checkSettled({
+  workload,
+  broker,
+  subscriptions,
+  completed,
+  deadLetters,
+  staged,
+  originalOf,
+  retryCopies,
+  scheduled,
+}: Facts): Check {
   const problems: string[] = [];
   for (const subscription of subscriptions) {
     const left = subscription.entity.peek();
@@ -527,8 +656,27 @@ function checkSettled({ workload, subscriptions, completed, deadLetters, staged 
       );
   }
   const copies = new Map<string, number>();
-  for (const message of [...completed, ...deadLetters])
-    copies.set(message.messageId ?? '', (copies.get(message.messageId ?? '') ?? 0) + 1);
+  for (const message of [...completed, ...deadLetters]) {
+    const id = originalOf(message.messageId) ?? '';
+    copies.set(id, (copies.get(id) ?? 0) + 1);
+  }
+  // Every delayed copy the topic took was enqueued (none still scheduled) and settled, once.
+  for (const topic of broker.topics.values())
+    if (topic.scheduledCount > 0)
+      problems.push(`${topic.name}: ${topic.scheduledCount} delayed copies still scheduled`);
+  const taken = scheduled.filter((s) => s.accepted);
+  // The same copy may be taken twice: scheduled again after the duplicate window (for a late resend
+  // of its original, which failed too), it is a message of its own.
+  const takenTimes = new Map<string, number>();
+  for (const { messageId } of taken) takenTimes.set(messageId, (takenTimes.get(messageId) ?? 0) + 1);
+  for (const [messageId, times] of takenTimes) {
+    const settled = retryCopies.get(messageId)?.length ?? 0;
+    if (settled !== times)
+      problems.push(`delayed copy ${messageId} scheduled ${times} times, settled ${settled} times`);
+  }
+  const settledCopies = [...retryCopies.values()].reduce((n, list) => n + list.length, 0);
+  if (settledCopies !== taken.length)
+    problems.push(`${taken.length} delayed copies scheduled, but ${settledCopies} settled`);
   const acceptedCopies = subscriptions.reduce((sum, s) => sum + s.entity.enqueued, 0);
   if (completed.length + deadLetters.length !== acceptedCopies) {
     problems.push(
@@ -540,7 +688,9 @@ function checkSettled({ workload, subscriptions, completed, deadLetters, staged 
   }
   return {
     problems,
-    checked: `${acceptedCopies} copies: ${completed.length} completed, ${deadLetters.length} dead-lettered, none left`,
+    checked:
+      `${acceptedCopies} copies: ${completed.length} completed, ${deadLetters.length} dead-lettered, none left` +
+      (taken.length === 0 ? '' : `; ${taken.length} delayed-retry copies scheduled, each settled`),
   };
 }
 
@@ -550,9 +700,18 @@ function checkSettled({ workload, subscriptions, completed, deadLetters, staged 
  * log lines, one per delivery, which must all say poison. A valid message may be exhausted by
  * faults, but must never have been taken for poison.
  */
-function checkDeadLetters({ workload, deliveries, deadLetters, completed, eventsById }: Facts): Check & {
+function checkDeadLetters({
+  workload,
+  deliveries,
+  deadLetters,
+  completed,
+  eventsById,
+  originalOf,
+  retryCopies,
+}: Facts): Check & {
   poison: number;
   exhausted: number;
+  retriesSpent: number;
   byReason: Record<string, number>;
 } {
   const problems: string[] = [];
@@ -560,13 +719,13 @@ function checkDeadLetters({ workload, deliveries, deadLetters, completed, events
   const outcomesOf = new Map<string, (string | undefined)[]>();
   for (const record of deliveries) {
     if (record.settlement === 'crashed' && record.outcome === undefined) continue; // the handler never ran
-    outcomesOf.set(record.messageId ?? '', [
-      ...(outcomesOf.get(record.messageId ?? '') ?? []),
-      record.outcome,
-    ]);
+    // A delayed copy's deliveries are its original's.
+    const id = originalOf(record.messageId) ?? '';
+    outcomesOf.set(id, [...(outcomesOf.get(id) ?? []), record.outcome]);
   }
   let poisonDeadLettered = 0;
   let exhausted = 0;
+  let retriesSpent = 0;
   for (const message of deadLetters) {
     const reason = message.deadLetter?.reason ?? '(none)';
     byReason[reason] = (byReason[reason] ?? 0) + 1;
@@ -576,8 +735,19 @@ function checkDeadLetters({ workload, deliveries, deadLetters, completed, events
     ) {
       problems.push(`${message.messageId} was dead-lettered without a reason and description`);
     }
-    if (eventsById.get(message.messageId ?? '')?.kind === 'poison') poisonDeadLettered++;
+    const copy = retryCopies.get(message.messageId ?? '')?.[0];
+    if (eventsById.get(originalOf(message.messageId) ?? '')?.kind === 'poison') poisonDeadLettered++;
     else exhausted++;
+    if (copy !== undefined) {
+      // A copy is dead-lettered only once the policy's last copy failed too: an earlier one
+      // schedules the next instead (or is given back when it cannot, and comes back).
+      const attempts = retryAttemptsOf.get(copy.for);
+      if (copy.attempt === attempts) retriesSpent++;
+      else
+        problems.push(
+          `delayed copy ${message.messageId} (attempt ${copy.attempt} of ${attempts ?? 'none'}) was dead-lettered before its retries were spent`,
+        );
+    }
   }
   for (const event of workload.events) {
     const outcomes = outcomesOf.get(event.messageId) ?? [];
@@ -591,14 +761,18 @@ function checkDeadLetters({ workload, deliveries, deadLetters, completed, events
     }
   }
   for (const message of completed) {
-    if (eventsById.get(message.messageId ?? '')?.kind === 'poison')
+    if (eventsById.get(originalOf(message.messageId) ?? '')?.kind === 'poison')
       problems.push(`poison ${message.messageId} was completed`);
   }
   return {
     problems,
-    checked: `${poisonDeadLettered} poison and ${exhausted} exhausted, each with its reason`,
+    checked:
+      `${poisonDeadLettered} poison and ${exhausted} exhausted` +
+      (retriesSpent === 0 ? '' : ` (${retriesSpent} the last delayed-retry copy, its retries spent)`) +
+      ', each with its reason',
     poison: poisonDeadLettered,
     exhausted,
+    retriesSpent,
     byReason,
   };
 }
@@ -617,6 +791,8 @@ function checkDuplicates({
   deadLetters,
   eventsById,
   eventIdOf,
+  retryCopies,
+  scheduled,
 }: Facts): Check & {
   injectedDuplicates: number;
   relayResends: number;
@@ -624,12 +800,17 @@ function checkDuplicates({
   absorbedByInbox: number;
   discardedResends: number;
 } {
-  const droppedByBroker = [...broker.topics.values()].reduce((sum, t) => sum + t.stats.droppedAsDuplicate, 0);
+  // A delayed copy scheduled again (a redelivery of a delivery that had scheduled it) is dropped by
+  // the topic too, but nobody injected it.
+  const droppedByBroker =
+    [...broker.topics.values()].reduce((sum, t) => sum + t.stats.droppedAsDuplicate, 0) -
+    scheduled.filter((s) => !s.accepted).length;
   const publishedIds = new Set(published.map((p) => p.messageId));
   const relayResends = published.length - publishedIds.size;
   const injectedDuplicates = workload.sends.length - workload.events.length;
   const settledValidCopies = [...completed, ...deadLetters].filter(
-    (m: BrokerMessage) => eventsById.get(m.messageId ?? '')?.kind !== 'poison',
+    (m: BrokerMessage) =>
+      !retryCopies.has(m.messageId ?? '') && eventsById.get(m.messageId ?? '')?.kind !== 'poison',
   );
   // Copies of one event: a re-minted copy has a MessageId of its own, and counts with its event.
   const uniqueValid = new Set(settledValidCopies.map((m) => eventIdOf(m.messageId))).size;
@@ -659,7 +840,7 @@ function checkDuplicates({
  * completed, was absorbed as a suspected producer duplicate on each delivery that completed it;
  * no delivery of anything else was named one; no event holds markers under two MessageIds.
  */
-function checkReminted({ workload, deliveries, markerKeys, idsOf }: Facts): Check & {
+function checkReminted({ workload, deliveries, markerKeys, idsOf, originalOf }: Facts): Check & {
   absorbable: number;
   detected: number;
   falsePositives: number;
@@ -678,7 +859,10 @@ function checkReminted({ workload, deliveries, markerKeys, idsOf }: Facts): Chec
     for (const id of ids) {
       if (holders.includes(id)) continue;
       mayBeSuspected.add(id);
-      const completing = deliveries.filter((d) => d.messageId === id && d.settlement === 'completed');
+      // Its delayed copies' deliveries are its own; one that scheduled a copy applied nothing.
+      const completing = deliveries.filter(
+        (d) => originalOf(d.messageId) === id && d.settlement === 'completed' && d.outcome !== 'retried',
+      );
       if (completing.length === 0) continue; // dead-lettered, or the event never applied
       absorbable++;
       if (completing.every((d) => d.outcome === 'duplicate' && suspected(d))) detected++;
@@ -688,7 +872,9 @@ function checkReminted({ workload, deliveries, markerKeys, idsOf }: Facts): Chec
         );
     }
   }
-  const falsePositives = deliveries.filter((d) => suspected(d) && !mayBeSuspected.has(d.messageId ?? ''));
+  const falsePositives = deliveries.filter(
+    (d) => suspected(d) && !mayBeSuspected.has(originalOf(d.messageId) ?? ''),
+  );
   for (const d of falsePositives.slice(0, 5))
     problems.push(`${String(d.messageId)} (${d.function}) was taken for a producer duplicate`);
   return {
@@ -710,6 +896,7 @@ function checkOutbox({
   deadLetters,
   markerKeys,
   ofType,
+  originalOf,
 }: Facts): Check & {
   shipments: number;
 } {
@@ -734,7 +921,7 @@ function checkOutbox({
     if (!publishedIds.has(event.messageId))
       problems.push(`${event.subject} ${event.messageId} never published`);
   }
-  const deadLetteredIds = new Set(deadLetters.map((m) => m.messageId));
+  const deadLetteredIds = new Set(deadLetters.map((m) => originalOf(m.messageId)));
   const shipments = ofType<Shipment>('shipment');
   const shipmentsByOrder = new Map(shipments.map((shipment) => [shipment.orderId, shipment]));
   for (const event of staged.values()) {
@@ -824,5 +1011,21 @@ function topicsInvariant(
   return {
     problems,
     checked: `while ${refused} refused sends, ${judged} events of other topics were each sent by the relay or by the first sweeper run that found them due (${bySweeper} by the sweeper); no relay page was retried for a refusal`,
+  };
+}
+
+/** The delayed-retry copies: how many the topics took, and how each settled. */
+function delayedRetriesOf({ retryCopies, scheduled, completedByRetry }: Facts): Accounting['delayedRetries'] {
+  const settled = [...retryCopies.values()].flat();
+  const retried = settled.filter(
+    (c) => c.settlement === 'completed' && completedByRetry.has(c.message.sequenceNumber),
+  ).length;
+  const deadLettered = settled.filter((c) => c.settlement === 'dead-lettered').length;
+  return {
+    scheduled: scheduled.filter((s) => s.accepted).length,
+    droppedAsDuplicate: scheduled.filter((s) => !s.accepted).length,
+    processed: settled.length - retried - deadLettered,
+    retried,
+    deadLettered,
   };
 }

@@ -161,6 +161,13 @@ describe('npm run demo', () => {
     expect(String(run.stderr)).toContain("--cosmos-outage must be <start-minute>:<minutes>; got '30'");
   });
 
+  it('refuses a malformed --slow-dependency', () => {
+    const run = tsx(['sample/demo.ts', '--slow-dependency', '0:5:1']);
+
+    expect(run.status).toBe(2);
+    expect(String(run.stderr)).toContain("--slow-dependency must be <start-minute>:<minutes>; got '0:5:1'");
+  });
+
   it('refuses a bad option with a clear message and exit code 2', () => {
     const run = tsx(['sample/demo.ts', '--messages', 'many']);
 

@@ -76,6 +76,16 @@ const scenarios: fc.Arbitrary<ScenarioOptions> = fc.record({
       }),
       { maxLength: publishedTopics.length > 0 ? 1 : 0 },
     ),
+    // At most one window, up to 15 model minutes, in which the delayed-retry consumers' dependency
+    // times out: shorter than the payment applier's schedule (7 minutes and more) its copies ride it
+    // out; longer, the last copy is dead-lettered with its retries spent.
+    slowDependencies: fc.array(
+      fc.record({
+        startMs: fc.integer({ min: 0, max: 3 * 60_000 }),
+        durationMs: fc.integer({ min: 60_000, max: 15 * 60_000 }),
+      }),
+      { maxLength: 1 },
+    ),
   }),
 });
 

@@ -1,3 +1,4 @@
+import { replayCommand } from '../../scenario/replay';
 import { logLine, ScenarioEnvironment, type ScenarioOptions } from '../../scenario/run';
 
 /**
@@ -40,6 +41,17 @@ it.each<[string, ScenarioOptions]>([
       },
     },
   ],
+  [
+    'with a slow dependency and delayed retries',
+    {
+      seed: 23,
+      messages: 120,
+      faults: {
+        completionLost: 0.05,
+        slowDependencies: [{ startMs: 0, durationMs: 4 * 60_000 }],
+      },
+    },
+  ],
 ])(
   '%s: one seed twice gives the same delivery log',
   async (_name, options) => {
@@ -51,3 +63,18 @@ it.each<[string, ScenarioOptions]>([
   },
   300_000,
 );
+
+it('the replay command repeats each slow-dependency window in model minutes', () => {
+  const command = replayCommand({
+    seed: 5,
+    messages: 3000,
+    faults: {
+      slowDependencies: [
+        { startMs: 0, durationMs: 5 * 60_000 },
+        { startMs: 90_000, durationMs: 30_000 },
+      ],
+    },
+  });
+
+  expect(command).toContain(' --slow-dependency 0:5 --slow-dependency 1.5:0.5');
+});

@@ -145,6 +145,59 @@ describe('scenarios', () => {
     expect(report.duplicateCauses.diagonal).toBe(true);
   });
 
+  // The payment applier declares delayedRetry in src/topology.json: 3 copies, 60 s then 120 s then
+  // 240 s later (+ up to 10 %), so a payment first failing at t is tried last at t + 7 minutes or more.
+  it('a slow dependency shorter than the retry schedule: copies ride it out, nothing valid is dead-lettered, each payment applied once', async () => {
+    const report = await environment.run({
+      messages: 200,
+      seed: 31,
+      poison: 0.02,
+      // Deliveries that scheduled a copy and lost their completion schedule it again: the topic drops it.
+      faults: {
+        completionLost: 0.05,
+        crashAfterCommit: 0.03,
+        slowDependencies: [{ startMs: 0, durationMs: 5 * 60_000 }],
+      },
+    });
+
+    expect(failures(report)).toEqual([]);
+    const { delayedRetries, deadLettered, effects } = report.accounting;
+    expect(delayedRetries.scheduled).toBeGreaterThan(0);
+    expect(delayedRetries.processed).toBeGreaterThan(0);
+    expect(delayedRetries.deadLettered).toBe(0);
+    // Every copy settled: applied (or found a duplicate), or failed and scheduled the next.
+    expect(delayedRetries.processed + delayedRetries.retried).toBe(delayedRetries.scheduled);
+    expect(report.delayedRetries).toEqual(delayedRetries);
+    expect(deadLettered.exhausted).toBe(0);
+    expect(deadLettered.retriesSpent).toBe(0);
+    expect(deadLettered.total).toBe(deadLettered.poison);
+    expect(effects.payments + effects.unappliedPayments).toBeGreaterThan(0);
+    expect(report.duplicateCauses.diagonal).toBe(true);
+  });
+
+  it('a slow dependency that outlasts the retry schedule: the last copy is dead-lettered with its retries spent, which the invariants expect', async () => {
+    const report = await environment.run({
+      messages: 80,
+      seed: 32,
+      poison: 0,
+      resendOutsideWindow: 0,
+      faults: { slowDependencies: [{ startMs: 0, durationMs: 15 * 60_000 }] },
+    });
+
+    expect(failures(report)).toEqual([]);
+    const { delayedRetries, deadLettered, effects } = report.accounting;
+    expect(delayedRetries.deadLettered).toBeGreaterThan(0);
+    // Each payment's three copies: two failed and scheduled the next, the third was dead-lettered.
+    expect(delayedRetries.retried).toBe(2 * delayedRetries.deadLettered);
+    expect(delayedRetries.processed).toBe(0);
+    expect(deadLettered.retriesSpent).toBe(delayedRetries.deadLettered);
+    expect(deadLettered.exhausted).toBe(deadLettered.retriesSpent);
+    expect(deadLettered.byReason).toEqual({ MaxDeliveryCountExceeded: deadLettered.total });
+    expect(effects.payments + effects.unappliedPayments).toBe(0);
+    // The other consumers did not wait for it.
+    expect(effects.reservations + effects.backorders).toBeGreaterThan(0);
+  });
+
   it('without re-minted ids, no delivery is taken for a producer duplicate', async () => {
     const report = await environment.run({
       messages: 200,
