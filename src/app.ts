@@ -46,7 +46,7 @@ import {
 import type * as AzureMonitor from './azureMonitor';
 import { deployedEntitiesReader } from './serviceBusEntities';
 import type * as ServiceBusPublisher from './serviceBusPublisher';
-import { bindingOf, functionNameOf, outboxRoutesOf } from './topology';
+import { bindingOf, type ConsumerBinding, functionNameOf, outboxRoutesOf } from './topology';
 
 /**
  * The composition root: what the function files share. Loading it validates every setting, so an
@@ -123,8 +123,8 @@ export async function checkDeployedEntities(): Promise<void> {
   assertNoUnsafeDrift(drifts);
 }
 
-/** The topics and subscriptions the registered consumers read from. */
-function consumerBindings(): { topic: string; subscription: string }[] {
+/** The topics and subscriptions the registered consumers read from, with their delayed retry. */
+function consumerBindings(): ConsumerBinding[] {
   return [...consumers.keys()].map((name) => bindingOf(name));
 }
 
@@ -315,7 +315,28 @@ function deployedEntitiesOf(
   settings: ReturnType<typeof loadSettings>,
 ): Pick<InboxRuntime, 'deployedEntities'> {
   const read = deployedEntitiesReader(settings.serviceBus, settings.cosmos.clientId);
-  return read === undefined ? {} : { deployedEntities: () => read(consumerBindings()) };
+  if (read === undefined) return {};
+  return {
+    deployedEntities: async () => {
+      const bindings = consumerBindings();
+      const deployed = await read(bindings);
+      // A subscription's delayed retry lengthens its bound (src/inbox/entityDrift.ts).
+      const delays = new Map(
+        bindings.flatMap(({ topic, subscription, delayedRetry }) =>
+          delayedRetry === undefined
+            ? []
+            : [[`${topic}/${subscription}`, longestRetryDelaySeconds(resolvedPolicy(delayedRetry))] as const],
+        ),
+      );
+      return {
+        ...deployed,
+        subscriptions: deployed.subscriptions.map((entity) => {
+          const delay = delays.get(`${entity.topic}/${entity.subscription}`);
+          return delay === undefined ? entity : { ...entity, longestRetryDelaySeconds: delay };
+        }),
+      };
+    },
+  };
 }
 
 type ServiceBusPublisherModule = typeof ServiceBusPublisher;

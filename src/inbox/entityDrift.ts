@@ -10,8 +10,8 @@ import { retentionBoundSeconds, type Settings } from './settings';
  * Read through Azure Resource Manager (the property names are ARM's, as infra/modules/servicebus.bicep
  * writes them), a value that differs from its setting is drift. Drift is unsafe when it breaks
  * what the inbox relies on: a subscription whose deployed lock duration × max delivery count + TTL
- * + resubmit margin reaches INBOX_RETENTION (a marker could be purged before its message stops
- * coming back), or a topic whose duplicate detection is off or shorter than
+ * + resubmit margin (+ the longest delay of its delayed retry, when it has one) reaches
+ * INBOX_RETENTION (a marker could be purged before its message stops coming back), or a topic whose duplicate detection is off or shorter than
  * SERVICEBUS_DUPLICATE_WINDOW (the outbox's resends inside that window would pass it).
  */
 export interface DeployedSubscription {
@@ -19,6 +19,12 @@ export interface DeployedSubscription {
   subscription: string;
   /** ARM `properties` of `Microsoft.ServiceBus/namespaces/topics/subscriptions`. */
   properties: { lockDuration?: unknown; maxDeliveryCount?: unknown; defaultMessageTimeToLive?: unknown };
+  /**
+   * Not ARM's: the longest wait of the subscription's delayed retry (delayedRetry.ts), seconds,
+   * which the app adds when it declares one. A copy scheduled just before its original succeeded
+   * comes that much later, so the bound must cover it too.
+   */
+  longestRetryDelaySeconds?: number;
 }
 
 export interface DeployedTopic {
@@ -88,7 +94,7 @@ export function entityDrift(settings: Settings, deployed: DeployedEntities): Dri
       });
     }
   }
-  for (const { topic, subscription, properties } of deployed.subscriptions) {
+  for (const { topic, subscription, properties, longestRetryDelaySeconds = 0 } of deployed.subscriptions) {
     const lock = seconds(properties.lockDuration);
     const deliveries = count(properties.maxDeliveryCount);
     const ownTtl = seconds(properties.defaultMessageTimeToLive);
@@ -102,7 +108,7 @@ export function entityDrift(settings: Settings, deployed: DeployedEntities): Dri
             maxDeliveryCount: deliveries,
             messageTtlSeconds: ttl,
             resubmitMarginSeconds: redelivery.resubmitMarginSeconds,
-          });
+          }) + longestRetryDelaySeconds;
     const unsafe = bound >= inbox.retentionSeconds;
     const entity = `${topic}/${subscription}`;
     const compare = (

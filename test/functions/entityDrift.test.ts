@@ -1,5 +1,7 @@
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
 
+import { longestRetryDelaySeconds, resolvedPolicy } from '#inbox/internal';
+
 import { loadFunctionApp } from '../../local/host/worker';
 import { inboxRuntime, registeredConsumers } from '../../src/app';
 import { bindingOf } from '../../src/topology';
@@ -80,6 +82,21 @@ it('reads the deployed entities, which match the settings: the app starts, with 
     requiresDuplicateDetection: true,
     duplicateDetectionHistoryTimeWindow: 'PT1H',
   });
+});
+
+it("carries each consumer's longest delayed-retry wait with its subscription, for the bound", async () => {
+  const deployed = await inboxRuntime().deployedEntities!();
+  for (const name of registeredConsumers().keys()) {
+    const { topic, subscription, delayedRetry } = bindingOf(name);
+    expect({
+      subscription,
+      wait: deployed.subscriptions.find((s) => s.topic === topic && s.subscription === subscription)
+        ?.longestRetryDelaySeconds,
+    }).toEqual({
+      subscription,
+      wait: delayedRetry === undefined ? undefined : longestRetryDelaySeconds(resolvedPolicy(delayedRetry)),
+    });
+  }
 });
 
 it('starts with a warning on drift that keeps the guarantee (a longer lock, still inside the retention)', async () => {

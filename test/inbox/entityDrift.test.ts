@@ -98,6 +98,20 @@ it('reaches the retention exactly: a bound equal to INBOX_RETENTION is unsafe', 
   ).toEqual([false]);
 });
 
+it("adds the subscription's longest delayed-retry wait to its bound", () => {
+  // 1 min × 10 + TTL P22DT23H49M + 7 days is 60 s under 30 days: safe, until a retry wait of 60 s joins it.
+  const withDelay = (longestRetryDelaySeconds: number) => {
+    const entities = deployed({ defaultMessageTimeToLive: 'P22DT23H49M' });
+    return entityDrift(settings, {
+      ...entities,
+      subscriptions: entities.subscriptions.map((s) => ({ ...s, longestRetryDelaySeconds })),
+    }).map((d) => d.unsafe);
+  };
+
+  expect(withDelay(59)).toEqual([false]);
+  expect(withDelay(60)).toEqual([true]);
+});
+
 it('takes the shorter of the topic TTL and the subscription TTL, the one a message gets', () => {
   const capped = entityDrift(
     settings,
