@@ -222,11 +222,13 @@ export function checkDelayedRetry(
       `src/topology.json: ${problem} (SERVICEBUS_MAX_DELIVERY_COUNT=${redelivery.maxDeliveryCount})`,
   );
   if (problems.length === 0) {
-    const needed = retentionBoundSeconds(redelivery) + longestRetryDelaySeconds(resolvedPolicy(policy));
+    const bound = retentionBoundSeconds(redelivery);
+    const longest = longestRetryDelaySeconds(resolvedPolicy(policy));
+    const needed = bound + longest;
     if (inbox.retentionSeconds <= needed)
       problems.push(
         `INBOX_RETENTION=${formatDuration(inbox.retentionSeconds)} does not outlive subscription '${subscription}''s delayed retries: ` +
-          `the retention bound ${formatDuration(retentionBoundSeconds(redelivery))} + its longest delay ${formatDuration(Math.ceil(longestRetryDelaySeconds(resolvedPolicy(policy))))}. ` +
+          `the retention bound ${formatDuration(bound)} + its longest delay ${formatDuration(Math.ceil(longest))}. ` +
           `Raise INBOX_RETENTION above ${formatDuration(Math.ceil(needed))}, or shorten maxDelaySeconds.`,
       );
   }

@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 
-import type { Delivery } from './delivery';
+import { type Delivery, isJson } from './delivery';
 import { bounded, InboxError } from './errors';
 import type { OutboxMessage } from './outbox';
 
@@ -257,20 +257,10 @@ export function asOriginal(delivery: Delivery): Delivery {
   return {
     ...delivery,
     messageId: of,
-    messageIdIsLossy: delivery.messageIdIsLossy || isJsonText(of),
+    messageIdIsLossy: delivery.messageIdIsLossy || isJson(of),
     subject: subject === '' ? undefined : subject,
     retry: { copyMessageId, attempt: attempt as number, for: target },
   };
-}
-
-/** As delivery.ts reads a MessageId: text that is itself JSON may not be the producer's text. */
-function isJsonText(text: string): boolean {
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Schedules a delayed copy on a topic (src/serviceBusPublisher.ts); throws when it may not be scheduled. */

@@ -96,7 +96,7 @@ function messageIdOf(value: unknown): { messageId: string | undefined; lossy: bo
  * came from a quoted literal (`"1e3"` arrives as 1e3), and `" 1e3"` or `"1\u0065 3"` would too.
  * The common case (a GUID, `order-42`) fails at its first character.
  */
-function isJson(text: string): boolean {
+export function isJson(text: string): boolean {
   try {
     JSON.parse(text);
     return true;
