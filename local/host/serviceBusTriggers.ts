@@ -93,6 +93,11 @@ export interface TriggerDelivery {
   outcome: string | undefined;
   /** The handler's alternative effect, for the outcome `alternative`. */
   alternative?: string;
+  /** A duplicate's cause, as the consumer logged it (src/inbox/duplicateCause.ts). */
+  cause?: string;
+  subject?: string;
+  /** The body as the host hands it to the worker: for the console, which shows it only on request. */
+  body?: Buffer | string;
   settlement: Settlement;
   error?: Error;
   handlerMs: number;
@@ -176,7 +181,8 @@ export class ServiceBusTriggers {
     message: ServiceBusReceivedMessage,
   ): Promise<void> {
     const started = performance.now();
-    const invocation = invokeServiceBus(name, toDelivery(message));
+    const received = toDelivery(message);
+    const invocation = invokeServiceBus(name, received);
     const result = await withTimeout(invocation, this.settings.functionTimeoutMs);
     const handlerMs = performance.now() - started;
     const delivery = {
@@ -184,6 +190,8 @@ export class ServiceBusTriggers {
       messageId: message.messageId === undefined ? undefined : String(message.messageId),
       deliveryCount: (message.deliveryCount ?? 0) + 1,
       sequenceNumber: Number(message.sequenceNumber ?? 0),
+      ...(message.subject === undefined ? {} : { subject: message.subject }),
+      body: received.body,
       handlerMs,
       ...(result !== 'timed-out' && result.traceId !== undefined ? { traceId: result.traceId } : {}),
     };
@@ -198,6 +206,7 @@ export class ServiceBusTriggers {
     }
     const outcome = loggedOutcome(result.logs);
     const alternative = loggedField(result.logs, 'alternative');
+    const cause = loggedField(result.logs, 'cause');
     if (result.error !== undefined) {
       const settled = await settle(() => receiver.abandonMessage(message), 'abandoned');
       this.report({ ...delivery, outcome, settlement: settled, error: result.error });
@@ -211,6 +220,7 @@ export class ServiceBusTriggers {
       ...delivery,
       outcome,
       ...(alternative === undefined ? {} : { alternative }),
+      ...(cause === undefined ? {} : { cause }),
       settlement: await settle(() => receiver.completeMessage(message), 'completed'),
       logs: result.logs,
     });

@@ -45,10 +45,12 @@ import { type LocalServiceBus, start as startServiceBus } from '../../local/serv
 import type { TopologyChanges } from '../../local/servicebus/broker';
 import { scaledClock } from '../../local/servicebus/clock';
 import { type Topology, topology, validateTopology } from '../../src/topology';
+import { Feed } from '../console/feed';
+import { startLocalConsole } from '../console/local';
 import { LiveOutput } from './output';
 import { SourceWatcher } from './watch';
 
-const USAGE = `Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--app dist] [--watch | --no-watch]
+const USAGE = `Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--console-port 7070 | --no-console] [--app dist] [--watch | --no-watch]
 
 Runs the function app on this machine, with no Azure, Docker or Core Tools: the local Cosmos DB
 server (database and container created as the Bicep creates them), the local Service Bus peer
@@ -64,6 +66,10 @@ its worker: the running invocations finish, the new build loads, the topics and 
 made to match src/topology.json (what they hold stays), and one line says what changed. A build
 that fails leaves the running app as it was.
 
+It serves a console on this machine (its address, with a per-run token, is printed at start): the
+topics and subscriptions with their counts, a live feed of deliveries, each consumer's inbox, outbox
+and documents, the dead-letter queues with resubmit and discard, and a form to send events.
+
 It prints a line per delivery and the totals once things go quiet, and writes the settings the
 other tools need to .cache/local-run.json (LOCAL_RUN_FILE moves it), so that in another terminal
 npm run send, npm run peek and npm run dead-letters reach it without flags. Ctrl+C stops it all.
@@ -73,6 +79,8 @@ Options:
                            as the Bicep)
   --cosmos-port <n>        default 8081 (LOCAL_COSMOS_PORT); 0 picks a free port
   --servicebus-port <n>    default 5672 (LOCAL_SERVICEBUS_PORT); 0 picks a free port
+  --console-port <n>       the console's port on 127.0.0.1: default 7070 (LOCAL_CONSOLE_PORT); 0 picks a free port
+  --no-console             no console
   --app <folder>           where to build the app, emptied first: new, empty, or an earlier build;
                            default dist (what npm run build writes)
   --watch, --no-watch      rebuild and restart the app when its sources change; default: on when the
@@ -85,6 +93,8 @@ const FLAGS = {
     'duplicate-window': { type: 'string', default: 'PT1H' },
     'cosmos-port': { type: 'string', default: process.env.LOCAL_COSMOS_PORT ?? '8081' },
     'servicebus-port': { type: 'string', default: process.env.LOCAL_SERVICEBUS_PORT ?? '5672' },
+    'console-port': { type: 'string', default: process.env.LOCAL_CONSOLE_PORT ?? '7070' },
+    'no-console': { type: 'boolean', default: false },
     app: { type: 'string', default: 'dist' },
     watch: { type: 'boolean', default: false },
     'no-watch': { type: 'boolean', default: false },
@@ -100,6 +110,8 @@ const STOP_DEADLINE_MS = 30_000;
 interface StartRequest {
   cosmosPort: number;
   serviceBusPort: number;
+  /** Undefined with --no-console. */
+  consolePort: number | undefined;
   duplicateWindowSeconds: number;
   appDirectory: string;
   runFile: string;
@@ -162,6 +174,7 @@ function startRequest(values: FlagValues<typeof FLAGS>, context: ToolContext): S
     max: 65535,
     integer: true,
   });
+  const consolePort = numberFlag('console-port', values['console-port'], USAGE, { max: 65535, integer: true });
   const duplicateWindowSeconds = duplicateWindowFlag('duplicate-window', values['duplicate-window'], USAGE);
   const appDirectory = resolve(values.app);
   refuseAppFolder(appDirectory);
@@ -175,7 +188,15 @@ function startRequest(values: FlagValues<typeof FLAGS>, context: ToolContext): S
   }
   if (values.watch && values['no-watch']) throw usageError('Pass --watch or --no-watch, not both.', USAGE);
   const watch = values.watch || (!values['no-watch'] && process.stdout.isTTY === true);
-  return { cosmosPort, serviceBusPort, duplicateWindowSeconds, appDirectory, runFile, watch };
+  return {
+    cosmosPort,
+    serviceBusPort,
+    consolePort: values['no-console'] ? undefined : consolePort,
+    duplicateWindowSeconds,
+    appDirectory,
+    runFile,
+    watch,
+  };
 }
 
 /** The app's settings, validated before anything starts (the app validates them again on load). */
@@ -217,6 +238,9 @@ async function startEverything(
   await refuseTakenPorts([
     { what: 'Cosmos DB', flag: 'cosmos-port', port: request.cosmosPort },
     { what: 'Service Bus', flag: 'servicebus-port', port: request.serviceBusPort },
+    ...(request.consolePort === undefined
+      ? []
+      : [{ what: 'the console', flag: 'console-port', port: request.consolePort }]),
   ]);
   const cosmos = await listening(
     'Cosmos DB',
@@ -238,6 +262,15 @@ async function startEverything(
       currentTopology.topics.find((t) => t.name === topic)?.unsubscribedSubjects?.includes(subject) === true,
   );
   started.add(() => output.stop());
+  // The console's live feed hears what the output prints.
+  const feed = new Feed((name) => {
+    const registration = hosted?.functionApp()?.serviceBus.find((f) => f.name === name);
+    return registration?.topicName === undefined || registration.subscriptionName === undefined
+      ? undefined
+      : { topic: registration.topicName, subscription: registration.subscriptionName };
+  });
+  const watchers = fanOut(output, request.consolePort === undefined ? undefined : feed);
+  let hosted: HostedApp | undefined;
   const serviceBus = await listening(
     'Service Bus',
     request.serviceBusPort,
@@ -250,11 +283,7 @@ async function startEverything(
         lockDurationMs: settings.redelivery.lockDurationSeconds * 1000,
         maxDeliveryCount: settings.redelivery.maxDeliveryCount,
         messageTimeToLiveMs: settings.redelivery.messageTtlSeconds * 1000,
-        observer: {
-          droppedAsDuplicate: (topic, message) => output.droppedAsDuplicate(topic, message),
-          matchedNoSubscription: (topic, message) => output.matchedNoSubscription(topic, message),
-          deadLettered: (path, message) => output.deadLettered(path, message),
-        },
+        observer: watchers,
       }),
   );
   started.add(() => serviceBus.stop());
@@ -291,28 +320,49 @@ async function startEverything(
     },
     topology,
   };
-  const hosted = new HostedApp({
+  hosted = new HostedApp({
     appDirectory: request.appDirectory,
     serviceBus,
     cosmosClient,
     output,
+    watchers,
     publishTopology: (declared) => writeLocalRun(request.runFile, { ...run, topology: declared }),
   });
-  const running = await hosted.start(sources);
-  started.add(() => hosted.stop());
+  const hostedApp = hosted;
+  const running = await hostedApp.start(sources);
+  started.add(() => hostedApp.stop());
   writeLocalRun(request.runFile, run);
   started.add(() => removeLocalRun(request.runFile, process.pid));
   if (request.watch) {
-    const watcher = new SourceWatcher(PROJECT_ROOT, (changed) => hosted.changed(changed));
+    const watcher = new SourceWatcher(PROJECT_ROOT, (changed) => hostedApp.changed(changed));
     watcher.watch(sources);
-    hosted.onSources = (next) => watcher.watch(next);
+    hostedApp.onSources = (next) => watcher.watch(next);
     // Stopped before the app: no rebuild starts while it stops.
     started.add(() => watcher.close());
+  }
+
+  let consoleUrl: string | undefined;
+  if (request.consolePort !== undefined) {
+    const consolePort = request.consolePort;
+    const console = await listening('the console', consolePort, 'pass --console-port 0 for any free port.', () =>
+      startLocalConsole({
+        port: consolePort,
+        serviceBus,
+        run,
+        duplicateWindowSeconds: request.duplicateWindowSeconds,
+        app: () => hostedApp.functionApp(),
+        topology: () => currentTopology,
+        feed,
+      }),
+    );
+    started.add(() => console.stop());
+    consoleUrl = console.url;
   }
 
   context.out(
     readyLines({
       request,
+      consoleUrl,
       app,
       cosmos,
       serviceBus,
@@ -355,17 +405,24 @@ class HostedApp {
       serviceBus: LocalServiceBus;
       cosmosClient: CosmosClient;
       output: LiveOutput;
+      /** Told every delivery: the output and the console's feed. */
+      watchers: Watchers;
       /** Writes the local run file with the topology the broker now serves. */
       publishTopology: (declared: Topology) => void;
     },
   ) {}
+
+  /** The app running now, if one is. */
+  functionApp(): FunctionApp | undefined {
+    return this.running?.functionApp;
+  }
 
   /** Loads the build in the app folder and starts its triggers. */
   async start(
     sources: ReadonlySet<string>,
     load: (directory: string) => Promise<FunctionApp> = loadFunctionApp,
   ): Promise<RunningApp> {
-    const { appDirectory, serviceBus, cosmosClient, output } = this.host;
+    const { appDirectory, serviceBus, cosmosClient, output, watchers } = this.host;
     const functionApp = await load(appDirectory);
     const hostJson = JSON.parse(readFileSync(join(appDirectory, 'host.json'), 'utf8')) as unknown;
     const trigger = triggerSettings(hostJson);
@@ -376,6 +433,7 @@ class HostedApp {
       serviceBus.connectionString,
       cosmosClient,
       output,
+      watchers,
       group,
     );
     this.running = { functionApp, trigger, armed, stop: () => group.stopAll() };
@@ -512,6 +570,7 @@ function sameFiles(a: string, b: string): boolean {
 /** What npm start prints once everything runs: where it is, and the settings another terminal needs. */
 function readyLines({
   request,
+  consoleUrl,
   app,
   cosmos,
   serviceBus,
@@ -522,6 +581,7 @@ function readyLines({
   sweep,
 }: {
   request: StartRequest;
+  consoleUrl: string | undefined;
   app: AppSettings;
   cosmos: { endpoint: string; key: string };
   serviceBus: LocalServiceBus;
@@ -554,6 +614,9 @@ function readyLines({
       (f) =>
         `  ${f.name}: change feed of ${f.databaseName}/${f.containerName}, leases in ${f.leaseContainerName}`,
     ),
+    consoleUrl === undefined
+      ? 'Console: off (--no-console).'
+      : `Console: ${consoleUrl} (this machine only; the token in the address is this run's)`,
     `For another terminal (npm run send, peek and dead-letters read them from ${shown(request.runFile)}):`,
     `  SERVICEBUS_CONNECTION_STRING="${serviceBus.connectionString}"`,
     `  COSMOS_ENDPOINT=${cosmos.endpoint}`,
@@ -565,6 +628,30 @@ function readyLines({
         ]),
     'Ready. Press Ctrl+C to stop.',
   ];
+}
+
+/** Who hears what happens to messages: npm start's output, and the console's feed when it runs. */
+type Watchers = Pick<Feed, 'delivery' | 'droppedAsDuplicate' | 'matchedNoSubscription' | 'deadLettered'>;
+
+function fanOut(output: LiveOutput, feed: Feed | undefined): Watchers {
+  return {
+    delivery: (d) => {
+      output.delivery(d);
+      feed?.delivery(d);
+    },
+    droppedAsDuplicate: (topic, message) => {
+      output.droppedAsDuplicate(topic, message);
+      feed?.droppedAsDuplicate(topic, message);
+    },
+    matchedNoSubscription: (topic, message) => {
+      output.matchedNoSubscription(topic, message);
+      feed?.matchedNoSubscription(topic, message);
+    },
+    deadLettered: (path, message) => {
+      output.deadLettered(path, message);
+      feed?.deadLettered(path, message);
+    },
+  };
 }
 
 /** The totals line: the inbox markers in Cosmos DB, and the messages waiting and dead-lettered. */
@@ -592,6 +679,7 @@ async function startTriggers(
   connectionString: string,
   cosmosClient: CosmosClient,
   output: LiveOutput,
+  watchers: Watchers,
   started: Started,
 ): Promise<ReturnType<TimerTriggers['start']>> {
   const client = new ServiceBusClient(connectionString);
@@ -600,7 +688,7 @@ async function startTriggers(
     client,
     app.serviceBus,
     trigger,
-    (delivery) => output.delivery(delivery),
+    (delivery) => watchers.delivery(delivery),
     (name, error) =>
       output.line(`${name}: receive error (${bounded(`${error.name}: ${error.message}`, 160)})`),
   );

@@ -161,24 +161,40 @@ export class LiveOutput {
   }
 }
 
+/** The business documents a delivery wrote, as its debug line (`Wrote {...}`) names them. */
+export interface Wrote {
+  partitionKey: string;
+  documents: string[];
+  count: number;
+}
+
 /**
  * Which business documents a delivery changed, from its debug line (`Wrote {...}`, which Azure
- * keeps out of Application Insights): `; wrote <partition>: create balance, patch invoice-1`.
+ * keeps out of Application Insights), bounded: the partition key and the first documents' names.
  */
-function wrote(logs: readonly LogLine[]): string {
+export function wroteOf(logs: readonly LogLine[]): Wrote | undefined {
   const line = logs.find((entry) => entry.level === 'debug' && entry.text.startsWith('Wrote {'));
-  if (line === undefined) return '';
+  if (line === undefined) return undefined;
   try {
-    const { partitionKey, documents, count } = JSON.parse(line.text.slice('Wrote '.length)) as {
-      partitionKey: string;
-      documents: string[];
-      count: number;
+    const { partitionKey, documents, count } = JSON.parse(line.text.slice('Wrote '.length)) as Wrote;
+    if (typeof partitionKey !== 'string' || !Array.isArray(documents)) return undefined;
+    return {
+      partitionKey: bounded(partitionKey, 256),
+      documents: documents.slice(0, 20).map((document) => bounded(String(document), 100)),
+      count: Number(count) || documents.length,
     };
-    const more = count > documents.length ? `, and ${count - documents.length} more` : '';
-    return `; wrote ${bounded(partitionKey, 64)}: ${bounded(documents.join(', '), 200)}${more}`;
   } catch {
-    return '';
+    return undefined;
   }
+}
+
+/** `; wrote <partition>: create balance, patch invoice-1`, or nothing. */
+function wrote(logs: readonly LogLine[]): string {
+  const written = wroteOf(logs);
+  if (written === undefined) return '';
+  const { partitionKey, documents, count } = written;
+  const more = count > documents.length ? `, and ${count - documents.length} more` : '';
+  return `; wrote ${bounded(partitionKey, 64)}: ${bounded(documents.join(', '), 200)}${more}`;
 }
 
 /** A timer's log line that reports work: a warning or an error, or a purge or a send of at least one. */
@@ -196,8 +212,14 @@ function didSomething(line: LogLine): boolean {
 
 /** A body as logs may show it: its length and a hash, never its content. */
 export function bodySummary(body: string | Buffer): string {
+  const { bytes, sha256 } = bodyDigest(body);
+  return `${bytes} bytes, sha256 ${sha256}`;
+}
+
+/** A body's length in bytes and the first 12 hex digits of its SHA-256: enough to tell bodies apart. */
+export function bodyDigest(body: string | Buffer): { bytes: number; sha256: string } {
   const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body);
-  return `${bytes.length} bytes, sha256 ${createHash('sha256').update(bytes).digest('hex').slice(0, 12)}`;
+  return { bytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex').slice(0, 12) };
 }
 
 function id(messageId: string | undefined): string {
