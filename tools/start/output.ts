@@ -196,8 +196,14 @@ function didSomething(line: LogLine): boolean {
 
 /** A body as logs may show it: its length and a hash, never its content. */
 export function bodySummary(body: string | Buffer): string {
+  const { bytes, sha256 } = bodyDigest(body);
+  return `${bytes} bytes, sha256 ${sha256}`;
+}
+
+/** A body's length in bytes and the first 12 hex digits of its SHA-256: enough to tell bodies apart. */
+export function bodyDigest(body: string | Buffer): { bytes: number; sha256: string } {
   const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body);
-  return `${bytes.length} bytes, sha256 ${createHash('sha256').update(bytes).digest('hex').slice(0, 12)}`;
+  return { bytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex').slice(0, 12) };
 }
 
 function id(messageId: string | undefined): string {
