@@ -7,6 +7,7 @@ import { byFamily, familyText, idText, type RetryFamily, retryFamilyOf } from '.
 import {
   type DeadLetterQueue,
   describeQueue,
+  type DiscardPlan,
   label,
   peekDeadLetters,
   type ResubmitPlan,
@@ -334,6 +335,49 @@ export function planLines(
       text: `not found: no dead-lettered message has MessageId ${bounded(messageId)}`,
     })),
   ];
+}
+
+/** What a discard will do (or, with dryRun, would do) with each message of the plan, and why. */
+export function discardLines(plan: DiscardPlan, context: { dryRun: boolean }): PlanLine[] {
+  const will = context.dryRun ? 'would discard' : 'will discard';
+  return [
+    ...plan.discard.map(({ message, state, effectLost }): PlanLine => ({
+      verdict: 'discard',
+      sequence: sequenceOf(message),
+      text: effectLost
+        ? `${will} ${label(message)} (--force): ${lostText(state)}. Its business effect never happens.`
+        : `${will} ${label(message)}: ${stateText(state!)}; ${DISCARDED_BECAUSE[state!.state]}`,
+    })),
+    ...plan.refused.map(({ message, state }): PlanLine => ({
+      verdict: 'refused',
+      sequence: sequenceOf(message),
+      text:
+        `refused ${label(message)}: ${lostText(state)}. Discarded, its business effect would never happen; ` +
+        'resubmit delivers it again, or --force discards it anyway.',
+    })),
+    ...plan.notFound.map((messageId): PlanLine => ({
+      verdict: 'not-found',
+      text: `not found: no dead-lettered message has MessageId ${bounded(messageId)}`,
+    })),
+  ];
+}
+
+/** Why a message in a discardable state (planDiscard) may go. */
+const DISCARDED_BECAUSE: Partial<Record<InboxStateName, string>> = {
+  applied: "its consumer's marker has the same payload: its effect is in place",
+  versioned:
+    'its consumer writes only over an older version and keeps no marker: its effect is taken as in place',
+  poison: 'its consumer cannot read it, so it never takes effect (a copy would fail the same way)',
+  rejected: 'its consumer rejected it, so it never takes effect unless the consumer changes',
+};
+
+/** What the inbox says of a message whose effect a discard would lose. */
+function lostText(state: InboxState | undefined): string {
+  if (state === undefined) return 'inbox state not checked, so nothing says it was applied';
+  if (state.state === 'payload-mismatch')
+    return `payload mismatch (${state.detail}): this message was never applied`;
+  if (state.state === 'unknown') return `inbox state unknown (${state.detail}): nothing says it was applied`;
+  return `${stateText(state)}: never applied`;
 }
 
 /** What show prints of a message besides its body: name and value, only those it has. */

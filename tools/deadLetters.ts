@@ -18,9 +18,11 @@ import {
 import {
   type DeadLetterQueue,
   describeQueue,
+  discard,
   isNamed,
   label,
   peekDeadLetters,
+  planDiscard,
   planResubmit,
   resubmit,
   type Selection,
@@ -30,6 +32,7 @@ import {
   bodyText,
   checkInbox,
   type DeadLetterReport,
+  discardLines,
   type ListRules,
   planLines,
   readDeadLetterReport,
@@ -44,10 +47,14 @@ const USAGE = `Usage:
   npm run dead-letters -- resubmit <subscription> (--message-id <id> [--message-id <id>...] | --all)
                           [--dry-run] [--force] [--include-poison] [--duplicate-window PT1H]
                           [--clock-skew PT5M] [--ignore-duplicate-window]
+  npm run dead-letters -- discard <subscription> (--message-id <id> [--message-id <id>...] | --all)
+                          [--dry-run] [--force]
 Options:
   --topic <name>          default: the topic of the subscription in src/topology.json
-  --dry-run               print what would be resubmitted or completed; send, complete and lock nothing
-  --force                 resubmit payload mismatches and messages whose inbox state is unknown too
+  --dry-run               print what would be resubmitted, completed or discarded; send, complete and lock nothing
+  --force                 resubmit payload mismatches and messages whose inbox state is unknown too;
+                          discard messages whose effect never happens then (not applied, failed, unknown,
+                          payload mismatch, or the inbox not checked)
   --include-poison        resubmit poison and rejected messages too: once the consumer takes them (after a fix)
   --duplicate-window <d>  the topic's duplicate detection window (ISO-8601; default SERVICEBUS_DUPLICATE_WINDOW
                           when the environment or a running npm start sets it, else PT1H, as the Bicep sets it)
@@ -68,14 +75,16 @@ Environment: SERVICEBUS_NAMESPACE (identity) or SERVICEBUS_CONNECTION_STRING (em
   LOCAL_RUN_FILE moves it).
 Delayed-retry copies (Subject inbox.retry): list shows each as attempt n of its original MessageId, next to the
   rest of its family; its inbox state is its original's, and resubmit sends it as it is (its own MessageId,
-  Subject and inboxRetry* properties), so only its own subscription takes it.`;
+  Subject and inboxRetry* properties), so only its own subscription takes it.
+discard removes dead letters for good (completes them in the dead-letter queue): without --force only those
+  whose effect is in place (inbox state applied or versioned) or whose consumer refuses them (poison, rejected).`;
 
 const DUPLICATE_WINDOW = 'SERVICEBUS_DUPLICATE_WINDOW';
 const DEFAULT_DUPLICATE_WINDOW_SECONDS = 3600;
 const CLOCK_SKEW = 'SERVICEBUS_CLOCK_SKEW';
 const DEFAULT_CLOCK_SKEW_SECONDS = 300;
 
-const COMMANDS = ['list', 'show', 'resubmit'] as const;
+const COMMANDS = ['list', 'show', 'resubmit', 'discard'] as const;
 type Command = (typeof COMMANDS)[number];
 
 /** The flags each command takes besides --topic and --help. */
@@ -92,6 +101,7 @@ const COMMAND_FLAGS: Record<Command, readonly string[]> = {
     'clock-skew',
     'ignore-duplicate-window',
   ],
+  discard: ['message-id', 'all', 'dry-run', 'force'],
 };
 
 interface Request {
@@ -148,11 +158,13 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     context.out(`${describeQueue(queue)} on ${description}: ${deadLetters.length} message(s).`);
     if (request.command === 'show')
       return showMessages(deadLetters, request.key!, request.subscription, context);
-    // resubmit --message-id reads only the markers of the messages it was asked for.
+    // --message-id reads only the markers of the messages it was asked for.
     const asked = request.flags['message-id'];
     const checked = asked ? deadLetters.filter((m) => asked.includes(String(m.messageId))) : deadLetters;
     const { note, states: inboxStates } = await checkInbox(checked, request.subscription, inbox, rules);
     if (note) context.out(note);
+    if (request.command === 'discard')
+      return await discardMessages(queue, deadLetters, request.flags, inboxStates, context);
     return await resubmitMessages(queue, deadLetters, request, { ...rules, inboxStates }, context);
   } finally {
     if (typeof inbox === 'object') inbox.close();
@@ -171,7 +183,7 @@ function parseRequest(
 } {
   const [command, subscription, ...rest] = positionals;
   if (!COMMANDS.includes(command as Command) || !subscription) {
-    throw usageError('Say what to do (list, show or resubmit) and with which subscription.');
+    throw usageError('Say what to do (list, show, resubmit or discard) and with which subscription.');
   }
   const given = Object.keys(values).filter(
     (flag) => flag !== 'topic' && (values as Record<string, unknown>)[flag] !== undefined,
@@ -188,8 +200,11 @@ function parseRequest(
   if (rest.length > (command === 'show' ? 1 : 0)) {
     throw usageError(`Unexpected arguments for ${command}: ${bounded(rest.join(' '))}.`);
   }
-  if (command === 'resubmit' && (values['message-id'] ?? []).length > 0 === Boolean(values.all)) {
-    throw usageError('resubmit needs --message-id <id> (one or more) or --all, not both.');
+  if (
+    (command === 'resubmit' || command === 'discard') &&
+    (values['message-id'] ?? []).length > 0 === Boolean(values.all)
+  ) {
+    throw usageError(`${command} needs --message-id <id> (one or more) or --all, not both.`);
   }
   let topic: string;
   try {
@@ -318,6 +333,37 @@ async function resubmitMessages(
       `${outcome.leftInPlace} other message(s) locked on the way were given back unchanged.`,
   );
   const failures = outcome.failed.length + outcome.sentButNotCompleted.length + outcome.notReceived.length;
+  return problems + failures === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
+}
+
+async function discardMessages(
+  queue: DeadLetterQueue,
+  deadLetters: readonly ServiceBusReceivedMessage[],
+  flags: Flags,
+  inboxStates: ListRules['inboxStates'],
+  context: ToolContext,
+): Promise<ExitCode> {
+  const selection: Selection = flags.all ? { all: true } : { messageIds: flags['message-id'] ?? [] };
+  const dryRun = Boolean(flags['dry-run']);
+  const plan = planDiscard(deadLetters, selection, { inboxStates, force: Boolean(flags.force) });
+  for (const line of discardLines(plan, { dryRun })) context.out(line.text);
+  const problems = plan.refused.length + plan.notFound.length;
+  if (dryRun) {
+    context.out('Dry run: nothing was completed or locked.');
+    return problems === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
+  }
+  const outcome = await discard(queue, plan, context.out);
+  for (const message of outcome.notReceived) {
+    context.out(
+      `not received ${label(message)}: another receiver holds it, or it left the queue; left alone`,
+    );
+  }
+  context.out(
+    `Discarded ${outcome.discarded.length}, refused ${plan.refused.length}, not found ${plan.notFound.length}, ` +
+      `failed ${outcome.failed.length}, not received ${outcome.notReceived.length}; ` +
+      `${outcome.leftInPlace} other message(s) locked on the way were given back unchanged.`,
+  );
+  const failures = outcome.failed.length + outcome.notReceived.length;
   return problems + failures === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
 }
 
