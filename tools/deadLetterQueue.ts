@@ -1,15 +1,21 @@
-import type { ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage } from '@azure/service-bus';
+import type {
+  ServiceBusClient,
+  ServiceBusMessage,
+  ServiceBusReceivedMessage,
+  ServiceBusReceiver,
+} from '@azure/service-bus';
 import Long from 'long';
 
 import { RESUBMITTED_AT_PROPERTY } from '#inbox/internal';
 
 import { bounded } from '../cli/errors';
 import { idText, retryFamilyOf } from './deadLetterIdentity';
-import type { InboxState } from './inboxState';
+import type { InboxState, InboxStateName } from './inboxState';
 
 /**
  * The dead-letter queue of one subscription, as an operator works it: look (peek, which locks
- * nothing and changes nothing), then resubmit chosen messages to the topic, unchanged.
+ * nothing and changes nothing), then resubmit chosen messages to the topic, unchanged, or discard
+ * those whose effect is in place or whose consumer refuses them (planDiscard).
  *
  * A resubmit is safe because of the consumers' inbox: every consumer remembers the (consumer,
  * MessageId) pairs it applied, for INBOX_RETENTION (P30D by default). A message that had in fact
@@ -192,9 +198,6 @@ export function planResubmit(
   selection: Selection,
   rules: ResubmitRules,
 ): ResubmitPlan {
-  const chosen = selection.all
-    ? [...deadLetters]
-    : deadLetters.filter((message) => selection.messageIds.includes(String(message.messageId)));
   const plan: ResubmitPlan = {
     resubmit: [],
     applied: [],
@@ -204,12 +207,10 @@ export function planResubmit(
     poison: [],
     tooEarly: [],
     sameMessageId: [],
-    notFound: selection.all
-      ? []
-      : selection.messageIds.filter((id) => !deadLetters.some((m) => String(m.messageId) === id)),
+    notFound: notFound(deadLetters, selection),
   };
   const planned = new Set<string>();
-  for (const message of chosen) {
+  for (const message of chosen(deadLetters, selection)) {
     const state = rules.inboxStates?.get(sequenceOf(message));
     if (state?.state === 'applied') {
       plan.applied.push(message);
@@ -244,6 +245,23 @@ export function planResubmit(
     plan.resubmit.push(message);
   }
   return plan;
+}
+
+/** The dead letters the selection names. */
+function chosen(
+  deadLetters: readonly ServiceBusReceivedMessage[],
+  selection: Selection,
+): ServiceBusReceivedMessage[] {
+  return selection.all
+    ? [...deadLetters]
+    : deadLetters.filter((message) => selection.messageIds.includes(String(message.messageId)));
+}
+
+/** The MessageIds the selection names that no dead letter has. */
+function notFound(deadLetters: readonly ServiceBusReceivedMessage[], selection: Selection): string[] {
+  return selection.all
+    ? []
+    : selection.messageIds.filter((id) => !deadLetters.some((m) => String(m.messageId) === id));
 }
 
 /**
@@ -294,8 +312,7 @@ export interface ResubmitOutcome {
 /**
  * Receives the dead-letter queue in peek-lock. For each planned message it sends the copy to the
  * topic and only then completes the dead-lettered message; an applied one is completed without a
- * send. Anything else it had to lock on the way is held until the end (so it is not received again
- * and again) and then abandoned, unchanged.
+ * send. Anything else it had to lock on the way is given back unchanged (receivePlanned).
  */
 export async function resubmit(
   queue: DeadLetterQueue,
@@ -312,18 +329,84 @@ export async function resubmit(
     notReceived: [],
     leftInPlace: 0,
   };
-  const pending = new Map<string, { message: ServiceBusReceivedMessage; send: boolean }>();
-  for (const message of plan.applied) pending.set(sequenceOf(message), { message, send: false });
-  for (const message of plan.resubmit) pending.set(sequenceOf(message), { message, send: true });
-  if (pending.size === 0) return outcome;
+  const planned = new Map<string, { message: ServiceBusReceivedMessage; send: boolean }>();
+  for (const message of plan.applied) planned.set(sequenceOf(message), { message, send: false });
+  for (const message of plan.resubmit) planned.set(sequenceOf(message), { message, send: true });
+  if (planned.size === 0) return outcome;
 
+  const sender = queue.client.createSender(queue.topic);
+  try {
+    const received = await receivePlanned(queue, planned, async (message, { send }, receiver) => {
+      if (!send) {
+        try {
+          await receiver.completeMessage(message);
+          outcome.completedAsApplied.push(message);
+          report(
+            `already applied ${label(message)}: its consumer's marker has the same payload; completed, not resubmitted`,
+          );
+        } catch (error) {
+          outcome.failed.push({ message, error: error as Error });
+          report(`failed   ${label(message)}: completing it failed (${errorText(error)}); it is still there`);
+        }
+        return 'settled';
+      }
+      try {
+        await sender.sendMessages(resubmittedCopy(message, new Date(now())));
+      } catch (error) {
+        outcome.failed.push({ message, error: error as Error });
+        report(
+          `failed   ${label(message)}: the send failed (${errorText(error)}); left in the dead-letter queue`,
+        );
+        return 'hold';
+      }
+      try {
+        await receiver.completeMessage(message);
+        outcome.resubmitted.push(message);
+        report(`resubmitted ${label(message)}; dead-lettered copy completed`);
+      } catch (error) {
+        outcome.sentButNotCompleted.push({ message, error: error as Error });
+        report(
+          `sent     ${label(message)}, but completing the dead-lettered copy failed (${errorText(error)}); it is still there`,
+        );
+      }
+      return 'settled';
+    });
+    outcome.notReceived.push(...received.notReceived.map(({ message }) => message));
+    outcome.leftInPlace = received.leftInPlace;
+  } finally {
+    await sender.close();
+  }
+  return outcome;
+}
+
+/**
+ * The one receive loop of resubmit and discard: receives the dead-letter queue in peek-lock until
+ * every planned message (by sequence number) has been handed to `settle`, or nothing new comes.
+ * Whatever it locks on the way, and what `settle` holds, is kept locked until the end (so it is
+ * not received again and again) and then abandoned, unchanged.
+ */
+async function receivePlanned<T>(
+  queue: DeadLetterQueue,
+  planned: ReadonlyMap<string, T>,
+  settle: (
+    message: ServiceBusReceivedMessage,
+    plan: T,
+    receiver: ServiceBusReceiver,
+  ) => Promise<'settled' | 'hold'>,
+): Promise<{
+  /** Planned, but not received (another receiver holds it, or it left the queue meanwhile). */
+  notReceived: T[];
+  /** Received and given back unchanged (their delivery count rises by one). */
+  leftInPlace: number;
+}> {
+  const pending = new Map(planned);
   const receiver = queue.client.createReceiver(queue.topic, queue.subscription, {
     subQueueType: 'deadLetter',
     skipParsingBodyAsJson: true,
   });
-  const sender = queue.client.createSender(queue.topic);
   const held: ServiceBusReceivedMessage[] = [];
   const seen = new Set<string>();
+  let leftInPlace = 0;
   try {
     while (pending.size > 0) {
       const batch = await receiver.receiveMessages(50, { maxWaitTimeInMs: 5_000 });
@@ -333,63 +416,98 @@ export async function resubmit(
       for (const message of fresh) {
         const key = sequenceOf(message);
         seen.add(key);
-        const planned = pending.get(key);
-        if (!planned) {
+        const plan = pending.get(key);
+        if (plan === undefined) {
           held.push(message);
           continue;
         }
         pending.delete(key);
-        if (!planned.send) {
-          try {
-            await receiver.completeMessage(message);
-            outcome.completedAsApplied.push(message);
-            report(
-              `already applied ${label(message)}: its consumer's marker has the same payload; completed, not resubmitted`,
-            );
-          } catch (error) {
-            outcome.failed.push({ message, error: error as Error });
-            report(
-              `failed   ${label(message)}: completing it failed (${errorText(error)}); it is still there`,
-            );
-          }
-          continue;
-        }
-        try {
-          await sender.sendMessages(resubmittedCopy(message, new Date(now())));
-        } catch (error) {
-          outcome.failed.push({ message, error: error as Error });
-          held.push(message);
-          report(
-            `failed   ${label(message)}: the send failed (${errorText(error)}); left in the dead-letter queue`,
-          );
-          continue;
-        }
-        try {
-          await receiver.completeMessage(message);
-          outcome.resubmitted.push(message);
-          report(`resubmitted ${label(message)}; dead-lettered copy completed`);
-        } catch (error) {
-          outcome.sentButNotCompleted.push({ message, error: error as Error });
-          report(
-            `sent     ${label(message)}, but completing the dead-lettered copy failed (${errorText(error)}); it is still there`,
-          );
-        }
+        if ((await settle(message, plan, receiver)) === 'hold') held.push(message);
       }
     }
   } finally {
     for (const message of held) {
       try {
         await receiver.abandonMessage(message);
-        outcome.leftInPlace++;
       } catch {
         // The lock ran out: the message is available again anyway, unchanged.
-        outcome.leftInPlace++;
       }
+      leftInPlace++;
     }
-    outcome.notReceived.push(...[...pending.values()].map((planned) => planned.message));
-    await sender.close();
     await receiver.close();
   }
+  return { notReceived: [...pending.values()], leftInPlace };
+}
+
+/** Inbox states whose message may be discarded: its effect is in place, or its consumer refuses it anyway. */
+const DISCARDABLE: readonly InboxStateName[] = ['applied', 'versioned', 'poison', 'rejected'];
+
+export interface DiscardPlan {
+  /**
+   * Will be completed in the dead-letter queue: gone for good. `effectLost` when only force lets it
+   * go: its business effect never happens (not applied, failed, unknown, payload mismatch, unchecked).
+   */
+  discard: { message: ServiceBusReceivedMessage; state: InboxState | undefined; effectLost: boolean }[];
+  /** Its business effect would never happen, without force; left alone. */
+  refused: { message: ServiceBusReceivedMessage; state: InboxState | undefined }[];
+  /** Asked for by MessageId, but not in the dead-letter queue. */
+  notFound: string[];
+}
+
+/**
+ * Decides what a discard may remove. A dead letter may go when its consumer's inbox says its effect
+ * is in place (applied, versioned) or its consumer refuses it whatever is done (poison, rejected).
+ * Any other, and one whose state was not checked, is a business effect that then never happens:
+ * refused, unless `force`.
+ */
+export function planDiscard(
+  deadLetters: readonly ServiceBusReceivedMessage[],
+  selection: Selection,
+  rules: { inboxStates: ReadonlyMap<string, InboxState> | undefined; force: boolean },
+): DiscardPlan {
+  const plan: DiscardPlan = { discard: [], refused: [], notFound: notFound(deadLetters, selection) };
+  for (const message of chosen(deadLetters, selection)) {
+    const state = rules.inboxStates?.get(sequenceOf(message));
+    const effectLost = state === undefined || !DISCARDABLE.includes(state.state);
+    if (effectLost && !rules.force) plan.refused.push({ message, state });
+    else plan.discard.push({ message, state, effectLost });
+  }
+  return plan;
+}
+
+export interface DiscardOutcome {
+  /** Completed in the dead-letter queue: gone. */
+  discarded: ServiceBusReceivedMessage[];
+  /** Completing it failed: it is still there. */
+  failed: { message: ServiceBusReceivedMessage; error: Error }[];
+  /** Planned, but not received (another receiver holds it, or it left the queue meanwhile). */
+  notReceived: ServiceBusReceivedMessage[];
+  /** Received on the way to a planned message and given back unchanged (their delivery count rises by one). */
+  leftInPlace: number;
+}
+
+/** Receives the dead-letter queue in peek-lock and completes each planned message: it is gone for good. */
+export async function discard(
+  queue: DeadLetterQueue,
+  plan: DiscardPlan,
+  report: (line: string) => void,
+): Promise<DiscardOutcome> {
+  const outcome: DiscardOutcome = { discarded: [], failed: [], notReceived: [], leftInPlace: 0 };
+  const planned = new Map(plan.discard.map(({ message }) => [sequenceOf(message), message]));
+  if (planned.size === 0) return outcome;
+  const received = await receivePlanned(queue, planned, async (message, _, receiver) => {
+    try {
+      await receiver.completeMessage(message);
+      outcome.discarded.push(message);
+      report(`discarded ${label(message)}: completed in the dead-letter queue`);
+    } catch (error) {
+      outcome.failed.push({ message, error: error as Error });
+      report(`failed   ${label(message)}: completing it failed (${errorText(error)}); it is still there`);
+    }
+    return 'settled';
+  });
+  outcome.notReceived.push(...received.notReceived);
+  outcome.leftInPlace = received.leftInPlace;
   return outcome;
 }
 

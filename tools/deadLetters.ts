@@ -2,7 +2,7 @@ import type { ParseArgsConfig } from 'node:util';
 
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 
-import { formatDuration, parseDurationSeconds, RETRY_SUBJECT } from '#inbox/internal';
+import { formatDuration, parseDurationSeconds } from '#inbox/internal';
 
 import { localRunContext } from '../build/localRun';
 import { bounded, EnvironmentError, UsageError } from '../cli/errors';
@@ -15,32 +15,30 @@ import {
   runCommand,
   type ToolContext,
 } from '../cli/tool';
-import { byFamily, familyText, idText, type RetryFamily, retryFamilyOf } from './deadLetterIdentity';
 import {
   type DeadLetterQueue,
   describeQueue,
+  discard,
   isNamed,
   label,
   peekDeadLetters,
+  planDiscard,
   planResubmit,
   resubmit,
-  type ResubmitPlan,
-  type ResubmitRules,
-  resubmittableAt,
-  resubmittedCopy,
-  routeOf,
   type Selection,
   sequenceOf,
 } from './deadLetterQueue';
 import {
-  connectInbox,
-  consumerOf,
-  type Inbox,
-  INBOX_STATES,
-  type InboxState,
-  type InboxStateName,
-  inboxStateOf,
-} from './inboxState';
+  bodyText,
+  checkInbox,
+  type DeadLetterReport,
+  discardLines,
+  type ListRules,
+  planLines,
+  readDeadLetterReport,
+  showFields,
+} from './deadLetterReport';
+import { connectInbox } from './inboxState';
 import { connectServiceBus, routedSubjects, takesRetryCopies, topicOfSubscription } from './serviceBus';
 
 const USAGE = `Usage:
@@ -49,10 +47,14 @@ const USAGE = `Usage:
   npm run dead-letters -- resubmit <subscription> (--message-id <id> [--message-id <id>...] | --all)
                           [--dry-run] [--force] [--include-poison] [--duplicate-window PT1H]
                           [--clock-skew PT5M] [--ignore-duplicate-window]
+  npm run dead-letters -- discard <subscription> (--message-id <id> [--message-id <id>...] | --all)
+                          [--dry-run] [--force]
 Options:
   --topic <name>          default: the topic of the subscription in src/topology.json
-  --dry-run               print what would be resubmitted or completed; send, complete and lock nothing
-  --force                 resubmit payload mismatches and messages whose inbox state is unknown too
+  --dry-run               print what would be resubmitted, completed or discarded; send, complete and lock nothing
+  --force                 resubmit payload mismatches and messages whose inbox state is unknown too;
+                          discard messages whose effect never happens then (not applied, failed, unknown,
+                          payload mismatch, or the inbox not checked)
   --include-poison        resubmit poison and rejected messages too: once the consumer takes them (after a fix)
   --duplicate-window <d>  the topic's duplicate detection window (ISO-8601; default SERVICEBUS_DUPLICATE_WINDOW
                           when the environment or a running npm start sets it, else PT1H, as the Bicep sets it)
@@ -73,14 +75,16 @@ Environment: SERVICEBUS_NAMESPACE (identity) or SERVICEBUS_CONNECTION_STRING (em
   LOCAL_RUN_FILE moves it).
 Delayed-retry copies (Subject inbox.retry): list shows each as attempt n of its original MessageId, next to the
   rest of its family; its inbox state is its original's, and resubmit sends it as it is (its own MessageId,
-  Subject and inboxRetry* properties), so only its own subscription takes it.`;
+  Subject and inboxRetry* properties), so only its own subscription takes it.
+discard removes dead letters for good (completes them in the dead-letter queue): without --force only those
+  whose effect is in place (inbox state applied or versioned) or whose consumer refuses them (poison, rejected).`;
 
 const DUPLICATE_WINDOW = 'SERVICEBUS_DUPLICATE_WINDOW';
 const DEFAULT_DUPLICATE_WINDOW_SECONDS = 3600;
 const CLOCK_SKEW = 'SERVICEBUS_CLOCK_SKEW';
 const DEFAULT_CLOCK_SKEW_SECONDS = 300;
 
-const COMMANDS = ['list', 'show', 'resubmit'] as const;
+const COMMANDS = ['list', 'show', 'resubmit', 'discard'] as const;
 type Command = (typeof COMMANDS)[number];
 
 /** The flags each command takes besides --topic and --help. */
@@ -97,6 +101,7 @@ const COMMAND_FLAGS: Record<Command, readonly string[]> = {
     'clock-skew',
     'ignore-duplicate-window',
   ],
+  discard: ['message-id', 'all', 'dry-run', 'force'],
 };
 
 interface Request {
@@ -130,36 +135,36 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   const inbox = request.command === 'show' ? undefined : connectInbox(env);
   const { client, description } = connectServiceBus(env);
   const queue: DeadLetterQueue = { client, topic: request.topic, subscription: request.subscription };
+  const rules = {
+    duplicateWindowMs: request.duplicateWindowSeconds * 1000,
+    clockSkewMs: request.clockSkewSeconds * 1000,
+    nowMs: context.now(),
+    // The topics a running npm start serves, when the tool uses it; else src/topology.json.
+    routedSubjects: routedSubjects(request.topic, localRun?.topology),
+    retryCopies: {
+      subscription: request.subscription,
+      taken: takesRetryCopies(request.topic, request.subscription, localRun?.topology),
+    },
+  };
   try {
+    if (request.command === 'list') {
+      const report = await readDeadLetterReport(queue, inbox, rules);
+      context.out(`${report.queue} on ${description}: ${report.rows.length} message(s).`);
+      if (report.inboxNote) context.out(report.inboxNote);
+      printReport(report, context);
+      return EXIT_CODES.ok;
+    }
     const deadLetters = await peekDeadLetters(queue);
     context.out(`${describeQueue(queue)} on ${description}: ${deadLetters.length} message(s).`);
     if (request.command === 'show')
       return showMessages(deadLetters, request.key!, request.subscription, context);
-    const rules = {
-      duplicateWindowMs: request.duplicateWindowSeconds * 1000,
-      clockSkewMs: request.clockSkewSeconds * 1000,
-      nowMs: context.now(),
-      // The topics a running npm start serves, when the tool uses it; else src/topology.json.
-      routedSubjects: routedSubjects(request.topic, localRun?.topology),
-      retryCopies: {
-        subscription: request.subscription,
-        taken: takesRetryCopies(request.topic, request.subscription, localRun?.topology),
-      },
-    };
-    let inboxStates: Map<string, InboxState> | undefined;
-    if (typeof inbox === 'string') {
-      context.out(`Inbox state not checked: ${inbox}.`);
-    } else if (inbox) {
-      context.out(`Inbox: ${inbox.description}.`);
-      // resubmit --message-id reads only the markers of the messages it was asked for.
-      const asked = request.flags['message-id'];
-      const checked = asked ? deadLetters.filter((m) => asked.includes(String(m.messageId))) : deadLetters;
-      inboxStates = await readInboxStates(checked, request.subscription, inbox, rules);
-    }
-    if (request.command === 'list') {
-      listMessages(deadLetters, { ...rules, inboxStates }, context);
-      return EXIT_CODES.ok;
-    }
+    // --message-id reads only the markers of the messages it was asked for.
+    const asked = request.flags['message-id'];
+    const checked = asked ? deadLetters.filter((m) => asked.includes(String(m.messageId))) : deadLetters;
+    const { note, states: inboxStates } = await checkInbox(checked, request.subscription, inbox, rules);
+    if (note) context.out(note);
+    if (request.command === 'discard')
+      return await discardMessages(queue, deadLetters, request.flags, inboxStates, context);
     return await resubmitMessages(queue, deadLetters, request, { ...rules, inboxStates }, context);
   } finally {
     if (typeof inbox === 'object') inbox.close();
@@ -178,7 +183,7 @@ function parseRequest(
 } {
   const [command, subscription, ...rest] = positionals;
   if (!COMMANDS.includes(command as Command) || !subscription) {
-    throw usageError('Say what to do (list, show or resubmit) and with which subscription.');
+    throw usageError('Say what to do (list, show, resubmit or discard) and with which subscription.');
   }
   const given = Object.keys(values).filter(
     (flag) => flag !== 'topic' && (values as Record<string, unknown>)[flag] !== undefined,
@@ -195,8 +200,11 @@ function parseRequest(
   if (rest.length > (command === 'show' ? 1 : 0)) {
     throw usageError(`Unexpected arguments for ${command}: ${bounded(rest.join(' '))}.`);
   }
-  if (command === 'resubmit' && (values['message-id'] ?? []).length > 0 === Boolean(values.all)) {
-    throw usageError('resubmit needs --message-id <id> (one or more) or --all, not both.');
+  if (
+    (command === 'resubmit' || command === 'discard') &&
+    (values['message-id'] ?? []).length > 0 === Boolean(values.all)
+  ) {
+    throw usageError(`${command} needs --message-id <id> (one or more) or --all, not both.`);
   }
   let topic: string;
   try {
@@ -221,77 +229,12 @@ function parseRequest(
   };
 }
 
-async function readInboxStates(
-  deadLetters: readonly ServiceBusReceivedMessage[],
-  subscription: string,
-  inbox: Inbox,
-  at: { nowMs: number; clockSkewMs: number },
-): Promise<Map<string, InboxState>> {
-  const consumer = await consumerOf(subscription);
-  const states = new Map<string, InboxState>();
-  for (const message of deadLetters) {
-    states.set(sequenceOf(message), await inboxStateOf(message, consumer, inbox, at));
-  }
-  return states;
-}
-
-const STATE_MEANINGS: Record<InboxStateName, string> = {
-  applied: 'its consumer applied it (marker, same payload); resubmit completes it without sending',
-  'payload-mismatch':
-    'a marker with another payload: a different message used this MessageId; resubmit refuses it without --force',
-  'not-applied':
-    'no marker, and one would still be kept: never applied. Resubmit delivers it again; why its deliveries failed ' +
-    '(an outage? a bug since fixed?) is in the app logs, by MessageId',
-  failed:
-    'never applied: its last delivery failed with the error in parentheses (its consumer noted it). ' +
-    'Resubmit delivers it again: fix the cause first, or it fails the same way',
-  unknown:
-    'no marker, but one may have been purged (older than INBOX_RETENTION), or no known consumer; resubmit refuses it without --force',
-  versioned: 'its consumer writes only over an older version and keeps no marker: resubmitting is safe',
-  poison:
-    'its consumer cannot read it (the reason in parentheses) and never applied it; a copy would be dead-lettered ' +
-    'again, so resubmit skips it without --include-poison',
-  rejected:
-    'its consumer read it and rejected it as poison on its last delivery (the reason in parentheses) and never ' +
-    'applied it; a copy is rejected again unless the consumer changed, so resubmit skips it without --include-poison',
-};
-
-function listMessages(
-  deadLetters: readonly ServiceBusReceivedMessage[],
-  rules: Omit<ResubmitRules, 'force' | 'includePoison' | 'ignoreDuplicateWindow'>,
-  context: ToolContext,
-): void {
-  if (deadLetters.length === 0) return;
-  const states = rules.inboxStates;
-  const subscription = rules.retryCopies?.subscription;
-  const families = new Map<string, RetryFamily | undefined>(
-    deadLetters.map((message) => [sequenceOf(message), retryFamilyOf(message, subscription)]),
-  );
-  // The delayed retry column only when the queue holds a copy: other queues print as before.
-  const copies = [...families.values()].some((family) => family !== undefined);
-  const originals = new Set(
-    [...families.values()].flatMap((family) => (family?.kind === 'copy' ? [family.original] : [])),
-  );
-  const rows = byFamily(deadLetters, subscription).map((message) => {
-    const state = states?.get(sequenceOf(message));
-    const route = routeOf(message, rules);
-    const family = families.get(sequenceOf(message));
-    const id = idText(message.messageId);
-    return [
-      sequenceOf(message),
-      bounded(id ?? ''),
-      bounded(message.subject ?? ''),
-      ...(copies
-        ? [family === undefined && id !== undefined && originals.has(id) ? 'original' : familyText(family)]
-        : []),
-      bounded(message.deadLetterReason ?? '', 40),
-      bounded(message.deadLetterErrorDescription ?? '', 60),
-      String(message.deliveryCount ?? ''),
-      message.enqueuedTimeUtc?.toISOString() ?? '',
-      ...(states ? [state ? stateText(state) : ''] : []),
-      route.routed ? resubmittableAt(message, rules).toISOString() : `never: ${NEVER[route.why]}`,
-    ];
-  });
+/** The table list prints, then what its columns mean; nothing for an empty queue. */
+function printReport(report: DeadLetterReport, context: ToolContext): void {
+  if (report.rows.length === 0) return;
+  const copies = report.delayedRetryColumn;
+  // Every message is checked when the inbox is: the column is there exactly then.
+  const inbox = report.rows.some((row) => row.inbox !== undefined);
   const header = [
     'seq',
     'messageId',
@@ -301,38 +244,24 @@ function listMessages(
     'description',
     'deliveries',
     'enqueued (UTC)',
-    ...(states ? ['inbox'] : []),
+    ...(inbox ? ['inbox'] : []),
     'resubmittable from (UTC)',
   ];
+  const rows = report.rows.map((row) => [
+    row.sequence,
+    row.messageId ?? '',
+    row.subject ?? '',
+    ...(copies ? [row.family ?? ''] : []),
+    row.reason ?? '',
+    row.description ?? '',
+    String(row.deliveries ?? ''),
+    row.enqueuedAt ?? '',
+    ...(inbox ? [row.inbox?.text ?? ''] : []),
+    row.resubmittableFrom ?? `never: ${row.never}`,
+  ]);
   for (const line of table([header, ...rows])) context.out(line);
   context.out('');
-  const window = formatDuration(rules.duplicateWindowMs / 1000);
-  const skew = formatDuration(rules.clockSkewMs / 1000);
-  context.out(
-    `resubmittable from: enqueued + the duplicate window (${window}) + a clock-skew margin (${skew}); before it the broker drops the copy.`,
-  );
-  if (copies) context.out(`delayed retry: ${DELAYED_RETRY_MEANING}`);
-  const present = INBOX_STATES.filter((name) => [...(states?.values() ?? [])].some((s) => s.state === name));
-  for (const name of present) context.out(`${name}: ${STATE_MEANINGS[name]}`);
-}
-
-/** Why a resubmitted copy would reach no subscription (routeOf). */
-const NEVER: Record<'subject' | 'no-delayed-retry' | 'invalid-copy', string> = {
-  subject: 'no subscription takes its subject',
-  'no-delayed-retry': 'its subscription declares no delayedRetry, so its filter takes no delayed-retry copy',
-  'invalid-copy': 'an invalid delayed-retry copy, which its consumer refuses (invalid-retry-copy)',
-};
-
-const DELAYED_RETRY_MEANING =
-  `a copy its consumer scheduled after failed deliveries (Subject ${RETRY_SUBJECT}), attempt n of the original ` +
-  "MessageId, listed with the rest of its family (the original first). Its inbox state is the original's (the " +
-  "copy's inbox key); resubmit sends it as it is, under its own MessageId, so only its own subscription takes it " +
-  'and the duplicate detection window runs from its own enqueued time.';
-
-function stateText(state: InboxState): string {
-  return ['poison', 'rejected', 'failed'].includes(state.state)
-    ? `${state.state} (${state.detail})`
-    : state.state;
+  for (const line of report.legend) context.out(line);
 }
 
 function showMessages(
@@ -349,22 +278,8 @@ function showMessages(
   for (const message of matches) {
     context.out('');
     context.out(`#${sequenceOf(message)}`);
-    const family = retryFamilyOf(message, subscription);
-    const fields: [string, string | number | undefined][] = [
-      ['messageId', idText(message.messageId)],
-      ['subject', message.subject],
-      ['delayed retry', family === undefined ? undefined : familyText(family)],
-      ['correlationId', idText(message.correlationId)],
-      ['contentType', message.contentType],
-      ['enqueued (UTC)', message.enqueuedTimeUtc?.toISOString()],
-      ['deliveries', message.deliveryCount],
-      ['DeadLetterReason', message.deadLetterReason],
-      ['DeadLetterErrorDescription', message.deadLetterErrorDescription],
-      ['applicationProperties', JSON.stringify(resubmittedCopy(message).applicationProperties ?? {})],
-    ];
-    for (const [name, value] of fields) {
-      if (value !== undefined) context.out(`  ${`${name}:`.padEnd(28)}${value}`);
-    }
+    for (const [name, value] of showFields(message, subscription))
+      context.out(`  ${`${name}:`.padEnd(28)}${value}`);
     context.out('  body:');
     for (const line of bodyText(message.body).split('\n')) context.out(`    ${line}`);
   }
@@ -375,7 +290,7 @@ async function resubmitMessages(
   queue: DeadLetterQueue,
   deadLetters: readonly ServiceBusReceivedMessage[],
   request: Request,
-  rules: Omit<ResubmitRules, 'force' | 'includePoison' | 'ignoreDuplicateWindow'>,
+  rules: ListRules,
   context: ToolContext,
 ): Promise<ExitCode> {
   const { flags } = request;
@@ -387,7 +302,7 @@ async function resubmitMessages(
     includePoison: Boolean(flags['include-poison']),
     ignoreDuplicateWindow: Boolean(flags['ignore-duplicate-window']),
   });
-  describePlan(plan, request, dryRun, context);
+  for (const line of planLines(plan, { ...request, dryRun })) context.out(line.text);
   if (flags['ignore-duplicate-window'] && plan.resubmit.length > 0) {
     context.err(
       'warning: --ignore-duplicate-window resubmits without waiting for the duplicate window. A copy the broker ' +
@@ -421,69 +336,35 @@ async function resubmitMessages(
   return problems + failures === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
 }
 
-function describePlan(plan: ResubmitPlan, request: Request, dryRun: boolean, context: ToolContext): void {
-  const window = formatDuration(request.duplicateWindowSeconds);
-  const skew = formatDuration(request.clockSkewSeconds);
-  for (const message of plan.applied) {
+async function discardMessages(
+  queue: DeadLetterQueue,
+  deadLetters: readonly ServiceBusReceivedMessage[],
+  flags: Flags,
+  inboxStates: ListRules['inboxStates'],
+  context: ToolContext,
+): Promise<ExitCode> {
+  const selection: Selection = flags.all ? { all: true } : { messageIds: flags['message-id'] ?? [] };
+  const dryRun = Boolean(flags['dry-run']);
+  const plan = planDiscard(deadLetters, selection, { inboxStates, force: Boolean(flags.force) });
+  for (const line of discardLines(plan, { dryRun })) context.out(line.text);
+  const problems = plan.refused.length + plan.notFound.length;
+  if (dryRun) {
+    context.out('Dry run: nothing was completed or locked.');
+    return problems === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
+  }
+  const outcome = await discard(queue, plan, context.out);
+  for (const message of outcome.notReceived) {
     context.out(
-      `${dryRun ? 'would complete' : 'will complete'} ${label(message)} without resubmitting: already applied ` +
-        "(its consumer's marker has the same payload)",
+      `not received ${label(message)}: another receiver holds it, or it left the queue; left alone`,
     );
   }
-  for (const message of plan.resubmit) {
-    context.out(
-      `${dryRun ? 'would resubmit' : 'will resubmit'} ${label(message)} (reason: ${bounded(message.deadLetterReason ?? 'none', 40)})`,
-    );
-  }
-  for (const message of plan.unroutable) {
-    context.out(
-      message.subject === RETRY_SUBJECT
-        ? `refused ${label(message)}: a delayed-retry copy, and ${bounded(request.subscription)} declares no delayedRetry ` +
-            '(src/topology.json), so its filter takes no copy. The broker would accept it, deliver it nowhere and ' +
-            'report success, and completing it here would lose it.'
-        : `refused ${label(message)}: no subscription of ${request.topic} takes this Subject (src/topology.json). The broker ` +
-            'would accept the copy, deliver it nowhere and report success, and completing the original would lose it.',
-    );
-  }
-  for (const { message, problem } of plan.invalidCopies) {
-    context.out(
-      `refused ${label(message)}: an invalid delayed-retry copy (${problem}); its consumer refuses it as poison ` +
-        "(invalid-retry-copy), whatever the fix, since its effect could not be told apart from the original's. " +
-        'show prints its properties; left in the dead-letter queue.',
-    );
-  }
-  for (const { message, state } of plan.inboxRefused) {
-    context.out(
-      state.state === 'payload-mismatch'
-        ? `refused ${label(message)}: payload mismatch, the consumer's marker for this MessageId has another payload ` +
-            '(a different message used the MessageId). A copy would be logged as payload_mismatch and not applied; --force sends it anyway.'
-        : `refused ${label(message)}: inbox state unknown (${state.detail}); it may have been applied already. ` +
-            'Check the business state (show gives the ids), then --force to resubmit it.',
-    );
-  }
-  for (const { message, state } of plan.poison) {
-    context.out(
-      `refused ${label(message)}: ${state.state} (${state.detail}); its consumer ` +
-        `${state.state === 'poison' ? 'cannot read it' : 'rejected it'}, and a copy would fail every delivery the same ` +
-        'way and come back. Once the consumer takes it (deploy the fix first), --include-poison resubmits it.',
-    );
-  }
-  for (const { message, resubmittableAt } of plan.tooEarly) {
-    context.out(
-      `refused ${label(message)}: first sent ${message.enqueuedTimeUtc?.toISOString() ?? '(unknown)'}, still inside the ` +
-        `topic's duplicate detection window (${window}) plus the clock-skew margin (${skew}). Resubmit it from ` +
-        `${resubmittableAt.toISOString()}: sent now, the broker could drop it as a duplicate while the dead-lettered ` +
-        'copy is completed, and it would be lost.',
-    );
-  }
-  for (const message of plan.sameMessageId) {
-    context.out(
-      `skipped ${label(message)}: another message with this MessageId is resubmitted in this run; the broker would ` +
-        'drop this one as its duplicate. Left in the dead-letter queue.',
-    );
-  }
-  for (const messageId of plan.notFound)
-    context.out(`not found: no dead-lettered message has MessageId ${bounded(messageId)}`);
+  context.out(
+    `Discarded ${outcome.discarded.length}, refused ${plan.refused.length}, not found ${plan.notFound.length}, ` +
+      `failed ${outcome.failed.length}, not received ${outcome.notReceived.length}; ` +
+      `${outcome.leftInPlace} other message(s) locked on the way were given back unchanged.`,
+  );
+  const failures = outcome.failed.length + outcome.notReceived.length;
+  return problems + failures === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
 }
 
 type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
@@ -540,22 +421,6 @@ function durationFromEnvironment(env: ToolContext['env'], name: string, fallback
 
 function usageError(message: string, cause?: unknown): UsageError {
   return new UsageError(`${message}\n${USAGE}`, cause === undefined ? undefined : { cause });
-}
-
-/** JSON pretty-printed, other UTF-8 as text, anything else as base64. */
-function bodyText(body: unknown): string {
-  if (!Buffer.isBuffer(body)) return JSON.stringify(body, null, 2) ?? String(body);
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(body);
-  } catch {
-    return `(${body.length} bytes, base64) ${body.toString('base64')}`;
-  }
-  try {
-    return JSON.stringify(JSON.parse(text), null, 2);
-  } catch {
-    return text;
-  }
 }
 
 export const command: CliCommand = { name: 'dead-letters', main };

@@ -4,7 +4,7 @@ import Long from 'long';
 import { RESUBMITTED_AT_PROPERTY } from '#inbox/internal';
 
 import { bounded } from '../../cli/errors';
-import { planResubmit, resubmittedCopy } from '../../tools/deadLetterQueue';
+import { planDiscard, planResubmit, resubmittedCopy } from '../../tools/deadLetterQueue';
 import type { InboxState } from '../../tools/inboxState';
 
 const NOW_MS = Date.UTC(2026, 10, 30, 12);
@@ -141,6 +141,51 @@ describe('planResubmit', () => {
 
     expect(plan.resubmit.map((m) => m.messageId)).toEqual(['a']);
     expect(plan.notFound).toEqual(['zz']);
+  });
+});
+
+describe('planDiscard', () => {
+  const names = [
+    'applied',
+    'versioned',
+    'poison',
+    'rejected',
+    'not-applied',
+    'failed',
+    'unknown',
+    'payload-mismatch',
+  ] as const;
+  const all = [
+    ...names.map((_, index) => deadLetter(index + 1, `m${index + 1}`, 0)),
+    deadLetter(9, 'unchecked', 0),
+  ];
+  const states = new Map<string, InboxState>(
+    names.map((state, index) => [String(index + 1), { state, detail: 'd' }]),
+  );
+  const ids = (entries: { message: ServiceBusReceivedMessage }[]): unknown[] =>
+    entries.map(({ message }) => message.messageId);
+
+  it('discards what is applied or refused by its consumer, and refuses what would never take effect', () => {
+    const plan = planDiscard(all, { all: true }, { inboxStates: states, force: false });
+
+    expect(ids(plan.discard)).toEqual(['m1', 'm2', 'm3', 'm4']);
+    expect(plan.discard.every(({ effectLost }) => !effectLost)).toBe(true);
+    expect(ids(plan.refused)).toEqual(['m5', 'm6', 'm7', 'm8', 'unchecked']);
+  });
+
+  it('discards the rest with force, each marked as an effect lost', () => {
+    const plan = planDiscard(
+      all,
+      { messageIds: ['m5', 'unchecked', 'gone'] },
+      { inboxStates: states, force: true },
+    );
+
+    expect(plan.discard.map(({ message, effectLost }) => [message.messageId, effectLost])).toEqual([
+      ['m5', true],
+      ['unchecked', true],
+    ]);
+    expect(plan.refused).toEqual([]);
+    expect(plan.notFound).toEqual(['gone']);
   });
 });
 

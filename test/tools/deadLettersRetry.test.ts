@@ -282,3 +282,50 @@ describe('resubmit', () => {
     ).toEqual([`${original('x')}:retry:${RETRYING}:1`, `broken-${run}`]);
   });
 });
+
+describe('discard', () => {
+  const contents = async (): Promise<unknown[]> =>
+    (await peekAll(receiverOf(RETRYING, true))).map((m: ServiceBusReceivedMessage) => ({
+      messageId: m.messageId,
+      subject: m.subject,
+      body: m.body as unknown,
+      applicationProperties: m.applicationProperties,
+    }));
+
+  it('refuses a message whose inbox state is not checked; with --force removes it and gives back the others unchanged', async () => {
+    await deadLetter(ordinary('a'), copyOf('x', 1), ordinary('b'));
+    const before = await contents();
+    const sent = fixture.peer.broker.topic(TOPIC).stats.sent;
+    const refused = captured(toolEnv(), () => fixture.clock.now());
+    const forced = captured(toolEnv(), () => fixture.clock.now());
+
+    const refusedCode = await deadLetters(
+      ['discard', RETRYING, '--topic', TOPIC, '--message-id', original('b')],
+      refused.context,
+    );
+    const afterRefusal = await contents();
+    const forcedCode = await deadLetters(
+      ['discard', RETRYING, '--topic', TOPIC, '--message-id', original('b'), '--force'],
+      forced.context,
+    );
+
+    expect(refusedCode).toBe(1);
+    expect(refused.out.join('\n')).toMatch(
+      new RegExp(
+        `refused #\\d+ messageId=${original('b')} .*: inbox state not checked, so nothing says it was applied\\. ` +
+          'Discarded, its business effect would never happen',
+      ),
+    );
+    expect(afterRefusal).toEqual(before);
+    expect(forcedCode).toBe(0);
+    expect(forced.out.join('\n')).toMatch(
+      new RegExp(`discarded #\\d+ messageId=${original('b')} .*: completed in the dead-letter queue`),
+    );
+    // The copy and the other message were locked on the way to it: there as they were.
+    expect(forced.out.join('\n')).toContain(
+      '2 other message(s) locked on the way were given back unchanged.',
+    );
+    expect(await contents()).toEqual(before.slice(0, 2));
+    expect(fixture.peer.broker.topic(TOPIC).stats.sent).toBe(sent);
+  });
+});

@@ -65,6 +65,18 @@ const usageErrors = (
 const npmCommand = (script: string): string =>
   ['start', 'test'].includes(script) ? `npm ${script}` : `npm run ${script}`;
 
+/** One line saying what is wrong, then the usage; exit 2, nothing on stdout. */
+function expectUsageError(script: string, result: CommandRun, message: string): void {
+  const [first, ...rest] = String(result.stderr).split('\n');
+
+  expect(result.status).toBe(2);
+  expect(result.stdout).toBe('');
+  expect(first).toBe(`${script}: ${first?.slice(script.length + 2)}`);
+  expect(first).toContain(message);
+  expect(rest[0]).toMatch(/^Usage/);
+  expect(rest.join('\n')).toContain(npmCommand(script));
+}
+
 describe('every command', () => {
   it('has a usage error in this table', () => {
     const commands = Object.keys(scripts).filter(
@@ -79,15 +91,7 @@ describe('every command', () => {
   it.each(usageErrors)(
     '%s %j: says what is wrong, prints the usage, exits 2, and does nothing first',
     async (script, args, message) => {
-      const result = await run(script, args);
-      const [first, ...rest] = String(result.stderr).split('\n');
-
-      expect(result.status).toBe(2);
-      expect(result.stdout).toBe('');
-      expect(first).toBe(`${script}: ${first?.slice(script.length + 2)}`);
-      expect(first).toContain(message);
-      expect(rest[0]).toMatch(/^Usage/);
-      expect(rest.join('\n')).toContain(npmCommand(script));
+      expectUsageError(script, await run(script, args), message);
     },
   );
 
@@ -102,6 +106,24 @@ describe('every command', () => {
       expect(result.stderr).toBe('');
     },
   );
+});
+
+describe('dead-letters discard', () => {
+  it.each([
+    [['discard', 'payments.applier'], 'discard needs --message-id <id> (one or more) or --all, not both.'],
+    [
+      ['discard', 'payments.applier', '--all', '--message-id', 'payment-1'],
+      'discard needs --message-id <id> (one or more) or --all, not both.',
+    ],
+    [
+      ['discard', 'payments.applier', '--all', '--include-poison'],
+      '--include-poison do(es) not apply to discard.',
+    ],
+    [['discard', 'payments.applier', '--all', 'now'], 'Unexpected arguments for discard: now.'],
+    [['discard'], 'Say what to do (list, show, resubmit or discard) and with which subscription.'],
+  ])('%j: says what is wrong, prints the usage, exits 2, and does nothing first', async (args, message) => {
+    expectUsageError('dead-letters', await run('dead-letters', args), message);
+  });
 });
 
 describe("a command's entry", () => {

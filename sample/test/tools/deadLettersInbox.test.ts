@@ -360,3 +360,92 @@ describe('resubmit', () => {
     expect(await ids(false)).toEqual([]);
   });
 });
+
+describe('discard', () => {
+  /** What is in the dead-letter queue, with each body: a discard must leave the others as they were. */
+  async function contents(): Promise<[unknown, unknown][]> {
+    return (await peekAll(receiverFor(true))).map((m) => [m.messageId, m.body]);
+  }
+
+  it('removes an applied message and a poison one for good, and gives back the others it locked, unchanged', async () => {
+    await seedEveryState();
+    const out = captured(env, () => fixture.clock.now());
+
+    const code = await deadLetters(
+      ['discard', PAYMENTS, '--message-id', messageId('A'), '--message-id', messageId('P')],
+      out.context,
+    );
+
+    const text = out.out.join('\n');
+    expect(code).toBe(0);
+    expect(text).toMatch(
+      new RegExp(`will discard #\\d+ messageId=${messageId('A')} .*: applied; .*its effect is in place`),
+    );
+    expect(text).toMatch(
+      new RegExp(`discarded #\\d+ messageId=${messageId('P')} .*: completed in the dead-letter queue`),
+    );
+    // M and N were locked on the way to P: given back.
+    expect(text).toMatch(
+      /Discarded 2, refused 0, not found 0, failed 0, not received 0; 2 other message\(s\) locked on the way were given back unchanged\./,
+    );
+    expect(await contents()).toEqual([
+      [messageId('M'), JSON.parse(body('M', 20))],
+      [messageId('N'), JSON.parse(body('N'))],
+    ]);
+    expect(await ids(false)).toEqual([]);
+  });
+
+  it('refuses a message never applied without --force, and says its effect would never happen', async () => {
+    await seedEveryState();
+    const before = await contents();
+    const out = captured(env, () => fixture.clock.now());
+
+    const code = await deadLetters(['discard', PAYMENTS, '--message-id', messageId('N')], out.context);
+
+    expect(code).toBe(1);
+    expect(out.out.join('\n')).toMatch(
+      new RegExp(
+        `refused #\\d+ messageId=${messageId('N')} .*: not-applied: never applied\\. Discarded, its business effect would never happen; .*--force discards it anyway`,
+      ),
+    );
+    expect(await contents()).toEqual(before);
+  });
+
+  it('discards a message never applied with --force', async () => {
+    await seedEveryState();
+    const out = captured(env, () => fixture.clock.now());
+
+    const code = await deadLetters(
+      ['discard', PAYMENTS, '--message-id', messageId('N'), '--force'],
+      out.context,
+    );
+
+    expect(code).toBe(0);
+    expect(out.out.join('\n')).toMatch(
+      new RegExp(
+        `will discard #\\d+ messageId=${messageId('N')} .*\\(--force\\): not-applied: never applied\\. Its business effect never happens\\.`,
+      ),
+    );
+    expect(await ids(true)).toEqual([messageId('A'), messageId('M'), messageId('P')]);
+    expect(await ids(false)).toEqual([]);
+  });
+
+  it('--dry-run says what would be discarded and what is refused, and changes nothing', async () => {
+    await seedEveryState();
+    const before = (await peekAll(receiverFor(true))).map((m) => [m.messageId, m.deliveryCount]);
+    const out = captured(env, () => fixture.clock.now());
+
+    const code = await deadLetters(['discard', PAYMENTS, '--all', '--dry-run'], out.context);
+
+    const text = out.out.join('\n');
+    expect(code).toBe(1);
+    expect(text).toMatch(new RegExp(`would discard #\\d+ messageId=${messageId('A')} `));
+    expect(text).toMatch(
+      new RegExp(`would discard #\\d+ messageId=${messageId('P')} .*: poison \\(schema-violation\\)`),
+    );
+    expect(text).toMatch(new RegExp(`refused #\\d+ messageId=${messageId('M')} .*: payload mismatch`));
+    expect(text).toMatch(new RegExp(`refused #\\d+ messageId=${messageId('N')} `));
+    expect(text).toContain('Dry run: nothing was completed or locked.');
+    expect((await peekAll(receiverFor(true))).map((m) => [m.messageId, m.deliveryCount])).toEqual(before);
+  });
+});
