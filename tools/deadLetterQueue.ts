@@ -45,14 +45,14 @@ export function peekDeadLetters(queue: DeadLetterQueue): Promise<ServiceBusRecei
 }
 
 /**
- * Up to `max` messages of the subscription (or its dead-letter queue), oldest first, without locking
- * or settling any. Bodies are left as the bytes the producer sent. The first sequence number is
- * given explicitly: the SDK otherwise carries on from wherever the last peek of this entity on the
- * same client stopped.
+ * Up to `max` messages of the subscription (or its dead-letter queue), oldest first, from sequence
+ * number `from` (default: the first), without locking or settling any. Bodies are left as the bytes
+ * the producer sent. The first sequence number is given explicitly: the SDK otherwise carries on
+ * from wherever the last peek of this entity on the same client stopped.
  */
 export async function peekQueue(
   queue: DeadLetterQueue,
-  { deadLetter, max }: { deadLetter: boolean; max: number },
+  { deadLetter, max, from = 1 }: { deadLetter: boolean; max: number; from?: number },
 ): Promise<ServiceBusReceivedMessage[]> {
   const receiver = queue.client.createReceiver(queue.topic, queue.subscription, {
     ...(deadLetter ? { subQueueType: 'deadLetter' as const } : {}),
@@ -60,7 +60,7 @@ export async function peekQueue(
   });
   try {
     const messages: ServiceBusReceivedMessage[] = [];
-    let fromSequenceNumber = Long.ONE;
+    let fromSequenceNumber = Long.fromNumber(from);
     while (messages.length < max) {
       const page = await receiver.peekMessages(Math.min(PAGE_SIZE, max - messages.length), {
         fromSequenceNumber,

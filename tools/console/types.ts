@@ -113,11 +113,11 @@ export interface DeadLetterRowView {
   subject: string | undefined;
   /** Its delayed-retry family: 'original', or the attempt of a copy. */
   family: string | undefined;
-  reason: string;
-  description: string;
+  reason: string | undefined;
+  description: string | undefined;
   deliveries: number | undefined;
   enqueuedAt: string | undefined;
-  inbox: { state: string; text: string; meaning: string } | undefined;
+  inbox: { state: string; detail?: string; text: string; meaning: string } | undefined;
   /** When a resubmitted copy would pass duplicate detection; `never` when no subscription would take it. */
   resubmittableFrom: string | undefined;
   never: string | undefined;

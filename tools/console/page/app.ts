@@ -134,9 +134,10 @@ function subscriptions(): SubscriptionView[] {
   return overview?.topics.flatMap((topic) => topic.subscriptions) ?? [];
 }
 
-const ROW = 64;
-const COLUMNS = { source: 10, topic: 220, subscription: 470, consumer: 800 };
-const BOX = { width: 190, height: 44 };
+const ROW = 60;
+const WIDTH = 1100;
+const COLUMNS = { source: 10, topic: 200, subscription: 600, consumer: 870 };
+const BOX = { width: 220, height: 42 };
 
 /**
  * Topics in the middle, each subscription to its right with its filter and its live counts on the
@@ -145,30 +146,30 @@ const BOX = { width: 190, height: 44 };
  */
 function topologyPicture(view: Overview): SVGElement {
   const rows = view.topics.reduce((sum, topic) => sum + Math.max(1, topic.subscriptions.length), 0);
-  const height = rows * ROW + 20;
+  const height = rows * ROW + 30;
   const picture = s('svg', {
-    viewBox: `0 0 1000 ${height}`,
+    viewBox: `0 0 ${WIDTH} ${height}`,
     width: '100%',
+    style: `max-width: ${WIDTH}px`,
     role: 'img',
     'aria-label': 'Topics, subscriptions and consumers',
   });
-  const senders = s('g', {}, box(COLUMNS.source, height / 2 - BOX.height / 2, 'producers', 'npm run send, other apps', 'source'));
-  picture.append(senders);
+  picture.append(box(COLUMNS.source, height / 2 - BOX.height / 2, 'producers', 'npm run send, other apps', 'source', 170));
   let row = 0;
   for (const topic of view.topics) {
     const span = Math.max(1, topic.subscriptions.length);
     const topicY = 10 + (row + span / 2) * ROW - BOX.height / 2;
-    picture.append(edge(COLUMNS.source + BOX.width, height / 2, COLUMNS.topic, topicY + BOX.height / 2, ''));
+    picture.append(edge(COLUMNS.source + 170, height / 2, COLUMNS.topic, topicY + BOX.height / 2));
+    picture.append(box(COLUMNS.topic, topicY, topic.name, 'topic', 'topic'));
     if (topic.publishers.length > 0) {
       picture.append(
         s(
           'text',
-          { x: COLUMNS.topic, y: topicY - 6, class: 'publishers' },
-          `outbox relay from ${topic.publishers.join(', ')}`,
+          { x: COLUMNS.topic, y: topicY + BOX.height + 13, class: 'publishers' },
+          `also sent by the outbox relay for ${topic.publishers.join(', ')}`,
         ),
       );
     }
-    picture.append(box(COLUMNS.topic, topicY, topic.name, 'topic', 'topic'));
     if (topic.subscriptions.length === 0) {
       picture.append(
         s(
@@ -180,18 +181,14 @@ function topologyPicture(view: Overview): SVGElement {
     }
     topic.subscriptions.forEach((sub, index) => {
       const y = 10 + (row + index) * ROW + (ROW - BOX.height) / 2;
-      const counts = sub.counts;
-      const label =
-        counts === undefined
-          ? 'counts unknown'
-          : `${counts.active} active · ${counts.inFlight ?? '?'} in flight · ${counts.deadLettered} dead-lettered`;
-      picture.append(edge(COLUMNS.topic + BOX.width, topicY + BOX.height / 2, COLUMNS.subscription, y + BOX.height / 2, label));
+      picture.append(edge(COLUMNS.topic + BOX.width, topicY + BOX.height / 2, COLUMNS.subscription, y + BOX.height / 2));
+      picture.append(countsLabel(COLUMNS.subscription - 6, y + BOX.height / 2 - 5, sub));
       const node = box(COLUMNS.subscription, y, sub.name, `[${sub.subjects.join(', ')}]`, 'subscription');
       node.setAttribute('data-subscription', sub.name);
       node.setAttribute('tabindex', '0');
       node.addEventListener('click', () => void showConsumer(sub.name));
       picture.append(node);
-      picture.append(edge(COLUMNS.subscription + BOX.width, y + BOX.height / 2, COLUMNS.consumer, y + BOX.height / 2, ''));
+      picture.append(edge(COLUMNS.subscription + BOX.width, y + BOX.height / 2, COLUMNS.consumer, y + BOX.height / 2));
       picture.append(box(COLUMNS.consumer, y, sub.function ?? '(no function)', sub.delayedRetry ? 'consumer, delayed retry' : 'consumer', 'consumer'));
     });
     row += span;
@@ -199,24 +196,32 @@ function topologyPicture(view: Overview): SVGElement {
   return picture;
 }
 
-function box(x: number, y: number, title: string, subtitle: string, kind: string): SVGElement {
+/** The counts on a subscription's edge: active (waiting or locked), in flight (locked), dead-lettered. */
+function countsLabel(x: number, y: number, sub: SubscriptionView): SVGElement {
+  const counts = sub.counts;
+  if (counts === undefined) return s('text', { x, y, class: 'counts', 'text-anchor': 'end' }, 'counts unknown');
+  return s(
+    'text',
+    { x, y, class: 'counts', 'text-anchor': 'end', 'data-counts': sub.name },
+    s('tspan', { class: 'active' }, `${counts.active} active`),
+    ` · ${counts.inFlight ?? '?'} in flight · `,
+    s('tspan', { class: counts.deadLettered > 0 ? 'dead bad' : 'dead' }, `${counts.deadLettered} dead-lettered`),
+  );
+}
+
+function box(x: number, y: number, title: string, subtitle: string, kind: string, width = BOX.width): SVGElement {
   return s(
     'g',
     { class: `node ${kind}` },
-    s('rect', { x, y, width: BOX.width, height: BOX.height, rx: 6 }),
+    s('rect', { x, y, width, height: BOX.height, rx: 6 }),
     s('text', { x: x + 8, y: y + 18, class: 'title' }, title),
     s('text', { x: x + 8, y: y + 35, class: 'subtitle' }, subtitle),
   );
 }
 
-function edge(x1: number, y1: number, x2: number, y2: number, label: string): SVGElement {
+function edge(x1: number, y1: number, x2: number, y2: number): SVGElement {
   const middle = (x1 + x2) / 2;
-  return s(
-    'g',
-    { class: 'edge' },
-    s('path', { d: `M${x1},${y1} C${middle},${y1} ${middle},${y2} ${x2},${y2}` }),
-    label === '' ? undefined : s('text', { x: middle - 80, y: y2 - 6, class: 'counts' }, label),
-  );
+  return s('path', { class: 'edge', d: `M${x1},${y1} C${middle},${y1} ${middle},${y2} ${x2},${y2}` });
 }
 
 // ---- the live feed ---------------------------------------------------------------------------
