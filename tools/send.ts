@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
 
+import type { ServiceBusClient } from '@azure/service-bus';
 import { ROOT_CONTEXT, SpanKind, trace, type Tracer } from '@opentelemetry/api';
 import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
 
@@ -80,37 +81,23 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   try {
     let sent = 0;
     for (const event of events) {
-      const topic = topicFor(event.subject, values.topic);
-      if (!routedSubjects(topic, localRun?.topology).has(event.subject)) {
-        unrouted.set(topic, (unrouted.get(topic) ?? new Set()).add(event.subject));
+      const result = await sendEvent(client, event, {
+        topic: values.topic,
+        repeat,
+        routed: (topic) => routedSubjects(topic, localRun?.topology),
+      });
+      if (result.unrouted) {
+        unrouted.set(result.topic, (unrouted.get(result.topic) ?? new Set()).add(event.subject));
       }
-      const sender = client.createSender(topic);
-      // Each event starts a trace: its copies carry it, and so does what its consumers publish.
-      const span = tracer().startSpan(
-        `send ${topic}`,
-        {
-          kind: SpanKind.PRODUCER,
-          attributes: { 'messaging.system': 'servicebus', 'messaging.destination.name': topic },
-        },
-        ROOT_CONTEXT,
-      );
-      const carrier = carrierOf(trace.setSpan(ROOT_CONTEXT, span));
-      const message = { ...toServiceBusMessage(event), applicationProperties: traceProperties(carrier) };
-      try {
-        for (let copy = 1; copy <= repeat; copy++) {
-          await sender.sendMessages(message);
-          sent++;
-          const body = copy === 1 ? ` ${bodyText(event.body)}` : '';
-          const note = repeat > 1 ? ` (copy ${copy} of ${repeat}, same MessageId)` : '';
-          const poison = event.poison ? `; expected to be poison (${event.poison})` : '';
-          context.out(
-            `sent ${event.subject} messageId=${bounded(event.messageId, 128)} to ${topic}${body}${note}${poison}` +
-              ` (trace ${span.spanContext().traceId})`,
-          );
-        }
-      } finally {
-        span.end();
-        await sender.close();
+      for (let copy = 1; copy <= result.copies; copy++) {
+        sent++;
+        const body = copy === 1 ? ` ${bodyText(event.body)}` : '';
+        const note = repeat > 1 ? ` (copy ${copy} of ${repeat}, same MessageId)` : '';
+        const poison = result.poison ? `; expected to be poison (${result.poison})` : '';
+        context.out(
+          `sent ${event.subject} messageId=${bounded(result.messageId, 128)} to ${result.topic}${body}${note}${poison}` +
+            ` (trace ${result.traceId})`,
+        );
       }
     }
     context.out(`Sent ${sent} message(s), ${events.length} event(s), to ${description}.`);
@@ -136,6 +123,59 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   } finally {
     await client.close();
   }
+}
+
+/** What sendEvent did: plain data, for the command line and a web form alike. */
+export interface SentEvent {
+  topic: string;
+  /** As the event has it (the caller's own); bound it where it is echoed. */
+  messageId: string;
+  /** The W3C trace id the copies carry: the operation_Id of their deliveries in Application Insights. */
+  traceId: string;
+  /** How many copies were sent, all with the same MessageId. */
+  copies: number;
+  /** No subscription of the topic takes its Subject: Service Bus reported success and dropped it. */
+  unrouted: boolean;
+  /** Why its consumers are expected to refuse it (an event sent with --allow-invalid). */
+  poison?: string;
+}
+
+/**
+ * Sends one event `repeat` times with the same MessageId to its topic (`topic`, else the one whose
+ * subscriptions filter on its Subject), as one new trace: its copies carry the trace properties,
+ * and so does what its consumers publish. `routed` gives the Subjects a topic's subscriptions take.
+ */
+export async function sendEvent(
+  client: ServiceBusClient,
+  event: OutgoingEvent,
+  options: { topic?: string; repeat: number; routed: (topic: string) => ReadonlySet<string> },
+): Promise<SentEvent> {
+  const topic = topicFor(event.subject, options.topic);
+  const sender = client.createSender(topic);
+  const span = tracer().startSpan(
+    `send ${topic}`,
+    {
+      kind: SpanKind.PRODUCER,
+      attributes: { 'messaging.system': 'servicebus', 'messaging.destination.name': topic },
+    },
+    ROOT_CONTEXT,
+  );
+  const carrier = carrierOf(trace.setSpan(ROOT_CONTEXT, span));
+  const message = { ...toServiceBusMessage(event), applicationProperties: traceProperties(carrier) };
+  try {
+    for (let copy = 1; copy <= options.repeat; copy++) await sender.sendMessages(message);
+  } finally {
+    span.end();
+    await sender.close();
+  }
+  return {
+    topic,
+    messageId: event.messageId,
+    traceId: span.spanContext().traceId,
+    copies: options.repeat,
+    unrouted: !options.routed(topic).has(event.subject),
+    ...(event.poison ? { poison: event.poison } : {}),
+  };
 }
 
 /**
