@@ -27,7 +27,9 @@ export const CHROMIUM = findChromium();
 export function warnWhenNoBrowser(file: string, checks: string): void {
   if (CHROMIUM !== undefined) return;
   if (process.env['REQUIRE_BROWSER'] === '1')
-    throw new Error('REQUIRE_BROWSER is set and no Chromium was found (apt-get install chromium, or CHROMIUM_PATH).');
+    throw new Error(
+      'REQUIRE_BROWSER is set and no Chromium was found (apt-get install chromium, or CHROMIUM_PATH).',
+    );
   console.warn(`Skipped ${file}: no Chromium (apt-get install chromium, or set CHROMIUM_PATH) to ${checks}.`);
 }
 

@@ -133,7 +133,10 @@ export class ConsoleBackend {
   feedBody(seq: number): Promise<{ text: string; encoding: 'utf-8' | 'base64' }> {
     const body = this.parts.feed?.body(seq);
     if (body === undefined) {
-      throw new ConsoleError(404, 'The console no longer keeps this body (it keeps the last 200, up to 64 KB each).');
+      throw new ConsoleError(
+        404,
+        'The console no longer keeps this body (it keeps the last 200, up to 64 KB each).',
+      );
     }
     return Promise.resolve(bodyText(body));
   }
@@ -170,7 +173,8 @@ export class ConsoleBackend {
     });
     const outbox = await read('its outbox', async () => {
       const parameters = [byConsumer[0]!, byConsumer[2]!];
-      const pending = 'c.type = @outbox AND c.consumer = @consumer AND IS_DEFINED(c.pendingSinceEpochSeconds)';
+      const pending =
+        'c.type = @outbox AND c.consumer = @consumer AND IS_DEFINED(c.pendingSinceEpochSeconds)';
       const [count] = await values<number>(`SELECT VALUE COUNT(1) FROM c WHERE ${pending}`, parameters);
       const [oldest] = await values<number>(
         `SELECT VALUE MIN(c.pendingSinceEpochSeconds) FROM c WHERE ${pending}`,
@@ -203,10 +207,11 @@ export class ConsoleBackend {
   /** A page of the documents in one logical partition: business state, inbox markers and outbox. */
   async partition(partitionKey: string, continuation: string | undefined): Promise<PartitionView> {
     checkPartitionKey(partitionKey);
-    if (continuation !== undefined && continuation.length > 4096) throw new ConsoleError(400, 'continuation is too long.');
+    if (continuation !== undefined && continuation.length > 4096)
+      throw new ConsoleError(400, 'continuation is too long.');
     try {
-      const page = await this.container().items
-        .query<{ id: string; type?: unknown; _ts?: number }>(
+      const page = await this.container()
+        .items.query<{ id: string; type?: unknown; _ts?: number }>(
           { query: 'SELECT c.id, c.type, c._ts FROM c' },
           {
             partitionKey,
@@ -231,14 +236,16 @@ export class ConsoleBackend {
 
   async document(partitionKey: string, id: string): Promise<DocumentView> {
     checkPartitionKey(partitionKey);
-    if (id.length === 0 || id.length > 255) throw new ConsoleError(400, 'A document id has 1 to 255 characters.');
+    if (id.length === 0 || id.length > 255)
+      throw new ConsoleError(400, 'A document id has 1 to 255 characters.');
     let resource: unknown;
     try {
       ({ resource } = await this.container().item(id, partitionKey).read());
     } catch (error) {
       throw new ConsoleError(502, this.problem(error, 'the document'));
     }
-    if (resource === undefined) throw new ConsoleError(404, 'No such document (it may have been deleted or purged).');
+    if (resource === undefined)
+      throw new ConsoleError(404, 'No such document (it may have been deleted or purged).');
     const json = JSON.stringify(resource, null, 2);
     return {
       partitionKey,
@@ -247,7 +254,6 @@ export class ConsoleBackend {
       truncated: json.length > DOCUMENT_JSON_LIMIT,
     };
   }
-
 
   /** A page of a subscription's dead-letter queue, from a sequence number, with list's verdicts. */
   async deadLetters(subscription: string, from: string | undefined): Promise<DeadLetterPage> {
@@ -270,13 +276,19 @@ export class ConsoleBackend {
     };
   }
 
-  async deadLetterBody(subscription: string, sequence: string): Promise<{ text: string; encoding: 'utf-8' | 'base64' }> {
+  async deadLetterBody(
+    subscription: string,
+    sequence: string,
+  ): Promise<{ text: string; encoding: 'utf-8' | 'base64' }> {
     const queue = this.queue(subscription);
     const [message] = await this.read('the dead-letter queue', () =>
       peekQueue(queue, { deadLetter: true, max: 1, from: sequenceNumber(sequence) }),
     );
     if (message === undefined || sequenceOf(message) !== sequence)
-      throw new ConsoleError(404, `No dead letter #${bounded(sequence, 20)} (it may have been resubmitted or discarded).`);
+      throw new ConsoleError(
+        404,
+        `No dead letter #${bounded(sequence, 20)} (it may have been resubmitted or discarded).`,
+      );
     return bodyText(bodyBytes(message));
   }
 
@@ -331,7 +343,18 @@ export class ConsoleBackend {
       repeat: 1,
       routed: (topic) => routedSubjects(topic, topology),
     });
-    return { lines: sent.lines, messageId: event.messageId, topic: sent.topic };
+    const lines = [
+      `Sent ${event.subject} messageId=${bounded(sent.messageId, 128)} to ${sent.topic} (trace ${sent.traceId}).`,
+    ];
+    if (sent.poison !== undefined)
+      lines.push(
+        `Expected to be poison (${sent.poison}): its consumers refuse it, the host retries it until maxDeliveryCount, and Service Bus dead-letters it.`,
+      );
+    if (sent.unrouted)
+      lines.push(
+        `No subscription of ${sent.topic} takes ${event.subject}: Service Bus reported success and dropped it.`,
+      );
+    return { lines, messageId: bounded(sent.messageId, 128), topic: sent.topic };
   }
 
   /** The plan of an action on the queue as it is now, with what it would say of each message. */
@@ -370,7 +393,12 @@ export class ConsoleBackend {
       return { queue, lines, acting: plan.resubmit.length + plan.applied.length, resubmit: plan };
     }
     const plan = planDiscard(deadLetters, selection, { inboxStates: states, force: request.force });
-    return { queue, lines: discardLines(plan, { dryRun }).map(lineView), acting: plan.discard.length, discard: plan };
+    return {
+      queue,
+      lines: discardLines(plan, { dryRun }).map(lineView),
+      acting: plan.discard.length,
+      discard: plan,
+    };
   }
 
   private listRules(queue: DeadLetterQueue): Omit<ListRules, 'inboxStates'> {
@@ -392,7 +420,8 @@ export class ConsoleBackend {
     const topic = this.parts
       .topology()
       .topics.find((candidate) => candidate.subscriptions.some((s) => s.name === subscription));
-    if (topic === undefined) throw new ConsoleError(404, `No subscription is named '${bounded(subscription, 60)}'.`);
+    if (topic === undefined)
+      throw new ConsoleError(404, `No subscription is named '${bounded(subscription, 60)}'.`);
     return { client: this.parts.serviceBus, topic: topic.name, subscription };
   }
 
@@ -409,7 +438,8 @@ export class ConsoleBackend {
   }
 
   private container(): Container {
-    if (typeof this.parts.inbox === 'string') throw new ConsoleError(503, `Cosmos DB is not connected: ${this.parts.inbox}.`);
+    if (typeof this.parts.inbox === 'string')
+      throw new ConsoleError(503, `Cosmos DB is not connected: ${this.parts.inbox}.`);
     return this.parts.inbox.container;
   }
 
@@ -451,7 +481,10 @@ export function bodyText(body: Buffer): { text: string; encoding: 'utf-8' | 'bas
 }
 
 /** The selection the CLI's --message-id makes, for the dead letters the page chose by sequence number. */
-function selectionOf(deadLetters: readonly ServiceBusReceivedMessage[], sequences: readonly string[]): Selection {
+function selectionOf(
+  deadLetters: readonly ServiceBusReceivedMessage[],
+  sequences: readonly string[],
+): Selection {
   const ids = deadLetters
     .filter((message) => sequences.includes(sequenceOf(message)))
     .map((message) => String(message.messageId));

@@ -24,7 +24,9 @@ export class Feed {
 
   constructor(
     /** The topic and subscription a function consumes, from the app's registrations. */
-    private readonly subscriptionOf: (functionName: string) => { topic: string; subscription: string } | undefined,
+    private readonly subscriptionOf: (
+      functionName: string,
+    ) => { topic: string; subscription: string } | undefined,
     private readonly now: () => Date = () => new Date(),
   ) {}
 

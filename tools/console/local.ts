@@ -6,7 +6,7 @@ import type { Topology } from '../../src/topology';
 import { connectInbox } from '../inboxState';
 import { connectServiceBus } from '../serviceBus';
 import { ConsoleBackend, type Counts } from './backend';
-import { Feed } from './feed';
+import type { Feed } from './feed';
 import { type RunningConsole, startConsole } from './server';
 import { Subjects } from './subjects';
 
@@ -83,7 +83,9 @@ function brokerCounts(serviceBus: LocalServiceBus): Counts {
   );
 }
 
-function others(app: FunctionApp | undefined): { name: string; kind: 'timer' | 'change feed'; detail: string }[] {
+function others(
+  app: FunctionApp | undefined,
+): { name: string; kind: 'timer' | 'change feed'; detail: string }[] {
   if (app === undefined) return [];
   return [
     ...app.timers.map((timer) => ({

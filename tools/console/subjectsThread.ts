@@ -18,14 +18,17 @@ async function main(): Promise<void> {
     consumers: [...rule.schemas.keys()],
     schema: jsonSchema([...rule.schemas.values()][0]),
   }));
-  parentPort?.on('message', ({ id, input }: { id: number; input: EventInput & { allowInvalid?: unknown } }) => {
-    try {
-      const event = parseEvent(input, 'The form', rules, input.allowInvalid === true);
-      parentPort?.postMessage({ id, event });
-    } catch (error) {
-      parentPort?.postMessage({ id, refused: (error as Error).message });
-    }
-  });
+  parentPort?.on(
+    'message',
+    ({ id, input }: { id: number; input: EventInput & { allowInvalid?: unknown } }) => {
+      try {
+        const event = parseEvent(input, 'The form', rules, input.allowInvalid === true);
+        parentPort?.postMessage({ id, event });
+      } catch (error) {
+        parentPort?.postMessage({ id, refused: (error as Error).message });
+      }
+    },
+  );
   parentPort?.postMessage({ subjects });
 }
 

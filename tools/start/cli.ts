@@ -174,7 +174,10 @@ function startRequest(values: FlagValues<typeof FLAGS>, context: ToolContext): S
     max: 65535,
     integer: true,
   });
-  const consolePort = numberFlag('console-port', values['console-port'], USAGE, { max: 65535, integer: true });
+  const consolePort = numberFlag('console-port', values['console-port'], USAGE, {
+    max: 65535,
+    integer: true,
+  });
   const duplicateWindowSeconds = duplicateWindowFlag('duplicate-window', values['duplicate-window'], USAGE);
   const appDirectory = resolve(values.app);
   refuseAppFolder(appDirectory);
@@ -263,14 +266,14 @@ async function startEverything(
   );
   started.add(() => output.stop());
   // The console's live feed hears what the output prints.
+  const current: { hosted?: HostedApp } = {};
   const feed = new Feed((name) => {
-    const registration = hosted?.functionApp()?.serviceBus.find((f) => f.name === name);
+    const registration = current.hosted?.functionApp()?.serviceBus.find((f) => f.name === name);
     return registration?.topicName === undefined || registration.subscriptionName === undefined
       ? undefined
       : { topic: registration.topicName, subscription: registration.subscriptionName };
   });
   const watchers = fanOut(output, request.consolePort === undefined ? undefined : feed);
-  let hosted: HostedApp | undefined;
   const serviceBus = await listening(
     'Service Bus',
     request.serviceBusPort,
@@ -320,7 +323,7 @@ async function startEverything(
     },
     topology,
   };
-  hosted = new HostedApp({
+  const hostedApp = new HostedApp({
     appDirectory: request.appDirectory,
     serviceBus,
     cosmosClient,
@@ -328,7 +331,7 @@ async function startEverything(
     watchers,
     publishTopology: (declared) => writeLocalRun(request.runFile, { ...run, topology: declared }),
   });
-  const hostedApp = hosted;
+  current.hosted = hostedApp;
   const running = await hostedApp.start(sources);
   started.add(() => hostedApp.stop());
   writeLocalRun(request.runFile, run);
@@ -344,16 +347,20 @@ async function startEverything(
   let consoleUrl: string | undefined;
   if (request.consolePort !== undefined) {
     const consolePort = request.consolePort;
-    const console = await listening('the console', consolePort, 'pass --console-port 0 for any free port.', () =>
-      startLocalConsole({
-        port: consolePort,
-        serviceBus,
-        run,
-        duplicateWindowSeconds: request.duplicateWindowSeconds,
-        app: () => hostedApp.functionApp(),
-        topology: () => currentTopology,
-        feed,
-      }),
+    const console = await listening(
+      'the console',
+      consolePort,
+      'pass --console-port 0 for any free port.',
+      () =>
+        startLocalConsole({
+          port: consolePort,
+          serviceBus,
+          run,
+          duplicateWindowSeconds: request.duplicateWindowSeconds,
+          app: () => hostedApp.functionApp(),
+          topology: () => currentTopology,
+          feed,
+        }),
     );
     started.add(() => console.stop());
     consoleUrl = console.url;

@@ -4,8 +4,8 @@
  * server's Content-Security-Policy allows this script and the style sheet only.
  */
 import type {
-  ConsumerView,
   ActionResult,
+  ConsumerView,
   DeadLetterPage,
   DeadLetterRowView,
   DocumentView,
@@ -118,7 +118,9 @@ async function refreshOverview(): Promise<void> {
     h(
       'ul',
       {},
-      ...overview.others.map((other) => h('li', {}, h('strong', {}, other.name), ` (${other.kind}) ${other.detail}`)),
+      ...overview.others.map((other) =>
+        h('li', {}, h('strong', {}, other.name), ` (${other.kind}) ${other.detail}`),
+      ),
     ),
   );
   const select = byId('filter-consumer') as HTMLSelectElement;
@@ -154,7 +156,9 @@ function topologyPicture(view: Overview): SVGElement {
     role: 'img',
     'aria-label': 'Topics, subscriptions and consumers',
   });
-  picture.append(box(COLUMNS.source, height / 2 - BOX.height / 2, 'producers', 'npm run send, other apps', 'source', 170));
+  picture.append(
+    box(COLUMNS.source, height / 2 - BOX.height / 2, 'producers', 'npm run send, other apps', 'source', 170),
+  );
   let row = 0;
   for (const topic of view.topics) {
     const span = Math.max(1, topic.subscriptions.length);
@@ -181,15 +185,27 @@ function topologyPicture(view: Overview): SVGElement {
     }
     topic.subscriptions.forEach((sub, index) => {
       const y = 10 + (row + index) * ROW + (ROW - BOX.height) / 2;
-      picture.append(edge(COLUMNS.topic + BOX.width, topicY + BOX.height / 2, COLUMNS.subscription, y + BOX.height / 2));
+      picture.append(
+        edge(COLUMNS.topic + BOX.width, topicY + BOX.height / 2, COLUMNS.subscription, y + BOX.height / 2),
+      );
       picture.append(countsLabel(COLUMNS.subscription - 6, y + BOX.height / 2 - 5, sub));
       const node = box(COLUMNS.subscription, y, sub.name, `[${sub.subjects.join(', ')}]`, 'subscription');
       node.setAttribute('data-subscription', sub.name);
       node.setAttribute('tabindex', '0');
       node.addEventListener('click', () => void showConsumer(sub.name));
       picture.append(node);
-      picture.append(edge(COLUMNS.subscription + BOX.width, y + BOX.height / 2, COLUMNS.consumer, y + BOX.height / 2));
-      picture.append(box(COLUMNS.consumer, y, sub.function ?? '(no function)', sub.delayedRetry ? 'consumer, delayed retry' : 'consumer', 'consumer'));
+      picture.append(
+        edge(COLUMNS.subscription + BOX.width, y + BOX.height / 2, COLUMNS.consumer, y + BOX.height / 2),
+      );
+      picture.append(
+        box(
+          COLUMNS.consumer,
+          y,
+          sub.function ?? '(no function)',
+          sub.delayedRetry ? 'consumer, delayed retry' : 'consumer',
+          'consumer',
+        ),
+      );
     });
     row += span;
   }
@@ -199,17 +215,29 @@ function topologyPicture(view: Overview): SVGElement {
 /** The counts on a subscription's edge: active (waiting or locked), in flight (locked), dead-lettered. */
 function countsLabel(x: number, y: number, sub: SubscriptionView): SVGElement {
   const counts = sub.counts;
-  if (counts === undefined) return s('text', { x, y, class: 'counts', 'text-anchor': 'end' }, 'counts unknown');
+  if (counts === undefined)
+    return s('text', { x, y, class: 'counts', 'text-anchor': 'end' }, 'counts unknown');
   return s(
     'text',
     { x, y, class: 'counts', 'text-anchor': 'end', 'data-counts': sub.name },
     s('tspan', { class: 'active' }, `${counts.active} active`),
     ` · ${counts.inFlight ?? '?'} in flight · `,
-    s('tspan', { class: counts.deadLettered > 0 ? 'dead bad' : 'dead' }, `${counts.deadLettered} dead-lettered`),
+    s(
+      'tspan',
+      { class: counts.deadLettered > 0 ? 'dead bad' : 'dead' },
+      `${counts.deadLettered} dead-lettered`,
+    ),
   );
 }
 
-function box(x: number, y: number, title: string, subtitle: string, kind: string, width = BOX.width): SVGElement {
+function box(
+  x: number,
+  y: number,
+  title: string,
+  subtitle: string,
+  kind: string,
+  width = BOX.width,
+): SVGElement {
   return s(
     'g',
     { class: `node ${kind}` },
@@ -270,7 +298,12 @@ function renderFeed(): void {
         h('td', {}, time(event.at)),
         h('td', {}, event.subscription ?? event.topic ?? ''),
         h('td', { class: 'id' }, event.messageId ?? '(none)'),
-        h('td', {}, event.outcome, event.deliveryCount === undefined ? '' : ` (delivery ${event.deliveryCount})`),
+        h(
+          'td',
+          {},
+          event.outcome,
+          event.deliveryCount === undefined ? '' : ` (delivery ${event.deliveryCount})`,
+        ),
         h('td', {}, event.detail ?? ''),
       ),
     ),
@@ -310,11 +343,23 @@ function showEvent(event: FeedEvent): void {
               return h(
                 'li',
                 {},
-                h('button', { type: 'button', class: 'link', onclick: () => void showDocument(event.wrote!.partitionKey, id) }, written),
+                h(
+                  'button',
+                  {
+                    type: 'button',
+                    class: 'link',
+                    onclick: () => void showDocument(event.wrote!.partitionKey, id),
+                  },
+                  written,
+                ),
               );
             }),
           ),
-          h('button', { type: 'button', onclick: () => void showPartition(event.wrote!.partitionKey) }, 'Browse the partition'),
+          h(
+            'button',
+            { type: 'button', onclick: () => void showPartition(event.wrote!.partitionKey) },
+            'Browse the partition',
+          ),
         ),
     h(
       'button',
@@ -323,7 +368,9 @@ function showEvent(event: FeedEvent): void {
         id: 'show-body',
         onclick: () =>
           void api<{ text: string; encoding: string }>(`feed/${event.seq}/body`)
-            .then((b) => body.replaceChildren(h('pre', {}, b.encoding === 'base64' ? `(base64) ${b.text}` : b.text)))
+            .then((b) =>
+              body.replaceChildren(h('pre', {}, b.encoding === 'base64' ? `(base64) ${b.text}` : b.text)),
+            )
             .catch((error: Error) => body.replaceChildren(h('p', { class: 'problem' }, error.message))),
       },
       'Show the body',
@@ -361,7 +408,11 @@ async function showConsumer(name: string): Promise<void> {
             h(
               'li',
               {},
-              h('button', { type: 'button', class: 'link', onclick: () => void showPartition(partition.partitionKey) }, partition.partitionKey),
+              h(
+                'button',
+                { type: 'button', class: 'link', onclick: () => void showPartition(partition.partitionKey) },
+                partition.partitionKey,
+              ),
               ` for ${partition.messageId} at ${partition.processedAt}`,
             ),
           ),
@@ -375,7 +426,11 @@ async function showPartition(partitionKey: string, continuation?: string): Promi
   );
   detail(
     `Partition ${view.partitionKey}`,
-    h('p', {}, 'Business documents, inbox markers and outbox messages: what one transactional batch writes together.'),
+    h(
+      'p',
+      {},
+      'Business documents, inbox markers and outbox messages: what one transactional batch writes together.',
+    ),
     h(
       'ul',
       {},
@@ -383,14 +438,22 @@ async function showPartition(partitionKey: string, continuation?: string): Promi
         h(
           'li',
           {},
-          h('button', { type: 'button', class: 'link', onclick: () => void showDocument(partitionKey, document.id) }, document.id),
+          h(
+            'button',
+            { type: 'button', class: 'link', onclick: () => void showDocument(partitionKey, document.id) },
+            document.id,
+          ),
           ` ${document.type ?? ''}`,
         ),
       ),
     ),
     view.continuation === undefined
       ? undefined
-      : h('button', { type: 'button', onclick: () => void showPartition(partitionKey, view.continuation) }, 'Next page'),
+      : h(
+          'button',
+          { type: 'button', onclick: () => void showPartition(partitionKey, view.continuation) },
+          'Next page',
+        ),
   );
 }
 
@@ -400,7 +463,11 @@ async function showDocument(partitionKey: string, id: string): Promise<void> {
     `Document ${view.id}`,
     h('p', {}, `In partition ${view.partitionKey}${view.truncated ? ' (cut at 64 KB)' : ''}.`),
     h('pre', { class: 'document' }, view.json),
-    h('button', { type: 'button', onclick: () => void showPartition(partitionKey) }, 'The rest of the partition'),
+    h(
+      'button',
+      { type: 'button', onclick: () => void showPartition(partitionKey) },
+      'The rest of the partition',
+    ),
   );
 }
 
@@ -447,23 +514,44 @@ async function showDeadLetters(subscription: string, from?: string): Promise<voi
             h(
               'tr',
               {},
-              ...['', 'seq', 'messageId', 'subject', ...(families ? ['delayed retry'] : []), 'reason', 'description', 'deliveries', 'enqueued', 'inbox', 'resubmittable from'].map(
-                (name) => h('th', {}, name),
-              ),
+              ...[
+                '',
+                'seq',
+                'messageId',
+                'subject',
+                ...(families ? ['delayed retry'] : []),
+                'reason',
+                'description',
+                'deliveries',
+                'enqueued',
+                'inbox',
+                'resubmittable from',
+              ].map((name) => h('th', {}, name)),
             ),
           ),
           h(
             'tbody',
             {},
             ...page.rows.map((row) => {
-              const box = h('input', { type: 'checkbox', 'aria-label': `select ${row.sequence}` }) as HTMLInputElement;
+              const box = h('input', {
+                type: 'checkbox',
+                'aria-label': `select ${row.sequence}`,
+              }) as HTMLInputElement;
               checks.set(row.sequence, box);
               return h(
                 'tr',
                 { 'data-sequence': row.sequence, 'data-message-id': row.messageId ?? '' },
                 h('td', {}, box),
                 h('td', {}, row.sequence),
-                h('td', { class: 'id' }, h('button', { type: 'button', class: 'link', onclick: () => showDeadLetter(subscription, row) }, row.messageId ?? '(none)')),
+                h(
+                  'td',
+                  { class: 'id' },
+                  h(
+                    'button',
+                    { type: 'button', class: 'link', onclick: () => showDeadLetter(subscription, row) },
+                    row.messageId ?? '(none)',
+                  ),
+                ),
                 h('td', {}, row.subject ?? ''),
                 families ? h('td', {}, row.family ?? '') : undefined,
                 h('td', {}, row.reason),
@@ -486,7 +574,11 @@ async function showDeadLetters(subscription: string, from?: string): Promise<voi
     ),
     page.next === undefined
       ? undefined
-      : h('button', { type: 'button', onclick: () => void showDeadLetters(subscription, page.next) }, 'Next page'),
+      : h(
+          'button',
+          { type: 'button', onclick: () => void showDeadLetters(subscription, page.next) },
+          'Next page',
+        ),
     h('ul', { class: 'legend' }, ...page.legend.map((line) => h('li', {}, line))),
     h('div', { id: 'action-result' }),
   );
@@ -514,8 +606,12 @@ function showDeadLetter(subscription: string, row: DeadLetterRowView): void {
         type: 'button',
         id: 'show-body',
         onclick: () =>
-          void api<{ text: string; encoding: string }>(`dead-letters/${enc(subscription)}/${enc(row.sequence)}/body`)
-            .then((b) => body.replaceChildren(h('pre', {}, b.encoding === 'base64' ? `(base64) ${b.text}` : b.text)))
+          void api<{ text: string; encoding: string }>(
+            `dead-letters/${enc(subscription)}/${enc(row.sequence)}/body`,
+          )
+            .then((b) =>
+              body.replaceChildren(h('pre', {}, b.encoding === 'base64' ? `(base64) ${b.text}` : b.text)),
+            )
             .catch((error: Error) => body.replaceChildren(h('p', { class: 'problem' }, error.message))),
       },
       'Show the body',
@@ -601,8 +697,16 @@ async function showSendForm(): Promise<void> {
     ...subjects.map((entry) => h('option', { value: entry.subject }, entry.subject)),
   ) as HTMLSelectElement;
   const fields = h('div', { id: 'send-fields' });
-  const raw = h('textarea', { id: 'send-raw', rows: 3, placeholder: 'a raw body instead of the fields: sent as it is' }) as HTMLTextAreaElement;
-  const messageId = h('input', { id: 'send-message-id', maxlength: 128, placeholder: 'derived from the event' }) as HTMLInputElement;
+  const raw = h('textarea', {
+    id: 'send-raw',
+    rows: 3,
+    placeholder: 'a raw body instead of the fields: sent as it is',
+  }) as HTMLTextAreaElement;
+  const messageId = h('input', {
+    id: 'send-message-id',
+    maxlength: 128,
+    placeholder: 'derived from the event',
+  }) as HTMLInputElement;
   const allowInvalid = h('input', { type: 'checkbox', id: 'send-allow-invalid' }) as HTMLInputElement;
   const result = h('div', { id: 'send-result' });
   let read: () => unknown = () => ({});
@@ -610,7 +714,10 @@ async function showSendForm(): Promise<void> {
     const entry = subjects.find((candidate) => candidate.subject === subject.value)!;
     const form = schemaFields(entry.schema);
     read = form.read;
-    fields.replaceChildren(h('p', {}, `To ${entry.topic}, read by ${entry.consumers.join(', ')}.`), form.element);
+    fields.replaceChildren(
+      h('p', {}, `To ${entry.topic}, read by ${entry.consumers.join(', ')}.`),
+      form.element,
+    );
   };
   subject.addEventListener('change', render);
   render();
@@ -633,7 +740,14 @@ async function showSendForm(): Promise<void> {
     'Send an event',
     h('label', {}, 'Subject ', subject),
     fields,
-    h('details', {}, h('summary', {}, 'Raw body, MessageId, poison'), h('label', {}, 'Raw body ', raw), h('label', {}, 'MessageId ', messageId), h('label', {}, allowInvalid, ' send it even if its consumers refuse it (a poison message)')),
+    h(
+      'details',
+      {},
+      h('summary', {}, 'Raw body, MessageId, poison'),
+      h('label', {}, 'Raw body ', raw),
+      h('label', {}, 'MessageId ', messageId),
+      h('label', {}, allowInvalid, ' send it even if its consumers refuse it (a poison message)'),
+    ),
     h(
       'button',
       { type: 'button', id: 'send', disabled: overview?.actions !== true, onclick: () => void submit() },
@@ -664,7 +778,11 @@ function schemaFields(schema: unknown): { element: HTMLElement; read: () => unkn
   const root = (schema ?? {}) as JsonSchema;
   const variants = root.anyOf ?? root.oneOf;
   if (variants !== undefined) {
-    const choice = h('select', { class: 'variant' }, ...variants.map((variant, index) => h('option', { value: index }, variantName(variant, index)))) as HTMLSelectElement;
+    const choice = h(
+      'select',
+      { class: 'variant' },
+      ...variants.map((variant, index) => h('option', { value: index }, variantName(variant, index))),
+    ) as HTMLSelectElement;
     const holder = h('div');
     let current = schemaFields(variants[0]);
     const render = (): void => {
@@ -688,7 +806,11 @@ function schemaFields(schema: unknown): { element: HTMLElement; read: () => unkn
     let read: () => unknown;
     const choices = property.enum ?? (property.const === undefined ? undefined : [property.const]);
     if (choices !== undefined) {
-      input = h('select', { name }, ...choices.map((value, index) => h('option', { value: index }, String(value)))) as HTMLSelectElement;
+      input = h(
+        'select',
+        { name },
+        ...choices.map((value, index) => h('option', { value: index }, String(value))),
+      ) as HTMLSelectElement;
       const select = input;
       read = () => choices[Number(select.value)];
     } else if (type === 'number' || type === 'integer') {
@@ -709,16 +831,31 @@ function schemaFields(schema: unknown): { element: HTMLElement; read: () => unkn
       read = () => (field.value === '' ? undefined : parseOr(field.value));
     }
     readers.push([name, read]);
-    element.append(h('label', {}, `${name}${required ? ' *' : ''} `, input, property.description ? h('small', {}, property.description) : undefined));
+    element.append(
+      h(
+        'label',
+        {},
+        `${name}${required ? ' *' : ''} `,
+        input,
+        property.description ? h('small', {}, property.description) : undefined,
+      ),
+    );
   }
   return {
     element,
-    read: () => Object.fromEntries(readers.map(([name, read]) => [name, read()]).filter(([, value]) => value !== undefined)),
+    read: (): Record<string, unknown> =>
+      Object.fromEntries(
+        readers
+          .map(([name, read]): [string, unknown] => [name, read()])
+          .filter(([, value]) => value !== undefined),
+      ),
   };
 }
 
 function variantName(variant: JsonSchema, index: number): string {
-  const constant = Object.entries(variant.properties ?? {}).find(([, property]) => property.const !== undefined);
+  const constant = Object.entries(variant.properties ?? {}).find(
+    ([, property]) => property.const !== undefined,
+  );
   return constant === undefined ? `variant ${index + 1}` : `${constant[0]}: ${String(constant[1].const)}`;
 }
 
@@ -734,7 +871,7 @@ function parseOr(text: string): unknown {
 // ---- the detail panel ------------------------------------------------------------------------
 
 function detail(title: string, ...children: Child[]): void {
-  byId('detail').replaceChildren(h('h2', {}, title), ...children);
+  byId('detail').replaceChildren(h('div', {}, h('h2', {}, title), ...children));
 }
 
 // ---- start -----------------------------------------------------------------------------------
