@@ -102,26 +102,26 @@ export const STATE_MEANINGS: Record<InboxStateName, string> = {
 };
 
 /** Why a resubmitted copy would reach no subscription (routeOf). */
-export const NEVER: Record<'subject' | 'no-delayed-retry' | 'invalid-copy', string> = {
+const NEVER: Record<'subject' | 'no-delayed-retry' | 'invalid-copy', string> = {
   subject: 'no subscription takes its subject',
   'no-delayed-retry': 'its subscription declares no delayedRetry, so its filter takes no delayed-retry copy',
   'invalid-copy': 'an invalid delayed-retry copy, which its consumer refuses (invalid-retry-copy)',
 };
 
-export const DELAYED_RETRY_MEANING =
+const DELAYED_RETRY_MEANING =
   `a copy its consumer scheduled after failed deliveries (Subject ${RETRY_SUBJECT}), attempt n of the original ` +
   "MessageId, listed with the rest of its family (the original first). Its inbox state is the original's (the " +
   "copy's inbox key); resubmit sends it as it is, under its own MessageId, so only its own subscription takes it " +
   'and the duplicate detection window runs from its own enqueued time.';
 
-export function stateText(state: InboxState): string {
+function stateText(state: InboxState): string {
   return ['poison', 'rejected', 'failed'].includes(state.state)
     ? `${state.state} (${state.detail})`
     : state.state;
 }
 
 /** Each dead letter's state in its consumer's inbox, by sequence number. */
-export async function readInboxStates(
+async function readInboxStates(
   deadLetters: readonly ServiceBusReceivedMessage[],
   subscription: string,
   inbox: Inbox,

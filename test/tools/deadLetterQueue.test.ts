@@ -5,6 +5,7 @@ import { RESUBMITTED_AT_PROPERTY } from '#inbox/internal';
 
 import { bounded } from '../../cli/errors';
 import { planDiscard, planResubmit, resubmittedCopy } from '../../tools/deadLetterQueue';
+import { reportDeadLetters, STATE_MEANINGS } from '../../tools/deadLetterReport';
 import type { InboxState } from '../../tools/inboxState';
 
 const NOW_MS = Date.UTC(2026, 10, 30, 12);
@@ -186,6 +187,45 @@ describe('planDiscard', () => {
     ]);
     expect(plan.refused).toEqual([]);
     expect(plan.notFound).toEqual(['gone']);
+  });
+});
+
+describe('reportDeadLetters', () => {
+  it("gives list's verdicts as plain data: bounded ids, the inbox state and its meaning, the body's length and hash only", () => {
+    const long = deadLetter(2, 'x'.repeat(100), 0);
+    const report = reportDeadLetters([deadLetter(1, 'a', 0), long], {
+      ...rules,
+      routedSubjects: new Set(),
+      inboxStates: new Map([['1', { state: 'poison', detail: 'schema-violation' }]]),
+    });
+
+    expect(JSON.parse(JSON.stringify(report))).toEqual(report);
+    expect(report.rows[0]).toEqual({
+      sequence: '1',
+      messageId: 'a',
+      subject: 'PaymentReceived',
+      family: undefined,
+      reason: 'r',
+      description: 'd',
+      deliveries: undefined,
+      enqueuedAt: new Date(NOW_MS).toISOString(),
+      inbox: {
+        state: 'poison',
+        detail: 'schema-violation',
+        text: 'poison (schema-violation)',
+        meaning: STATE_MEANINGS.poison,
+      },
+      resubmittableFrom: undefined,
+      never: 'no subscription takes its subject',
+      bodyBytes: 2,
+      bodySha256: '44136fa355b3',
+    });
+    expect(report.rows[1]!.messageId).toBe(bounded('x'.repeat(100)));
+    expect(report.delayedRetryColumn).toBe(false);
+    expect(report.legend).toEqual([
+      expect.stringMatching(/^resubmittable from: enqueued \+ the duplicate window \(PT1H\)/),
+      `poison: ${STATE_MEANINGS.poison}`,
+    ]);
   });
 });
 
