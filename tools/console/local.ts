@@ -4,11 +4,10 @@ import type { FunctionApp } from '../../local/host/worker';
 import type { LocalServiceBus } from '../../local/servicebus/amqp/server';
 import type { Topology } from '../../src/topology';
 import { connectInbox } from '../inboxState';
-import { connectServiceBus } from '../serviceBus';
 import { ConsoleBackend, type Counts } from './backend';
 import type { Feed } from './feed';
 import { type RunningConsole, startConsole } from './server';
-import { Subjects } from './subjects';
+import { startToolThread } from './toolThread';
 
 /** The timer functions/purge-expired-markers.ts registers: the console shows its next run per consumer. */
 const PURGE_FUNCTION = 'purge-expired-markers';
@@ -28,7 +27,7 @@ export interface LocalConsoleOptions {
 
 /**
  * The console of npm start: its local Service Bus and Cosmos DB, read and acted on through the same
- * clients and code as the tools (connectServiceBus, connectInbox), the broker's own counts (with the
+ * settings and code as the tools (the run file's, connectInbox, the tool side), the broker's own counts (with the
  * messages in flight, which Azure's runtime properties do not give), and the live feed of deliveries.
  * Actions are on: it is a throwaway stack on this machine.
  */
@@ -36,34 +35,31 @@ export async function startLocalConsole(options: LocalConsoleOptions): Promise<R
   const { serviceBus, run } = options;
   const env = run.environment;
   const inbox = connectInbox(env);
-  const client = connectServiceBus(env).client;
-  let subjects: Promise<Subjects> | undefined;
+  const tools = await startToolThread({
+    env,
+    duplicateWindowSeconds: options.duplicateWindowSeconds,
+    // The broker runs on this machine's clock.
+    clockSkewSeconds: 0,
+  });
   const backend = new ConsoleBackend({
     target: `npm start on this machine (Service Bus amqp://127.0.0.1:${serviceBus.port}, Cosmos DB ${env.COSMOS_ENDPOINT})`,
     actions: true,
     readOnlyReason: '',
     inbox,
-    serviceBus: client,
-    duplicateWindowSeconds: options.duplicateWindowSeconds,
-    // The broker runs on this machine's clock.
-    clockSkewSeconds: 0,
-    subjects: () => (subjects ??= Subjects.load()),
-    now: () => Date.now(),
+    tools,
     topology: options.topology,
     counts: () => Promise.resolve(brokerCounts(serviceBus)),
     functions: () => options.app()?.functions.map((f) => f.name) ?? [],
     others: () => others(options.app()),
     nextPurge: () => nextRun(options.app(), PURGE_FUNCTION),
     feed: options.feed,
-    explain: () => undefined,
   });
   const running = await startConsole({ port: options.port, backend });
   return {
     ...running,
     stop: async () => {
       await running.stop();
-      await (await subjects?.catch(() => undefined))?.close();
-      await client.close();
+      await tools.close();
       if (typeof inbox === 'object') inbox.close();
     },
   };

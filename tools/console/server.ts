@@ -8,6 +8,8 @@ import { build } from 'esbuild';
 
 import { bounded, ToolError } from '../../cli/errors';
 import type { ConsoleBackend } from './backend';
+import { ConsoleError } from './errors';
+import type { ActionRequest } from './types';
 
 /**
  * The console's web server: the page and a small JSON API over a backend (npm start's local stack,
@@ -54,17 +56,6 @@ export interface RunningConsole {
   stop(): Promise<void>;
 }
 
-/** A request the API refuses, with its HTTP status and a message for the page. */
-export class ConsoleError extends ToolError {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'ConsoleError';
-  }
-}
-
 type Handler = (request: ApiRequest) => Promise<unknown>;
 
 interface ApiRequest {
@@ -78,6 +69,8 @@ interface Route {
   method: 'GET' | 'POST';
   pattern: RegExp;
   handler: Handler;
+  /** Sends, resubmits or discards: refused while actions are off. */
+  acts: boolean;
 }
 
 const PAGE_DIRECTORY = join(__dirname, 'page');
@@ -146,7 +139,7 @@ export async function startConsole({ port, backend }: ConsoleOptions): Promise<R
         send(response, 403, { error: 'Actions are accepted from the console page only.' });
         return;
       }
-      if (!backend.actions) {
+      if (route.acts && !backend.actions) {
         send(response, 403, { error: backend.readOnlyReason });
         return;
       }
@@ -159,7 +152,9 @@ export async function startConsole({ port, backend }: ConsoleOptions): Promise<R
       const result = await route.handler({ params, query: url.searchParams, body, signal: aborted.signal });
       if (!response.writableEnded) send(response, 200, result);
     } catch (error) {
-      if (error instanceof ConsoleError) send(response, error.status, { error: error.message });
+      // Messages come bounded from where they are made; this is the last cap.
+      if (error instanceof ConsoleError)
+        send(response, error.status, { error: error.message.slice(0, 4000) });
       else if (error instanceof ToolError) send(response, 400, { error: bounded(error.message, 2000) });
       else throw error;
     }
@@ -190,11 +185,13 @@ function apiRoutes(backend: ConsoleBackend): Route[] {
     method: 'GET',
     pattern: new RegExp(`^/api/${path}$`),
     handler,
+    acts: false,
   });
-  const post = (path: string, handler: Handler): Route => ({
+  const post = (path: string, handler: Handler, acts = true): Route => ({
     method: 'POST',
     pattern: new RegExp(`^/api/${path}$`),
     handler,
+    acts,
   });
   return [
     get('overview', () => backend.overview()),
@@ -208,25 +205,23 @@ function apiRoutes(backend: ConsoleBackend): Route[] {
     ),
     get(`documents/${segment}/${segment}`, ({ params }) => backend.document(params[0]!, params[1]!)),
     get(`dead-letters/${segment}`, ({ params, query }) =>
-      backend.deadLetters(params[0]!, query.get('from') ?? undefined),
+      backend.tools.deadLetters(backend.topology(), params[0]!, query.get('from') ?? undefined),
     ),
     get(`dead-letters/${segment}/${segment}/body`, ({ params }) =>
-      backend.deadLetterBody(params[0]!, params[1]!),
+      backend.tools.deadLetterBody(backend.topology(), params[0]!, params[1]!),
     ),
-    post(`dead-letters/${segment}/plan`, ({ params, body }) => backend.plan(params[0]!, actionRequest(body))),
-    post(`dead-letters/${segment}/act`, ({ params, body }) => backend.act(params[0]!, actionRequest(body))),
-    get('send-form', () => backend.sendForm()),
-    post('send', ({ body }) => backend.send(body)),
+    // A plan is a dry run: allowed read-only too (POST only for its JSON body).
+    post(
+      `dead-letters/${segment}/plan`,
+      ({ params, body }) => backend.tools.plan(backend.topology(), params[0]!, actionRequest(body)),
+      false,
+    ),
+    post(`dead-letters/${segment}/act`, ({ params, body }) =>
+      backend.tools.act(backend.topology(), params[0]!, actionRequest(body)),
+    ),
+    get('send-form', () => backend.tools.sendForm()),
+    post('send', ({ body }) => backend.tools.send(backend.topology(), body)),
   ];
-}
-
-/** What the page asks of a dead-letter action, checked before it goes further. */
-export interface ActionRequest {
-  action: 'resubmit' | 'discard';
-  /** Sequence numbers, as list shows them. */
-  sequences: string[];
-  force: boolean;
-  includePoison: boolean;
 }
 
 function actionRequest(body: unknown): ActionRequest {

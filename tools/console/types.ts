@@ -169,3 +169,14 @@ export interface SendResult {
   messageId: string;
   topic: string;
 }
+
+/** What the page asks of a dead-letter action (the server checks it before it goes further). */
+export interface ActionRequest {
+  action: 'resubmit' | 'discard';
+  /** Sequence numbers, as list shows them. */
+  sequences: string[];
+  /** Resubmit: unknown inbox state and payload mismatches too; discard: messages never applied too. */
+  force: boolean;
+  /** Resubmit poison and rejected messages too. */
+  includePoison: boolean;
+}

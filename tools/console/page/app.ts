@@ -304,7 +304,7 @@ function renderFeed(): void {
           event.outcome,
           event.deliveryCount === undefined ? '' : ` (delivery ${event.deliveryCount})`,
         ),
-        h('td', {}, event.detail ?? ''),
+        h('td', { class: 'detail' }, event.detail ?? ''),
       ),
     ),
   );
@@ -333,7 +333,7 @@ function showEvent(event: FeedEvent): void {
       ? undefined
       : h(
           'div',
-          {},
+          { class: 'wrote' },
           h('h3', {}, `Wrote partition ${event.wrote.partitionKey}`),
           h(
             'ul',
@@ -397,13 +397,17 @@ async function showConsumer(name: string): Promise<void> {
       ['oldest pending', view.outbox?.oldestPendingSince],
       ['dead-lettered', sub?.counts?.deadLettered],
     ]),
-    h('button', { type: 'button', onclick: () => void showDeadLetters(name) }, 'Dead-letter queue'),
+    h(
+      'button',
+      { type: 'button', id: 'open-dead-letters', onclick: () => void showDeadLetters(name) },
+      'Dead-letter queue',
+    ),
     h('h3', {}, 'Partitions it wrote most recently'),
     view.recentPartitions.length === 0
       ? h('p', {}, 'None yet.')
       : h(
           'ul',
-          {},
+          { class: 'partitions' },
           ...view.recentPartitions.map((partition) =>
             h(
               'li',
@@ -433,7 +437,7 @@ async function showPartition(partitionKey: string, continuation?: string): Promi
     ),
     h(
       'ul',
-      {},
+      { class: 'documents' },
       ...view.documents.map((document) =>
         h(
           'li',
@@ -558,8 +562,12 @@ async function showDeadLetters(subscription: string, from?: string): Promise<voi
                 h('td', {}, row.description),
                 h('td', {}, row.deliveries),
                 h('td', {}, row.enqueuedAt ?? ''),
-                h('td', { title: row.inbox?.meaning }, row.inbox?.text ?? ''),
-                h('td', {}, row.never === undefined ? (row.resubmittableFrom ?? '') : `never: ${row.never}`),
+                h('td', { class: 'inbox', title: row.inbox?.meaning }, row.inbox?.text ?? ''),
+                h(
+                  'td',
+                  { class: 'resubmittable' },
+                  row.never === undefined ? (row.resubmittableFrom ?? '') : `never: ${row.never}`,
+                ),
               );
             }),
           ),
@@ -722,6 +730,7 @@ async function showSendForm(): Promise<void> {
   subject.addEventListener('change', render);
   render();
   const submit = async (): Promise<void> => {
+    result.replaceChildren();
     const input = {
       subject: subject.value,
       ...(raw.value !== '' ? { rawBody: raw.value } : { body: read() }),
@@ -742,7 +751,7 @@ async function showSendForm(): Promise<void> {
     fields,
     h(
       'details',
-      {},
+      { id: 'send-form-more' },
       h('summary', {}, 'Raw body, MessageId, poison'),
       h('label', {}, 'Raw body ', raw),
       h('label', {}, 'MessageId ', messageId),
