@@ -197,7 +197,10 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     expect(await page.textContent('#action-result')).toContain(`resubmitted #${sequence}`);
     // The copy is delivered again and, still not JSON, dead-lettered again.
     await page.waitForFunction(
-      (selector) => (globalThis as unknown as { document: { querySelectorAll(s: string): { length: number } } }).document.querySelectorAll(selector).length === 2,
+      (selector) =>
+        (
+          globalThis as unknown as { document: { querySelectorAll(s: string): { length: number } } }
+        ).document.querySelectorAll(selector).length === 2,
       deadLettered,
       WAIT,
     );

@@ -104,7 +104,10 @@ it('runs the README walkthrough against npm start', async () => {
 
   app = new StartedApp(
     'bash',
-    ['-c', `exec ${start} --cosmos-port 0 --servicebus-port 0 --app '${join(work, 'app')}' --watch`],
+    [
+      '-c',
+      `exec ${start} --cosmos-port 0 --servicebus-port 0 --console-port 0 --app '${join(work, 'app')}' --watch`,
+    ],
     { cwd: copy().root, env },
   );
   let at = await shown(/^Ready\. Press Ctrl\+C to stop\.$/m, 0);

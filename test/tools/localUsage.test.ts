@@ -101,6 +101,11 @@ describe('bad values', () => {
       ],
       [
         'tools/start/cli.ts',
+        ['--console-port', '99999'],
+        "--console-port must be an integer from 0 to 65535; got '99999'.",
+      ],
+      [
+        'tools/start/cli.ts',
         ['--duplicate-window', 'PT1X'],
         "--duplicate-window='PT1X' is not an ISO-8601 duration",
       ],
@@ -159,7 +164,7 @@ describe('npm start', () => {
     expect(run.status).toBe(2);
     expect(run.stderr).toBe(
       "start: npm took --duplicate-window for itself: put -- before the tool's flags, as in npm start -- --duplicate-window …\n" +
-        'Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--app dist] [--watch | --no-watch]\n' +
+        'Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--console-port 7070 | --no-console] [--app dist] [--watch | --no-watch]\n' +
         '(--help prints every option.)\n',
     );
   });
@@ -226,11 +231,25 @@ describe('npm start', () => {
     };
     const [cosmos, cosmosPort] = await listen();
     const [serviceBus, serviceBusPort] = await listen();
+    const [taken, consolePort] = await listen();
     const app = mkdtempSync(join(tmpdir(), 'start-'));
+    const free = ['--console-port', '0', '--app', app];
     try {
-      const one = start(['--cosmos-port', String(cosmosPort), '--servicebus-port', '0', '--app', app]);
+      const one = start(['--cosmos-port', String(cosmosPort), '--servicebus-port', '0', ...free]);
       const both = start([
-        ...['--cosmos-port', String(cosmosPort), '--servicebus-port', String(serviceBusPort), '--app', app],
+        ...['--cosmos-port', String(cosmosPort), '--servicebus-port', String(serviceBusPort), ...free],
+      ]);
+      const page = start([
+        ...[
+          '--cosmos-port',
+          '0',
+          '--servicebus-port',
+          '0',
+          '--console-port',
+          String(consolePort),
+          '--app',
+          app,
+        ],
       ]);
 
       expect(one.status).toBe(2);
@@ -245,9 +264,15 @@ describe('npm start', () => {
       expect(both.stderr).toContain('npm start -- --cosmos-port 0 --servicebus-port 0');
       expect(both.stderr).not.toContain('EADDRINUSE');
       expect(both.stdout).not.toContain('Building the app');
+      expect(page.status).toBe(2);
+      expect(page.stderr).toContain(
+        `The port for the console ${consolePort} is in use (another npm start, npm run cosmos or an emulator?). ` +
+          'Stop it, or pick free ports: npm start -- --console-port 0',
+      );
     } finally {
       cosmos.close();
       serviceBus.close();
+      taken.close();
     }
   });
 

@@ -51,7 +51,17 @@ it('runs, restarts and dead-letters for a consumer added while npm start runs', 
     [
       require.resolve('tsx/cli'),
       'tools/start/cli.ts',
-      ...['--cosmos-port', '0', '--servicebus-port', '0', '--app', join(work, 'app'), '--watch'],
+      ...[
+        '--cosmos-port',
+        '0',
+        '--servicebus-port',
+        '0',
+        '--console-port',
+        '0',
+        '--app',
+        join(work, 'app'),
+        '--watch',
+      ],
     ],
     { cwd: copy().root, env },
   );
