@@ -4,8 +4,9 @@ const { join } = require('node:path');
 /**
  * The suites that take minutes, not seconds: the Bicep CLI, the docs (compiled), copies of the
  * project (the scaffold, remove:samples), the commands run as a user runs them (usage errors, npm
- * start's walkthrough, the demo and the benchmark), the deployment package, and the whole-pipeline
- * scenarios with the property test. `npm run test:fast` runs everything else.
+ * start's walkthrough and its console in a browser, the demo and the benchmark), the deployment
+ * package, and the whole-pipeline scenarios with the property test. `npm run test:fast` runs
+ * everything else.
  */
 const SLOW = [
   '<rootDir>/test/infra/',
@@ -19,6 +20,7 @@ const SLOW = [
   '<rootDir>/sample/test/commands.test.ts',
   '<rootDir>/sample/test/package.test.ts',
   '<rootDir>/sample/test/walkthrough.test.ts',
+  '<rootDir>/sample/test/console.test.ts',
   '<rootDir>/sample/test/removeSamples.test.ts',
   '<rootDir>/sample/test/purgeUnderLoad.test.ts',
 ];
