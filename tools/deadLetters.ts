@@ -79,10 +79,10 @@ Delayed-retry copies (Subject inbox.retry): list shows each as attempt n of its 
 discard removes dead letters for good (completes them in the dead-letter queue): without --force only those
   whose effect is in place (inbox state applied or versioned) or whose consumer refuses them (poison, rejected).`;
 
-const DUPLICATE_WINDOW = 'SERVICEBUS_DUPLICATE_WINDOW';
-const DEFAULT_DUPLICATE_WINDOW_SECONDS = 3600;
-const CLOCK_SKEW = 'SERVICEBUS_CLOCK_SKEW';
-const DEFAULT_CLOCK_SKEW_SECONDS = 300;
+export const DUPLICATE_WINDOW = 'SERVICEBUS_DUPLICATE_WINDOW';
+export const DEFAULT_DUPLICATE_WINDOW_SECONDS = 3600;
+export const CLOCK_SKEW = 'SERVICEBUS_CLOCK_SKEW';
+export const DEFAULT_CLOCK_SKEW_SECONDS = 300;
 
 const COMMANDS = ['list', 'show', 'resubmit', 'discard'] as const;
 type Command = (typeof COMMANDS)[number];
@@ -406,7 +406,11 @@ function durationSeconds(flag: string, text: string, minimumSeconds: number): nu
  * local Service Bus's window) and SERVICEBUS_CLOCK_SKEW (PT0S: its broker runs on this machine's
  * clock); otherwise the default (PT1H as the Bicep sets it, and a PT5M margin).
  */
-function durationFromEnvironment(env: ToolContext['env'], name: string, fallbackSeconds: number): number {
+export function durationFromEnvironment(
+  env: ToolContext['env'],
+  name: string,
+  fallbackSeconds: number,
+): number {
   const text = env[name]?.trim();
   if (!text) return fallbackSeconds;
   try {

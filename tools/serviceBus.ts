@@ -62,7 +62,7 @@ export function connectServiceBus(env: Readonly<Record<string, string | undefine
 }
 
 /** `contoso`, `contoso.servicebus.windows.net` and `sb://contoso.servicebus.windows.net/` all name one namespace. */
-function fullyQualified(namespace: string): string {
+export function fullyQualified(namespace: string): string {
   const host = namespace.replace(/^[a-z]+:\/\//i, '').replace(/\/+$/, '');
   return host.includes('.') ? host : `${host}.servicebus.windows.net`;
 }

@@ -23,8 +23,13 @@ const DOCUMENTS_PER_PAGE = 50;
 const DOCUMENT_JSON_LIMIT = 64 * 1024;
 const RECENT_PARTITIONS = 20;
 
-/** A subscription's counts, by `<topic>/<subscription>`. */
-export type Counts = ReadonlyMap<string, NonNullable<SubscriptionView['counts']>>;
+export type SubscriptionCounts = NonNullable<SubscriptionView['counts']>;
+
+/** The subscriptions' counts, by `<topic>/<subscription>`, and how they were counted when it matters. */
+export interface CountsRead {
+  counts: ReadonlyMap<string, SubscriptionCounts>;
+  note?: string;
+}
 
 /** Where the console reads and acts: npm start's local stack, or a deployment. */
 export interface BackendParts {
@@ -40,7 +45,7 @@ export interface BackendParts {
   /** The topics and subscriptions the broker serves now. */
   topology: () => Topology;
   /** The message counts of every subscription (an error names what is missing). */
-  counts: () => Promise<Counts>;
+  counts: () => Promise<CountsRead>;
   /** The function names the app registers (a consumer's is functionNameOf(consumer)). */
   functions: () => readonly string[];
   /** The app's other functions: its timers with their next runs, its change-feed relay. */
@@ -73,9 +78,11 @@ export class ConsoleBackend {
 
   async overview(): Promise<Overview> {
     const problems: string[] = [];
-    let counts: Counts | undefined;
+    let counts: CountsRead['counts'] | undefined;
     try {
-      counts = await this.parts.counts();
+      const read = await this.parts.counts();
+      counts = read.counts;
+      if (read.note !== undefined) problems.push(read.note);
     } catch (error) {
       problems.push(this.problem(error, 'the message counts'));
     }
@@ -83,6 +90,7 @@ export class ConsoleBackend {
     return {
       target: this.parts.target,
       actions: this.parts.actions,
+      feed: this.parts.feed !== undefined,
       topics: this.parts.topology().topics.map((topic) => ({
         name: topic.name,
         publishers: [...(topic.publishers ?? [])],

@@ -4,7 +4,7 @@ import type { FunctionApp } from '../../local/host/worker';
 import type { LocalServiceBus } from '../../local/servicebus/amqp/server';
 import type { Topology } from '../../src/topology';
 import { connectInbox } from '../inboxState';
-import { ConsoleBackend, type Counts } from './backend';
+import { ConsoleBackend, type CountsRead } from './backend';
 import type { Feed } from './feed';
 import { type RunningConsole, startConsole } from './server';
 import { startToolThread } from './toolThread';
@@ -66,8 +66,8 @@ export async function startLocalConsole(options: LocalConsoleOptions): Promise<R
 }
 
 /** Each subscription's messages as the broker holds them: active (waiting or locked), dead-lettered, locked. */
-function brokerCounts(serviceBus: LocalServiceBus): Counts {
-  return new Map(
+function brokerCounts(serviceBus: LocalServiceBus): CountsRead {
+  const counts = new Map(
     serviceBus.broker.subscriptions.map((s) => [
       `${s.topic}/${s.name}`,
       {
@@ -77,6 +77,7 @@ function brokerCounts(serviceBus: LocalServiceBus): Counts {
       },
     ]),
   );
+  return { counts };
 }
 
 function others(

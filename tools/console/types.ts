@@ -49,8 +49,12 @@ export interface SubscriptionView {
   /** The function that consumes it, when the app registers one. */
   function: string | undefined;
   delayedRetry: { attempts: number; firstDelaySeconds: number } | undefined;
-  /** Active (waiting or locked), dead-lettered, and locked now (in flight); undefined when not readable. */
-  counts: { active: number; deadLettered: number; inFlight: number | undefined } | undefined;
+  /**
+   * Active (waiting or locked), dead-lettered, and locked now (in flight, npm start's only); undefined
+   * when not readable. `atLeast`: counted by peeking up to a bound, which one of them reached.
+   */
+  counts:
+    { active: number; deadLettered: number; inFlight: number | undefined; atLeast?: boolean } | undefined;
 }
 
 export interface TopicView {
@@ -66,6 +70,8 @@ export interface Overview {
   target: string;
   /** Whether resubmit, discard and send are allowed. */
   actions: boolean;
+  /** Whether there is a live feed (npm start's); a deployment's events are in Application Insights. */
+  feed: boolean;
   topics: TopicView[];
   /** Functions that are not Service Bus consumers: timers and the change-feed relay. */
   others: { name: string; kind: 'timer' | 'change feed'; detail: string }[];

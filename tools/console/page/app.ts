@@ -896,7 +896,18 @@ async function start(): Promise<void> {
   await refreshOverview();
   status('Connected.');
   setInterval(() => void refreshOverview().catch((error: Error) => status(error.message, 'error')), 5000);
-  void followFeed();
+  if (overview?.feed === true) {
+    void followFeed();
+  } else {
+    byId('feed').replaceChildren(
+      h('h2', {}, 'Live feed'),
+      h(
+        'p',
+        {},
+        "The live feed is npm start's. Against a deployment, follow each event in Application Insights by its trace id (README: Follow an event).",
+      ),
+    );
+  }
 }
 
 window.addEventListener('unhandledrejection', (event) => {
