@@ -21,6 +21,7 @@ const SLOW = [
   '<rootDir>/sample/test/package.test.ts',
   '<rootDir>/sample/test/walkthrough.test.ts',
   '<rootDir>/sample/test/console.test.ts',
+  '<rootDir>/test/console/security.test.ts',
   '<rootDir>/sample/test/removeSamples.test.ts',
   '<rootDir>/sample/test/purgeUnderLoad.test.ts',
 ];

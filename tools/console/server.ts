@@ -272,7 +272,10 @@ async function jsonBody(request: IncomingMessage): Promise<unknown> {
   let size = 0;
   for await (const chunk of request as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw new ConsoleError(413, `The request is over ${MAX_BODY_BYTES} bytes.`);
+    if (size > MAX_BODY_BYTES) {
+      // The rest is not read: this connection ends with the answer (send closes it on 413).
+      throw new ConsoleError(413, `The request is over ${MAX_BODY_BYTES} bytes.`);
+    }
     chunks.push(chunk);
   }
   try {
@@ -287,6 +290,10 @@ function send(response: ServerResponse, status: number, value: unknown): void {
     response.end();
     return;
   }
-  response.writeHead(status, { ...SECURITY_HEADERS, 'content-type': 'application/json; charset=utf-8' });
+  response.writeHead(status, {
+    ...SECURITY_HEADERS,
+    'content-type': 'application/json; charset=utf-8',
+    ...(status === 413 ? { connection: 'close' } : {}),
+  });
   response.end(JSON.stringify(value ?? null));
 }

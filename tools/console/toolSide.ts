@@ -172,6 +172,13 @@ export class ToolSide {
     const queue = this.queue(topology, subscription);
     const deadLetters = await this.read('the dead-letter queue', () => peekDeadLetters(queue));
     const selection = selectionOf(deadLetters, request.sequences);
+    const gone = request.sequences
+      .filter((sequence) => !deadLetters.some((message) => sequenceOf(message) === sequence))
+      .map((sequence) => ({
+        verdict: 'not-found',
+        sequence,
+        text: `not found: no dead letter #${sequence} (resubmitted or discarded meanwhile?)`,
+      }));
     const asked = deadLetters.filter((message) => selection.messageIds!.includes(String(message.messageId)));
     const rules = this.listRules(topology, queue);
     const { states } = await checkInbox(asked, subscription, this.parts.inbox, rules);
@@ -190,12 +197,17 @@ export class ToolSide {
         clockSkewSeconds: this.parts.clockSkewSeconds,
         dryRun,
       }).map(lineView);
-      return { queue, lines, acting: plan.resubmit.length + plan.applied.length, resubmit: plan };
+      return {
+        queue,
+        lines: [...lines, ...gone],
+        acting: plan.resubmit.length + plan.applied.length,
+        resubmit: plan,
+      };
     }
     const plan = planDiscard(deadLetters, selection, { inboxStates: states, force: request.force });
     return {
       queue,
-      lines: discardLines(plan, { dryRun }).map(lineView),
+      lines: [...discardLines(plan, { dryRun }).map(lineView), ...gone],
       acting: plan.discard.length,
       discard: plan,
     };
