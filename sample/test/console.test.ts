@@ -161,7 +161,6 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     expect(await page.textContent('ul.legend')).toContain(
       'resubmittable from: enqueued + the duplicate window (PT20S)',
     );
-    await capture('dead-letters');
   });
 
   test('resubmit asks first, says what will happen, and does nothing when cancelled', async () => {
@@ -181,7 +180,7 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     const row = page.locator('table.dead-letters tbody tr').first();
     const sequence = (await row.getAttribute('data-sequence'))!;
     const messageId = (await row.getAttribute('data-message-id'))!;
-    const from = Date.parse((await row.locator('td.resubmittable').textContent())!);
+    const from = Date.parse((await row.locator('td.resubmittable').getAttribute('data-at'))!);
     // Sent now, the broker would drop the copy: the window is the broker's, not a timing assert.
     await page.waitForTimeout(Math.max(0, from - Date.now() + 500));
     await row.locator('input[type="checkbox"]').check();
@@ -222,7 +221,6 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     await page.waitForSelector('#detail pre.document', WAIT);
     const document = JSON.parse((await page.textContent('#detail pre.document'))!) as Record<string, unknown>;
     expect(document).toMatchObject({ id: 'unapplied:PAY-1', partitionKey: 'invoice:INV-1' });
-    await capture('document');
   });
 
   test("the consumer's inbox: its marker, and the partition the marker shares with the business state", async () => {

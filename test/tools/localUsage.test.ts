@@ -22,6 +22,7 @@ const tools = present([
   { script: 'sample/bench/purgeUnderLoad.ts', usage: 'Usage: npm run bench:purge', started: '|' },
   { script: 'tools/start/cli.ts', usage: 'Usage: npm start', started: 'Building the app' },
   { script: 'tools/funcLocal.ts', usage: 'Usage: npm run func:local', started: 'Cosmos DB:' },
+  { script: 'tools/console/cli.ts', usage: 'Usage: npm run console', started: 'Console:' },
   { script: 'tools/cost.ts', usage: 'Usage:\n  npm run cost', started: 'Cosmos DB, per delivery' },
 ]);
 

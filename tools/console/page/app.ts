@@ -92,6 +92,13 @@ function time(iso: string | undefined): string {
   return iso === undefined ? '' : iso.slice(11, 19);
 }
 
+/** An ISO time as a table shows it: the time of day, with the date when it is not today (UTC). */
+function shortTime(iso: string | undefined): string {
+  if (iso === undefined) return '';
+  const today = new Date().toISOString().slice(0, 10);
+  return iso.startsWith(today) ? `${iso.slice(11, 19)} UTC` : `${iso.slice(0, 10)} ${iso.slice(11, 19)} UTC`;
+}
+
 function facts(rows: [string, Child][]): HTMLElement {
   return h(
     'dl',
@@ -504,7 +511,7 @@ async function showDeadLetters(subscription: string, from?: string): Promise<voi
       },
       label,
     );
-  detail(
+  wideDetail(
     `Dead letters of ${page.subscription}`,
     h('p', {}, `${page.queue}. ${page.inboxNote}`),
     page.rows.length === 0
@@ -561,12 +568,12 @@ async function showDeadLetters(subscription: string, from?: string): Promise<voi
                 h('td', {}, row.reason),
                 h('td', {}, row.description),
                 h('td', {}, row.deliveries),
-                h('td', {}, row.enqueuedAt ?? ''),
+                h('td', { class: 'time', title: row.enqueuedAt }, shortTime(row.enqueuedAt)),
                 h('td', { class: 'inbox', title: row.inbox?.meaning }, row.inbox?.text ?? ''),
                 h(
                   'td',
-                  { class: 'resubmittable' },
-                  row.never === undefined ? (row.resubmittableFrom ?? '') : `never: ${row.never}`,
+                  { class: 'resubmittable', title: row.resubmittableFrom, 'data-at': row.resubmittableFrom },
+                  row.never === undefined ? shortTime(row.resubmittableFrom) : `never: ${row.never}`,
                 ),
               );
             }),
@@ -879,7 +886,17 @@ function parseOr(text: string): unknown {
 
 // ---- the detail panel ------------------------------------------------------------------------
 
+/** Shows a view in the detail panel; a wide one (a table) takes the page's whole width. */
 function detail(title: string, ...children: Child[]): void {
+  showIn(false, title, children);
+}
+
+function wideDetail(title: string, ...children: Child[]): void {
+  showIn(true, title, children);
+}
+
+function showIn(wide: boolean, title: string, children: Child[]): void {
+  document.querySelector('main')!.classList.toggle('wide-detail', wide);
   byId('detail').replaceChildren(h('div', {}, h('h2', {}, title), ...children));
 }
 
