@@ -148,36 +148,36 @@ export class ConsoleBackend {
       { name: '@marker', value: MARKER_TYPE },
       { name: '@outbox', value: OUTBOX_TYPE },
     ];
-    const inbox = await read('its inbox', async () => {
-      const [markers] = await values<number>(
-        'SELECT VALUE COUNT(1) FROM c WHERE c.type = @marker AND c.consumer = @consumer',
-        byConsumer.slice(0, 2),
-      );
-      const [oldest] = await values<number>(
-        'SELECT VALUE MIN(c.processedAtEpochSeconds) FROM c WHERE c.type = @marker AND c.consumer = @consumer',
-        byConsumer.slice(0, 2),
-      );
-      return { markers: markers ?? 0, oldestProcessedAt: epochText(oldest) };
-    });
-    const outbox = await read('its outbox', async () => {
-      const parameters = [byConsumer[0]!, byConsumer[2]!];
-      const pending =
-        'c.type = @outbox AND c.consumer = @consumer AND IS_DEFINED(c.pendingSinceEpochSeconds)';
-      const [count] = await values<number>(`SELECT VALUE COUNT(1) FROM c WHERE ${pending}`, parameters);
-      const [oldest] = await values<number>(
-        `SELECT VALUE MIN(c.pendingSinceEpochSeconds) FROM c WHERE ${pending}`,
-        parameters,
-      );
-      return { pending: count ?? 0, oldestPendingSince: epochText(oldest) };
-    });
-    const recent =
-      (await read('the partitions it wrote', () =>
+    const marker = byConsumer.slice(0, 2);
+    // Two scans side by side: the inbox's and the outbox's numbers in one (GROUP BY), the newest
+    // markers in the other.
+    const [totals, recent] = await Promise.all([
+      read('its inbox and outbox', () =>
+        values<{ type: string; documents: number; oldestMarker?: number; oldestPending?: number }>(
+          'SELECT c.type, COUNT(1) AS documents, MIN(c.processedAtEpochSeconds) AS oldestMarker, ' +
+            'MIN(c.pendingSinceEpochSeconds) AS oldestPending FROM c WHERE c.consumer = @consumer AND ' +
+            '(c.type = @marker OR (c.type = @outbox AND IS_DEFINED(c.pendingSinceEpochSeconds))) GROUP BY c.type',
+          byConsumer,
+        ),
+      ),
+      read('the partitions it wrote', () =>
         values<{ partitionKey: unknown; messageId: unknown; processedAt: unknown }>(
           `SELECT TOP ${RECENT_PARTITIONS} c.partitionKey, c.messageId, c.processedAt FROM c ` +
             'WHERE c.type = @marker AND c.consumer = @consumer ORDER BY c.processedAtEpochSeconds DESC',
-          byConsumer.slice(0, 2),
+          marker,
         ),
-      )) ?? [];
+      ).then((found) => found ?? []),
+    ]);
+    const markers = totals?.find((row) => row.type === MARKER_TYPE);
+    const pending = totals?.find((row) => row.type === OUTBOX_TYPE);
+    const inbox =
+      totals === undefined
+        ? undefined
+        : { markers: markers?.documents ?? 0, oldestProcessedAt: epochText(markers?.oldestMarker) };
+    const outbox =
+      totals === undefined
+        ? undefined
+        : { pending: pending?.documents ?? 0, oldestPendingSince: epochText(pending?.oldestPending) };
     return {
       consumer,
       inbox,
