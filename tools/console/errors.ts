@@ -14,21 +14,31 @@ export class ConsoleError extends ToolError {
 /**
  * What to do about a read or an action that Azure refused, naming the role that allows it (the
  * console signs in as the developer, with the roles the developer has); undefined for any other
- * error. Cosmos DB answers 403 without a data-plane role; Service Bus an UnauthorizedError.
+ * error. Cosmos DB answers 403 without a data-plane role; Service Bus refuses a link with
+ * UnauthorizedAccess (a ServiceBusError; UnauthorizedError underneath) and an administration read
+ * with HTTP 401 (a RestError).
  */
 export function explainRefusal(error: unknown, what: string): string | undefined {
-  const { code, statusCode } = (error ?? {}) as { code?: unknown; statusCode?: unknown };
-  if (code === 403 || statusCode === 403 || code === 'Forbidden') {
+  const { code, statusCode, name } = (error ?? {}) as {
+    code?: unknown;
+    statusCode?: unknown;
+    name?: unknown;
+  };
+  if (code === 403 || (name !== 'RestError' && statusCode === 403)) {
     return (
       `Cosmos DB refused to let your identity read ${what}: it needs a data-plane role on the account, ` +
       'Cosmos DB Built-in Data Reader to look, or Cosmos DB Built-in Data Contributor (docs/console.md says how to assign it).'
     );
   }
-  if (code === 'UnauthorizedError' || statusCode === 401) {
+  if (
+    code === 'UnauthorizedAccess' ||
+    code === 'UnauthorizedError' ||
+    (name === 'RestError' && statusCode === 401)
+  ) {
     return (
       `Service Bus refused to let your identity read ${what}: peeking needs Azure Service Bus Data Receiver on the ` +
-      'namespace, resubmitting also Azure Service Bus Data Sender, and the message counts Azure Service Bus Data Owner ' +
-      '(docs/console.md says how to assign them).'
+      'namespace, resubmitting also Azure Service Bus Data Sender, and the exact message counts Azure Service Bus Data ' +
+      'Owner (docs/console.md says how to assign them).'
     );
   }
   return undefined;
