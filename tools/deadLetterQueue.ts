@@ -52,7 +52,7 @@ export function peekDeadLetters(queue: DeadLetterQueue): Promise<ServiceBusRecei
  */
 export async function peekQueue(
   queue: DeadLetterQueue,
-  { deadLetter, max, from = 1 }: { deadLetter: boolean; max: number; from?: number },
+  { deadLetter, max, from = Long.ONE }: { deadLetter: boolean; max: number; from?: Long },
 ): Promise<ServiceBusReceivedMessage[]> {
   const receiver = queue.client.createReceiver(queue.topic, queue.subscription, {
     ...(deadLetter ? { subQueueType: 'deadLetter' as const } : {}),
@@ -60,7 +60,7 @@ export async function peekQueue(
   });
   try {
     const messages: ServiceBusReceivedMessage[] = [];
-    let fromSequenceNumber = Long.fromNumber(from);
+    let fromSequenceNumber = from;
     while (messages.length < max) {
       const page = await receiver.peekMessages(Math.min(PAGE_SIZE, max - messages.length), {
         fromSequenceNumber,
@@ -81,7 +81,11 @@ export function isNamed(message: ServiceBusReceivedMessage, key: string): boolea
   return String(message.messageId) === key || sequenceOf(message) === key;
 }
 
-export type Selection = { all: true; messageIds?: never } | { all?: never; messageIds: readonly string[] };
+/** Every dead letter, those with the given MessageIds (the CLI), or those with the given sequence numbers (the console). */
+export type Selection =
+  | { all: true; messageIds?: never; sequences?: never }
+  | { all?: never; messageIds: readonly string[]; sequences?: never }
+  | { all?: never; messageIds?: never; sequences: readonly string[] };
 
 export interface ResubmitRules {
   /** The topic's duplicate detection window; PT1H as the Bicep sets it. */
@@ -252,16 +256,21 @@ function chosen(
   deadLetters: readonly ServiceBusReceivedMessage[],
   selection: Selection,
 ): ServiceBusReceivedMessage[] {
-  return selection.all
-    ? [...deadLetters]
-    : deadLetters.filter((message) => selection.messageIds.includes(String(message.messageId)));
+  if (selection.all) return [...deadLetters];
+  if (selection.sequences !== undefined)
+    return deadLetters.filter((message) => selection.sequences.includes(sequenceOf(message)));
+  return deadLetters.filter((message) => selection.messageIds.includes(String(message.messageId)));
 }
 
-/** The MessageIds the selection names that no dead letter has. */
+/** The MessageIds (or `#` and the sequence numbers) the selection names that no dead letter has. */
 function notFound(deadLetters: readonly ServiceBusReceivedMessage[], selection: Selection): string[] {
-  return selection.all
-    ? []
-    : selection.messageIds.filter((id) => !deadLetters.some((m) => String(m.messageId) === id));
+  if (selection.all) return [];
+  if (selection.sequences !== undefined) {
+    return selection.sequences
+      .filter((sequence) => !deadLetters.some((m) => sequenceOf(m) === sequence))
+      .map((sequence) => `#${sequence}`);
+  }
+  return selection.messageIds.filter((id) => !deadLetters.some((m) => String(m.messageId) === id));
 }
 
 /**

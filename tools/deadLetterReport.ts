@@ -7,9 +7,11 @@ import { byFamily, familyText, idText, type RetryFamily, retryFamilyOf } from '.
 import {
   type DeadLetterQueue,
   describeQueue,
+  type DiscardOutcome,
   type DiscardPlan,
   label,
   peekDeadLetters,
+  type ResubmitOutcome,
   type ResubmitPlan,
   type ResubmitRules,
   resubmittableAt,
@@ -330,11 +332,19 @@ export function planLines(
           'drop this one as its duplicate. Left in the dead-letter queue.',
       ),
     ),
-    ...plan.notFound.map((messageId): PlanLine => ({
-      verdict: 'not-found',
-      text: `not found: no dead-lettered message has MessageId ${bounded(messageId)}`,
-    })),
+    ...plan.notFound.map(notFoundLine),
   ];
+}
+
+/** A MessageId, or a `#` sequence number (the console's selection), that no dead letter has. */
+function notFoundLine(key: string): PlanLine {
+  return key.startsWith('#')
+    ? {
+        verdict: 'not-found',
+        sequence: key.slice(1),
+        text: `not found: no dead letter ${key} (resubmitted or discarded meanwhile?)`,
+      }
+    : { verdict: 'not-found', text: `not found: no dead-lettered message has MessageId ${bounded(key)}` };
 }
 
 /** What a discard will do (or, with dryRun, would do) with each message of the plan, and why. */
@@ -355,11 +365,55 @@ export function discardLines(plan: DiscardPlan, context: { dryRun: boolean }): P
         `refused ${label(message)}: ${lostText(state)}. Discarded, its business effect would never happen; ` +
         'resubmit delivers it again, or --force discards it anyway.',
     })),
-    ...plan.notFound.map((messageId): PlanLine => ({
-      verdict: 'not-found',
-      text: `not found: no dead-lettered message has MessageId ${bounded(messageId)}`,
-    })),
+    ...plan.notFound.map(notFoundLine),
   ];
+}
+
+/**
+ * What a resubmit did, after the lines it reported as it went: each message it could not receive,
+ * and the summary; `ok` when everything planned was done and nothing was refused, skipped or missing.
+ */
+export function resubmitDone(plan: ResubmitPlan, outcome: ResubmitOutcome): { lines: string[]; ok: boolean } {
+  const refused = resubmitRefused(plan);
+  const failed = outcome.failed.length + outcome.sentButNotCompleted.length;
+  return {
+    lines: [
+      ...outcome.notReceived.map(notReceivedLine),
+      `Resubmitted ${outcome.resubmitted.length}, completed as already applied ${outcome.completedAsApplied.length}, ` +
+        `refused ${refused}, skipped ${plan.sameMessageId.length}, not found ${plan.notFound.length}, ` +
+        `failed ${failed}, not received ${outcome.notReceived.length}; ` +
+        `${outcome.leftInPlace} other message(s) locked on the way were given back unchanged.`,
+    ],
+    ok: refused + plan.sameMessageId.length + plan.notFound.length + failed + outcome.notReceived.length === 0,
+  };
+}
+
+/** How many messages a resubmit plan refuses (too early, unroutable, invalid copies, inbox, poison). */
+export function resubmitRefused(plan: ResubmitPlan): number {
+  return (
+    plan.tooEarly.length +
+    plan.unroutable.length +
+    plan.invalidCopies.length +
+    plan.inboxRefused.length +
+    plan.poison.length
+  );
+}
+
+/** What a discard did: as resubmitDone. */
+export function discardDone(plan: DiscardPlan, outcome: DiscardOutcome): { lines: string[]; ok: boolean } {
+  return {
+    lines: [
+      ...outcome.notReceived.map(notReceivedLine),
+      `Discarded ${outcome.discarded.length}, refused ${plan.refused.length}, not found ${plan.notFound.length}, ` +
+        `failed ${outcome.failed.length}, not received ${outcome.notReceived.length}; ` +
+        `${outcome.leftInPlace} other message(s) locked on the way were given back unchanged.`,
+    ],
+    ok: plan.refused.length + plan.notFound.length + outcome.failed.length + outcome.notReceived.length === 0,
+  };
+}
+
+function notReceivedLine(message: ServiceBusReceivedMessage): string {
+  return `not received ${label(message)}: another receiver holds it, or it left the queue; left alone`;
 }
 
 /** Why a message in a discardable state (planDiscard) may go. */

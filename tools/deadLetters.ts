@@ -20,7 +20,6 @@ import {
   describeQueue,
   discard,
   isNamed,
-  label,
   peekDeadLetters,
   planDiscard,
   planResubmit,
@@ -32,10 +31,13 @@ import {
   bodyText,
   checkInbox,
   type DeadLetterReport,
+  discardDone,
   discardLines,
   type ListRules,
   planLines,
   readDeadLetterReport,
+  resubmitDone,
+  resubmitRefused,
   showFields,
 } from './deadLetterReport';
 import { connectInbox } from './inboxState';
@@ -309,31 +311,14 @@ async function resubmitMessages(
         'drops as a duplicate is lost when its dead-lettered original is completed.',
     );
   }
-  const refused =
-    plan.tooEarly.length +
-    plan.unroutable.length +
-    plan.invalidCopies.length +
-    plan.inboxRefused.length +
-    plan.poison.length;
-  const problems = refused + plan.sameMessageId.length + plan.notFound.length;
+  const problems = resubmitRefused(plan) + plan.sameMessageId.length + plan.notFound.length;
   if (dryRun) {
     context.out('Dry run: nothing was sent, completed or locked.');
     return problems === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
   }
-  const outcome = await resubmit(queue, plan, context.out, context.now);
-  for (const message of outcome.notReceived) {
-    context.out(
-      `not received ${label(message)}: another receiver holds it, or it left the queue; left alone`,
-    );
-  }
-  context.out(
-    `Resubmitted ${outcome.resubmitted.length}, completed as already applied ${outcome.completedAsApplied.length}, ` +
-      `refused ${refused}, skipped ${plan.sameMessageId.length}, not found ${plan.notFound.length}, ` +
-      `failed ${outcome.failed.length + outcome.sentButNotCompleted.length}, not received ${outcome.notReceived.length}; ` +
-      `${outcome.leftInPlace} other message(s) locked on the way were given back unchanged.`,
-  );
-  const failures = outcome.failed.length + outcome.sentButNotCompleted.length + outcome.notReceived.length;
-  return problems + failures === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
+  const done = resubmitDone(plan, await resubmit(queue, plan, context.out, context.now));
+  for (const line of done.lines) context.out(line);
+  return done.ok ? EXIT_CODES.ok : EXIT_CODES.failed;
 }
 
 async function discardMessages(
@@ -352,19 +337,9 @@ async function discardMessages(
     context.out('Dry run: nothing was completed or locked.');
     return problems === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
   }
-  const outcome = await discard(queue, plan, context.out);
-  for (const message of outcome.notReceived) {
-    context.out(
-      `not received ${label(message)}: another receiver holds it, or it left the queue; left alone`,
-    );
-  }
-  context.out(
-    `Discarded ${outcome.discarded.length}, refused ${plan.refused.length}, not found ${plan.notFound.length}, ` +
-      `failed ${outcome.failed.length}, not received ${outcome.notReceived.length}; ` +
-      `${outcome.leftInPlace} other message(s) locked on the way were given back unchanged.`,
-  );
-  const failures = outcome.failed.length + outcome.notReceived.length;
-  return problems + failures === 0 ? EXIT_CODES.ok : EXIT_CODES.failed;
+  const done = discardDone(plan, await discard(queue, plan, context.out));
+  for (const line of done.lines) context.out(line);
+  return done.ok ? EXIT_CODES.ok : EXIT_CODES.failed;
 }
 
 type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];

@@ -149,6 +149,7 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     await page.click('#show-body');
     await page.waitForSelector('#detail .body pre', WAIT);
     expect(await page.textContent('#detail .body pre')).toBe(POISON_BODY);
+    expect(await page.textContent('#detail .body p')).toBe(`${Buffer.byteLength(POISON_BODY)} bytes`);
   });
 
   test('the dead-letter queue shows the verdicts of npm run dead-letters list', async () => {
@@ -246,7 +247,9 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     expect(await page.textContent('#confirm-lines')).toMatch(/^would discard #\d+ .*poison/);
     await page.click('#confirm-ok');
     await page.waitForSelector('#action-result .summary', WAIT);
-    expect(await page.textContent('#action-result .summary')).toMatch(/^Discarded 1, refused 0, failed 0\./);
+    expect(await page.textContent('#action-result .summary')).toMatch(
+      /^Discarded 1, refused 0, not found 0, failed 0, not received 0; /,
+    );
     expect(await page.textContent('#detail')).toContain('The dead-letter queue is empty.');
   });
 });

@@ -17,6 +17,7 @@ const env = userEnvironment(join(work, 'local-run.json'));
 const ADDRESS = /^Console: (http:\/\/127\.0\.0\.1:(\d+))\/#token=([\w-]+) /m;
 
 interface Console {
+  /** The console's page, as a browser names it in a POST's Origin. */
   origin: string;
   port: number;
   token: string;
@@ -58,9 +59,11 @@ function call(
   });
 }
 
+/** What the console's own page sends with a POST: the token, JSON, and its origin (as a browser does). */
 const json = (target: Console, extra: Record<string, string> = {}): Record<string, string> => ({
   'x-console-token': target.token,
   'content-type': 'application/json',
+  origin: target.origin,
   ...extra,
 });
 
@@ -143,13 +146,16 @@ describe("npm start's console", () => {
       body,
     });
     expect(crossSite.status).toBe(403);
-    // A form on another site can post text/plain without asking first: refused as well.
-    const form = await call(actions, '/api/send', {
+    const unnamed = json(actions);
+    delete unnamed.origin;
+    expect((await call(actions, '/api/send', { method: 'POST', headers: unnamed, body })).status).toBe(403);
+    // A page can post text/plain without asking first: refused as well.
+    const plain = await call(actions, '/api/send', {
       method: 'POST',
-      headers: { 'x-console-token': actions.token, 'content-type': 'text/plain' },
+      headers: json(actions, { 'content-type': 'text/plain' }),
       body,
     });
-    expect(form.status).toBe(415);
+    expect(plain.status).toBe(415);
     const huge = await call(actions, '/api/send', {
       method: 'POST',
       headers: json(actions),

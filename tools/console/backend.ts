@@ -5,11 +5,12 @@ import { MARKER_TYPE, OUTBOX_TYPE } from '#inbox/internal';
 import { bounded } from '../../cli/errors';
 import { functionNameOf, type Topology } from '../../src/topology';
 import type { Inbox } from '../inboxState';
-import { bodyText } from './body';
+import { bodyForPage, PAGE_BODY_BYTES } from './body';
 import { ConsoleError, explainRefusal } from './errors';
-import type { Feed } from './feed';
+import { type Feed, KEPT_BODIES } from './feed';
 import type { ToolCalls } from './toolThread';
 import type {
+  BodyView,
   ConsumerView,
   DocumentView,
   FeedPage,
@@ -41,7 +42,7 @@ export interface BackendParts {
   /** Where the inbox and the business documents are (connectInbox), or why it is not connected. */
   inbox: Inbox | string;
   /** The dead-letter queues and the send form: the tools' code, on a thread of its own (toolSide.ts). */
-  tools: ToolCalls;
+  tools: () => ToolCalls;
   /** The topics and subscriptions the broker serves now. */
   topology: () => Topology;
   /** The message counts of every subscription (an error names what is missing). */
@@ -63,12 +64,14 @@ export interface BackendParts {
 export class ConsoleBackend {
   readonly actions: boolean;
   readonly readOnlyReason: string;
-  readonly tools: ToolCalls;
-
   constructor(private readonly parts: BackendParts) {
     this.actions = parts.actions;
     this.readOnlyReason = parts.readOnlyReason;
-    this.tools = parts.tools;
+  }
+
+  /** The tool side now (npm start's watch mode starts a new one with each new build). */
+  get tools(): ToolCalls {
+    return this.parts.tools();
   }
 
   /** The topics and subscriptions as the broker serves them now. */
@@ -117,16 +120,16 @@ export class ConsoleBackend {
     return this.parts.feed.page(after, 200, waitMs, signal);
   }
 
-  /** A feed event's body, as text when it is UTF-8, else base64. */
-  feedBody(seq: number): Promise<{ text: string; encoding: 'utf-8' | 'base64' }> {
+  /** A feed event's body, while the feed keeps it. */
+  feedBody(seq: number): Promise<BodyView> {
     const body = this.parts.feed?.body(seq);
     if (body === undefined) {
       throw new ConsoleError(
         404,
-        'The console no longer keeps this body (it keeps the last 200, up to 64 KB each).',
+        `The console no longer keeps this body (it keeps the last ${KEPT_BODIES}, up to ${PAGE_BODY_BYTES / 1024} KB each).`,
       );
     }
-    return Promise.resolve(bodyText(body));
+    return Promise.resolve(bodyForPage(body));
   }
 
   async consumer(name: string): Promise<ConsumerView> {

@@ -2,6 +2,7 @@ import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusAdministrationClient, type ServiceBusClient } from '@azure/service-bus';
 
 import { localRunContext } from '../../build/localRun';
+import { bounded } from '../../cli/errors';
 import { listening } from '../../cli/serve';
 import {
   commandWithFlags,
@@ -79,7 +80,7 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     readOnlyReason:
       'The console is read-only: start it with npm run console -- --allow-actions to resubmit, discard or send.',
     inbox,
-    tools,
+    tools: () => tools,
     topology: () => topology,
     counts: countsOf(env, client, topology),
     functions: () => topology.topics.flatMap((t) => t.subscriptions.map((s) => functionNameOf(s.name))),
@@ -128,7 +129,8 @@ function countsOf(
     t.subscriptions.map((s) => ({ topic: t.name, name: s.name })),
   );
   let refused: string | undefined;
-  return async () => {
+  const read = async (): Promise<CountsRead> => {
+    let failed: string | undefined;
     if (administration !== undefined && refused === undefined) {
       try {
         const counts = new Map<string, SubscriptionCounts>();
@@ -142,8 +144,11 @@ function countsOf(
         }
         return { counts };
       } catch (error) {
-        refused =
-          explainRefusal(error, 'the exact message counts') ?? 'The exact message counts could not be read';
+        // A refusal stands (the role will not appear meanwhile); anything else is tried again next time.
+        refused = explainRefusal(error, 'the exact message counts');
+        failed =
+          refused ??
+          `The exact message counts could not be read (${bounded(error instanceof Error ? error.message : String(error), 200)}).`;
       }
     }
     const counts = new Map<string, SubscriptionCounts>();
@@ -158,9 +163,13 @@ function countsOf(
         atLeast: active.length === PEEK_COUNT_LIMIT || dead.length === PEEK_COUNT_LIMIT,
       });
     }
-    const how = `Counted by peeking (up to ${PEEK_COUNT_LIMIT} per queue; in flight not known)`;
-    return { counts, note: refused === undefined ? `${how}.` : `${refused}. ${how}.` };
+    const how = `Counted by peeking (up to ${PEEK_COUNT_LIMIT} per queue; in flight not known).`;
+    const why = failed ?? refused;
+    return { counts, note: why === undefined ? how : `${why} ${how}` };
   };
+  // One read at a time, however many pages ask: they share it.
+  let reading: Promise<CountsRead> | undefined;
+  return () => (reading ??= read().finally(() => (reading = undefined)));
 }
 
 export const command = commandWithFlags('console', FLAGS, USAGE, main, { exitWhenDone: true });

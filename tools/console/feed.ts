@@ -2,13 +2,12 @@ import { bounded } from '../../cli/errors';
 import type { TriggerDelivery } from '../../local/host/serviceBusTriggers';
 import type { BrokerMessage, OutgoingMessage } from '../../local/servicebus/broker';
 import { bodyDigest, wroteOf } from '../start/output';
+import { PAGE_BODY_BYTES } from './body';
 import type { FeedEvent, FeedPage } from './types';
 
 /** The events the feed keeps (the oldest go first), and the bodies it keeps for "show the body". */
 const KEPT_EVENTS = 2_000;
-const KEPT_BODIES = 200;
-/** A body larger than this is not kept: its size and hash still are. */
-const KEPT_BODY_BYTES = 64 * 1024;
+export const KEPT_BODIES = 200;
 
 /**
  * The live feed of what happens to messages under `npm start`: each delivery with its outcome, and
@@ -32,7 +31,7 @@ export class Feed {
 
   delivery(d: TriggerDelivery): void {
     const where = this.subscriptionOf(d.function);
-    const outcome = d.outcome ?? (d.error === undefined ? 'no outcome logged' : 'failed');
+    const outcome = bounded(d.outcome ?? (d.error === undefined ? 'no outcome logged' : 'failed'), 60);
     const error = d.error === undefined ? undefined : bounded(`${d.error.name}: ${d.error.message}`, 300);
     this.add(
       {
@@ -45,10 +44,13 @@ export class Feed {
         sequenceNumber: d.sequenceNumber,
         deliveryCount: d.deliveryCount,
         outcome,
-        detail: d.cause ?? d.alternative ?? error,
+        detail:
+          d.cause !== undefined || d.alternative !== undefined
+            ? bounded(d.cause ?? d.alternative ?? '', 300)
+            : error,
         settlement: d.settlement,
         handlerMs: Math.round(d.handlerMs),
-        traceId: d.traceId,
+        traceId: d.traceId === undefined ? undefined : bounded(d.traceId, 64),
         wrote: wroteOf(d.logs ?? []),
       },
       d.body,
@@ -120,11 +122,6 @@ export class Feed {
     return { events, last: events.at(-1)?.seq ?? Math.max(after, this.last) };
   }
 
-  /** One event, when the feed still has it. */
-  event(seq: number): FeedEvent | undefined {
-    return this.events.find((event) => event.seq === seq);
-  }
-
   /** The body of an event, when the feed still keeps it. */
   body(seq: number): Buffer | undefined {
     return this.bodies.get(seq);
@@ -143,7 +140,7 @@ export class Feed {
     const { bytes, sha256 } = bodyDigest(body ?? '');
     this.events.push({ ...event, seq, at: this.now().toISOString(), bodyBytes: bytes, bodySha256: sha256 });
     if (this.events.length > KEPT_EVENTS) this.events.splice(0, this.events.length - KEPT_EVENTS);
-    if (body !== undefined && bytes <= KEPT_BODY_BYTES) {
+    if (body !== undefined && bytes <= PAGE_BODY_BYTES) {
       this.bodies.set(seq, Buffer.isBuffer(body) ? body : Buffer.from(body));
       for (const old of this.bodies.keys()) {
         if (this.bodies.size <= KEPT_BODIES) break;

@@ -7,7 +7,7 @@ import { connectInbox } from '../inboxState';
 import { ConsoleBackend, type CountsRead } from './backend';
 import type { Feed } from './feed';
 import { type RunningConsole, startConsole } from './server';
-import { startToolThread } from './toolThread';
+import { startToolThread, type ToolCalls } from './toolThread';
 
 /** The timer functions/purge-expired-markers.ts registers: the console shows its next run per consumer. */
 const PURGE_FUNCTION = 'purge-expired-markers';
@@ -31,38 +31,55 @@ export interface LocalConsoleOptions {
  * messages in flight, which Azure's runtime properties do not give), and the live feed of deliveries.
  * Actions are on: it is a throwaway stack on this machine.
  */
-export async function startLocalConsole(options: LocalConsoleOptions): Promise<RunningConsole> {
+export async function startLocalConsole(
+  options: LocalConsoleOptions,
+): Promise<RunningConsole & { reloaded(): Promise<void> }> {
   const { serviceBus, run } = options;
   const env = run.environment;
-  const inbox = connectInbox(env);
-  const tools = await startToolThread({
+  const toolOptions = {
     env,
     duplicateWindowSeconds: options.duplicateWindowSeconds,
     // The broker runs on this machine's clock.
     clockSkewSeconds: 0,
-  });
-  const backend = new ConsoleBackend({
-    target: `npm start on this machine (Service Bus amqp://127.0.0.1:${serviceBus.port}, Cosmos DB ${env.COSMOS_ENDPOINT})`,
-    actions: true,
-    readOnlyReason: '',
-    inbox,
-    tools,
-    topology: options.topology,
-    counts: () => Promise.resolve(brokerCounts(serviceBus)),
-    functions: () => options.app()?.functions.map((f) => f.name) ?? [],
-    others: () => others(options.app()),
-    nextPurge: () => nextRun(options.app(), PURGE_FUNCTION),
-    feed: options.feed,
-  });
-  const running = await startConsole({ port: options.port, backend });
-  return {
-    ...running,
-    stop: async () => {
-      await running.stop();
-      await tools.close();
-      if (typeof inbox === 'object') inbox.close();
-    },
   };
+  const inbox = connectInbox(env);
+  let tools: ToolCalls | undefined;
+  try {
+    tools = await startToolThread(toolOptions);
+    const current = tools;
+    const backend = new ConsoleBackend({
+      target: `npm start on this machine (Service Bus amqp://127.0.0.1:${serviceBus.port}, Cosmos DB ${env.COSMOS_ENDPOINT})`,
+      actions: true,
+      readOnlyReason: '',
+      inbox,
+      tools: () => tools ?? current,
+      topology: options.topology,
+      counts: () => Promise.resolve(brokerCounts(serviceBus)),
+      functions: () => options.app()?.functions.map((f) => f.name) ?? [],
+      others: () => others(options.app()),
+      nextPurge: () => nextRun(options.app(), PURGE_FUNCTION),
+      feed: options.feed,
+    });
+    const running = await startConsole({ port: options.port, backend });
+    return {
+      ...running,
+      /** A new build runs: a new tool side loads its consumers and topology; the old one is closed. */
+      reloaded: async () => {
+        const old = tools;
+        tools = await startToolThread(toolOptions);
+        await old?.close();
+      },
+      stop: async () => {
+        await running.stop();
+        await tools?.close();
+        if (typeof inbox === 'object') inbox.close();
+      },
+    };
+  } catch (error) {
+    await tools?.close();
+    if (typeof inbox === 'object') inbox.close();
+    throw error;
+  }
 }
 
 /** Each subscription's messages as the broker holds them: active (waiting or locked), dead-lettered, locked. */

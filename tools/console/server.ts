@@ -19,8 +19,8 @@ import type { ActionRequest } from './types';
  * - every API call needs the per-run token, which the page receives in the URL's fragment (never
  *   sent to a server, never in a log) and sends back in a header: a cross-site page can neither read
  *   it nor send that header without a CORS preflight, which this server never allows;
- * - a POST must come from its own origin, with a JSON body of bounded size, and is refused outright
- *   while actions are off;
+ * - a POST must name one of its own origins (a browser always does), with a JSON body of bounded
+ *   size; what acts is refused outright while actions are off;
  * - the page runs under a Content-Security-Policy that allows its own script and style only, and
  *   builds its DOM from text (never HTML), so an echoed value cannot become markup.
  */
@@ -51,8 +51,6 @@ export interface ConsoleOptions {
 export interface RunningConsole {
   /** The page's address with the token in its fragment: what to open. */
   url: string;
-  /** The address without the token. */
-  origin: string;
   stop(): Promise<void>;
 }
 
@@ -99,6 +97,7 @@ export async function startConsole({ port, backend }: ConsoleOptions): Promise<R
   } as Record<string, { type: string; body: Buffer }>;
   const routes = apiRoutes(backend);
   let origin = '';
+  /** The names the console answers to, as `host:port`. */
   let hosts: string[] = [];
   const server = createServer((request, response) => {
     void serve(request, response).catch((error: unknown) => {
@@ -134,15 +133,14 @@ export async function startConsole({ port, backend }: ConsoleOptions): Promise<R
       send(response, 404, { error: 'No such API call.' });
       return;
     }
-    if (request.method === 'POST') {
-      if (request.headers.origin !== undefined && request.headers.origin !== origin) {
-        send(response, 403, { error: 'Actions are accepted from the console page only.' });
-        return;
-      }
-      if (route.acts && !backend.actions) {
-        send(response, 403, { error: backend.readOnlyReason });
-        return;
-      }
+    // A browser names the page that posts; the console's own page is under one of its hosts.
+    if (request.method === 'POST' && !hosts.some((host) => request.headers.origin === `http://${host}`)) {
+      send(response, 403, { error: 'Actions are accepted from the console page only.' });
+      return;
+    }
+    if (route.acts && !backend.actions) {
+      send(response, 403, { error: backend.readOnlyReason });
+      return;
     }
     const aborted = new AbortController();
     response.on('close', () => aborted.abort());
@@ -169,7 +167,6 @@ export async function startConsole({ port, backend }: ConsoleOptions): Promise<R
   hosts = [`${HOST}:${actual}`, `localhost:${actual}`];
   return {
     url: `${origin}/#token=${token}`,
-    origin,
     stop: async () => {
       backend.close();
       server.closeAllConnections();
@@ -233,15 +230,19 @@ function actionRequest(body: unknown): ActionRequest {
     !Array.isArray(sequences) ||
     sequences.length === 0 ||
     sequences.length > 1000 ||
-    !sequences.every((s) => typeof s === 'string' && /^\d{1,20}$/.test(s))
+    !sequences.every((s) => typeof s === 'string' && /^\d{1,19}$/.test(s))
   ) {
     throw new ConsoleError(400, 'sequences must name 1 to 1000 dead letters by sequence number.');
   }
+  const { fingerprint } = value;
+  if (fingerprint !== undefined && !(typeof fingerprint === 'string' && /^[0-9a-f]{64}$/.test(fingerprint)))
+    throw new ConsoleError(400, "fingerprint must be the plan's.");
   return {
     action,
     sequences: sequences as string[],
     force: value.force === true,
     includePoison: value.includePoison === true,
+    ...(fingerprint === undefined ? {} : { fingerprint }),
   };
 }
 

@@ -1,4 +1,7 @@
+import { createHash } from 'node:crypto';
+
 import type { ServiceBusClient, ServiceBusReceivedMessage } from '@azure/service-bus';
+import Long from 'long';
 import { z } from 'zod';
 
 import { bounded } from '../../cli/errors';
@@ -7,22 +10,36 @@ import {
   type DeadLetterQueue,
   describeQueue,
   discard,
-  peekDeadLetters,
   peekQueue,
   planDiscard,
   planResubmit,
   resubmit,
-  type Selection,
   sequenceOf,
 } from '../deadLetterQueue';
-import { checkInbox, discardLines, type ListRules, planLines, reportDeadLetters } from '../deadLetterReport';
+import {
+  checkInbox,
+  discardDone,
+  discardLines,
+  type ListRules,
+  planLines,
+  reportDeadLetters,
+  resubmitDone,
+} from '../deadLetterReport';
 import { type EventInput, parseEvent, type SubjectRules } from '../events';
 import type { Inbox } from '../inboxState';
 import { sendEvent } from '../send';
 import { routedSubjects, takesRetryCopies, topicFor } from '../serviceBus';
-import { bodyText } from './body';
+import { bodyForPage } from './body';
 import { ConsoleError, explainRefusal } from './errors';
-import type { ActionRequest, ActionResult, DeadLetterPage, PlanView, SendForm, SendResult } from './types';
+import type {
+  ActionRequest,
+  ActionResult,
+  BodyView,
+  DeadLetterPage,
+  PlanView,
+  SendForm,
+  SendResult,
+} from './types';
 
 const DEAD_LETTERS_PER_PAGE = 50;
 
@@ -70,52 +87,48 @@ export class ToolSide {
     };
   }
 
-  async deadLetterBody(
-    topology: Topology,
-    subscription: string,
-    sequence: string,
-  ): Promise<{ text: string; encoding: 'utf-8' | 'base64' }> {
+  /** One dead letter's body, on request: at most PAGE_BODY_BYTES of it. */
+  async deadLetterBody(topology: Topology, subscription: string, sequence: string): Promise<BodyView> {
     const queue = this.queue(topology, subscription);
-    const [message] = await this.read('the dead-letter queue', () =>
-      peekQueue(queue, { deadLetter: true, max: 1, from: sequenceNumber(sequence) }),
-    );
-    if (message === undefined || sequenceOf(message) !== sequence)
-      throw new ConsoleError(
-        404,
-        `No dead letter #${bounded(sequence, 20)} (it may have been resubmitted or discarded).`,
-      );
-    return bodyText(bodyBytes(message));
+    const [message] = await this.peekSequences(queue, [sequence]);
+    if (message === undefined)
+      throw new ConsoleError(404, `No dead letter #${sequence} (it may have been resubmitted or discarded).`);
+    return bodyForPage(bodyBytes(message));
   }
 
-  /** What the action would do, as the CLI's --dry-run says it: nothing is sent, completed or locked. */
+  /**
+   * What the action would do, as the CLI's --dry-run says it (nothing is sent, completed or locked),
+   * and the plan's fingerprint, which `act` must be given back.
+   */
   async plan(topology: Topology, subscription: string, request: ActionRequest): Promise<PlanView> {
-    const { lines, acting } = await this.decide(topology, subscription, request, true);
-    return { action: request.action, lines, acting };
+    const { lines, acting, fingerprint } = await this.decide(topology, subscription, request, true);
+    return { action: request.action, lines, acting, fingerprint };
   }
 
-  /** Does it: decided again on the queue as it is now, by the same rules as the CLI. */
+  /**
+   * Does what the confirmed plan said: decided again on the queue as it is now, by the same rules as
+   * the CLI, and refused when that decision is not the plan the user confirmed (a message came, went
+   * or changed state meanwhile).
+   */
   async act(topology: Topology, subscription: string, request: ActionRequest): Promise<ActionResult> {
     const decided = await this.decide(topology, subscription, request, false);
+    if (request.fingerprint !== decided.fingerprint) {
+      throw new ConsoleError(
+        409,
+        'The dead-letter queue changed since the plan you confirmed: nothing was done. Look at the new plan.',
+      );
+    }
     const lines = decided.lines.map((line) => line.text);
     const said = (line: string): void => void lines.push(line);
-    if (decided.resubmit !== undefined) {
-      const outcome = await resubmit(decided.queue, decided.resubmit, said, this.parts.now);
-      const failed = outcome.failed.length + outcome.sentButNotCompleted.length + outcome.notReceived.length;
-      return {
-        lines,
-        summary:
-          `Resubmitted ${outcome.resubmitted.length}, completed as already applied ${outcome.completedAsApplied.length}, ` +
-          `refused or skipped ${decided.lines.length - decided.acting}, failed ${failed}.`,
-        ok: failed === 0 && decided.acting === decided.lines.length,
-      };
-    }
-    const outcome = await discard(decided.queue, decided.discard!, said);
-    const failed = outcome.failed.length + outcome.notReceived.length;
-    return {
-      lines,
-      summary: `Discarded ${outcome.discarded.length}, refused ${decided.lines.length - decided.acting}, failed ${failed}.`,
-      ok: failed === 0 && decided.acting === decided.lines.length,
-    };
+    const done =
+      decided.resubmit !== undefined
+        ? resubmitDone(
+            decided.resubmit,
+            await resubmit(decided.queue, decided.resubmit, said, this.parts.now),
+          )
+        : discardDone(decided.discard!, await discard(decided.queue, decided.discard!, said));
+    lines.push(...done.lines.slice(0, -1));
+    return { lines, summary: done.lines.at(-1)!, ok: done.ok };
   }
 
   sendForm(): Promise<SendForm> {
@@ -156,7 +169,11 @@ export class ToolSide {
     return { lines, messageId: bounded(sent.messageId, 128), topic: sent.topic };
   }
 
-  /** The plan of an action on the queue as it is now, with what it would say of each message. */
+  /**
+   * The plan of an action on the chosen dead letters as they are now (each peeked by its sequence
+   * number: the rest of the queue is not read), with what it would say of each, and a fingerprint of
+   * what it would do to which message.
+   */
   private async decide(
     topology: Topology,
     subscription: string,
@@ -166,24 +183,25 @@ export class ToolSide {
     queue: DeadLetterQueue;
     lines: PlanView['lines'];
     acting: number;
+    fingerprint: string;
     resubmit?: ReturnType<typeof planResubmit>;
     discard?: ReturnType<typeof planDiscard>;
   }> {
     const queue = this.queue(topology, subscription);
-    const deadLetters = await this.read('the dead-letter queue', () => peekDeadLetters(queue));
-    const selection = selectionOf(deadLetters, request.sequences);
-    const gone = request.sequences
-      .filter((sequence) => !deadLetters.some((message) => sequenceOf(message) === sequence))
-      .map((sequence) => ({
-        verdict: 'not-found',
-        sequence,
-        text: `not found: no dead letter #${sequence} (resubmitted or discarded meanwhile?)`,
-      }));
-    const asked = deadLetters.filter((message) => selection.messageIds!.includes(String(message.messageId)));
+    const chosen = await this.peekSequences(queue, request.sequences);
+    const selection = { sequences: request.sequences };
     const rules = this.listRules(topology, queue);
-    const { states } = await checkInbox(asked, subscription, this.parts.inbox, rules);
+    const { states } = await checkInbox(chosen, subscription, this.parts.inbox, rules);
+    const decided = (lines: PlanView['lines'], acting: number) => ({
+      queue,
+      lines,
+      acting,
+      fingerprint: createHash('sha256')
+        .update(JSON.stringify(lines.map((line) => [line.verdict, line.sequence])))
+        .digest('hex'),
+    });
     if (request.action === 'resubmit') {
-      const plan = planResubmit(deadLetters, selection, {
+      const plan = planResubmit(chosen, selection, {
         ...rules,
         inboxStates: states,
         force: request.force,
@@ -197,20 +215,27 @@ export class ToolSide {
         clockSkewSeconds: this.parts.clockSkewSeconds,
         dryRun,
       }).map(lineView);
-      return {
-        queue,
-        lines: [...lines, ...gone],
-        acting: plan.resubmit.length + plan.applied.length,
-        resubmit: plan,
-      };
+      return { ...decided(lines, plan.resubmit.length + plan.applied.length), resubmit: plan };
     }
-    const plan = planDiscard(deadLetters, selection, { inboxStates: states, force: request.force });
-    return {
-      queue,
-      lines: [...discardLines(plan, { dryRun }).map(lineView), ...gone],
-      acting: plan.discard.length,
-      discard: plan,
-    };
+    const plan = planDiscard(chosen, selection, { inboxStates: states, force: request.force });
+    return { ...decided(discardLines(plan, { dryRun }).map(lineView), plan.discard.length), discard: plan };
+  }
+
+  /** The dead letters with these sequence numbers that are still there, oldest first. */
+  private async peekSequences(
+    queue: DeadLetterQueue,
+    sequences: readonly string[],
+  ): Promise<ServiceBusReceivedMessage[]> {
+    const found: ServiceBusReceivedMessage[] = [];
+    for (const sequence of [...new Set(sequences)].sort((a, b) =>
+      Long.fromString(a).compare(Long.fromString(b)),
+    )) {
+      const [message] = await this.read('the dead-letter queue', () =>
+        peekQueue(queue, { deadLetter: true, max: 1, from: sequenceNumber(sequence) }),
+      );
+      if (message !== undefined && sequenceOf(message) === sequence) found.push(message);
+    }
+    return found;
   }
 
   private listRules(topology: Topology, queue: DeadLetterQueue): Omit<ListRules, 'inboxStates'> {
@@ -249,24 +274,14 @@ export class ToolSide {
   }
 }
 
-/** The selection the CLI's --message-id makes, for the dead letters the page chose by sequence number. */
-function selectionOf(
-  deadLetters: readonly ServiceBusReceivedMessage[],
-  sequences: readonly string[],
-): Selection {
-  const ids = deadLetters
-    .filter((message) => sequences.includes(sequenceOf(message)))
-    .map((message) => String(message.messageId));
-  return { messageIds: [...new Set(ids)] };
-}
-
 function lineView(line: { verdict: string; sequence?: string; text: string }): PlanView['lines'][number] {
   return { verdict: line.verdict, sequence: line.sequence, text: line.text };
 }
 
-function sequenceNumber(text: string): number {
-  if (!/^\d{1,15}$/.test(text)) throw new ConsoleError(400, 'A sequence number is a whole number.');
-  return Number(text);
+/** A sequence number as the page sends it: decimal digits, up to a 64-bit integer (partitioned entities use the high bits). */
+function sequenceNumber(text: string): Long {
+  if (!/^\d{1,19}$/.test(text)) throw new ConsoleError(400, 'A sequence number is a whole number.');
+  return Long.fromString(text);
 }
 
 /** A peeked body's bytes (peeked with skipParsingBodyAsJson: the producer's bytes). */

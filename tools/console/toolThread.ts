@@ -38,9 +38,17 @@ export async function startToolThread(options: ToolThreadOptions): Promise<ToolC
     throw new Error(`The console's tool side did not start: ${bounded(ready.failed, 300)}`);
   }
   const pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  /** Why the thread is gone, once it is: every call from then on is refused at once. */
+  let gone: string | undefined;
+  const fail = (reason: string): void => {
+    gone ??= reason;
+    for (const waiting of pending.values()) waiting.reject(new ConsoleError(503, gone));
+    pending.clear();
+  };
   worker.on(
     'message',
-    (reply: { id: number; result?: unknown; error?: { status: number; message: string } }) => {
+    (reply: 'closed' | { id: number; result?: unknown; error?: { status: number; message: string } }) => {
+      if (reply === 'closed') return;
       const waiting = pending.get(reply.id);
       if (waiting === undefined) return;
       pending.delete(reply.id);
@@ -48,16 +56,17 @@ export async function startToolThread(options: ToolThreadOptions): Promise<ToolC
       else waiting.reject(new ConsoleError(reply.error.status, reply.error.message));
     },
   );
-  worker.on('error', (error) => {
-    for (const waiting of pending.values())
-      waiting.reject(new ConsoleError(500, `The console's tool side failed: ${bounded(error.message, 300)}`));
-    pending.clear();
-  });
+  worker.on('error', (error) => fail(`The console's tool side failed: ${bounded(error.message, 300)}`));
+  worker.on('exit', () => fail("The console's tool side has stopped."));
   let next = 0;
   const call =
     (method: Method) =>
     (...args: unknown[]): Promise<never> =>
       new Promise((resolve, reject) => {
+        if (gone !== undefined) {
+          reject(new ConsoleError(503, gone));
+          return;
+        }
         const id = ++next;
         pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
         worker.postMessage({ id, method, args } satisfies ToolCall);
@@ -70,8 +79,18 @@ export async function startToolThread(options: ToolThreadOptions): Promise<ToolC
     sendForm: call('sendForm'),
     send: call('send'),
     close: async () => {
+      if (gone !== undefined) return;
+      // Its clients close first; a thread that does not answer within 5 s is ended anyway.
+      const closed = new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 5000);
+        worker.on('message', (reply) => {
+          if (reply !== 'closed') return;
+          clearTimeout(timer);
+          resolve();
+        });
+      });
       worker.postMessage('close');
-      await Promise.race([once(worker, 'message'), new Promise((resolve) => setTimeout(resolve, 5000))]);
+      await closed;
       await worker.terminate();
     },
   };

@@ -34,8 +34,9 @@ async function main(): Promise<void> {
       });
       return;
     }
-    const answer = (side[call.method] as (...args: unknown[]) => Promise<unknown>).apply(side, call.args);
-    answer
+    // Through a promise: a method that throws at once is an answer too, not the thread's end.
+    Promise.resolve()
+      .then(() => (side[call.method] as (...args: unknown[]) => Promise<unknown>).apply(side, call.args))
       .then((result) => parentPort?.postMessage({ id: call.id, result }))
       .catch((error: unknown) => parentPort?.postMessage({ id: call.id, error: refusal(error) }));
   });

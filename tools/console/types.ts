@@ -147,8 +147,10 @@ export interface DeadLetterPage {
 export interface PlanView {
   action: 'resubmit' | 'discard';
   lines: { verdict: string; sequence: string | undefined; text: string }[];
-  /** How many dead letters it would send or remove. */
+  /** How many dead letters it would send, complete or remove. */
   acting: number;
+  /** What it would do to which message, hashed: `act` refuses to do anything else. */
+  fingerprint: string;
 }
 
 export interface ActionResult {
@@ -162,7 +164,7 @@ export interface SendSubject {
   subject: string;
   topic: string;
   consumers: string[];
-  /** JSON Schema of the body (a union: `anyOf`), from the consumers' zod schemas. */
+  /** JSON Schema of the body (a union: `anyOf`), from the zod schema of the first consumer that reads it (each validates it on send). */
   schema: unknown;
 }
 
@@ -185,4 +187,14 @@ export interface ActionRequest {
   force: boolean;
   /** Resubmit poison and rejected messages too. */
   includePoison: boolean;
+  /** For `act`: the fingerprint of the plan the user confirmed. */
+  fingerprint?: string;
+}
+
+/** A message body, shown on request: at most 64 KB of it (`truncated` says so), and its full size. */
+export interface BodyView {
+  text: string;
+  encoding: 'utf-8' | 'base64';
+  bytes: number;
+  truncated: boolean;
 }

@@ -363,6 +363,7 @@ async function startEverything(
         }),
     );
     started.add(() => console.stop());
+    hostedApp.onReloaded = () => console.reloaded();
     consoleUrl = console.url;
   }
 
@@ -402,6 +403,8 @@ interface RunningApp {
 class HostedApp {
   /** Told the sources of each new build (watch mode watches their folders). */
   onSources: (sources: ReadonlySet<string>) => void = () => undefined;
+  /** Told when a new build runs (the console's tool side loads its consumers again). */
+  onReloaded: () => Promise<void> = () => Promise.resolve();
   private running: RunningApp | undefined;
   private reloading: Promise<void> = Promise.resolve();
   private pending: string[] = [];
@@ -508,6 +511,9 @@ class HostedApp {
         );
         return;
       }
+      await this.onReloaded().catch((error: unknown) =>
+        output.note(`The console could not load the new build's consumers: ${firstLine(error)}`),
+      );
       const after = running.functionApp.functions.map((f) => f.name);
       output.note(
         `Restarted in ${((performance.now() - startedAt) / 1000).toFixed(1)} s: ${after.length} functions` +

@@ -5,6 +5,7 @@
  */
 import type {
   ActionResult,
+  BodyView,
   ConsumerView,
   DeadLetterPage,
   DeadLetterRowView,
@@ -159,7 +160,7 @@ function topologyPicture(view: Overview): SVGElement {
   const picture = s('svg', {
     viewBox: `0 0 ${WIDTH} ${height}`,
     width: '100%',
-    style: `max-width: ${WIDTH}px`,
+    class: 'picture',
     role: 'img',
     'aria-label': 'Topics, subscriptions and consumers',
   });
@@ -373,12 +374,7 @@ function showEvent(event: FeedEvent): void {
       {
         type: 'button',
         id: 'show-body',
-        onclick: () =>
-          void api<{ text: string; encoding: string }>(`feed/${event.seq}/body`)
-            .then((b) =>
-              body.replaceChildren(h('pre', {}, b.encoding === 'base64' ? `(base64) ${b.text}` : b.text)),
-            )
-            .catch((error: Error) => body.replaceChildren(h('p', { class: 'problem' }, error.message))),
+        onclick: () => void showBody(body, `feed/${event.seq}/body`),
       },
       'Show the body',
     ),
@@ -620,20 +616,31 @@ function showDeadLetter(subscription: string, row: DeadLetterRowView): void {
       {
         type: 'button',
         id: 'show-body',
-        onclick: () =>
-          void api<{ text: string; encoding: string }>(
-            `dead-letters/${enc(subscription)}/${enc(row.sequence)}/body`,
-          )
-            .then((b) =>
-              body.replaceChildren(h('pre', {}, b.encoding === 'base64' ? `(base64) ${b.text}` : b.text)),
-            )
-            .catch((error: Error) => body.replaceChildren(h('p', { class: 'problem' }, error.message))),
+        onclick: () => void showBody(body, `dead-letters/${enc(subscription)}/${enc(row.sequence)}/body`),
       },
       'Show the body',
     ),
     body,
     h('button', { type: 'button', onclick: () => void showDeadLetters(subscription) }, 'Back to the queue'),
   );
+}
+
+/** A body, on request: as text, or base64 when it is not UTF-8; a long one cut at 64 KB, and said so. */
+async function showBody(holder: HTMLElement, path: string): Promise<void> {
+  try {
+    const body = await api<BodyView>(path);
+    holder.replaceChildren(
+      h(
+        'p',
+        {},
+        `${body.bytes} bytes${body.encoding === 'base64' ? ', not UTF-8: base64' : ''}` +
+          (body.truncated ? '; the first 64 KB' : ''),
+      ),
+      h('pre', {}, body.text),
+    );
+  } catch (error) {
+    holder.replaceChildren(h('p', { class: 'problem' }, (error as Error).message));
+  }
 }
 
 interface ActionChoice {
@@ -649,22 +656,41 @@ async function planAndAct(subscription: string, choice: ActionChoice): Promise<v
     status('Select one or more dead letters first.', 'error');
     return;
   }
-  const plan = await api<PlanView>(`dead-letters/${enc(subscription)}/plan`, choice);
-  const confirmed = await confirmDialog(
-    `${choice.action === 'resubmit' ? 'Resubmit' : 'Discard'} ${choice.sequences.length} dead letter(s) of ${subscription}?`,
-    plan.lines.map((line) => line.text),
-    plan.acting === 0
-      ? 'Nothing would be done.'
-      : choice.action === 'resubmit'
-        ? `Confirm to send ${plan.acting} message(s) as above.`
-        : `Confirm to remove ${plan.acting} message(s) for good.`,
-    plan.acting > 0,
-  );
-  if (!confirmed) {
-    status('Cancelled: nothing was done.');
+  const buttons = ['dl-resubmit', 'dl-discard'].map((id) => byId(id) as HTMLButtonElement);
+  for (const button of buttons) button.disabled = true;
+  try {
+    const plan = await api<PlanView>(`dead-letters/${enc(subscription)}/plan`, choice);
+    const confirmed = await confirmDialog(
+      `${choice.action === 'resubmit' ? 'Resubmit' : 'Discard'} ${choice.sequences.length} dead letter(s) of ${subscription}?`,
+      plan.lines.map((line) => line.text),
+      plan.acting === 0
+        ? 'Nothing would be done.'
+        : choice.action === 'resubmit'
+          ? `Confirm to do as above with ${plan.acting} message(s): send each, or complete one already applied.`
+          : `Confirm to remove ${plan.acting} message(s) for good.`,
+      plan.acting > 0,
+    );
+    if (!confirmed) {
+      status('Cancelled: nothing was done.');
+      return;
+    }
+    await act(subscription, { ...choice, fingerprint: plan.fingerprint });
+  } finally {
+    for (const button of buttons) button.disabled = overview?.actions !== true;
+  }
+}
+
+/** Carries out the confirmed plan; the server refuses (409) when the queue no longer matches it. */
+async function act(subscription: string, choice: ActionChoice & { fingerprint: string }): Promise<void> {
+  let result: ActionResult;
+  try {
+    result = await api<ActionResult>(`dead-letters/${enc(subscription)}/act`, choice);
+  } catch (error) {
+    await showDeadLetters(subscription);
+    byId('action-result').replaceChildren(h('p', { class: 'problem' }, (error as Error).message));
+    status((error as Error).message, 'error');
     return;
   }
-  const result = await api<ActionResult>(`dead-letters/${enc(subscription)}/act`, choice);
   await showDeadLetters(subscription);
   byId('action-result').replaceChildren(
     h('h3', {}, result.ok ? 'Done' : 'Done, with problems'),
@@ -912,7 +938,15 @@ async function start(): Promise<void> {
   byId('open-send').addEventListener('click', () => void showSendForm());
   await refreshOverview();
   status('Connected.');
-  setInterval(() => void refreshOverview().catch((error: Error) => status(error.message, 'error')), 5000);
+  // Every 5 s after the last answer: a slow read never piles up.
+  const refresh = (): void => {
+    setTimeout(() => {
+      refreshOverview()
+        .catch((error: Error) => status(error.message, 'error'))
+        .finally(refresh);
+    }, 5000);
+  };
+  refresh();
   if (overview?.feed === true) {
     void followFeed();
   } else {
