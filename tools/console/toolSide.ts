@@ -112,6 +112,8 @@ export class ToolSide {
    */
   async act(topology: Topology, subscription: string, request: ActionRequest): Promise<ActionResult> {
     const decided = await this.decide(topology, subscription, request, false);
+    if (request.fingerprint === undefined)
+      throw new ConsoleError(409, 'An action carries out a plan: ask for the plan first, and confirm it.');
     if (request.fingerprint !== decided.fingerprint) {
       throw new ConsoleError(
         409,
