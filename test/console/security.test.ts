@@ -247,6 +247,7 @@ describe('npm run console, read-only by default', () => {
         },
       ],
       acting: 0,
+      fingerprint: expect.stringMatching(/^[0-9a-f]{64}$/) as string,
     });
   });
 });

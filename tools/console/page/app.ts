@@ -178,7 +178,7 @@ function topologyPicture(view: Overview): SVGElement {
         s(
           'text',
           { x: COLUMNS.topic, y: topicY + BOX.height + 13, class: 'publishers' },
-          `also sent by the outbox relay for ${topic.publishers.join(', ')}`,
+          `+ outbox relay: ${topic.publishers.join(', ')}`,
         ),
       );
     }
