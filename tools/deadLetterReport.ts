@@ -384,7 +384,8 @@ export function resubmitDone(plan: ResubmitPlan, outcome: ResubmitOutcome): { li
         `failed ${failed}, not received ${outcome.notReceived.length}; ` +
         `${outcome.leftInPlace} other message(s) locked on the way were given back unchanged.`,
     ],
-    ok: refused + plan.sameMessageId.length + plan.notFound.length + failed + outcome.notReceived.length === 0,
+    ok:
+      refused + plan.sameMessageId.length + plan.notFound.length + failed + outcome.notReceived.length === 0,
   };
 }
 
