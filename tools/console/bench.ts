@@ -12,6 +12,7 @@ import { ServiceBusClient } from '@azure/service-bus';
 
 import { MARKER_TYPE } from '#inbox/internal';
 
+import { median } from '../../build/package';
 import { ensureAppContainer } from '../../local/cosmos/appContainer';
 import { startInWorker } from '../../local/cosmos/threadHost';
 import { start as startServiceBus } from '../../local/servicebus/amqp/server';
@@ -159,12 +160,6 @@ async function seedDeadLetters(client: ServiceBusClient): Promise<void> {
     if (batch.length === 0) break;
   }
   await receiver.close();
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
 main().catch((error: unknown) => {

@@ -3,16 +3,8 @@ import { ServiceBusAdministrationClient, type ServiceBusClient } from '@azure/se
 
 import { localRunContext } from '../../build/localRun';
 import { bounded } from '../../cli/errors';
-import { listening } from '../../cli/serve';
-import {
-  commandWithFlags,
-  EXIT_CODES,
-  type ExitCode,
-  type FlagValues,
-  numberFlag,
-  runCommand,
-  type ToolContext,
-} from '../../cli/tool';
+import { listening, type LocalServer, serverCommand } from '../../cli/serve';
+import { type FlagValues, numberFlag, runCommand, type ToolContext } from '../../cli/tool';
 import { functionNameOf, type Topology, topology as declared } from '../../src/topology';
 import { peekQueue } from '../deadLetterQueue';
 import {
@@ -27,7 +19,7 @@ import { connectServiceBus, ENVIRONMENT, fullyQualified } from '../serviceBus';
 import { ConsoleBackend, type CountsRead, type SubscriptionCounts } from './backend';
 import { explainRefusal } from './errors';
 import { startConsole } from './server';
-import { startToolThread } from './toolThread';
+import { startToolThread, type ToolCalls } from './toolThread';
 
 const USAGE = `Usage: npm run console -- [--port 7072] [--allow-actions]
 
@@ -60,7 +52,7 @@ const FLAGS = {
 /** Counted by peeking when the exact counts are refused: a bound on what one refresh reads. */
 const PEEK_COUNT_LIMIT = 500;
 
-async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Promise<ExitCode> {
+async function start(values: FlagValues<typeof FLAGS>, context: ToolContext): Promise<LocalServer> {
   const port = numberFlag('port', values.port, USAGE, { max: 65535, integer: true });
   const { env, localRun } = localRunContext(context);
   const { client, description } = connectServiceBus(env);
@@ -72,43 +64,52 @@ async function main(values: FlagValues<typeof FLAGS>, context: ToolContext): Pro
     DEFAULT_DUPLICATE_WINDOW_SECONDS,
   );
   const clockSkewSeconds = durationFromEnvironment(env, CLOCK_SKEW, DEFAULT_CLOCK_SKEW_SECONDS);
-  const tools = await startToolThread({ env, duplicateWindowSeconds, clockSkewSeconds });
-  const actions = values['allow-actions'];
-  const backend = new ConsoleBackend({
-    target: `${description}; Cosmos DB ${typeof inbox === 'string' ? 'not connected' : inbox.description}`,
-    actions,
-    readOnlyReason:
-      'The console is read-only: start it with npm run console -- --allow-actions to resubmit, discard or send.',
-    inbox,
-    tools: () => tools,
-    topology: () => topology,
-    counts: countsOf(env, client, topology),
-    functions: () => topology.topics.flatMap((t) => t.subscriptions.map((s) => functionNameOf(s.name))),
-    others: () => [],
-    nextPurge: () => undefined,
-    feed: undefined,
-  });
-  const running = await listening('the console', port, 'pass --port 0 for any free port.', () =>
-    startConsole({ port, backend }),
-  );
-  context.out(`Console: ${running.url} (this machine only; the token in the address is this run's)`);
-  context.out(`Service Bus: ${description}`);
-  context.out(`Cosmos DB:   ${typeof inbox === 'string' ? `not connected: ${inbox}` : inbox.description}`);
-  context.out(
-    actions
-      ? 'Actions on: resubmit, discard and send act on the target.'
-      : 'Read-only (--allow-actions to act).',
-  );
-  context.out('Press Ctrl+C to stop.');
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', () => resolve());
-    process.once('SIGTERM', () => resolve());
-  });
-  await running.stop();
-  await tools.close();
-  await client.close();
-  if (typeof inbox === 'object') inbox.close();
-  return EXIT_CODES.ok;
+  const closeClients = async (): Promise<void> => {
+    await client.close();
+    if (typeof inbox === 'object') inbox.close();
+  };
+  let tools: ToolCalls | undefined;
+  try {
+    const started = await startToolThread({ env, duplicateWindowSeconds, clockSkewSeconds });
+    tools = started;
+    const actions = values['allow-actions'];
+    const backend = new ConsoleBackend({
+      target: `${description}; Cosmos DB ${typeof inbox === 'string' ? 'not connected' : inbox.description}`,
+      actions,
+      readOnlyReason:
+        'The console is read-only: start it with npm run console -- --allow-actions to resubmit, discard or send.',
+      inbox,
+      tools: () => started,
+      topology: () => topology,
+      counts: countsOf(env, client, topology),
+      functions: () => topology.topics.flatMap((t) => t.subscriptions.map((s) => functionNameOf(s.name))),
+      others: () => [],
+      nextPurge: () => undefined,
+      feed: undefined,
+    });
+    const running = await listening('the console', port, 'pass --port 0 for any free port.', () =>
+      startConsole({ port, backend }),
+    );
+    context.out(`Console: ${running.url} (this machine only; the token in the address is this run's)`);
+    context.out(`Service Bus: ${description}`);
+    context.out(`Cosmos DB:   ${typeof inbox === 'string' ? `not connected: ${inbox}` : inbox.description}`);
+    context.out(
+      actions
+        ? 'Actions on: resubmit, discard and send act on the target.'
+        : 'Read-only (--allow-actions to act).',
+    );
+    return {
+      stop: async () => {
+        await running.stop();
+        await started.close();
+        await closeClients();
+      },
+    };
+  } catch (error) {
+    await tools?.close();
+    await closeClients();
+    throw error;
+  }
 }
 
 /**
@@ -172,6 +173,6 @@ function countsOf(
   return () => (reading ??= read().finally(() => (reading = undefined)));
 }
 
-export const command = commandWithFlags('console', FLAGS, USAGE, main, { exitWhenDone: true });
+export const command = serverCommand('console', FLAGS, USAGE, start);
 
 if (require.main === module) runCommand(command);

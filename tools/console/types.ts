@@ -112,7 +112,11 @@ export interface DocumentView {
   truncated: boolean;
 }
 
-/** One dead letter with the verdicts `npm run dead-letters -- list` prints (tools/deadLetterReport.ts). */
+/**
+ * One dead letter with the verdicts `npm run dead-letters -- list` prints: tools/deadLetterReport.ts's
+ * DeadLetterRow, restated here because the page's type check has no Node.js types to read that file
+ * with. toolSide.ts returns DeadLetterRows as these, so the compiler keeps the two in step.
+ */
 export interface DeadLetterRowView {
   sequence: string;
   messageId: string | undefined;
