@@ -7,7 +7,6 @@ import {
   longestRetryDelaySeconds,
   MAX_RETRY_DELAY_SECONDS,
   resolvedPolicy,
-  RETRY_SUBJECT,
   toDelivery,
 } from '#inbox/internal';
 
@@ -77,7 +76,7 @@ export type RetryFamily =
       /** The original Subject, undefined when it had none. */
       subject: string | undefined;
     }
-  /** Subject inbox.retry without usable inboxRetry* properties: poison (invalid-retry-copy) for any consumer. */
+  /** Claims to be a copy but cannot be read as one (Delivery.invalidRetryCopy): poison (invalid-retry-copy) for any consumer. */
   | { kind: 'invalid'; problem: string };
 
 /**
@@ -104,11 +103,8 @@ export function retryFamilyOf(
       subject: delivery.subject,
     };
   }
-  if (delivery.subject === RETRY_SUBJECT)
-    return {
-      kind: 'invalid',
-      problem: 'its inboxRetry* properties are missing or malformed',
-    };
+  if (delivery.invalidRetryCopy !== undefined)
+    return { kind: 'invalid', problem: delivery.invalidRetryCopy };
   return undefined;
 }
 

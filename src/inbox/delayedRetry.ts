@@ -181,13 +181,15 @@ export type RetryDecision =
 
 export function retryDecision(
   policy: ResolvedRetryPolicy,
-  delivery: Pick<Delivery, 'deliveryCount' | 'retry' | 'body'>,
+  delivery: Pick<Delivery, 'deliveryCount' | 'retry' | 'body' | 'shadowedByBody'>,
   error: unknown,
   random: number,
 ): RetryDecision {
   if (!isRetryable(error) || delivery.deliveryCount < policy.afterDeliveries) return { kind: 'redeliver' };
-  // Bytes cannot be sent again as they came (the copy's body is JSON text): redelivery, as before.
-  if (Buffer.isBuffer(delivery.body)) return { kind: 'redeliver' };
+  // Bytes cannot be sent again as they came (the copy's body is JSON text), and a body that hides
+  // the application properties would hide the copy's family too: redelivery, as before.
+  if (Buffer.isBuffer(delivery.body) || delivery.shadowedByBody?.includes('applicationProperties'))
+    return { kind: 'redeliver' };
   const done = delivery.retry?.attempt ?? 0;
   if (done >= policy.attempts) return { kind: 'spent', attempts: policy.attempts };
   const attempt = done + 1;
@@ -230,18 +232,31 @@ export function retryCopy(
 /**
  * A delivery of a delayed copy, seen as its original: the original MessageId (the inbox key) and
  * Subject, with `retry` saying which copy it is. A delivery that is not a copy is returned as it is.
- * A copy whose family properties are missing or malformed is returned as it is, under the retry
- * Subject, which processing refuses as poison (`invalid-retry-copy`): its effect could not be told
- * apart from the original's.
+ *
+ * A copy is known by what a body cannot hide: its family properties and its MessageId, never its
+ * Subject alone. The host lays a JSON body's top-level properties over the trigger metadata, so a
+ * body with `subject` and `label` hides the Subject `inbox.retry`; it can hide the application
+ * properties too (`applicationProperties` and `userProperties`), but never forge them, since then
+ * none is read. A delivery that claims to be a copy but cannot be read as one (properties missing
+ * or malformed, a MessageId that is not the copy's, a copy's MessageId with its properties hidden)
+ * is returned with `invalidRetryCopy`, which processing refuses as poison (`invalid-retry-copy`).
  */
 export function asOriginal(delivery: Delivery): Delivery {
-  if (delivery.subject !== RETRY_SUBJECT) return delivery;
   const properties = delivery.applicationProperties;
+  if (!Object.values(RETRY_PROPERTIES).some((name) => properties[name] !== undefined)) {
+    if (delivery.subject === RETRY_SUBJECT)
+      return invalidCopy(delivery, `its Subject is ${RETRY_SUBJECT} but it has no inboxRetry* properties`);
+    if (delivery.shadowedByBody?.includes('applicationProperties') && COPY_MESSAGE_ID.test(delivery.messageId ?? ''))
+      return invalidCopy(
+        delivery,
+        "its MessageId is a copy's, and its body hides its properties (top-level applicationProperties and userProperties)",
+      );
+    return delivery;
+  }
   const of = properties[RETRY_PROPERTIES.of];
   const attempt = properties[RETRY_PROPERTIES.attempt];
   const target = properties[RETRY_PROPERTIES.for];
   const subject = properties[RETRY_PROPERTIES.subject];
-  const copyMessageId = delivery.messageId;
   if (
     typeof of !== 'string' ||
     of === '' ||
@@ -250,10 +265,12 @@ export function asOriginal(delivery: Delivery): Delivery {
     (attempt as number) < 1 ||
     (attempt as number) > MAX_RETRY_ATTEMPTS ||
     typeof target !== 'string' ||
-    copyMessageId === undefined ||
     (subject !== undefined && typeof subject !== 'string')
   )
-    return delivery;
+    return invalidCopy(delivery, 'its inboxRetry* properties are missing or malformed');
+  const copyMessageId = delivery.messageId;
+  if (copyMessageId !== retryMessageId(of, target, attempt as number))
+    return invalidCopy(delivery, 'its MessageId is not the one its inboxRetry* properties give');
   return {
     ...delivery,
     messageId: of,
@@ -261,6 +278,14 @@ export function asOriginal(delivery: Delivery): Delivery {
     subject: subject === '' ? undefined : subject,
     retry: { copyMessageId, attempt: attempt as number, for: target },
   };
+}
+
+/** A copy's MessageId (retryMessageId): a subscription name (at most 50 characters, no colon), then the attempt. */
+// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); delayedRetry.test.ts pins it
+const COPY_MESSAGE_ID = /:retry:[\w.-]{1,50}:(?:[1-9]|10)$/;
+
+function invalidCopy(delivery: Delivery, problem: string): Delivery {
+  return { ...delivery, invalidRetryCopy: problem };
 }
 
 /** Schedules a delayed copy on a topic (src/serviceBusPublisher.ts); throws when it may not be scheduled. */

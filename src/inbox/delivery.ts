@@ -28,29 +28,40 @@ export interface Delivery {
   readonly correlationId: string | undefined;
   readonly applicationProperties: Readonly<Record<string, unknown>>;
   /**
-   * MessageId and DeliveryCount when the body replaced them: the host adds a JSON body's top-level
-   * properties to the trigger metadata (names compared ignoring case), and neither has a copy under
-   * another name. Such a message is poison; its messageId and deliveryCount are not the broker's.
+   * The broker's values the body replaced: the host adds a JSON body's top-level properties to the
+   * trigger metadata (names compared ignoring case), so a value is lost when the body has every name
+   * it comes under (`subject` and `label` for the Subject, `applicationProperties` and
+   * `userProperties` for the properties, ...). Such a value reads as absent here. A message that
+   * lost its MessageId or DeliveryCount is poison: it cannot be deduplicated.
    */
-  readonly shadowedByBody?: readonly string[];
+  readonly shadowedByBody?: readonly ShadowedField[];
   /**
    * Set on a delivery of a delayed-retry copy (src/inbox/delayedRetry.ts): which copy it is and its
    * own MessageId. `messageId` and `subject` are then the original message's.
    */
   readonly retry?: RetryIdentity;
+  /**
+   * Set when the delivery claims to be a delayed-retry copy (an `inboxRetry*` property, the Subject
+   * `inbox.retry`, or a copy's MessageId whose properties the body hides) but cannot be read as one:
+   * what is wrong with it. Processing refuses it as poison (`invalid-retry-copy`) before any handler
+   * runs, since its effect could not be told apart from the original's. (What the
+   * `inboxRetry*` properties are: src/inbox/delayedRetry.ts.)
+   */
+  readonly invalidRetryCopy?: string;
 }
 
 export function toDelivery(message: unknown, context: InvocationContext): Delivery {
   const metadata: Record<string, unknown> = context.triggerMetadata ?? {};
-  const shadowed = bodyProperties(message);
-  // The broker's value under the first name the body did not replace (Subject and Label carry the
-  // same value, as do ApplicationProperties and UserProperties, EnqueuedTimeUtc and EnqueuedTime).
-  const broker = (...names: string[]): unknown => {
-    const name = names.find((candidate) => !shadowed.has(candidate.toLowerCase()));
+  const replaced = bodyProperties(message);
+  // The broker's value under the first of its names the body did not replace.
+  const broker = (field: ShadowedField): unknown => {
+    const name = METADATA_NAMES[field].find((candidate) => !replaced.has(candidate.toLowerCase()));
     // Stryker disable next-line ConditionalExpression: equivalent: metadata[undefined] is undefined too
     return name === undefined ? undefined : metadata[name];
   };
-  const shadowedByBody = ['messageId', 'deliveryCount'].filter((name) => shadowed.has(name.toLowerCase()));
+  const shadowedByBody = SHADOWABLE.filter((field) =>
+    METADATA_NAMES[field].every((name) => replaced.has(name.toLowerCase())),
+  );
   const { messageId, lossy } = messageIdOf(broker('messageId'));
   const deliveryCount = Number(broker('deliveryCount'));
   return {
@@ -58,13 +69,31 @@ export function toDelivery(message: unknown, context: InvocationContext): Delive
     messageId,
     messageIdIsLossy: lossy,
     deliveryCount: Number.isInteger(deliveryCount) && deliveryCount > 0 ? deliveryCount : 1,
-    enqueuedTimeUtc: dateOf(broker('enqueuedTimeUtc', 'enqueuedTime')),
-    subject: textOf(broker('subject', 'label')),
+    enqueuedTimeUtc: dateOf(broker('enqueuedTimeUtc')),
+    subject: textOf(broker('subject')),
     correlationId: textOf(broker('correlationId')),
-    applicationProperties: recordOf(broker('applicationProperties', 'userProperties')),
+    applicationProperties: recordOf(broker('applicationProperties')),
     shadowedByBody: shadowedByBody.length > 0 ? shadowedByBody : undefined,
   };
 }
+
+/**
+ * The broker values a body can replace, each with the metadata names it comes under, in the order
+ * they are read (Subject and Label carry the same value, as do ApplicationProperties and
+ * UserProperties, EnqueuedTimeUtc and EnqueuedTime).
+ */
+// Stryker disable ArrayDeclaration,StringLiteral,ObjectLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); delivery.test.ts pins each name
+const METADATA_NAMES = {
+  messageId: ['messageId'],
+  deliveryCount: ['deliveryCount'],
+  subject: ['subject', 'label'],
+  correlationId: ['correlationId'],
+  applicationProperties: ['applicationProperties', 'userProperties'],
+  enqueuedTimeUtc: ['enqueuedTimeUtc', 'enqueuedTime'],
+} as const;
+// Stryker restore ArrayDeclaration,StringLiteral,ObjectLiteral
+export type ShadowedField = keyof typeof METADATA_NAMES;
+const SHADOWABLE = Object.keys(METADATA_NAMES) as ShadowedField[];
 
 /**
  * The names, lower-cased, under which the host put a JSON body's top-level properties into the

@@ -3,7 +3,6 @@ import { hash } from 'node:crypto';
 import type { Container, OperationInput } from '@azure/cosmos';
 
 import type { Consumer, InboxConsumer, VersionedConsumer } from './consumer';
-import { RETRY_PROPERTIES, RETRY_SUBJECT } from './delayedRetry';
 import type { Delivery } from './delivery';
 import { type DeliveryCause, duplicateCause, SUSPECTED_PRODUCER_DUPLICATE } from './duplicateCause';
 import {
@@ -161,17 +160,18 @@ function readMessage<M>(consumer: Consumer<M>, delivery: Delivery): ParsedMessag
 export const MAX_BODY_DEPTH = 64;
 
 function parseMessage<M>(consumer: Consumer<M>, delivery: Delivery): ParsedMessage<M> {
-  if (delivery.shadowedByBody) {
+  const lost = delivery.shadowedByBody?.filter((field) => field === 'messageId' || field === 'deliveryCount');
+  if (lost !== undefined && lost.length > 0) {
     throw new PoisonMessageError(
       'metadata-shadowed-by-body',
-      `The body has a top-level ${delivery.shadowedByBody.join(' and ')} property, which the Functions host ` +
+      `The body has a top-level ${lost.join(' and ')} property, which the Functions host ` +
         `puts in place of the broker's (names compared ignoring case), so the message cannot be deduplicated. Rename it.`,
     );
   }
-  if (delivery.subject === RETRY_SUBJECT) {
+  if (delivery.invalidRetryCopy !== undefined) {
     throw new PoisonMessageError(
       'invalid-retry-copy',
-      `A delayed-retry copy (Subject ${RETRY_SUBJECT}) without valid ${Object.values(RETRY_PROPERTIES).join(', ')} properties: its effect could not be told apart from the original's.`,
+      `A delayed-retry copy that cannot be read as one (${delivery.invalidRetryCopy}): its effect could not be told apart from the original's.`,
     );
   }
   if (delivery.retry !== undefined && delivery.retry.for !== consumer.name) {

@@ -105,13 +105,14 @@ function dependency(fail: (call: Call) => boolean): Call[] {
 }
 
 let sent = 0;
-async function send(): Promise<string> {
+/** Sends a payment; `extra` adds top-level body properties (which the host lays over the metadata). */
+async function send(extra: Record<string, unknown> = {}): Promise<string> {
   const messageId = `payment-${++sent}-${Date.now()}`;
   await sender.sendMessages({
     messageId,
     subject: 'PaymentReceived',
     contentType: 'application/json',
-    body: { accountId: `account-${sent}`, amount: 5 },
+    body: { accountId: `account-${sent}`, amount: 5, ...extra },
   });
   return messageId;
 }
@@ -121,7 +122,7 @@ async function send(): Promise<string> {
  * a failure that says what came instead.
  */
 async function until(done: () => boolean | Promise<boolean>, what: () => unknown): Promise<void> {
-  const giveUp = Date.now() + 60_000;
+  const giveUp = Date.now() + 25_000; // inside the test's 30 s, so that a state that never comes says what came
   while (!(await done())) {
     if (Date.now() > giveUp) throw new Error(`Gave up waiting; saw ${JSON.stringify(what(), null, 1)}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -304,4 +305,64 @@ it('dead-letters the last copy once its deliveries run out, with the failure not
   expect(notes).toMatchObject([{ consumer: 'test.delayed-retry', reason: 'failed', deliveryCount: 3 }]);
   expect(await effectsOf(messageId)).toEqual([]);
   expect((await sink.value(METRIC_NAMES.delayedRetries, { result: 'spent' })) - spent).toBe(2);
+});
+
+/**
+ * The host lays a JSON body's top-level properties over the trigger metadata (local/host/toRpcServiceBus.ts),
+ * so a body with `subject` and `label` hides the broker's Subject, `inbox.retry` included. A copy is
+ * known by what a body cannot hide: its family properties and its MessageId.
+ */
+describe('a body with top-level subject and label', () => {
+  const shadowing = { subject: 'from the body', label: 'from the body too' };
+
+  it('applies the effect once when the original, whose completion was lost after scheduling, and its copy both come', async () => {
+    const calls = dependency((call) => {
+      faults.completionLost = call.copy === undefined && call.deliveryCount === 2 ? 1 : 0;
+      return call.copy === undefined && call.deliveryCount <= 2;
+    });
+    const messageId = await send(shadowing);
+
+    await until(
+      () => settled(messageId).length === 4,
+      () => settled(messageId),
+    );
+
+    expect(settled(messageId).map((d) => [d.messageId, d.settlement, d.outcome ?? null])).toEqual([
+      [messageId, 'abandoned', 'retried'],
+      [messageId, 'completion-lost', 'retried'],
+      [messageId, 'completed', 'processed'],
+      [`${messageId}:retry:test.delayed-retry:1`, 'completed', 'duplicate'],
+    ]);
+    // The copy was seen as the original: its MessageId, and which copy it is.
+    expect(calls.map((call) => [call.messageId, call.copy ?? null])).toEqual([
+      [messageId, null],
+      [messageId, null],
+      [messageId, null],
+      [messageId, `${messageId}:retry:test.delayed-retry:1`],
+    ]);
+    expect(await effectsOf(messageId)).toHaveLength(1);
+  });
+
+  it('ends the chain in the dead-letter queue after the last copy, never scheduling a copy of a copy', async () => {
+    dependency(() => true);
+    const messageId = await send(shadowing);
+    const deadLetters = fixture.peer.broker.subscription(RETRY_TOPIC, 'test.delayed-retry').deadLetterQueue;
+    const before = deadLetters.activeCount;
+
+    await until(
+      () => deadLetters.activeCount > before,
+      () => settled(messageId),
+    );
+
+    expect(settled(messageId).map((d) => [d.messageId, d.deliveryCount, d.settlement])).toEqual([
+      [messageId, 1, 'abandoned'],
+      [messageId, 2, 'completed'],
+      [`${messageId}:retry:test.delayed-retry:1`, 1, 'abandoned'],
+      [`${messageId}:retry:test.delayed-retry:1`, 2, 'completed'],
+      [`${messageId}:retry:test.delayed-retry:2`, 1, 'abandoned'],
+      [`${messageId}:retry:test.delayed-retry:2`, 2, 'abandoned'],
+      [`${messageId}:retry:test.delayed-retry:2`, 3, 'abandoned'],
+    ]);
+    expect(await effectsOf(messageId)).toEqual([]);
+  });
 });

@@ -274,6 +274,20 @@ describe('the decision after a failed delivery', () => {
     });
   });
 
+  it('leaves a body that hides the application properties to redelivery: its copy could not be known as one', () => {
+    const hiding = delivery(
+      { accountId: 'a', amount: 1 },
+      { deliveryCount: 2, shadowedByBody: ['applicationProperties'] },
+    );
+    expect(retryDecision(policy(), hiding, failure, 0)).toEqual({ kind: 'redeliver' });
+    // A body that hides the Subject only is scheduled: the copy is known by its properties.
+    const subjectHidden = delivery(
+      { accountId: 'a', amount: 1 },
+      { deliveryCount: 2, shadowedByBody: ['subject'] },
+    );
+    expect(retryDecision(policy(), subjectHidden, failure, 0)).toMatchObject({ kind: 'schedule' });
+  });
+
   it('bounds the longest wait by maxDelaySeconds and the jitter', () => {
     expect(longestRetryDelaySeconds(policy({ maxDelaySeconds: 100 }))).toBeCloseTo(110);
   });
@@ -333,7 +347,7 @@ describe("the copy's identity", () => {
     const copy = asOriginal(
       delivery(
         {},
-        { messageId: 'payment-1:retry:1', subject: RETRY_SUBJECT, applicationProperties: family({}) },
+        { messageId: 'payment-1:retry:a.b:1', subject: RETRY_SUBJECT, applicationProperties: family({}) },
       ),
     );
     const next = retryCopy(copy, 'payments', 'a.b', 2);
@@ -364,11 +378,15 @@ describe('a delivery of a copy, read as its original', () => {
     delivery(
       { accountId: 'a', amount: 1 },
       {
-        messageId: 'payment-1:retry:1',
+        messageId: 'payment-1:retry:a.b:1',
         subject: RETRY_SUBJECT,
         applicationProperties: properties,
         ...overrides,
       },
+    );
+  const refusal = async (broken: ReturnType<typeof copy>) =>
+    ending(
+      processDelivery(testConsumer(() => undefined, { name: 'a.b' }), broken, dependencies(stack.container)),
     );
 
   it('takes the original MessageId and Subject, and says which copy it is', () => {
@@ -376,18 +394,35 @@ describe('a delivery of a copy, read as its original', () => {
       messageId: 'payment-1',
       messageIdIsLossy: false,
       subject: 'PaymentReceived',
-      retry: { copyMessageId: 'payment-1:retry:1', attempt: 1, for: 'a.b' },
+      retry: { copyMessageId: 'payment-1:retry:a.b:1', attempt: 1, for: 'a.b' },
     });
+    expect(asOriginal(copy(family({}))).invalidRetryCopy).toBeUndefined();
     expect(asOriginal(copy(family({ [RETRY_PROPERTIES.subject]: undefined }))).subject).toBeUndefined();
     expect(asOriginal(copy(family({ [RETRY_PROPERTIES.subject]: '' }))).subject).toBeUndefined();
     // A MessageId that is JSON text is keyed with the payload hash, as the original's was.
-    expect(asOriginal(copy(family({ [RETRY_PROPERTIES.of]: '1000' }))).messageIdIsLossy).toBe(true);
+    const numeric = copy(family({ [RETRY_PROPERTIES.of]: '1000' }), { messageId: '1000:retry:a.b:1' });
+    expect(asOriginal(numeric).messageIdIsLossy).toBe(true);
     expect(asOriginal(copy(family({}), { messageIdIsLossy: true })).messageIdIsLossy).toBe(true);
   });
 
+  it('knows a copy by its properties and MessageId, whatever Subject it shows: a body with subject and label hides the retry Subject', () => {
+    for (const subject of [undefined, 'from the body', 'PaymentReceived']) {
+      expect(
+        asOriginal(copy(family({}), { subject, shadowedByBody: subject === undefined ? ['subject'] : [] })),
+      ).toMatchObject({
+        messageId: 'payment-1',
+        subject: 'PaymentReceived',
+        retry: { copyMessageId: 'payment-1:retry:a.b:1', attempt: 1 },
+      });
+    }
+  });
+
   it('leaves any other delivery as it is', () => {
-    const plain = delivery({}, { applicationProperties: family({}) });
+    const plain = delivery({}, { messageId: 'payment-1', subject: 'PaymentReceived' });
     expect(asOriginal(plain)).toBe(plain);
+    // A MessageId that looks like a copy's, with properties the body does not hide: an ordinary message.
+    const lookalike = delivery({}, { messageId: 'order:retry:a.b:1' });
+    expect(asOriginal(lookalike)).toBe(lookalike);
   });
 
   it.each([
@@ -402,35 +437,56 @@ describe('a delivery of a copy, read as its original', () => {
     ['an attempt as text', { [RETRY_PROPERTIES.attempt]: '1' }],
     ['no subscription', { [RETRY_PROPERTIES.for]: undefined }],
     ['a Subject that is not text', { [RETRY_PROPERTIES.subject]: 5 }],
+  ])('marks a copy with %s invalid, which processing refuses as poison', async (_case, change) => {
+    const broken = asOriginal(copy(family(change)));
+    expect(broken.invalidRetryCopy).toBe('its inboxRetry* properties are missing or malformed');
+    expect(broken.retry).toBeUndefined();
+    expect(await refusal(broken)).toBe('poison invalid-retry-copy');
+  });
+
+  it.each([
+    ['none', undefined],
+    ["another copy's", 'payment-1:retry:a.b:2'],
+    ["another subscription's", 'payment-1:retry:a.c:1'],
+    ['the original', 'payment-1'],
   ])(
-    'keeps a copy with %s under the retry Subject, which processing refuses as poison',
-    async (_case, change) => {
-      const broken = copy(family(change));
-      expect(asOriginal(broken)).toBe(broken);
-      expect(
-        await ending(
-          processDelivery(
-            testConsumer(() => undefined, { name: 'a.b' }),
-            broken,
-            dependencies(stack.container),
-          ),
-        ),
-      ).toBe('poison invalid-retry-copy');
+    'marks a copy whose MessageId is %s invalid: its properties name another message',
+    async (_case, messageId) => {
+      const broken = asOriginal(copy(family({}), { messageId }));
+      expect(broken.invalidRetryCopy).toBe('its MessageId is not the one its inboxRetry* properties give');
+      expect(await refusal(broken)).toBe('poison invalid-retry-copy');
     },
   );
 
-  it('keeps a copy without a MessageId of its own under the retry Subject', () => {
-    const broken = copy(family({}), { messageId: undefined });
-    expect(asOriginal(broken)).toBe(broken);
+  it('marks the retry Subject without any family property invalid', async () => {
+    const broken = asOriginal(copy({ tenant: 'eu' }));
+    expect(broken.invalidRetryCopy).toBe('its Subject is inbox.retry but it has no inboxRetry* properties');
+    expect(await refusal(broken)).toBe('poison invalid-retry-copy');
+  });
+
+  it("marks a copy's MessageId invalid when the body hides the properties that would name its original", async () => {
+    const hidden = copy({}, { subject: undefined, shadowedByBody: ['subject', 'applicationProperties'] });
+    const broken = asOriginal(hidden);
+    expect(broken.invalidRetryCopy).toMatch(/^its MessageId is a copy's, and its body hides its properties/);
+    expect(await refusal(broken)).toBe('poison invalid-retry-copy');
+    // The hashed form of a long original too, and attempt 10; an ordinary MessageId is left alone.
+    for (const messageId of [retryMessageId('y'.repeat(120), 'a.b', 10), 'm:retry:s_1-x.y:9'])
+      expect(asOriginal({ ...hidden, messageId }).invalidRetryCopy).toBeDefined();
+    for (const messageId of ['payment-1', 'm:retry:a.b:11', 'm:retry:a.b:0', 'm:retry::1', 'm:retry:a:b:1x'])
+      expect(asOriginal({ ...hidden, messageId }).invalidRetryCopy).toBeUndefined();
+    expect(asOriginal({ ...hidden, messageId: `m:retry:${'s'.repeat(51)}:1` }).invalidRetryCopy).toBeUndefined();
+    expect(asOriginal({ ...hidden, messageId: `m:retry:${'s'.repeat(50)}:1` }).invalidRetryCopy).toBeDefined();
   });
 
   it('accepts an original of exactly 128 characters and attempt 10', () => {
+    const original = 'x'.repeat(128);
     expect(
-      asOriginal(copy(family({ [RETRY_PROPERTIES.of]: 'x'.repeat(128), [RETRY_PROPERTIES.attempt]: 10 }))),
-    ).toMatchObject({
-      messageId: 'x'.repeat(128),
-      retry: { attempt: 10 },
-    });
+      asOriginal(
+        copy(family({ [RETRY_PROPERTIES.of]: original, [RETRY_PROPERTIES.attempt]: 10 }), {
+          messageId: retryMessageId(original, 'a.b', 10),
+        }),
+      ),
+    ).toMatchObject({ messageId: original, retry: { attempt: 10 } });
   });
 
   it("is refused as poison by a consumer it was not scheduled for: the subscriptions' filters are wrong", async () => {
@@ -469,7 +525,7 @@ describe('a delivery of a copy, read as its original', () => {
         processDelivery(
           consumer,
           asOriginal(
-            copy(family({ [RETRY_PROPERTIES.attempt]: 2 }), { body, messageId: 'payment-1:retry:2' }),
+            copy(family({ [RETRY_PROPERTIES.attempt]: 2 }), { body, messageId: 'payment-1:retry:a.b:2' }),
           ),
           deps,
         ),

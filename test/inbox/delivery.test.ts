@@ -118,8 +118,28 @@ describe('toDelivery (the trigger adapter)', () => {
       correlationId: undefined, // no other copy: unknown rather than the body's
       enqueuedTimeUtc: enqueued,
       applicationProperties: { tenant: 'contoso' },
-      shadowedByBody: undefined,
+      shadowedByBody: ['correlationId'],
     });
+  });
+
+  it('names each broker value the body hid under every name it comes under, and reads it as absent', async () => {
+    const body = { subject: 'b', LABEL: 'b', applicationProperties: { forged: 1 }, userProperties: { forged: 2 } };
+
+    const delivery = await adapted({
+      body: JSON.stringify(body),
+      messageId: 'm-1',
+      subject: 'inbox.retry',
+      applicationProperties: { inboxRetryOf: 'm-0' },
+    });
+
+    expect(delivery).toMatchObject({
+      messageId: 'm-1',
+      subject: undefined,
+      applicationProperties: {},
+      shadowedByBody: ['subject', 'applicationProperties'],
+    });
+    // Hidden, never forged: the body's properties are not read as the broker's.
+    expect(delivery.applicationProperties).not.toHaveProperty('forged');
   });
 
   it('copes with missing metadata', () => {

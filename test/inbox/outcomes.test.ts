@@ -922,11 +922,15 @@ describe('what an operator reads: the reason each message gives, word for word',
   const run = (consumer = adding, body: unknown = { accountId: nextAccount(), amount: 1 }, overrides = {}) =>
     messageOf(processDelivery(consumer, delivery(body, overrides), dependencies(stack.container)));
 
-  it('names every top-level property that shadows the broker metadata', async () => {
+  it('names the top-level properties that shadow the MessageId or DeliveryCount', async () => {
     expect(
-      await run(adding, { accountId: 'a', amount: 1 }, { shadowedByBody: ['messageId', 'correlationId'] }),
+      await run(
+        adding,
+        { accountId: 'a', amount: 1 },
+        { shadowedByBody: ['messageId', 'deliveryCount', 'correlationId'] },
+      ),
     ).toBe(
-      "The body has a top-level messageId and correlationId property, which the Functions host puts in place of the broker's " +
+      "The body has a top-level messageId and deliveryCount property, which the Functions host puts in place of the broker's " +
         '(names compared ignoring case), so the message cannot be deduplicated. Rename it.',
     );
   });

@@ -106,9 +106,16 @@ describe('retryFamilyOf', () => {
 
   it('leaves an ordinary message alone, whatever properties it carries', () => {
     expect(retryFamilyOf(ordinary(1, 'm-1'), SUBSCRIPTION)).toBeUndefined();
-    // Family properties without the retry Subject make no copy: the app reads it as an ordinary message.
-    const lookalike = { ...copy(1, 'm-1', 1), subject: 'Test' } as ServiceBusReceivedMessage;
-    expect(retryFamilyOf(lookalike, SUBSCRIPTION)).toBeUndefined();
+  });
+
+  it('knows a copy by its properties and MessageId, as the app does, whatever its Subject', () => {
+    const otherSubject = { ...copy(1, 'm-1', 1), subject: 'Test' } as ServiceBusReceivedMessage;
+    expect(retryFamilyOf(otherSubject, SUBSCRIPTION)).toMatchObject({ kind: 'copy', original: 'm-1' });
+    const reminted = { ...copy(1, 'm-1', 1), messageId: 'another-id' } as ServiceBusReceivedMessage;
+    expect(retryFamilyOf(reminted, SUBSCRIPTION)).toEqual({
+      kind: 'invalid',
+      problem: 'its MessageId is not the one its inboxRetry* properties give',
+    });
   });
 
   it.each([
