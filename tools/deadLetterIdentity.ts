@@ -103,8 +103,7 @@ export function retryFamilyOf(
       subject: delivery.subject,
     };
   }
-  if (delivery.invalidRetryCopy !== undefined)
-    return { kind: 'invalid', problem: delivery.invalidRetryCopy };
+  if (delivery.invalidRetryCopy !== undefined) return { kind: 'invalid', problem: delivery.invalidRetryCopy };
   return undefined;
 }
 

@@ -246,7 +246,10 @@ export function asOriginal(delivery: Delivery): Delivery {
   if (!Object.values(RETRY_PROPERTIES).some((name) => properties[name] !== undefined)) {
     if (delivery.subject === RETRY_SUBJECT)
       return invalidCopy(delivery, `its Subject is ${RETRY_SUBJECT} but it has no inboxRetry* properties`);
-    if (delivery.shadowedByBody?.includes('applicationProperties') && COPY_MESSAGE_ID.test(delivery.messageId ?? ''))
+    if (
+      delivery.shadowedByBody?.includes('applicationProperties') &&
+      COPY_MESSAGE_ID.test(delivery.messageId ?? '')
+    )
       return invalidCopy(
         delivery,
         "its MessageId is a copy's, and its body hides its properties (top-level applicationProperties and userProperties)",

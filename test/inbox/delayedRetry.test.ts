@@ -386,7 +386,11 @@ describe('a delivery of a copy, read as its original', () => {
     );
   const refusal = async (broken: ReturnType<typeof copy>) =>
     ending(
-      processDelivery(testConsumer(() => undefined, { name: 'a.b' }), broken, dependencies(stack.container)),
+      processDelivery(
+        testConsumer(() => undefined, { name: 'a.b' }),
+        broken,
+        dependencies(stack.container),
+      ),
     );
 
   it('takes the original MessageId and Subject, and says which copy it is', () => {
@@ -474,8 +478,12 @@ describe('a delivery of a copy, read as its original', () => {
       expect(asOriginal({ ...hidden, messageId }).invalidRetryCopy).toBeDefined();
     for (const messageId of ['payment-1', 'm:retry:a.b:11', 'm:retry:a.b:0', 'm:retry::1', 'm:retry:a:b:1x'])
       expect(asOriginal({ ...hidden, messageId }).invalidRetryCopy).toBeUndefined();
-    expect(asOriginal({ ...hidden, messageId: `m:retry:${'s'.repeat(51)}:1` }).invalidRetryCopy).toBeUndefined();
-    expect(asOriginal({ ...hidden, messageId: `m:retry:${'s'.repeat(50)}:1` }).invalidRetryCopy).toBeDefined();
+    expect(
+      asOriginal({ ...hidden, messageId: `m:retry:${'s'.repeat(51)}:1` }).invalidRetryCopy,
+    ).toBeUndefined();
+    expect(
+      asOriginal({ ...hidden, messageId: `m:retry:${'s'.repeat(50)}:1` }).invalidRetryCopy,
+    ).toBeDefined();
   });
 
   it('accepts an original of exactly 128 characters and attempt 10', () => {

@@ -123,7 +123,12 @@ describe('toDelivery (the trigger adapter)', () => {
   });
 
   it('names each broker value the body hid under every name it comes under, and reads it as absent', async () => {
-    const body = { subject: 'b', LABEL: 'b', applicationProperties: { forged: 1 }, userProperties: { forged: 2 } };
+    const body = {
+      subject: 'b',
+      LABEL: 'b',
+      applicationProperties: { forged: 1 },
+      userProperties: { forged: 2 },
+    };
 
     const delivery = await adapted({
       body: JSON.stringify(body),
