@@ -25,6 +25,7 @@ import { jsonBytesBound } from './jsonBytes';
 import { buildMarker, type Marker, markerId, markerKey, payloadHash } from './marker';
 import type { OutboxRoutes } from './outbox';
 import type { Settings } from './settings';
+import { fromStore, storeFailure } from './storeFailure';
 import type { Outcome } from './telemetry';
 import type { TraceCarrier } from './tracing';
 import { type FailedWrite, PartitionTransaction } from './transaction';
@@ -400,11 +401,9 @@ async function handled<M>(run: InboxRun<M>, previousFailure: FailedWrite | undef
     },
     now: deps.now(),
   });
-  try {
-    await consumer.handle(parsed.message, tx, delivery);
-  } catch (error) {
-    throw storeError(error);
-  }
+  // What the handler throws is its own (its code, its dependencies), passed through as it is:
+  // only a request `tx` sends to Cosmos DB is the store's (see storeFailure.ts).
+  await consumer.handle(parsed.message, tx, delivery);
   const marker = buildMarker({
     consumer: consumer.name,
     messageId: parsed.messageId,
@@ -531,7 +530,7 @@ async function afterEventKeyConflict<M>(
   const eventKey = run.eventKey as EventKeyRun;
   if (status !== 409)
     throw new TransientStoreError(`Cosmos DB refused the event key document with ${status}.`, status);
-  const { resource: stored, requestCharge } = await store(() =>
+  const { resource: stored, requestCharge } = await fromStore(() =>
     deps.container.item(eventKeyId(consumer.name, eventKey.key), partitionKey).read<EventKeyDocument>(),
   );
   run.requests++;
@@ -586,7 +585,9 @@ async function processVersioned<M>(
     );
   }
   await deps.beforeStore?.();
-  const write = await store(() => writeIfNewer(deps.container, document, deps.settings.inbox.maxAttempts));
+  const write = await fromStore(() =>
+    writeIfNewer(deps.container, document, deps.settings.inbox.maxAttempts),
+  );
   const written = write.result === 'written';
   return {
     outcome: written ? 'processed' : 'duplicate',
@@ -612,7 +613,7 @@ async function storedMarker(
   id: string,
   partitionKey: string,
 ): Promise<{ payloadHash: string | undefined; processedAt: Date | undefined; requestCharge: number }> {
-  const { resource, requestCharge } = await store(() => container.item(id, partitionKey).read<Marker>());
+  const { resource, requestCharge } = await fromStore(() => container.item(id, partitionKey).read<Marker>());
   return {
     payloadHash: resource?.payloadHash,
     processedAt: writtenAt(resource?.processedAt),
@@ -630,21 +631,6 @@ function writtenAt(processedAt: string | undefined): Date | undefined {
 /** A stored marker's payload hash against this delivery's: the same message again, or another one reusing the id. */
 function sameOrNot(stored: string, parsed: ParsedMessage<unknown>): 'duplicate' | 'payload_mismatch' {
   return stored === parsed.payloadHash ? 'duplicate' : 'payload_mismatch';
-}
-
-/** Runs a read: our own errors pass through, Cosmos DB failures are classified. */
-async function store<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (error) {
-    throw storeError(error);
-  }
-}
-
-/** What handler code or a read threw: our own errors and the handler's pass through, Cosmos DB failures are classified. */
-function storeError(error: unknown): unknown {
-  if (error instanceof InboxError || (error as { code?: unknown }).code === undefined) return error;
-  return storeFailure(error);
 }
 
 function partitionKeyOf<M>(consumer: InboxConsumer<M>, message: M): string {
@@ -718,35 +704,6 @@ async function commit(
     }
   }
   return { failedAt, status, requestCharge };
-}
-
-/**
- * A whole request failed. The SDK throws `Batch request error: …` with the HTTP error as `cause`
- * (point operations throw it directly). 400 and 413 are the request's fault and will not change on
- * a retry; everything else (429 after the SDK's own retries, 5xx, timeouts, a dropped connection —
- * which may have committed: the redelivery will then meet the marker) is worth a redelivery.
- */
-function storeFailure(error: unknown): Error {
-  const source = (error as { cause?: unknown }).cause ?? error;
-  const code = (source as { code?: unknown }).code;
-  const status = typeof code === 'number' ? code : undefined;
-  const message = (source as Error).message ?? String(source);
-  if (status === 400 || status === 413) {
-    return new PoisonMessageError(
-      status === 413 ? 'batch-too-large' : 'rejected-by-store',
-      `Cosmos DB rejected the request with ${status}: ${firstLine(message)}`,
-      { cause: error },
-    );
-  }
-  return new TransientStoreError(
-    `Cosmos DB failed the request${status ? ` with ${status}` : ` (${typeof code === 'string' ? code : 'no status'})`}: ${firstLine(message)}`,
-    status,
-    { cause: error },
-  );
-}
-
-function firstLine(text: string): string {
-  return bounded(text.split(/\r?\n/, 1)[0] ?? text, 300);
 }
 
 /** A value for an error message: bounded text, or its type. */

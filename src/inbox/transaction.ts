@@ -4,6 +4,7 @@ import { bounded, PoisonMessageError } from './errors';
 import { EVENT_KEY_TYPE } from './eventKey';
 import { MARKER_TYPE } from './marker';
 import { buildOutboxDocument, OUTBOX_TYPE, type OutboxSource, type OutgoingMessage } from './outbox';
+import { fromStore } from './storeFailure';
 
 /** Ids of the inbox's own documents (markerId, eventKeyId, outboxDocumentId): no handler writes them. */
 // Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); outcomes.test.ts pins the prefixes
@@ -186,7 +187,7 @@ export class PartitionTransaction {
    */
   async read<T extends BusinessDocument>(id: string): Promise<ReadResult<T> | undefined> {
     this.readCount++;
-    const response = await this.container.item(id, this.partitionKey).read<T>();
+    const response = await fromStore(() => this.container.item(id, this.partitionKey).read<T>());
     this.readCharge += response.requestCharge;
     return response.resource ? { document: response.resource, etag: response.etag } : undefined;
   }

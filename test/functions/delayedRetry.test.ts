@@ -13,6 +13,7 @@ import {
   RETRY_TOPIC,
   RETRY_TOPOLOGY,
 } from '../support/delayedRetryProbe';
+import { dependencyFailures } from '../support/dependencyFailures';
 import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
 import { type PeerFixture, startPeer } from '../support/peer';
@@ -50,6 +51,8 @@ beforeAll(async () => {
   Object.assign(process.env, {
     ServiceBusConnection: fixture.peer.connectionString,
     SERVICEBUS_MAX_DELIVERY_COUNT: String(MAX_DELIVERY_COUNT),
+    // One Cosmos DB failure opens the breaker: a handler's failure taken for one would show.
+    BREAKER_FAILURE_THRESHOLD: '1',
   });
   sink = MetricsSink.register(); // before the runtime builds its instruments
   const app = await loadFunctionApp(DELAYED_RETRY_PROBE);
@@ -68,6 +71,7 @@ afterAll(async () => {
   await sink.stop();
   delete process.env.ServiceBusConnection;
   delete process.env.SERVICEBUS_MAX_DELIVERY_COUNT;
+  delete process.env.BREAKER_FAILURE_THRESHOLD;
 });
 afterEach(() => {
   onCall(() => Promise.resolve());
@@ -364,5 +368,39 @@ describe('a body with top-level subject and label', () => {
       [`${messageId}:retry:test.delayed-retry:2`, 3, 'abandoned'],
     ]);
     expect(await effectsOf(messageId)).toEqual([]);
+  });
+});
+
+/**
+ * Where a failure comes from decides, never its shape (DESIGN "Where a failure comes from"): what
+ * the handler's own dependencies throw carries a `code` as Cosmos DB's errors do, and is the
+ * handler's all the same. So delayed retry takes it, the breaker does not count it (one Cosmos DB
+ * failure would open it here), and the log does not blame Cosmos DB.
+ */
+describe("a failure of the handler's own dependency, whatever code it carries", () => {
+  it.each(dependencyFailures(stack))("is delayed-retried, not the breaker's: %s", async (_case, call) => {
+    const thrown = (await call().catch((error: unknown) => error)) as Error;
+    // The original fails with the dependency's error; its copy succeeds.
+    onCall(async (delivery: Delivery) => {
+      if (delivery.retry === undefined) await call();
+    });
+    const messageId = await send();
+
+    await until(
+      async () => (await effectsOf(messageId)).length > 0,
+      () => settled(messageId),
+    );
+
+    expect(settled(messageId).map((d) => [d.messageId, d.settlement, d.outcome ?? null])).toEqual([
+      [messageId, 'abandoned', 'retried'],
+      [messageId, 'completed', 'retried'],
+      [`${messageId}:retry:test.delayed-retry:1`, 'completed', 'processed'],
+    ]);
+    // Given back as it was thrown, not as a Cosmos DB failure. (A DOMException made outside jest's
+    // sandbox is no Error inside it, so the worker path names it inside an Error's message.)
+    const { error } = settled(messageId)[0]!;
+    expect(error).toContain(`${thrown.name}: `);
+    expect(error).not.toMatch(/TransientStoreError|PoisonMessageError|Cosmos DB/);
+    expect(inboxRuntime().breaker.state).toBe('closed');
   });
 });

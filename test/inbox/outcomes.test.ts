@@ -4,6 +4,7 @@ import type { Container } from '@azure/cosmos';
 import { z } from 'zod';
 
 import {
+  InboxError,
   MARKER_TYPE,
   markerLocation,
   PartitionTransaction,
@@ -13,6 +14,7 @@ import {
   TransientStoreError,
 } from '#inbox/internal';
 
+import { dependencyFailures } from '../support/dependencyFailures';
 import { delivery, dependencies, documentsIn, ending, testConsumer, TestMessage } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 
@@ -291,6 +293,51 @@ describe('the whole request failing', () => {
         ),
       ),
     ).toBe('TypeError: handler bug');
+  });
+
+  it.each(dependencyFailures(stack))(
+    "a handler's own dependency failing with %s passes through as it is",
+    async (_case, call) => {
+      const thrown = await call().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(thrown).toHaveProperty('code');
+      const failing = testConsumer(async () => {
+        await call();
+      });
+
+      const error = await processDelivery(
+        failing,
+        delivery({ accountId: nextAccount(), amount: 1 }),
+        dependencies(stack.container),
+      ).catch((e: unknown) => e);
+
+      expect(error).not.toBeInstanceOf(InboxError);
+      expect((error as Error).name).toBe((thrown as Error).name);
+      expect((error as { code: unknown }).code).toEqual((thrown as { code: unknown }).code);
+    },
+  );
+
+  it("a tx.read that fails is the store's even when the handler lets it through its own code", async () => {
+    const reading = testConsumer(async (_message, tx) => {
+      try {
+        await tx.read('anything');
+      } finally {
+        // the handler's own cleanup runs, and the store's error goes on
+      }
+    });
+    stack.server.faults.inject({ kind: 'unavailable', on: 'read' });
+
+    expect(
+      await ending(
+        processDelivery(
+          reading,
+          delivery({ accountId: nextAccount(), amount: 1 }),
+          dependencies(stack.container),
+        ),
+      ),
+    ).toBe('transient 503');
   });
 });
 
