@@ -64,7 +64,13 @@ export interface CauseFacts {
    * other MessageIds; absent for the rest.
    */
   otherIdsOfEvent?: ReadonlyMap<string, readonly string[]>;
+  /** The broker messages that were delayed-retry copies (brokerMessageKey of their deliveries). */
+  retryCopies?: ReadonlySet<string>;
 }
+
+/** Which broker message a delivery was: its subscription and sequence number. */
+export const brokerMessageKey = (d: Pick<DeliveryRecord, 'subscription' | 'sequenceNumber'>): string =>
+  `${d.subscription}\u0000${d.sequenceNumber}`;
 
 /** The outcome a delivery logged, a timed-out one's when it finally returned included. */
 const outcomeOf = (d: DeliveryRecord): string | undefined => d.outcome ?? d.afterTimeout?.outcome;
@@ -98,6 +104,7 @@ function committer(
  *   ended but took its marker in the model millisecond this one began (CauseTable.touching);
  * - redelivery: else, the host had delivered this broker message before (a lost completion, a
  *   crash after the commit, an abandon);
+ * - delayed_retry: else, this broker message was a delayed-retry copy of the message;
  * - relay_resend / resend_after_window: else, this is the first delivery of a later copy of a
  *   message this consumer had been delivered before, and the outbox sent it (the relay or the
  *   sweeper) / the producer sent it again after the window;
@@ -127,6 +134,7 @@ function injectedCause(
     (e) => e !== d && e.subscription === d.subscription && e.sequenceNumber === d.sequenceNumber,
   );
   if (sameBrokerMessage.some((e) => e.startOrder < d.startOrder)) return { cause: 'redelivery' };
+  if (facts.retryCopies?.has(brokerMessageKey(d))) return { cause: 'delayed_retry' };
   const resentCopy = byMessage.some((e) => e.sequenceNumber < d.sequenceNumber);
   if (resentCopy && d.messageId !== undefined) {
     if (facts.relayed.has(d.messageId)) return { cause: 'relay_resend' };

@@ -36,7 +36,7 @@ import {
 } from '../../local/servicebus/publisher';
 import type * as App from '../../src/app';
 import { functionNameOf, topology } from '../../src/topology';
-import { type CauseTable, duplicateCauses, type MarkerWrite } from './causes';
+import { brokerMessageKey, type CauseTable, duplicateCauses, type MarkerWrite } from './causes';
 import { Simulation } from './simulation';
 import { type Accounting, type Invariant, retryOriginals, type SweepRecord, verify } from './verify';
 import { generateWorkload, type Workload, type WorkloadOptions } from './workload';
@@ -923,6 +923,9 @@ function reportOf(
       relayed: new Set(publisher.sends.map((send) => send.messageId)),
       lateResends: new Set(workload.sends.filter((s) => s.when === 'late').map((s) => s.event.messageId)),
       otherIdsOfEvent: otherIdsOfEvent(workload),
+      retryCopies: new Set(
+        host.deliveries.filter((d) => originals.has(d.messageId ?? '')).map(brokerMessageKey),
+      ),
     }),
     throughput: {
       elapsedMs: Math.round(elapsedMs),

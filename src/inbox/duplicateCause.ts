@@ -9,6 +9,7 @@ export const DUPLICATE_CAUSES = [
   'lock_overlap',
   'redelivery',
   'dead_letter_resubmit',
+  'delayed_retry',
   'relay_resend',
   'resend_after_window',
   'unknown',
@@ -46,6 +47,8 @@ export interface DuplicateFacts {
   deliveryCount: number;
   /** This delivery's application properties (where the tool's and the relay's marks are). */
   applicationProperties: Readonly<Record<string, unknown>>;
+  /** This delivery is of a delayed-retry copy (Delivery.retry: known by its properties and MessageId). */
+  delayedRetryCopy: boolean;
   /**
    * When the delivery that applied the message wrote its marker (the marker's processedAt), by
    * that instance's clock; undefined when no marker was read (a versioned consumer, or an outbox
@@ -85,6 +88,11 @@ export function duplicateCause(facts: DuplicateFacts): DuplicateCause {
   // A first delivery, so a new send with a MessageId this consumer has applied. The resubmit tool
   // marks its copies; it keeps every other property, the relay's mark included, so it goes first.
   if (applicationProperties[RESUBMITTED_AT_PROPERTY] !== undefined) return 'dead_letter_resubmit';
+  // A delayed-retry copy (./delayedRetry.ts) whose original, or an earlier copy, applied the
+  // message after scheduling it: a completion lost after the copy was scheduled, or a redelivery
+  // that succeeded. A copy carries its original's properties, the relay's mark among them, so it
+  // goes before relay_resend.
+  if (facts.delayedRetryCopy) return 'delayed_retry';
   // The outbox sends each document's message under one MessageId, and the inbox of the consumer
   // that published it stops a second publish: a second arrival is the relay or the sweeper
   // sending the document again (a crash before the mark, a lost checkpoint, a sweeper resend).

@@ -129,6 +129,7 @@ export async function processDelivery(
     duplicateCause: duplicateCause({
       deliveryCount: delivery.deliveryCount,
       applicationProperties: delivery.applicationProperties,
+      delayedRetryCopy: delivery.retry !== undefined,
       markerWrittenAt: result.markerWrittenAt,
       markerAppearedDuringDelivery: result.markerAppeared === true,
       deliveryStartedAt: startedAt,

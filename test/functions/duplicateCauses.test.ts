@@ -4,11 +4,13 @@ import {
   METRIC_NAMES,
   OUTBOX_SENT_BY_PROPERTY,
   RESUBMITTED_AT_PROPERTY,
+  retryCopy,
 } from '#inbox/internal';
 
 import { type FunctionApp, loadFunctionApp, type LogLine } from '../../local/host/worker';
 import { integer, pick, seededRandom } from '../../local/random';
 import { inboxRuntime } from '../../src/app';
+import { delivery } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
@@ -75,21 +77,38 @@ let accounts = 0;
 
 /** One message: delivers it as the probe's function, and reads the outcome and cause it logged. */
 function message(messageId: string): {
-  deliver: (deliveryCount: number, properties?: Record<string, string>) => Promise<Delivered>;
+  deliver: (deliveryCount: number, properties?: Record<string, string | number>) => Promise<Delivered>;
+  /** Delivers delayed-retry copy `attempt` of the message, as the consumer schedules it. */
+  deliverCopy: (attempt: number, properties?: Record<string, string>) => Promise<Delivered>;
   account: string;
 } {
   const account = `causes-${++accounts}`;
+  const deliver = async (
+    overrides: { messageId: string; subject: string; deliveryCount: number },
+    properties: Record<string, string | number>,
+  ): Promise<Delivered> => {
+    const result = await app.invokeServiceBus('publisherProbe', {
+      body: JSON.stringify({ accountId: account, amount: 1 }),
+      ...overrides,
+      applicationProperties: properties,
+    });
+    return fieldsOf(result.logs);
+  };
   return {
     account,
-    deliver: async (deliveryCount, properties = {}) => {
-      const result = await app.invokeServiceBus('publisherProbe', {
-        body: JSON.stringify({ accountId: account, amount: 1 }),
-        messageId,
-        subject: 'Test',
-        deliveryCount,
-        applicationProperties: properties,
-      });
-      return fieldsOf(result.logs);
+    deliver: (deliveryCount, properties = {}) =>
+      deliver({ messageId, subject: 'Test', deliveryCount }, properties),
+    deliverCopy: (attempt, properties = {}) => {
+      const copy = retryCopy(
+        { ...delivery({}, { messageId, subject: 'Test', applicationProperties: properties }) },
+        'events',
+        'test.consumer',
+        attempt,
+      );
+      return deliver(
+        { messageId: copy.messageId, subject: copy.subject, deliveryCount: 1 },
+        copy.applicationProperties as Record<string, string | number>,
+      );
     },
   };
 }
@@ -145,6 +164,14 @@ async function inject(cause: DuplicateCause, messageId: string, random: () => nu
       return afterFirst(integer(random, 1, 48 * windowMs), 1, {
         [RESUBMITTED_AT_PROPERTY]: new Date(clockMs).toISOString(),
       });
+    case 'delayed_retry': {
+      // The original applied the message after it had scheduled a copy (its completion lost, or a
+      // redelivery that succeeded); the copy, of a message the relay may have sent, comes later.
+      const first = await subject.deliver(1);
+      clockMs += integer(random, 1_000, 3_600_000);
+      const properties: Record<string, string> = random() < 0.5 ? { [OUTBOX_SENT_BY_PROPERTY]: 'relay' } : {};
+      return absorbed([first, await subject.deliverCopy(integer(random, 1, 3), properties)]);
+    }
     case 'relay_resend':
       return afterFirst(integer(random, 1, 3 * windowMs), 1, {
         [OUTBOX_SENT_BY_PROPERTY]: pick(random, ['relay', 'sweeper']),

@@ -14,6 +14,7 @@ function facts(overrides: Partial<DuplicateFacts> = {}): DuplicateFacts {
   return {
     deliveryCount: 1,
     applicationProperties: {},
+    delayedRetryCopy: false,
     markerWrittenAt: new Date(started.getTime() - 60_000),
     markerAppearedDuringDelivery: false,
     deliveryStartedAt: started,
@@ -96,6 +97,27 @@ describe('duplicateCause: one cause per absorbed duplicate, the first rule that 
     ).toBe('dead_letter_resubmit');
   });
 
+  it("delayed_retry: a first delivery of a delayed-retry copy, the relay's mark it carries or not", () => {
+    expect(duplicateCause(facts({ delayedRetryCopy: true }))).toBe('delayed_retry');
+    // A copy keeps its original's properties: the relay's mark, after the window too.
+    expect(
+      duplicateCause(
+        facts({
+          delayedRetryCopy: true,
+          applicationProperties: { [OUTBOX_SENT_BY_PROPERTY]: 'relay' },
+          markerWrittenAt: at(-2 * WINDOW * 1000),
+        }),
+      ),
+    ).toBe('delayed_retry');
+    // Its immediate causes first: a copy delivered again, a copy resubmitted from the dead-letter queue.
+    expect(duplicateCause(facts({ delayedRetryCopy: true, deliveryCount: 2 }))).toBe('redelivery');
+    expect(
+      duplicateCause(
+        facts({ delayedRetryCopy: true, applicationProperties: { [RESUBMITTED_AT_PROPERTY]: 'x' } }),
+      ),
+    ).toBe('dead_letter_resubmit');
+  });
+
   it('relay_resend: a first delivery the outbox sent, inside the window or after it', () => {
     for (const sentBy of ['relay', 'sweeper']) {
       expect(duplicateCause(facts({ applicationProperties: { [OUTBOX_SENT_BY_PROPERTY]: sentBy } }))).toBe(
@@ -136,10 +158,11 @@ describe('duplicateCause: one cause per absorbed duplicate, the first rule that 
     ).toBe('unknown');
   });
 
-  it('names six causes, each the answer to some facts above', () => {
+  it('names seven causes, each the answer to some facts above', () => {
     expect([...DUPLICATE_CAUSES].sort()).toEqual(
       [
         'dead_letter_resubmit',
+        'delayed_retry',
         'lock_overlap',
         'redelivery',
         'relay_resend',

@@ -175,6 +175,21 @@ describe('scenarios', () => {
     expect(report.duplicateCauses.diagonal).toBe(true);
   });
 
+  it('a slow dependency shorter than a lock: an original that scheduled a copy and lost its completion applies the payment, and its copy is a delayed_retry duplicate', async () => {
+    const report = await environment.run({
+      messages: 100,
+      seed: 31,
+      faults: {
+        completionLost: 0.3,
+        slowDependencies: [{ startMs: 0, durationMs: 20_000 }],
+      },
+    });
+
+    expect(failures(report)).toEqual([]);
+    expect(report.duplicateCauses.diagonal).toBe(true);
+    expect(report.duplicateCauses.counts.delayed_retry?.delayed_retry).toBeGreaterThan(0);
+  });
+
   it('a slow dependency that outlasts the retry schedule: the last copy is dead-lettered with its retries spent, which the invariants expect', async () => {
     const report = await environment.run({
       messages: 80,
