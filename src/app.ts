@@ -98,22 +98,28 @@ export async function checkWriteRegions(): Promise<void> {
 /**
  * Refuses to start when the deployed topics and subscriptions the consumers read from have drifted
  * from the settings in a way that breaks the guarantee (src/inbox/entityDrift.ts); drift that does
- * not is counted and warned about. Entities that cannot be read (no SERVICEBUS_RESOURCE_ID, a
- * refused or failed read) are not drift: the app starts, with a warning.
+ * not is counted and warned about. Entities that cannot be read (a refused or failed read) are not
+ * drift: the app starts, with a warning, and the purge waits until a read succeeds. Each check is
+ * counted (inbox.drift_checks: checked, unreadable, or off without SERVICEBUS_RESOURCE_ID).
  */
 export async function checkDeployedEntities(): Promise<void> {
   const { settings, telemetry, deployedEntities } = inboxRuntime();
-  if (deployedEntities === undefined) return;
+  if (deployedEntities === undefined) {
+    telemetry.driftCheck('start', 'off');
+    return;
+  }
   let drifts: Drift[];
   try {
     drifts = entityDrift(settings, await deployedEntities());
   } catch (error) {
+    telemetry.driftCheck('start', 'unreadable');
     console.warn(
       `Could not read the deployed Service Bus entities at start-up (${bounded(error instanceof Error ? error.message : String(error), 300)}); ` +
-        'starting without the drift check.',
+        'starting without the drift check. The purge waits until the guard can read them (check SERVICEBUS_RESOURCE_ID and the Reader role).',
     );
     return;
   }
+  telemetry.driftCheck('start', 'checked');
   telemetry.entityDrift(drifts);
   for (const { entity, property, deployed, setting, expected } of drifts.filter((drift) => !drift.unsafe)) {
     console.warn(

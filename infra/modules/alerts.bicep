@@ -333,6 +333,55 @@ resource entityDrift 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
   }
 }
 
+// The drift guard counts each check it makes (inbox.drift_checks): `unreadable` when it could not
+// read the deployed entities (a wrong SERVICEBUS_RESOURCE_ID, no Reader role, Resource Manager
+// failing). The purge then waits, keeping every marker, so a guard that stays blind would let
+// markers pile up until their TTL backstop, unnoticed. Three unreadable checks in 30 minutes (the
+// purge runs every five) is a guard that stays blind, not one failed read.
+var driftGuardBlindQuery = '''
+customMetrics
+| where name == 'inbox.drift_checks'
+| where tostring(customDimensions.result) == 'unreadable'
+| summarize unreadable = sum(valueSum)
+'''
+
+resource driftGuardBlind 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
+  name: 'sqr-${namePrefix}-drift-guard-blind'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'The drift guard cannot read the Service Bus entities: purge paused'
+    description: 'The app could not read its deployed topics and subscriptions from Resource Manager at least three times in 30 minutes (inbox.drift_checks, result unreadable), so it cannot tell whether a marker may be purged: the purge waits, keeping every marker. Check SERVICEBUS_RESOURCE_ID and the Reader role the Bicep assigns the app on each topic (infra/README.md, "Alerts").'
+    severity: 2
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT30M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: driftGuardBlindQuery
+          timeAggregation: 'Total'
+          metricMeasureColumn: 'unreadable'
+          operator: 'GreaterThanOrEqual'
+          threshold: 3
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: actionGroupIds
+    }
+  }
+}
+
 // The app's Cosmos DB circuit breaker (src/inbox/breaker.ts) reports inbox.breaker_open at every
 // export (about a minute): 1 while the instance holds deliveries because Cosmos DB is failing. Open
 // at every export for 15 minutes means an outage long enough to eat into the deliveries messages

@@ -206,26 +206,33 @@ export function serviceBusHandler(
 export function purgeTimerHandler(runtime: () => InboxRuntime): TimerHandler {
   return async (_timer, context) => {
     const { container, settings, telemetry, now, deployedEntities } = runtime();
-    if (deployedEntities !== undefined) {
-      let drifts: Drift[] | undefined;
+    if (deployedEntities === undefined) {
+      telemetry.driftCheck('purge', 'off');
+    } else {
+      let drifts: Drift[];
       try {
         drifts = entityDrift(settings, await deployedEntities());
       } catch (error) {
-        // Not drift: the entities could not be read; the start-up check passed, so purge as usual.
-        log(context, 'warn', 'Could not read the deployed Service Bus entities before purging', {
-          error: bounded(error instanceof Error ? error.message : String(error), 300),
-        });
+        // Not drift, but no proof against it either: the start-up check may have been refused the
+        // same way. Markers are kept (safe; the TTL backstop bounds them) until a read succeeds.
+        telemetry.driftCheck('purge', 'unreadable');
+        log(
+          context,
+          'error',
+          'Purge paused: the drift guard could not read the deployed Service Bus entities (check SERVICEBUS_RESOURCE_ID and the Reader role)',
+          { error: bounded(error instanceof Error ? error.message : String(error), 300) },
+        );
+        return;
       }
-      if (drifts !== undefined) {
-        telemetry.entityDrift(drifts);
-        const problem = unsafeDriftProblem(drifts);
-        if (problem !== undefined) {
-          // Markers are kept (safe, they cost storage) until the entities or the settings are fixed.
-          log(context, 'error', `Purge skipped: ${problem}`, {
-            unsafeDrifts: drifts.filter((d) => d.unsafe).length,
-          });
-          return;
-        }
+      telemetry.driftCheck('purge', 'checked');
+      telemetry.entityDrift(drifts);
+      const problem = unsafeDriftProblem(drifts);
+      if (problem !== undefined) {
+        // Markers are kept (safe, they cost storage) until the entities or the settings are fixed.
+        log(context, 'error', `Purge skipped: ${problem}`, {
+          unsafeDrifts: drifts.filter((d) => d.unsafe).length,
+        });
+        return;
       }
     }
     const report = await runPurge(container, {

@@ -53,8 +53,16 @@ export const METRIC_NAMES = {
   outboxSendFailures: 'outbox.send_failures',
   outboxUnsendable: 'outbox.unsendable',
   entityDrift: 'inbox.entity_drift',
+  driftChecks: 'inbox.drift_checks',
   delayedRetries: 'inbox.delayed_retries',
 } as const;
+
+/**
+ * What a drift check came to: `checked` (the entities were read and compared), `unreadable` (the
+ * read failed or was refused: a wrong SERVICEBUS_RESOURCE_ID, no Reader role, Resource Manager
+ * down), `off` (no SERVICEBUS_RESOURCE_ID: no guard).
+ */
+export type DriftCheckResult = 'checked' | 'unreadable' | 'off';
 
 export class InboxTelemetry {
   private readonly messages: Counter;
@@ -73,6 +81,7 @@ export class InboxTelemetry {
   private readonly outboxSendFailures: Counter;
   private readonly outboxUnsendable: Gauge;
   private readonly entityDrifts: Counter;
+  private readonly driftChecks: Counter;
   // Stryker disable next-line ArrowFunction: equivalent: undefined observes as 0, as false does
   private breakerIsOpen: () => boolean = () => false;
 
@@ -127,6 +136,10 @@ export class InboxTelemetry {
       description:
         'Properties of the deployed Service Bus entities that differ from the settings (entityDrift.ts), at start and per purge run; unsafe=true breaks the guarantee',
     });
+    this.driftChecks = meter.createCounter(METRIC_NAMES.driftChecks, {
+      description:
+        'Drift guard checks (entityDrift.ts), at start and per purge run: checked, unreadable (the entities could not be read: a purge run is paused) or off (no SERVICEBUS_RESOURCE_ID)',
+    });
     this.delayedRetries = meter.createCounter(METRIC_NAMES.delayedRetries, {
       description:
         'Delayed retries (delayedRetry.ts): scheduled (a copy waits on the topic), spent (the last copy failed; dead-lettered after its deliveries) or failed (the copy could not be scheduled; redelivered)',
@@ -168,6 +181,11 @@ export class InboxTelemetry {
   /** One count per drifted property, each time the entities are checked. */
   entityDrift(drifts: readonly Drift[]): void {
     for (const { entity, property, unsafe } of drifts) this.entityDrifts.add(1, { entity, property, unsafe });
+  }
+
+  /** One count per drift check: whether the guard could read the deployed entities, at start or before a purge run. */
+  driftCheck(when: 'start' | 'purge', result: DriftCheckResult): void {
+    this.driftChecks.add(1, { when, result });
   }
 
   /** One count per decision on a failed delivery of a consumer with delayed retry. */

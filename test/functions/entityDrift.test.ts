@@ -1,9 +1,10 @@
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
 
-import { longestRetryDelaySeconds, resolvedPolicy } from '#inbox/internal';
+import { longestRetryDelaySeconds, METRIC_NAMES, resolvedPolicy } from '#inbox/internal';
 
 import { loadFunctionApp } from '../../local/host/worker';
 import { inboxRuntime, registeredConsumers } from '../../src/app';
+import { deployedEntitiesReader } from '../../src/serviceBusEntities';
 import { bindingOf } from '../../src/topology';
 import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
@@ -136,22 +137,31 @@ it('skips the purge of a running app while the drift is unsafe, and purges again
   expect(ran.logs.map((line) => line.text).join('\n')).not.toMatch(/Purge skipped/);
 });
 
-it('purges as usual when the entities cannot be read, saying so', async () => {
+it('pauses the purge when SERVICEBUS_RESOURCE_ID names no namespace Resource Manager knows, saying so and counting it', async () => {
   const running = await loadFunctionApp();
   const runtime = inboxRuntime();
   const read = runtime.deployedEntities;
-  runtime.deployedEntities = () => Promise.reject(new Error(`unreachable ${'x'.repeat(400)}`));
+  const wrong = `${fixture.peer.resourceManager.namespaceResourceId}-typo`;
+  runtime.deployedEntities = () =>
+    deployedEntitiesReader(
+      { ...runtime.settings.serviceBus, resourceId: wrong },
+      runtime.settings.cosmos.clientId,
+    )!([...registeredConsumers().keys()].map((name) => bindingOf(name)));
+  const unreadable = () => sink.value(METRIC_NAMES.driftChecks, { when: 'purge', result: 'unreadable' });
+  const before = await unreadable();
   try {
-    const ran = await running.invokeTimer('purge-expired-markers', {});
+    const paused = await running.invokeTimer('purge-expired-markers', {});
 
-    const warning = ran.logs.find((line) =>
-      line.text.includes('Could not read the deployed Service Bus entities before purging'),
+    const error = paused.logs.find((line) =>
+      line.text.includes('Purge paused: the drift guard could not read'),
     );
-    expect(warning?.level).toBe('warning');
-    expect(warning?.text).toContain('unreachable xxx');
-    expect(warning?.text).not.toContain('x'.repeat(300));
-    expect(ran.logs.map((line) => line.text).join('\n')).toMatch(/Purged \d+ expired markers/);
+    expect(error?.level).toBe('error');
+    expect(error?.text).toContain('404');
+    expect(paused.logs.map((line) => line.text).join('\n')).not.toMatch(/Purged \d+ expired markers/);
+    expect((await unreadable()) - before).toBe(1);
   } finally {
     runtime.deployedEntities = read;
   }
+  const ran = await running.invokeTimer('purge-expired-markers', {});
+  expect(ran.logs.map((line) => line.text).join('\n')).toMatch(/Purged \d+ expired markers/);
 });

@@ -6,11 +6,13 @@ import {
   type InboxRuntime,
   InboxTelemetry,
   loadSettings,
+  METRIC_NAMES,
   purgeTimerHandler,
   systemClock,
 } from '#inbox/internal';
 
 import { useLocalStack } from '../support/localStack';
+import { MetricsSink } from '../support/metrics';
 
 /**
  * The purge timer's drift check (issue 25, src/inbox/azureFunctions.ts purgeTimerHandler), on the
@@ -19,6 +21,22 @@ import { useLocalStack } from '../support/localStack';
  * app; test/functions/entityDrift.test.ts runs the whole path through the worker).
  */
 const stack = useLocalStack();
+let sink: MetricsSink;
+beforeAll(() => {
+  sink = MetricsSink.register(); // before any runtime's telemetry makes its instruments
+});
+afterAll(() => sink.stop());
+const checks = (result: string): Promise<number> =>
+  sink.value(METRIC_NAMES.driftChecks, { when: 'purge', result });
+
+/** Runs `work`; returns how many purge drift checks of each result it counted. */
+async function counted(work: () => Promise<unknown>): Promise<Record<string, number>> {
+  const results = ['checked', 'unreadable', 'off'];
+  const before = await Promise.all(results.map(checks));
+  await work();
+  const after = await Promise.all(results.map(checks));
+  return Object.fromEntries(results.map((result, i) => [result, after[i]! - before[i]!]));
+}
 const settings = loadSettings({ COSMOS_ENDPOINT: 'https://account.documents.azure.com:443/' });
 
 function runtime(deployedEntities?: InboxRuntime['deployedEntities']): InboxRuntime {
@@ -66,14 +84,22 @@ const matching = {
   ],
 };
 
-it('purges without a check when the app has no SERVICEBUS_RESOURCE_ID', async () => {
-  const lines = await purgeOnce(runtime());
+it('purges without a check when the app has no SERVICEBUS_RESOURCE_ID, counting the guard off', async () => {
+  let lines: string[] = [];
+  expect(await counted(async () => (lines = await purgeOnce(runtime())))).toEqual({
+    checked: 0,
+    unreadable: 0,
+    off: 1,
+  });
 
   expect(lines).toEqual([expect.stringMatching(/^information: Purged \d+ expired markers /)]);
 });
 
-it('purges when the entities match the settings', async () => {
-  const lines = await purgeOnce(runtime(() => Promise.resolve(matching)));
+it('purges when the entities match the settings, counting the check', async () => {
+  let lines: string[] = [];
+  expect(
+    await counted(async () => (lines = await purgeOnce(runtime(() => Promise.resolve(matching))))),
+  ).toEqual({ checked: 1, unreadable: 0, off: 0 });
 
   expect(lines).toEqual([expect.stringMatching(/^information: Purged \d+ expired markers /)]);
 });
@@ -115,16 +141,22 @@ it('purges on drift that keeps the guarantee', async () => {
   expect(lines).toEqual([expect.stringMatching(/^information: Purged \d+ expired markers /)]);
 });
 
-it('purges, with a bounded warning, when the entities cannot be read', async () => {
-  const lines = await purgeOnce(runtime(() => Promise.reject(new Error(`unreachable ${'x'.repeat(500)}`))));
+it('pauses the purge when the entities cannot be read, with a bounded error, counted as unreadable', async () => {
+  let lines: string[] = [];
+  expect(
+    await counted(
+      async () =>
+        (lines = await purgeOnce(runtime(() => Promise.reject(new Error(`refused ${'x'.repeat(500)}`))))),
+    ),
+  ).toEqual({ checked: 0, unreadable: 1, off: 0 });
 
-  expect(lines).toHaveLength(2);
+  // One line, and no purge: a guard that cannot see is no proof against drift.
+  expect(lines).toHaveLength(1);
   expect(lines[0]).toMatch(
-    /^warning: Could not read the deployed Service Bus entities before purging \{"error":"unreachable x+…\(512 characters\)"\}$/,
+    /^error: Purge paused: the drift guard could not read the deployed Service Bus entities \(check SERVICEBUS_RESOURCE_ID and the Reader role\) \{"error":"refused x+…\(508 characters\)"\}$/,
   );
-  expect(lines[0]!.length).toBeLessThan(420);
-  expect(lines[1]).toMatch(/^information: Purged \d+ expired markers /);
+  expect(lines[0]!.length).toBeLessThan(520);
   // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a rejection that is not an Error
   const notAnError = await purgeOnce(runtime(() => Promise.reject('refused')));
-  expect(notAnError[0]).toContain('{"error":"refused"}');
+  expect(notAnError).toEqual([expect.stringContaining('{"error":"refused"}')]);
 });

@@ -184,6 +184,27 @@ describeInfra(
           expect(at(rule, 'properties.windowSize')).toBe('PT15M');
         });
 
+        it('alerts when the drift guard could not read the deployed entities three times in 30 minutes (inbox.drift_checks, unreadable)', () => {
+          const { rule, criterion, query, readsApplicationInsights } = queryAlert(
+            defaults(),
+            '-drift-guard-blind',
+          );
+
+          expect(readsApplicationInsights).toBe(true);
+          expect(query).toContain(`where name == '${METRIC_NAMES.driftChecks}'`);
+          expect(query).toContain("where tostring(customDimensions.result) == 'unreadable'");
+          expect(query).toContain('unreadable = sum(valueSum)');
+          expect(criterion).toMatchObject({
+            metricMeasureColumn: 'unreadable',
+            timeAggregation: 'Total',
+            operator: 'GreaterThanOrEqual',
+            threshold: 3,
+          });
+          expect(at(rule, 'properties.severity')).toBe(2);
+          expect(at(rule, 'properties.windowSize')).toBe('PT30M');
+          expect(at(rule, 'properties.evaluationFrequency')).toBe('PT5M');
+        });
+
         it('alerts when an instance keeps its Cosmos DB circuit breaker open for 15 minutes (inbox.breaker_open)', () => {
           const { rule, criterion, query, readsApplicationInsights } = queryAlert(
             defaults(),
@@ -329,7 +350,7 @@ describeInfra(
           );
         }
         const rules = resources(notifying, 'Microsoft.Insights/scheduledQueryRules');
-        expect(rules).toHaveLength(7);
+        expect(rules).toHaveLength(8);
         for (const rule of rules) {
           expect(at(rule, 'properties.actions')).toEqual({ actionGroups: expected });
         }

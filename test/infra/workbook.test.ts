@@ -94,6 +94,7 @@ describe('infra/workbook.json', () => {
           'unsafe',
           'result',
           'attempt',
+          'when',
         ]).toContain(dimension);
       }
     }

@@ -8,7 +8,8 @@ import { entityDuration } from './descriptions';
  * peer's model: `GET /subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.ServiceBus/
  * namespaces/<name>/topics/<topic>[/subscriptions/<subscription>]?api-version=…`, answered with the
  * entity as ARM writes it (`id`, `name`, `type`, `properties` with ARM's property names, the ones
- * infra/modules/servicebus.bicep sets). Any namespace name is this peer's namespace. Plain HTTP on
+ * infra/modules/servicebus.bicep sets). Only this peer's namespace (LOCAL_NAMESPACE_RESOURCE_ID)
+ * is found, as in Azure: a wrong SERVICEBUS_RESOURCE_ID gets 404 ResourceNotFound. Plain HTTP on
  * a port of its own, without a token: a stand-in for
  * management.azure.com on loopback, which settings.ts allows only there. What an entity says changes
  * as the model does, for example after ServiceBusAdministrationClient updates a subscription over
@@ -31,12 +32,14 @@ export function resourceManagerEndpoint(
     if (!match || !url.searchParams.get('api-version')) {
       return answer(response, 404, error('NotFound', 'No such resource on the local peer.'));
     }
+    const base = url.pathname.slice(0, url.pathname.toLowerCase().indexOf('/topics/'));
+    if (base.toLowerCase() !== LOCAL_NAMESPACE_RESOURCE_ID.toLowerCase())
+      return answer(response, 404, error('ResourceNotFound', 'No such namespace on the local peer.'));
     const topicName = decodeURIComponent(match[1]!);
     const topic = [...broker.topics.entries()].find(
       ([name]) => name.toLowerCase() === topicName.toLowerCase(),
     )?.[1];
     if (!topic) return answer(response, 404, error('ResourceNotFound', 'The topic does not exist.'));
-    const base = url.pathname.slice(0, url.pathname.toLowerCase().indexOf('/topics/'));
     if (match[2] === undefined) return answer(response, 200, topicResource(base, topic));
     const subscriptionName = decodeURIComponent(match[2]);
     const subscription = topic.subscriptions.find(
