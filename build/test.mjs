@@ -2,10 +2,18 @@
 // suite, side by side. Each check runs on one core, one after the other, so run first they would
 // leave a core idle for a minute; run beside jest, jest starts at once. The checks' output is printed
 // as one block when they end (while jest still runs, if it does), and the run fails when either does.
-// Arguments go to jest (`npm test -- test/inbox`).
+// Arguments go to jest (`npm test -- test/inbox`). First, the Node.js version (build/nodeVersion.mjs).
 /* global console */
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
+
+import { tooOld } from './nodeVersion.mjs';
+
+const problem = tooOld();
+if (problem !== undefined) {
+  console.error(problem);
+  process.exit(1);
+}
 
 const require = createRequire(import.meta.url);
 const exited = (child) => new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));

@@ -22,11 +22,21 @@ export interface OutgoingEvent {
   /** A JSON value, sent as JSON; or the bytes of a raw body (`--raw-body`, `"rawBody"`), sent as they are. */
   body: unknown;
   messageId: string;
+  /** Whether the MessageId was given (`--message-id`, `"messageId"`) rather than derived from the event. */
+  messageIdGiven: boolean;
+  /** What each consumer that reads the Subject makes of the body. */
+  consumers: ConsumerVerdict[];
   /**
    * Why its consumers will refuse it, when it was sent anyway (`--allow-invalid`): a message the
    * user made poison on purpose, to watch the dead-letter queue act.
    */
   poison?: string;
+}
+
+/** One consumer's verdict on a body: `refusal` says why it refuses it (bounded); none, it accepts it. */
+export interface ConsumerVerdict {
+  consumer: string;
+  refusal?: string;
 }
 
 /** What the send tool knows of a subject: the schemas of its consumers, and a MessageId rule. */
@@ -114,23 +124,28 @@ export function parseEvent(
     );
   }
   const content = contentOf(input, where);
-  const verdict = validated(rule, content);
-  if ('refusal' in verdict && !allowInvalid) {
-    const { consumer, problems } = verdict.refusal;
+  const { refusals, accepted } = validated(rule, content);
+  const [refusal] = refusals;
+  if (refusal !== undefined && !allowInvalid) {
+    const { consumer, problems } = refusal;
     throw new UsageError(
-      `${where}: invalid event${consumer ? ` for ${consumer}` : ''}:\n  - ${problems.join('\n  - ')}\n` +
+      `${where}: invalid event${rule.schemas.size > 1 && !content.notJson ? ` for ${consumer}` : ''}:\n  - ${problems.join('\n  - ')}\n` +
         '(--allow-invalid sends it anyway, as a poison message.)',
     );
   }
   // What the user wrote, as written: the schemas only check it (and the sample's rule names it).
   const body = content.raw ?? content.json;
-  const poison = 'refusal' in verdict ? { poison: bounded(verdict.refusal.problems.join('; '), 160) } : {};
+  const consumers = [...rule.schemas.keys()].map((consumer): ConsumerVerdict => {
+    const refused = refusals.find((r) => r.consumer === consumer);
+    return refused === undefined ? { consumer } : { consumer, refusal: problemsText(refused) };
+  });
+  const poison = refusal === undefined ? {} : { poison: problemsText(refusal) };
   if (input.messageId === undefined) {
     const messageId =
-      'accepted' in verdict
-        ? (rule.messageId?.(verdict.accepted as never) ?? contentMessageId(subject, verdict.accepted))
+      refusal === undefined
+        ? (rule.messageId?.(accepted as never) ?? contentMessageId(subject, accepted))
         : contentMessageId(subject, content.raw?.toString('utf8') ?? content.json);
-    return { subject, body, messageId, ...poison };
+    return { subject, body, messageId, messageIdGiven: false, consumers, ...poison };
   }
   if (
     typeof input.messageId !== 'string' ||
@@ -139,7 +154,11 @@ export function parseEvent(
   ) {
     throw new UsageError(`${where}: messageId must be a string of 1 to ${MAX_MESSAGE_ID_LENGTH} characters.`);
   }
-  return { subject, body, messageId: input.messageId, ...poison };
+  return { subject, body, messageId: input.messageId, messageIdGiven: true, consumers, ...poison };
+}
+
+function problemsText(refusal: Refusal): string {
+  return bounded(refusal.problems.join('; '), 160);
 }
 
 /** The body to validate (a raw body parsed, when it is JSON), and the raw bytes to send. */
@@ -205,27 +224,32 @@ export function parseEventLines(
 }
 
 interface Refusal {
-  /** The consumer that refuses it, when the subject has several. */
-  consumer?: string;
+  consumer: string;
   problems: string[];
 }
 
 /**
- * The body as every consumer of the subject reads it (the first one's parse is what is sent), or why
- * one of them refuses it (a raw body that is not JSON: every one, as the inbox does).
+ * Why each consumer of the subject refuses the body (a raw body that is not JSON: every one, as the
+ * inbox does), and the body as the first one reads it (what a MessageId rule names) when none does.
  */
-function validated(rule: SubjectRules, content: Content): { accepted: unknown } | { refusal: Refusal } {
-  if (content.notJson) return { refusal: { problems: ['body: not JSON'] } };
+function validated(rule: SubjectRules, content: Content): { refusals: Refusal[]; accepted?: unknown } {
+  const consumers = [...rule.schemas.keys()];
+  if (content.notJson)
+    return { refusals: consumers.map((consumer) => ({ consumer, problems: ['body: not JSON'] })) };
+  const refusals: Refusal[] = [];
   let accepted: unknown;
   for (const [consumer, schema] of rule.schemas) {
     const result = schema.safeParse(content.json);
-    if (!result.success) {
-      const problems = result.error.issues.map(
-        (issue) => `${issue.path.map(String).join('.') || 'body'}: ${issue.message}`,
-      );
-      return { refusal: rule.schemas.size > 1 ? { consumer, problems } : { problems } };
+    if (result.success) {
+      accepted ??= result.data;
+      continue;
     }
-    accepted ??= result.data;
+    refusals.push({
+      consumer,
+      problems: result.error.issues.map(
+        (issue) => `${issue.path.map(String).join('.') || 'body'}: ${issue.message}`,
+      ),
+    });
   }
-  return { accepted };
+  return { refusals, accepted };
 }

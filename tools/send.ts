@@ -26,7 +26,8 @@ import {
   sampleShortcuts,
   type SubjectRules,
 } from './events';
-import { connectServiceBus, routedSubjects, topicFor, toServiceBusMessage } from './serviceBus';
+import { planSend, type SendPlan, sendPlanLines } from './sendPlan';
+import { connectServiceBus, routedSubjects, toServiceBusMessage } from './serviceBus';
 
 const SHORTCUTS = sampleShortcuts();
 
@@ -48,6 +49,8 @@ Options:
   --allow-invalid     send events their consumers' schemas refuse (or a body that is not JSON) anyway:
                       poison messages, on purpose, to watch the dead-letter queue act (default: refuse them)
   --topic <name>      default: the topic in src/topology.json whose subscriptions filter on the subject
+  --dry-run           say what would be sent and send nothing: topic, MessageId, body size and SHA-256,
+                      the subscriptions whose filters take it, and which consumers accept or refuse it
 Environment:
   SERVICEBUS_NAMESPACE=<name>.servicebus.windows.net   signs in with DefaultAzureCredential (az login)
   SERVICEBUS_CONNECTION_STRING=...;UseDevelopmentEmulator=true;   the emulator or the local peer only
@@ -76,16 +79,21 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   const events = eventsFrom(values, positionals, rules);
 
   const { env, localRun } = localRunContext(context);
+  const plans = events.map((event) =>
+    planSend(event, { topic: values.topic, copies: repeat, topology: localRun?.topology ?? topology }),
+  );
+  if (values['dry-run']) {
+    for (const plan of plans) for (const line of sendPlanLines(plan)) context.out(line);
+    context.out('Dry run: nothing was sent.');
+    return EXIT_CODES.ok;
+  }
   const { client, description } = connectServiceBus(env);
   const unrouted = new Map<string, Set<string>>();
   try {
     let sent = 0;
-    for (const event of events) {
-      const result = await sendEvent(client, event, {
-        topic: values.topic,
-        repeat,
-        routed: (topic) => routedSubjects(topic, localRun?.topology),
-      });
+    for (const plan of plans) {
+      const { event } = plan;
+      const result = await sendEvent(client, plan);
       if (result.unrouted) {
         unrouted.set(result.topic, (unrouted.get(result.topic) ?? new Set()).add(event.subject));
       }
@@ -141,16 +149,12 @@ export interface SentEvent {
 }
 
 /**
- * Sends one event `repeat` times with the same MessageId to its topic (`topic`, else the one whose
- * subscriptions filter on its Subject), as one new trace: its copies carry the trace properties,
- * and so does what its consumers publish. `routed` gives the Subjects a topic's subscriptions take.
+ * Sends what the plan says (sendPlan.ts): its event, its copies with the same MessageId, to its
+ * topic, as one new trace: the copies carry the trace properties, and so does what its consumers
+ * publish.
  */
-export async function sendEvent(
-  client: ServiceBusClient,
-  event: OutgoingEvent,
-  options: { topic?: string; repeat: number; routed: (topic: string) => ReadonlySet<string> },
-): Promise<SentEvent> {
-  const topic = topicFor(event.subject, options.topic);
+export async function sendEvent(client: ServiceBusClient, plan: SendPlan): Promise<SentEvent> {
+  const { event, topic } = plan;
   const sender = client.createSender(topic);
   const span = tracer().startSpan(
     `send ${topic}`,
@@ -163,7 +167,7 @@ export async function sendEvent(
   const carrier = carrierOf(trace.setSpan(ROOT_CONTEXT, span));
   const message = { ...toServiceBusMessage(event), applicationProperties: traceProperties(carrier) };
   try {
-    for (let copy = 1; copy <= options.repeat; copy++) await sender.sendMessages(message);
+    for (let copy = 1; copy <= plan.copies; copy++) await sender.sendMessages(message);
   } finally {
     span.end();
     await sender.close();
@@ -172,8 +176,8 @@ export async function sendEvent(
     topic,
     messageId: event.messageId,
     traceId: span.spanContext().traceId,
-    copies: options.repeat,
-    unrouted: !options.routed(topic).has(event.subject),
+    copies: plan.copies,
+    unrouted: plan.subscriptions.length === 0,
     ...(event.poison ? { poison: event.poison } : {}),
   };
 }
@@ -219,6 +223,7 @@ const FLAGS = {
     body: { type: 'string' },
     'raw-body': { type: 'string' },
     'allow-invalid': { type: 'boolean' },
+    'dry-run': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
     ...Object.fromEntries(EVENT_FLAGS.map((flag) => [flag, { type: 'string' as const }])),
   },

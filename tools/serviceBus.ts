@@ -118,7 +118,9 @@ export function takesRetryCopies(topic: string, subscription: string, source: To
  * An event as a Service Bus message: JSON body (a raw body's bytes as they are: the SDK sends a Buffer
  * unchanged), Subject for the filters, a stable MessageId.
  */
-export function toServiceBusMessage(event: OutgoingEvent): ServiceBusMessage {
+export function toServiceBusMessage(
+  event: Pick<OutgoingEvent, 'subject' | 'body' | 'messageId'>,
+): ServiceBusMessage {
   return {
     body: event.body,
     messageId: event.messageId,

@@ -1,9 +1,9 @@
 // The console's walkthrough in a real browser: `npm start` as a user runs it (its own process group,
 // free ports, a short duplicate window), the address with its token read from what it printed, and
 // headless Chromium (Debian's package, driven by playwright-core) doing what a newcomer does on the
-// page: send an event, see it processed, send it again and see the duplicate, send a poison message
-// and see it dead-lettered with its reason, resubmit it after confirming what will happen, open the
-// business document. With CONSOLE_SCREENSHOTS=<folder> (npm run console:screenshots) it also saves
+// page: send an event after confirming what will be sent, see it processed, send it again and see
+// the duplicate, send a poison message and see it dead-lettered with its reason, resubmit it after
+// confirming what will happen, open the business document. With CONSOLE_SCREENSHOTS=<folder> (npm run console:screenshots) it also saves
 // the main views there.
 
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -86,12 +86,31 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     await page.selectOption('#send-subject', 'PaymentReceived');
   }
 
-  async function sendPayment(): Promise<void> {
-    await page.fill('input[name="paymentId"]', 'PAY-1');
+  async function fillPayment(paymentId: string): Promise<void> {
+    await page.fill('input[name="paymentId"]', paymentId);
     await page.fill('input[name="invoiceId"]', 'INV-1');
     await page.fill('input[name="amount"]', '12.50');
     await page.selectOption('select[name="currency"]', { label: 'EUR' });
+  }
+
+  /** Asks to send what the form holds; resolves to what the dialog says would be sent. */
+  async function planSend(): Promise<string[]> {
     await page.click('#send');
+    await page.waitForSelector('#confirm[open]', WAIT);
+    return page.locator('#confirm-lines li').allTextContents();
+  }
+
+  /** Sends what the form holds, confirming the plan; resolves to the lines of the plan. */
+  async function send(): Promise<string[]> {
+    const lines = await planSend();
+    await page.click('#confirm-ok');
+    await page.waitForSelector('#send-result li', WAIT);
+    return lines;
+  }
+
+  async function sendPayment(): Promise<string[]> {
+    await fillPayment('PAY-1');
+    return send();
   }
 
   test('opens with the token from the address, then drops it from the address bar', async () => {
@@ -104,10 +123,26 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     );
   });
 
-  test('sends an event from the form built from its schema, and the feed shows it processed', async () => {
+  test('a send asks first, says what would be sent, and sends nothing when cancelled', async () => {
     await openSendForm();
+    await fillPayment('PAY-9');
+    const lines = await planSend();
+    expect(lines[0]).toBe(
+      'would send PaymentReceived messageId=payment-PAY-9 (derived from the event) to business-events',
+    );
+    expect(lines[1]).toMatch(/^ {2}body: \d+ bytes, sha256 [0-9a-f]{12}$/);
+    expect(lines.slice(2)).toEqual([
+      `  taken by the filters of ${SUBSCRIPTION}`,
+      `  ${SUBSCRIPTION} accepts it`,
+    ]);
+    expect(await page.textContent('#confirm-question')).toBe('Confirm to send it.');
+    await page.click('#confirm-cancel');
+    expect(await page.textContent('#status')).toBe('Cancelled: nothing was sent.');
+    expect(await page.textContent('#send-result')).toBe('');
+  });
+
+  test('sends an event from the form built from its schema once confirmed, and the feed shows it processed', async () => {
     await sendPayment();
-    await page.waitForSelector('#send-result li', WAIT);
     expect(await page.textContent('#send-result')).toMatch(
       /^Sent PaymentReceived messageId=payment-PAY-1 to business-events \(trace [0-9a-f]{32}\)\.$/,
     );
@@ -118,10 +153,11 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     await capture('feed');
   });
 
-  test('a form the schema refuses says why and sends nothing', async () => {
+  test('a form the schema refuses says why, with nothing to confirm, and sends nothing', async () => {
     await page.fill('input[name="amount"]', '-5');
     await page.click('#send');
     await page.waitForSelector('#send-result pre.problem', WAIT);
+    expect(await page.isVisible('#confirm')).toBe(false);
     expect(await page.textContent('#send-result')).toMatch(
       /^The form: invalid event:\n {2}- amount: must be at least 0\.01/,
     );
@@ -129,16 +165,22 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
 
   test('the same event again within the window: Service Bus drops it as a duplicate', async () => {
     await page.fill('input[name="amount"]', '12.50');
-    await page.click('#send');
+    await send();
     await feedRow('payment-PAY-1', 'dropped-as-duplicate').waitFor(WAIT);
+    // The send cancelled earlier never reached the broker.
+    expect(await page.locator('#feed-rows tr[data-message-id="payment-PAY-9"]').count()).toBe(0);
   });
 
   test('a poison message is dead-lettered with its reason, and its body shows only on request', async () => {
     await page.click('#send-form-more summary');
     await page.fill('#send-raw', POISON_BODY);
     await page.check('#send-allow-invalid');
-    await page.click('#send');
-    await page.waitForSelector('#send-result li', WAIT);
+    const lines = await send();
+    expect(lines.slice(3)).toEqual([
+      `  ${SUBSCRIPTION} refuses it: body: not JSON`,
+      '  sent although refused (--allow-invalid): a poison message, on purpose. The host retries it until ' +
+        'maxDeliveryCount, then Service Bus dead-letters it.',
+    ]);
     const messageId = /messageId=(\S+) /.exec((await page.textContent('#send-result')) ?? '')![1]!;
     const row = feedRow(messageId, 'dead-lettered');
     await row.waitFor(WAIT);

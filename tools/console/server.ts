@@ -9,7 +9,7 @@ import { build } from 'esbuild';
 import { bounded, ToolError } from '../../cli/errors';
 import type { ConsoleBackend } from './backend';
 import { ConsoleError } from './errors';
-import type { ActionRequest } from './types';
+import type { ActionRequest, SendRequest } from './types';
 
 /**
  * The console's web server: the page and a small JSON API over a backend (npm start's local stack,
@@ -217,7 +217,9 @@ function apiRoutes(backend: ConsoleBackend): Route[] {
       backend.tools.act(backend.topology(), params[0]!, actionRequest(body)),
     ),
     get('send-form', () => backend.tools.sendForm()),
-    post('send', ({ body }) => backend.tools.send(backend.topology(), body)),
+    // As a dead-letter plan: what a send would do, allowed read-only too.
+    post('send/plan', ({ body }) => backend.tools.planSend(backend.topology(), sendRequest(body)), false),
+    post('send', ({ body }) => backend.tools.send(backend.topology(), sendRequest(body))),
   ];
 }
 
@@ -234,16 +236,36 @@ function actionRequest(body: unknown): ActionRequest {
   ) {
     throw new ConsoleError(400, 'sequences must name 1 to 1000 dead letters by sequence number.');
   }
-  const { fingerprint } = value;
-  if (fingerprint !== undefined && !(typeof fingerprint === 'string' && /^[0-9a-f]{64}$/.test(fingerprint)))
-    throw new ConsoleError(400, "fingerprint must be the plan's.");
   return {
     action,
     sequences: sequences as string[],
     force: value.force === true,
     includePoison: value.includePoison === true,
-    ...(fingerprint === undefined ? {} : { fingerprint }),
+    ...fingerprintOf(value),
   };
+}
+
+/** The form's fields go on to npm run send's own checks (parseEvent), which say what is wrong. */
+function sendRequest(body: unknown): SendRequest {
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw new ConsoleError(400, 'A send is a JSON object: { "subject": ..., "body": ... }.');
+  const value = body as Record<string, unknown>;
+  return {
+    subject: value.subject as string,
+    body: value.body,
+    rawBody: value.rawBody as string | undefined,
+    messageId: value.messageId as string | undefined,
+    allowInvalid: value.allowInvalid === true,
+    ...fingerprintOf(value),
+  };
+}
+
+function fingerprintOf(value: Record<string, unknown>): { fingerprint?: string } {
+  const { fingerprint } = value;
+  if (fingerprint === undefined) return {};
+  if (!(typeof fingerprint === 'string' && /^[0-9a-f]{64}$/.test(fingerprint)))
+    throw new ConsoleError(400, "fingerprint must be the plan's.");
+  return { fingerprint };
 }
 
 function tokenMatches(given: string | string[] | undefined, token: string): boolean {

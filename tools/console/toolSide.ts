@@ -25,9 +25,10 @@ import {
   reportDeadLetters,
   resubmitDone,
 } from '../deadLetterReport';
-import { type EventInput, parseEvent, type SubjectRules } from '../events';
+import { parseEvent, type SubjectRules } from '../events';
 import type { Inbox } from '../inboxState';
 import { sendEvent } from '../send';
+import { planSend, type SendPlan, sendPlanLines } from '../sendPlan';
 import { routedSubjects, takesRetryCopies, topicFor } from '../serviceBus';
 import { bodyForPage } from './body';
 import { ConsoleError, explainRefusal } from './errors';
@@ -38,6 +39,8 @@ import type {
   DeadLetterPage,
   PlanView,
   SendForm,
+  SendPlanView,
+  SendRequest,
   SendResult,
 } from './types';
 
@@ -144,19 +147,47 @@ export class ToolSide {
     });
   }
 
-  /** Sends one event as npm run send does: the same validation, MessageId, tracing and message. */
-  async send(topology: Topology, input: unknown): Promise<SendResult> {
-    const value = (input ?? {}) as EventInput & { allowInvalid?: unknown };
-    const event = parseEvent(
-      { subject: value.subject, body: value.body, rawBody: value.rawBody, messageId: value.messageId },
-      'The form',
-      this.parts.rules,
-      value.allowInvalid === true,
-    );
-    const sent = await sendEvent(this.parts.serviceBus, event, {
-      repeat: 1,
-      routed: (topic) => routedSubjects(topic, topology),
+  /**
+   * What sending the event would do, as `npm run send -- --dry-run` says it (nothing is sent), and
+   * the plan's fingerprint, which `send` must be given back.
+   */
+  planSend(topology: Topology, request: SendRequest): Promise<SendPlanView> {
+    const plan = this.decideSend(topology, request);
+    const { event } = plan;
+    return Promise.resolve({
+      topic: plan.topic,
+      subject: event.subject,
+      messageId: bounded(event.messageId, 128),
+      messageIdGiven: event.messageIdGiven,
+      copies: plan.copies,
+      bodyBytes: plan.bodyBytes,
+      bodySha256: plan.bodySha256,
+      subscriptions: plan.subscriptions,
+      consumers: event.consumers,
+      poison: event.poison,
+      lines: sendPlanLines(plan),
+      fingerprint: sendFingerprint(plan),
     });
+  }
+
+  /**
+   * Sends what the confirmed plan said, as npm run send does (the same validation, MessageId, tracing
+   * and message): planned again from the request, with the filters and the consumers as they are now,
+   * and refused when that is not the plan the user confirmed.
+   */
+  async send(topology: Topology, request: SendRequest): Promise<SendResult> {
+    const plan = this.decideSend(topology, request);
+    if (request.fingerprint === undefined)
+      throw new ConsoleError(409, 'A send carries out a plan: ask for the plan first, and confirm it.');
+    if (request.fingerprint !== sendFingerprint(plan)) {
+      throw new ConsoleError(
+        409,
+        'What would be sent is no longer the plan you confirmed (the form, the filters or the consumers changed): ' +
+          'nothing was sent. Look at the new plan.',
+      );
+    }
+    const { event } = plan;
+    const sent = await sendEvent(this.parts.serviceBus, plan);
     const lines = [
       `Sent ${event.subject} messageId=${bounded(sent.messageId, 128)} to ${sent.topic} (trace ${sent.traceId}).`,
     ];
@@ -169,6 +200,22 @@ export class ToolSide {
         `No subscription of ${sent.topic} takes ${event.subject}: Service Bus reported success and dropped it.`,
       );
     return { lines, messageId: bounded(sent.messageId, 128), topic: sent.topic };
+  }
+
+  /** The plan of a send from the form, to the topic whose filters take its Subject. */
+  private decideSend(topology: Topology, request: SendRequest): SendPlan {
+    const event = parseEvent(
+      {
+        subject: request.subject,
+        body: request.body,
+        rawBody: request.rawBody,
+        messageId: request.messageId,
+      },
+      'The form',
+      this.parts.rules,
+      request.allowInvalid,
+    );
+    return planSend(event, { copies: 1, topology });
   }
 
   /**
@@ -278,6 +325,25 @@ export class ToolSide {
 
 function lineView(line: { verdict: string; sequence?: string; text: string }): PlanView['lines'][number] {
   return { verdict: line.verdict, sequence: line.sequence, text: line.text };
+}
+
+/** What the send would do, hashed: the body by its SHA-256, and every verdict the dialog showed. */
+function sendFingerprint(plan: SendPlan): string {
+  const { event } = plan;
+  return createHash('sha256')
+    .update(
+      JSON.stringify([
+        plan.topic,
+        event.subject,
+        event.messageId,
+        plan.bodySha256,
+        plan.copies,
+        plan.subscriptions,
+        event.consumers,
+        event.poison ?? null,
+      ]),
+    )
+    .digest('hex');
 }
 
 /** A sequence number as the page sends it: decimal digits, up to a 64-bit integer (partitioned entities use the high bits). */

@@ -7,7 +7,7 @@ import { ConsoleError } from './errors';
 import type { ToolSide } from './toolSide';
 
 /** What the console asks of its tool side. */
-type Method = 'deadLetters' | 'deadLetterBody' | 'plan' | 'act' | 'sendForm' | 'send';
+type Method = 'deadLetters' | 'deadLetterBody' | 'plan' | 'act' | 'sendForm' | 'planSend' | 'send';
 
 export type ToolCalls = Pick<ToolSide, Method> & { close(): Promise<void> };
 
@@ -77,6 +77,7 @@ export async function startToolThread(options: ToolThreadOptions): Promise<ToolC
     plan: call('plan'),
     act: call('act'),
     sendForm: call('sendForm'),
+    planSend: call('planSend'),
     send: call('send'),
     close: async () => {
       if (gone !== undefined) return;

@@ -176,6 +176,42 @@ export interface SendForm {
   subjects: SendSubject[];
 }
 
+/** What the page asks of a send: the form's fields, as npm run send takes them (the server checks each). */
+export interface SendRequest {
+  subject: string;
+  body?: unknown;
+  /** Text sent as its bytes, unparsed (`--raw-body`). */
+  rawBody?: string;
+  /** Default: derived from the event. */
+  messageId?: string;
+  /** Send it although its consumers refuse it (`--allow-invalid`). */
+  allowInvalid: boolean;
+  /** For `send`: the fingerprint of the plan the user confirmed. */
+  fingerprint?: string;
+}
+
+/** What a send would do, as `npm run send -- --dry-run` says it (`lines`), and its fingerprint. */
+export interface SendPlanView {
+  topic: string;
+  subject: string;
+  messageId: string;
+  /** Given in the form, rather than derived from the event. */
+  messageIdGiven: boolean;
+  copies: number;
+  /** The body as Service Bus receives it: its size and SHA-256 (hex). */
+  bodyBytes: number;
+  bodySha256: string;
+  /** The subscriptions whose filters take its Subject; none: Service Bus would drop it. */
+  subscriptions: string[];
+  /** Each consumer that reads the Subject, and why it refuses the body (none: it accepts it). */
+  consumers: { consumer: string; refusal?: string }[];
+  /** Why its consumers refuse it, when it is sent although refused (a poison message, on purpose). */
+  poison: string | undefined;
+  lines: string[];
+  /** What it would send, hashed: `send` refuses anything else. */
+  fingerprint: string;
+}
+
 export interface SendResult {
   lines: string[];
   messageId: string;

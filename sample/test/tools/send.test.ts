@@ -4,6 +4,7 @@ import { join } from 'node:path';
 
 import { writeLocalRun } from '../../../build/localRun';
 import { runTool, type ToolContext } from '../../../cli/tool';
+import { topology } from '../../../src/topology';
 import {
   ORDERS,
   PAYMENTS,
@@ -14,6 +15,7 @@ import {
   usePeer,
 } from '../../../test/support/peer';
 import { captured } from '../../../test/support/tools';
+import { ToolSide } from '../../../tools/console/toolSide';
 import { loadSubjectRules, parseEventLines } from '../../../tools/events';
 import { main } from '../../../tools/send';
 
@@ -378,6 +380,62 @@ describe('send: bodies of your own, broken ones on purpose', () => {
     await writeFile(file, '{"subject":"OrderCreated","messageId":"o-3","body":{},"rawBody":"{}"}');
     expect(await send(['--file', file, '--allow-invalid'], both.context)).toBe(2);
     expect(both.err.join('\n')).toContain(`${file}:1: give a body or a rawBody (one of them)`);
+  });
+});
+
+describe('send: --dry-run', () => {
+  const body = { paymentId: 'PAY-7', invoiceId: 'INV-7', amount: 3, currency: 'EUR' };
+
+  it("says what would be sent, as the console's plan says it, and sends nothing", async () => {
+    const run = captured(env);
+    const side = new ToolSide({
+      serviceBus: fixture.client,
+      inbox: 'not connected',
+      rules: await loadSubjectRules(),
+      duplicateWindowSeconds: 3600,
+      clockSkewSeconds: 0,
+      now: () => Date.now(),
+    });
+
+    const code = await send(
+      ['--subject', 'PaymentReceived', '--body', JSON.stringify(body), '--dry-run'],
+      run.context,
+    );
+    const plan = await side.planSend(topology, { subject: 'PaymentReceived', body, allowInvalid: false });
+
+    expect(code).toBe(0);
+    expect(fixture.peer.broker.topic(TOPIC).stats.sent).toBe(0);
+    expect(run.out).toEqual([...plan.lines, 'Dry run: nothing was sent.']);
+    expect(plan.lines.slice(0, 1)).toEqual([
+      'would send PaymentReceived messageId=payment-PAY-7 (derived from the event) to business-events',
+    ]);
+    expect(plan.lines.slice(2)).toEqual([
+      `  taken by the filters of ${PAYMENTS}`,
+      `  ${PAYMENTS} accepts it`,
+    ]);
+  });
+
+  it('needs no Service Bus: a file of events, repeated, each planned with its copies', async () => {
+    const file = await eventsFile([
+      JSON.stringify({ subject: 'PaymentReceived', body }),
+      JSON.stringify({ subject: 'OrderCreated', body: { orderId: 'O-1', productId: 'S-1', quantity: 0 } }),
+    ]);
+    const run = captured({ LOCAL_RUN_FILE: join(tmpdir(), 'no-such-directory', 'local-run.json') });
+
+    const code = await send(['--file', file, '--repeat', '2', '--allow-invalid', '--dry-run'], run.context);
+
+    expect(code).toBe(0);
+    const firsts = run.out.filter((line) => line.startsWith('would send '));
+    expect(firsts).toEqual([
+      'would send PaymentReceived messageId=payment-PAY-7 (derived from the event) to business-events, 2 copies with the same MessageId',
+      expect.stringMatching(
+        /^would send OrderCreated messageId=\S+ \(derived from the event\) to business-events, 2 copies/,
+      ) as string,
+    ]);
+    expect(run.out).toContainEqual(
+      expect.stringMatching(/^ {2}inventory\.stock-reserver refuses it: quantity: /),
+    );
+    expect(run.out.at(-1)).toBe('Dry run: nothing was sent.');
   });
 });
 

@@ -16,6 +16,8 @@ import type {
   PartitionView,
   PlanView,
   SendForm,
+  SendPlanView,
+  SendRequest,
   SendResult,
   SubscriptionView,
 } from '../types';
@@ -764,18 +766,19 @@ async function showSendForm(): Promise<void> {
   render();
   const submit = async (): Promise<void> => {
     result.replaceChildren();
-    const input = {
-      subject: subject.value,
-      ...(raw.value !== '' ? { rawBody: raw.value } : { body: read() }),
-      ...(messageId.value.trim() === '' ? {} : { messageId: messageId.value.trim() }),
-      allowInvalid: allowInvalid.checked,
-    };
+    const button = byId('send') as HTMLButtonElement;
+    button.disabled = true;
     try {
-      const sent = await api<SendResult>('send', input);
-      result.replaceChildren(h('ul', {}, ...sent.lines.map((line) => h('li', {}, line))));
-      status(`Sent ${sent.messageId}.`);
+      await planAndSend(result, {
+        subject: subject.value,
+        ...(raw.value !== '' ? { rawBody: raw.value } : { body: read() }),
+        ...(messageId.value.trim() === '' ? {} : { messageId: messageId.value.trim() }),
+        allowInvalid: allowInvalid.checked,
+      });
     } catch (error) {
       result.replaceChildren(h('pre', { class: 'problem' }, (error as Error).message));
+    } finally {
+      button.disabled = overview?.actions !== true;
     }
   };
   detail(
@@ -793,10 +796,35 @@ async function showSendForm(): Promise<void> {
     h(
       'button',
       { type: 'button', id: 'send', disabled: overview?.actions !== true, onclick: () => void submit() },
-      'Send',
+      'Send…',
     ),
     result,
   );
+}
+
+/**
+ * Asks the server what the send would do (npm run send -- --dry-run's lines), shows it, and sends
+ * only once the user confirms; the server refuses (409) when what it would send is no longer that.
+ */
+async function planAndSend(result: HTMLElement, request: SendRequest): Promise<void> {
+  const plan = await api<SendPlanView>('send/plan', request);
+  const confirmed = await confirmDialog(
+    `Send ${plan.subject} to ${plan.topic}?`,
+    plan.lines,
+    plan.poison !== undefined
+      ? 'Confirm to send it although its consumers refuse it: a poison message, which ends in the dead-letter queue.'
+      : plan.subscriptions.length === 0
+        ? 'Confirm to send it anyway: no subscription takes it, so Service Bus drops it.'
+        : 'Confirm to send it.',
+    true,
+  );
+  if (!confirmed) {
+    status('Cancelled: nothing was sent.');
+    return;
+  }
+  const sent = await api<SendResult>('send', { ...request, fingerprint: plan.fingerprint });
+  result.replaceChildren(h('ul', {}, ...sent.lines.map((line) => h('li', {}, line))));
+  status(`Sent ${sent.messageId}.`);
 }
 
 interface JsonSchema {
