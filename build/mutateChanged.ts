@@ -59,12 +59,28 @@ export function mutateArgument(changed: readonly ChangedLines[]): string {
     .join(',');
 }
 
-function git(args: string[]): string {
+function git(args: string[], cwd = PROJECT_ROOT): string {
   return execFileSync('git', args, {
-    cwd: PROJECT_ROOT,
+    cwd,
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+}
+
+/**
+ * The changed lines of the library's TypeScript files between `against` (one revision: it against
+ * the working tree; two: the first against the second). Renames are followed: the diff covers the
+ * whole tree with rename detection, so a file moved into the library from wherever it was shows
+ * only the lines its move changed, and a pure move none. A pathspec limited to the library would
+ * show a moved file as all new.
+ */
+export function changedLibraryLines(
+  against: readonly string[],
+  library = LIBRARY,
+  cwd = PROJECT_ROOT,
+): ChangedLines[] {
+  const diff = git(['diff', '--find-renames', '--unified=0', '--no-color', '--no-ext-diff', ...against], cwd);
+  return changedLines(diff).filter(({ file }) => file.startsWith(`${library}/`) && file.endsWith('.ts'));
 }
 
 /** The revision to compare with, checked by git (a usage error names what it could not resolve). */
@@ -111,9 +127,7 @@ export const command = commandWithFlags(
     const base = resolveBase(flags.base, flags['last-change']);
     // Against the working tree when comparing with HEAD (uncommitted work), else against HEAD.
     const against = flags.base === undefined && !flags['last-change'] ? [base] : [base, 'HEAD'];
-    const changed = changedLines(
-      git(['diff', '--unified=0', '--no-color', '--no-ext-diff', ...against, '--', `${LIBRARY}/*.ts`]),
-    );
+    const changed = changedLibraryLines(against);
     const described = `${LIBRARY} since ${base.slice(0, 12)}`;
     if (changed.length === 0) {
       context.out(`No line of ${described} changed: nothing to mutate.`);

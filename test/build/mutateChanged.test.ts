@@ -3,7 +3,12 @@
 // That Stryker honours the ranges, and fails below its threshold, is Stryker's own behaviour; this
 // file checks what we hand it.
 
-import { changedLines, mutateArgument } from '../../build/mutateChanged';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+import { changedLibraryLines, changedLines, mutateArgument } from '../../build/mutateChanged';
 import { runCommandModule } from '../support/tools';
 
 const diff = [
@@ -57,6 +62,71 @@ describe('mutateArgument', () => {
     expect(mutateArgument(changedLines(diff))).toBe(
       'src/inbox/outbox.ts:11-12,src/inbox/outbox.ts:42-42,src/inbox/new.ts:1-5',
     );
+  });
+});
+
+describe('changedLibraryLines: a library that moves', () => {
+  // A repository of its own: the library at old/, then moved whole to lib/ (as a workspace move
+  // would), then one line changed where it now is.
+  const repo = mkdtempSync(path.join(tmpdir(), 'mutate-moves-'));
+  const git = (...args: string[]): string =>
+    execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], {
+      cwd: repo,
+      encoding: 'utf8',
+    }).trim();
+  const lines = (count: number, changed?: number) =>
+    Array.from({ length: count }, (_, i) => `export const v${i} = ${i === changed ? 'changed' : i};`).join(
+      '\n',
+    ) + '\n';
+  let created: string;
+  let moved: string;
+  let edited: string;
+  beforeAll(() => {
+    git('init', '-q');
+    mkdirSync(path.join(repo, 'old'));
+    writeFileSync(path.join(repo, 'old', 'a.ts'), lines(40));
+    writeFileSync(path.join(repo, 'old', 'b.ts'), lines(30));
+    git('add', '-A');
+    git('commit', '-qm', 'library');
+    created = git('rev-parse', 'HEAD');
+    renameSync(path.join(repo, 'old'), path.join(repo, 'lib'));
+    git('add', '-A');
+    git('commit', '-qm', 'move');
+    moved = git('rev-parse', 'HEAD');
+    writeFileSync(path.join(repo, 'lib', 'a.ts'), lines(40, 7));
+    git('add', '-A');
+    git('commit', '-qm', 'edit');
+    edited = git('rev-parse', 'HEAD');
+  });
+  afterAll(() => rmSync(repo, { recursive: true, force: true }));
+
+  it('finds nothing to mutate in a pure move', () => {
+    expect(changedLibraryLines([created, moved], 'lib', repo)).toEqual([]);
+  });
+
+  it('finds only the changed line of a file that moved and changed', () => {
+    expect(changedLibraryLines([created, edited], 'lib', repo)).toEqual([
+      { file: 'lib/a.ts', ranges: [{ start: 8, end: 8 }] },
+    ]);
+    expect(changedLibraryLines([moved, edited], 'lib', repo)).toEqual([
+      { file: 'lib/a.ts', ranges: [{ start: 8, end: 8 }] },
+    ]);
+  });
+
+  it('takes a file new to the library as all new, and nothing outside it', () => {
+    writeFileSync(path.join(repo, 'lib', 'c.ts'), lines(3));
+    writeFileSync(path.join(repo, 'other.ts'), lines(3));
+    try {
+      expect(changedLibraryLines([edited], 'lib', repo)).toEqual([]);
+      git('add', '-A');
+      expect(changedLibraryLines(['--cached', edited], 'lib', repo)).toEqual([
+        { file: 'lib/c.ts', ranges: [{ start: 1, end: 3 }] },
+      ]);
+    } finally {
+      git('reset', '-q');
+      rmSync(path.join(repo, 'lib', 'c.ts'));
+      rmSync(path.join(repo, 'other.ts'));
+    }
   });
 });
 
