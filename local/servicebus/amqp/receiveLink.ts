@@ -2,7 +2,7 @@ import { type EventContext, message as amqpMessage, type Sender } from 'rhea';
 
 import type { Entity, LockedMessage } from '../broker';
 import { type SessionLease, SessionLockLostError } from '../sessions';
-import { asPeerError } from './errors';
+import { asPeerError, closeOnFailure } from './errors';
 import { deliveryTagOf, lockTokenOfDeliveryTag } from './lockTokens';
 import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } from './messageCodec';
 
@@ -74,11 +74,13 @@ export function serveReceiveLink(
     if (canLock() && !waiting) {
       const controller = new AbortController();
       waiting = controller;
-      void entity.changed(controller.signal).then(() => {
-        if (waiting !== controller) return;
-        waiting = undefined;
-        fill();
-      });
+      void entity.changed(controller.signal).then(() =>
+        closeOnFailure(sender.connection, () => {
+          if (waiting !== controller) return;
+          waiting = undefined;
+          fill();
+        }),
+      );
     }
   };
 
@@ -87,12 +89,16 @@ export function serveReceiveLink(
     waiting = undefined;
   };
 
-  sender.on('sendable', fill);
-  sender.on('sender_draining', () => {
-    stopWaiting();
-    fill();
-    sender.set_drained(true);
-  });
+  // A failure of the peer's own while handing out closes the connection as internal-error (rhea
+  // would call it a frame it could not read).
+  sender.on('sendable', () => closeOnFailure(sender.connection, fill));
+  sender.on('sender_draining', () =>
+    closeOnFailure(sender.connection, () => {
+      stopWaiting();
+      fill();
+      sender.set_drained(true);
+    }),
+  );
   sender.on('sender_close', stopWaiting);
 
   const settle = (context: EventContext, kind: OutcomeKind, apply: Settlement): void =>

@@ -18,7 +18,7 @@ import {
   type NodeAddress,
   parseAddress,
 } from './addresses';
-import { asPeerError, CONDITIONS, PeerError } from './errors';
+import { asPeerError, closeOnFailure, CONDITIONS, PeerError } from './errors';
 import { handleManagementRequest, handleTopicRequest, TOPIC_OPERATIONS } from './management';
 import { keepEncodedMessages } from './messageCodec';
 import { MAX_MESSAGE_SIZE_BYTES, servePublishLink } from './publishLink';
@@ -75,7 +75,9 @@ import { serveSessionLink, sessionRequestOf } from './sessionLink';
  *     remove-rule and enumerate-rules (ruleManagement.ts); errors carry their condition as a symbol
  *   - errors as AMQP errors: unknown node → amqp:not-found on the link, lock lost →
  *     com.microsoft:message-lock-lost, unreadable frame → close with amqp:decode-error, bytes that
- *     are not AMQP → the AMQP protocol header, then close; other connections are unaffected
+ *     are not AMQP → the AMQP protocol header, then close; a failure of the peer's own (handing a
+ *     message out, accepting a session, a token's expiry) → close with amqp:internal-error
+ *     (errors.ts closeOnFailure); other connections are unaffected
  *   - on the same port, HTTPS for ServiceBusAdministrationClient (a connection whose first byte is a
  *     TLS handshake goes to ../administration/endpoint.ts; anything else is AMQP): the ATOM
  *     management protocol over the same model, with a self-signed certificate made at start
@@ -352,7 +354,8 @@ function serveConnection(
     }
     if (authorised.size === 0) return;
     const next = Math.min(...[...grants.values()].map((g) => g.expiresAt).filter((at) => at > now));
-    if (Number.isFinite(next)) expiryCheck = setTimeout(checkExpiries, next - now + 1).unref();
+    if (Number.isFinite(next))
+      expiryCheck = setTimeout(() => closeOnFailure(connection, checkExpiries), next - now + 1).unref();
   };
   const authorise = (link: Sender | Receiver, address: NodeAddress): void => {
     if (address.kind === 'cbs') return;

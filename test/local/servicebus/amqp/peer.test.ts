@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+
 import { AmqpAnnotatedMessage } from '@azure/core-amqp';
 import {
   isServiceBusError,
@@ -7,7 +9,9 @@ import {
 } from '@azure/service-bus';
 import Long from 'long';
 
+import { Entity } from '../../../../local/servicebus/broker';
 import { ORDERS, PAYMENTS, peekAll, rawExchange, receive, TOPIC, usePeer } from '../../../support/peer';
+import { connectRhea } from './rheaClient';
 
 /**
  * The local AMQP peer, exercised only through the real @azure/service-bus client (and raw sockets
@@ -629,6 +633,28 @@ describe('robustness', () => {
 
     expect(answer.subarray(0, 8)).toEqual(AMQP_HEADER);
     expect(answer.toString('latin1')).toContain('amqp:decode-error');
+    await stillServing();
+  });
+
+  it('closes with amqp:internal-error the connection whose hand-out fails unexpectedly, and keeps serving', async () => {
+    // A failure no request should cause, in the model, once there is a message to hand out.
+    // The model's own method, called through for every other entity.
+    const receive = Object.getOwnPropertyDescriptors(Entity.prototype).receive.value!;
+    jest.spyOn(console, 'error').mockImplementation(() => undefined);
+    jest.spyOn(Entity.prototype, 'receive').mockImplementation(function (this: Entity, ...args) {
+      if (this.path.endsWith(PAYMENTS) && this.activeCount > 0) throw new TypeError('unexpected');
+      return receive.apply(this, args);
+    });
+    const client = await connectRhea(fixture.peer);
+    const receiver = client.receiver(`${TOPIC}/Subscriptions/${PAYMENTS}`);
+    await once(receiver, 'receiver_open');
+    receiver.add_credit(1);
+
+    await sendPayment();
+    const closed = await client.closed;
+    jest.restoreAllMocks();
+
+    expect(closed).toMatchObject({ condition: 'amqp:internal-error' });
     await stillServing();
   });
 
