@@ -15,6 +15,8 @@ export const StatusName = {
   409: 'Conflict',
   412: 'PreconditionFailed',
   413: 'RequestEntityTooLarge',
+  /** Not Cosmos DB's: the local server's answer to a Host that is not its own (localHttp.ts). */
+  421: 'MisdirectedRequest',
   424: 'FailedDependency',
   429: 'TooManyRequests',
   500: 'InternalServerError',

@@ -115,9 +115,10 @@ export interface LocalCosmos {
 }
 
 /**
- * The local Cosmos DB server: an HTTP server that authorises each request (auth.ts), routes it
- * (routes.ts), applies injected faults, latency and provisioned throughput, and hands it to the
- * handler of its resource (resourceHandlers.ts for metadata, itemHandlers.ts for items).
+ * The local Cosmos DB server: an HTTP server that answers under loopback names only (localHttp.ts),
+ * authorises each request (auth.ts), routes it (routes.ts), applies injected faults, latency and
+ * provisioned throughput, and hands it to the handler of its resource (resourceHandlers.ts for
+ * metadata, itemHandlers.ts for items).
  */
 export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosmos> {
   const key = options.key ?? DEFAULT_KEY;
@@ -207,6 +208,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
       localListener(
         {
           name: SERVER_NAME,
+          listenHost,
           refuse: (response, status, message) =>
             send(
               response,

@@ -1,7 +1,7 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-import { localListener } from '../../local/localHttp';
+import { answersTo, localListener } from '../../local/localHttp';
 
 /**
  * The guard every local HTTP endpoint runs its handler in (local/localHttp.ts), on a server of its
@@ -17,6 +17,7 @@ beforeEach(async () => {
     localListener(
       {
         name: 'test endpoint',
+        listenHost: '127.0.0.1',
         refuse: (response, status, message) => {
           response.writeHead(status, { 'content-type': 'text/plain' });
           response.end(message);
@@ -58,3 +59,49 @@ it.each(['throws', 'rejects'])(
     expect(await next.text()).toBe('fine');
   },
 );
+
+describe('answersTo', () => {
+  it('takes the loopback names, with or without a port, in any case', () => {
+    const hosts = ['localhost', 'LOCALHOST:8081', '127.0.0.1', '127.0.0.1:5672', '[::1]', '[::1]:443'];
+    expect(hosts.filter((host) => answersTo(host))).toEqual(hosts);
+  });
+
+  it('refuses any other name, a missing Host, and what is no Host at all', () => {
+    const hosts = [
+      undefined,
+      '',
+      'rebound.example',
+      'rebound.example:8081',
+      'localhost.rebound.example',
+      'app.localhost',
+      '127.0.0.2',
+      '127.0.0.1.nip.io',
+      '[::2]',
+      '::1',
+      'localhost:8081:1',
+      'localhost:port',
+    ];
+    expect(hosts.filter((host) => answersTo(host))).toEqual([]);
+  });
+
+  it('takes the name a server was told to listen on, not a wildcard; and with a port, that port only', () => {
+    expect(answersTo('devbox.lan:8081', { listenHost: 'devbox.lan' })).toBe(true);
+    expect(answersTo('[fd00::5]:8081', { listenHost: 'fd00::5' })).toBe(true);
+    expect(answersTo('devbox.lan:8081', { listenHost: '0.0.0.0' })).toBe(false);
+    expect(answersTo('localhost:8081', { port: 8081 })).toBe(true);
+    expect(answersTo('localhost:8082', { port: 8081 })).toBe(false);
+    expect(answersTo('localhost', { port: 8081 })).toBe(false);
+  });
+});
+
+it('refuses a foreign Host with 421 before the handler runs', async () => {
+  const answer = await new Promise<number>((resolve, reject) => {
+    const outgoing = httpRequest(`${base}/fine`, { headers: { host: 'rebound.example' } }, (response) => {
+      response.resume();
+      resolve(response.statusCode ?? 0);
+    });
+    outgoing.on('error', reject);
+    outgoing.end();
+  });
+  expect(answer).toBe(421);
+});

@@ -43,7 +43,8 @@ function call(
         method,
         path,
         headers,
-        ...(ca === undefined ? {} : { ca }),
+        // The peer's certificate, for 127.0.0.1 whatever name Host gives.
+        ...(ca === undefined ? {} : { ca, checkServerIdentity: () => undefined }),
       },
       (response) => {
         const chunks: Buffer[] = [];
@@ -70,6 +71,9 @@ function rawStatus(endpoint: URL, text: string): Promise<string> {
     socket.on('close', () => resolve(received.split('\r\n')[0] ?? ''));
   });
 }
+
+/** The names every local endpoint answers to (local/localHttp.ts), as a Host header spells them. */
+const LOOPBACK = ['localhost', '127.0.0.1', '[::1]'];
 
 /** Over this, a body echoes more than a name or a message needs. */
 const BOUND = 2_000;
@@ -111,6 +115,18 @@ describe('the Resource Manager stand-in', () => {
 
     expect(status).toMatch(/^HTTP\/1\.1 400/);
     await stillServing();
+  });
+
+  it('refuses a Host that is not a loopback name with 421, and answers under each loopback name', async () => {
+    const path = `${namespace}/topics/${TOPIC}?api-version=2021-11-01`;
+    const foreign = await call(endpoint, { path, headers: { host: `rebound.example:${endpoint.port}` } });
+    const loopback = await Promise.all(
+      LOOPBACK.map((name) => call(endpoint, { path, headers: { host: `${name}:${endpoint.port}` } })),
+    );
+
+    expect(foreign.status).toBe(421);
+    expect(JSON.parse(foreign.body)).toMatchObject({ error: { code: 'MisdirectedRequest' } });
+    expect(loopback.map((answer) => answer.status)).toEqual([200, 200, 200]);
   });
 
   it('echoes a long unknown name bounded', async () => {
@@ -161,6 +177,18 @@ describe('the Service Bus administration endpoint', () => {
     };
   };
 
+  it('refuses a Host that is not a loopback name with 421, and answers under each loopback name', async () => {
+    const path = `/${TOPIC}?api-version=2021-05`;
+    const at = (host: string): Promise<Answer> =>
+      call(endpoint, { path, headers: { ...signed(), host: `${host}:${endpoint.port}` } }, peer.certificate);
+    const foreign = await at('rebound.example');
+    const loopback = await Promise.all(LOOPBACK.map(at));
+
+    expect(foreign.status).toBe(421);
+    expect(foreign.body).toMatch(/^<Error><Code>421<\/Code>/);
+    expect(loopback.map((answer) => answer.status)).toEqual([200, 200, 200]);
+  });
+
   it('answers a path that is not percent-encoding with 400, and serves on', async () => {
     const answer = await call(
       endpoint,
@@ -189,6 +217,26 @@ describe('the local Cosmos DB server', () => {
     const { resources } = await client.databases.readAll().fetchAll();
     expect(resources).toEqual([]);
   };
+
+  it('refuses a Host that is not a loopback name with 421, and answers under each loopback name', async () => {
+    // The list of databases, signed as the SDK signs it (fetch would not send another Host).
+    const date = new Date().toUTCString();
+    const signature = createHmac('sha256', Buffer.from(server.key, 'base64'))
+      .update(`get\ndbs\n\n${date.toLowerCase()}\n\n`)
+      .digest('base64');
+    const headers = {
+      'x-ms-date': date,
+      authorization: encodeURIComponent(`type=master&ver=1.0&sig=${signature}`),
+    };
+    const at = (host: string): Promise<Answer> =>
+      call(endpoint, { path: '/dbs', headers: { ...headers, host: `${host}:${endpoint.port}` } });
+    const foreign = await at('rebound.example');
+    const loopback = await Promise.all(LOOPBACK.map(at));
+
+    expect(foreign.status).toBe(421);
+    expect(JSON.parse(foreign.body)).toMatchObject({ code: 'MisdirectedRequest' });
+    expect(loopback.map((answer) => answer.status)).toEqual([200, 200, 200]);
+  });
 
   it('answers a path that is not percent-encoding with 400, and serves on', async () => {
     const answer = await call(endpoint, { path: '/dbs/%E0%A4' });

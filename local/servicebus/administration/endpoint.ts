@@ -47,6 +47,8 @@ import { childOf, escapeXml, readXml, textOf, type XmlElement } from './xml';
 export interface AdministrationOptions {
   /** `host:port` of the endpoint, for the ids and links of the entries it writes. */
   authority(): string;
+  /** The interface it listens on: Host must name it or a loopback name (localHttp.ts). */
+  listenHost: string;
   /** Told which entities were deleted, to detach the links on them. */
   removed(topics: readonly Topic[], subscriptions: readonly Subscription[]): void;
 }
@@ -329,6 +331,7 @@ export function administrationEndpoint(
   return localListener(
     {
       name: 'local Service Bus administration endpoint',
+      listenHost: options.listenHost,
       refuse: (response, status, message) => answer(response, status, errorBody(status, message)),
     },
     (request, response) =>

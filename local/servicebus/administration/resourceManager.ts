@@ -24,10 +24,12 @@ const PATH =
 
 export function resourceManagerEndpoint(
   broker: Broker,
+  listenHost: string,
 ): (request: IncomingMessage, response: ServerResponse) => void {
   return localListener(
     {
       name: 'local Resource Manager stand-in',
+      listenHost,
       refuse: (response, status, message) => answer(response, status, error(codeOf(status), message)),
     },
     (request, response) => {
@@ -67,7 +69,8 @@ function decoded(segment: string | undefined): string | undefined {
   }
 }
 
-const codeOf = (status: number): string => (status === 500 ? 'InternalServerError' : 'BadRequest');
+const codeOf = (status: number): string =>
+  ({ 421: 'MisdirectedRequest', 500: 'InternalServerError' })[status] ?? 'BadRequest';
 
 function topicResource(namespace: string, topic: Topic): object {
   return {

@@ -218,6 +218,7 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
     { key: certificate.key, cert: certificate.cert },
     administrationEndpoint(broker, {
       authority: () => `${host}:${port}`,
+      listenHost: host,
       removed: (topics, subscriptions) => {
         for (const topic of topics) links.detach(topic, topic.name);
         for (const subscription of subscriptions)
@@ -227,7 +228,7 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
     }),
   );
   administration.on('clientError', (_error, socket) => socket.destroy());
-  const resourceManager = createHttpServer(resourceManagerEndpoint(broker));
+  const resourceManager = createHttpServer(resourceManagerEndpoint(broker, host));
   resourceManager.on('clientError', (_error, socket) => socket.destroy());
   const serveAmqp = (socket: Socket): void => {
     const connection = container.create_connection({
