@@ -9,7 +9,7 @@ import { localCertificate } from '../administration/certificate';
 import { administrationEndpoint } from '../administration/endpoint';
 import { LOCAL_NAMESPACE_RESOURCE_ID, resourceManagerEndpoint } from '../administration/resourceManager';
 import { Broker, type BrokerObserver, type BrokerOptions, type Entity, type Topic } from '../broker';
-import { type Clock, scaledClock } from '../clock';
+import { type Clock, MAX_TIMEOUT_MS, scaledClock } from '../clock';
 import {
   findEntity,
   findQueue,
@@ -355,8 +355,12 @@ function serveConnection(
     }
     if (authorised.size === 0) return;
     const next = Math.min(...[...grants.values()].map((g) => g.expiresAt).filter((at) => at > now));
+    // A token may be valid for years: past setTimeout's limit, check again at the limit.
     if (Number.isFinite(next))
-      expiryCheck = setTimeout(() => closeOnFailure(connection, checkExpiries), next - now + 1).unref();
+      expiryCheck = setTimeout(
+        () => closeOnFailure(connection, checkExpiries),
+        Math.min(next - now + 1, MAX_TIMEOUT_MS),
+      ).unref();
   };
   const authorise = (link: Sender | Receiver, address: NodeAddress): void => {
     if (address.kind === 'cbs') return;

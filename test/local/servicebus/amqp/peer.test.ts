@@ -427,6 +427,19 @@ describe('scheduled messages', () => {
     expect(topic().scheduledCount).toBe(0);
   });
 
+  it('holds a message scheduled 30 days ahead (past setTimeout’s 24.8 days) until the clock reaches it', async () => {
+    const month = 30 * 24 * 3_600_000;
+    await sender.scheduleMessages(scheduledPayment('next-month'), new Date(fixture.clock.now() + month));
+
+    const now = await receiverFor(PAYMENTS).receiveMessages(1, { maxWaitTimeInMs: 500 });
+    fixture.clock.advance(month);
+    const [then] = await receive(receiverFor(PAYMENTS), 1);
+
+    expect(now).toEqual([]);
+    expect(then).toMatchObject({ messageId: 'next-month' });
+    expect(topic().scheduledCount).toBe(0);
+  });
+
   it('schedules a message sent with a scheduled enqueue time, and enqueues at once one whose time has come', async () => {
     await sender.sendMessages({
       ...scheduledPayment('later-2'),
@@ -656,6 +669,19 @@ describe('robustness', () => {
 
     expect(closed).toMatchObject({ condition: 'amqp:internal-error' });
     await stillServing();
+  });
+
+  it('checks the expiry of a token valid for a year without overflowing a timer', async () => {
+    // Node fires a timer set past 2^31 - 1 ms after 1 ms: the peer would check the token every ms.
+    const timeout = jest.spyOn(global, 'setTimeout');
+    const client = await connectRhea(fixture.peer, 365 * 24 * 3_600_000);
+    const receiver = client.receiver(`${TOPIC}/Subscriptions/${PAYMENTS}`);
+    await once(receiver, 'receiver_open');
+    const delays = timeout.mock.calls.map(([, ms]) => ms ?? 0);
+    timeout.mockRestore();
+    await client.close();
+
+    expect(delays.filter((ms) => ms > 2 ** 31 - 1)).toEqual([]);
   });
 
   it('forgets a client that hangs up in the middle of a frame, and keeps serving', async () => {

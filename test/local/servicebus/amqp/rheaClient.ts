@@ -28,7 +28,8 @@ export interface RheaClient {
   close(): Promise<void>;
 }
 
-export async function connectRhea(peer: LocalServiceBus): Promise<RheaClient> {
+/** `tokenLifetimeMs`: how long the token put on $cbs is valid (default an hour, as the SDKs put it). */
+export async function connectRhea(peer: LocalServiceBus, tokenLifetimeMs = 3_600_000): Promise<RheaClient> {
   const container = create_container({ id: 'rhea-test-client' });
   const connection = container.connect({ host: peer.host, port: peer.port, reconnect: false });
   const closed = new Promise<{ condition?: string; description?: string } | undefined>((resolve) => {
@@ -39,7 +40,7 @@ export async function connectRhea(peer: LocalServiceBus): Promise<RheaClient> {
     connection.on('disconnected', () => resolve(undefined));
   });
   await once(connection, 'connection_open');
-  await putToken(connection, peer);
+  await putToken(connection, peer, tokenLifetimeMs);
   return {
     connection,
     receiver: (address) =>
@@ -65,9 +66,9 @@ export async function connectRhea(peer: LocalServiceBus): Promise<RheaClient> {
 }
 
 /** put-token on $cbs, answered on a reply link, as @azure/service-bus does it. */
-async function putToken(connection: Connection, peer: LocalServiceBus): Promise<void> {
+async function putToken(connection: Connection, peer: LocalServiceBus, lifetimeMs: number): Promise<void> {
   const resource = encodeURIComponent(`sb://${peer.host}:${peer.port}/`);
-  const expiry = Math.round(Date.now() / 1000) + 3600;
+  const expiry = Math.round((Date.now() + lifetimeMs) / 1000);
   const signature = createHmac('sha256', 'SAS_KEY_VALUE').update(`${resource}\n${expiry}`).digest('base64');
   const token = `SharedAccessSignature sr=${resource}&sig=${encodeURIComponent(signature)}&se=${expiry}&skn=RootManageSharedAccessKey`;
   const replies = connection.open_receiver({ source: { address: '$cbs' }, target: { address: 'cbs-reply' } });
