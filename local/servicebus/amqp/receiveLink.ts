@@ -11,9 +11,13 @@ import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } fr
  * out, one for every unit of credit the client grants, and applies the client's outcome when the
  * client settles:
  *   accepted                        → complete
- *   released, modified              → abandon (the delivery counts); the
- *                                     modified outcome's message-annotations are the properties to
- *                                     modify
+ *   released                        → available again, the delivery not counted (the receiver
+ *                                     never had it: the .NET client releases what arrives on credit
+ *                                     left after a receive timed out; Service Bus does not count it)
+ *   modified                        → abandon (the delivery counts, delivery-failed set or not: the
+ *                                     SDKs' abandonMessage sends modified without it, and Service
+ *                                     Bus counts an abandon); the modified outcome's
+ *                                     message-annotations are the properties to modify
  *   modified undeliverable-here     → defer (received again only by sequence number)
  *   rejected com.microsoft:dead-letter (info DeadLetterReason, DeadLetterErrorDescription, and the
  *            properties to modify) → dead-letter
@@ -111,7 +115,7 @@ export function serveReceiveLink(
     settle(context, 'accepted', (lockToken) => void entity.complete(lockToken)),
   );
   sender.on('released', (context: EventContext) =>
-    settle(context, 'released', (lockToken) => entity.abandon(lockToken)),
+    settle(context, 'released', (lockToken) => entity.release(lockToken)),
   );
   sender.on('modified', (context: EventContext) =>
     settle(context, 'modified', (lockToken, state) => {

@@ -64,8 +64,9 @@ import { serveSessionLink, sessionRequestOf } from './sessionLink';
  *     peek-lock receiving from a subscription and from its $DeadLetterQueue: credit, drain, a message
  *     locked only as it is handed out within the receiver's credit (competing receivers share a
  *     backlog; what a receiver did not take stays receivable), the lock token as delivery tag,
- *     settlement by accepted (complete), released/modified (abandon, with the properties to modify
- *     merged into the application properties), modified undeliverable-here (defer) and rejected
+ *     settlement by accepted (complete), released (available again, not counted), modified
+ *     (abandon, counted, with the properties to modify merged into the application properties),
+ *     modified undeliverable-here (defer) and rejected
  *     com.microsoft:dead-letter (with DeadLetterReason/DeadLetterErrorDescription)
  *   - $management: com.microsoft:peek-message, com.microsoft:renew-lock (expirations: an AMQP array
  *     of timestamps), com.microsoft:update-disposition, com.microsoft:receive-by-sequence-number
