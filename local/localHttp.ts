@@ -49,8 +49,9 @@ export interface LocalEndpoint {
 
 /**
  * A request listener for a local endpoint: a Host it does not answer to gets 421 (Misdirected
- * Request), and whatever the handler throws or rejects with becomes a 500 for that request alone, logged with where it came from but nothing of the request, so that
- * no request can end the process (npm start, with the peer and the Cosmos DB server in it).
+ * Request), and whatever the handler throws or rejects with becomes a 500 for that request alone,
+ * logged with where it came from but nothing of the request, so that no request can end the
+ * process (npm start, with the peer and the Cosmos DB server in it).
  */
 export function localListener(
   endpoint: LocalEndpoint,
