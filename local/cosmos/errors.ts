@@ -1,3 +1,5 @@
+import { bounded } from '../localHttp';
+
 /**
  * Errors the local server answers with. Cosmos DB returns `{ code, message }` where `code` is the
  * status name and `message` starts with `Message: {"Errors":[...]}`; the SDK copies the body onto the
@@ -13,6 +15,8 @@ export const StatusName = {
   409: 'Conflict',
   412: 'PreconditionFailed',
   413: 'RequestEntityTooLarge',
+  /** Not Cosmos DB's: the local server's answer to a Host that is not its own (localHttp.ts). */
+  421: 'MisdirectedRequest',
   424: 'FailedDependency',
   429: 'TooManyRequests',
   500: 'InternalServerError',
@@ -52,12 +56,16 @@ export interface ErrorBody {
   additionalErrorInfo?: string;
 }
 
+/** How much of a message, and of the request's path, an error body echoes. */
+const MAX_MESSAGE = 1_000;
+const MAX_URI = 200;
+
 export function errorBody(error: CosmosError, activityId: string, requestUri: string): ErrorBody {
   return {
     code: StatusName[error.status],
     message:
-      `Message: ${JSON.stringify({ Errors: [error.message] })}\r\n` +
-      `ActivityId: ${activityId}, Request URI: ${requestUri}, RequestStats: , SDK: local-cosmos-server`,
+      `Message: ${JSON.stringify({ Errors: [bounded(error.message, MAX_MESSAGE)] })}\r\n` +
+      `ActivityId: ${activityId}, Request URI: ${bounded(requestUri, MAX_URI)}, RequestStats: , SDK: local-cosmos-server`,
     ...(error.additionalErrorInfo === undefined ? {} : { additionalErrorInfo: error.additionalErrorInfo }),
   };
 }

@@ -64,13 +64,12 @@ export const throttled = (retryAfterMs: number): CosmosError =>
   );
 
 export function errorReply(error: unknown, activityId: string, url: string): Reply {
+  // Another error is the server's own failure (logged where it is caught): its message may quote
+  // the request, so it is not echoed.
   const cosmos =
     error instanceof CosmosError
       ? error
-      : new CosmosError(
-          500,
-          `The local server failed on this request: ${(error as Error)?.message ?? String(error)}`,
-        );
+      : new CosmosError(500, 'The local server failed on this request; its log says where.');
   const retryAfterMs = (error as { retryAfterMs?: number }).retryAfterMs;
   return {
     status: cosmos.status,

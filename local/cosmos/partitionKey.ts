@@ -1,3 +1,4 @@
+import { bounded } from '../localHttp';
 import { badRequest } from './errors';
 
 export interface PartitionKeyDefinition {
@@ -25,7 +26,7 @@ export function parsePartitionKeyHeader(header: string, definition: PartitionKey
   try {
     parsed = JSON.parse(header);
   } catch {
-    throw badRequest(`The partition key header '${header}' is not valid JSON.`);
+    throw badRequest(`The partition key header '${bounded(header)}' is not valid JSON.`);
   }
   if (!Array.isArray(parsed) || parsed.length !== definition.paths.length) {
     throw badRequest(

@@ -1,3 +1,4 @@
+import { bounded } from '../localHttp';
 import { badRequest, CosmosError } from './errors';
 import type { FaultTarget } from './faults';
 import { flag, type RequestHeaders } from './http';
@@ -23,19 +24,10 @@ export type Route =
  * encodeURI), so `.../docs/a?b` is the item `a?b`, as Azure serves it, not the item `a`.
  */
 export function parseRoute(path: string): Route {
-  const segments = path
-    .split('/')
-    .filter((segment) => segment !== '')
-    .map((segment) => {
-      try {
-        return decodeURIComponent(segment);
-      } catch {
-        throw badRequest(`The request path segment '${segment}' is not valid percent-encoding.`);
-      }
-    });
+  const segments = segmentsOf(path);
   const [dbs, database, colls, container, docs, id, ...rest] = segments;
   const unknown = (): never => {
-    throw new CosmosError(404, `Unknown resource path '${path}'.`);
+    throw new CosmosError(404, `Unknown resource path '${bounded(path)}'.`);
   };
   if (segments.length === 0) return { type: 'account' };
   if (dbs === 'offers' && segments.length === 1) return { type: 'offers' };
@@ -62,10 +54,7 @@ export function signedResource(
   verb: string,
   url: string,
 ): { verb: string; resourceType: string; resourceLink: string } {
-  const segments = url
-    .split('/')
-    .filter((segment) => segment !== '')
-    .map((segment) => decodeURIComponent(segment));
+  const segments = segmentsOf(url);
   if (segments.length === 0) return { verb, resourceType: '', resourceLink: '' };
   // deleteAllItemsForPartitionKey posts to <container>/operations/partitionkeydelete, signed as the container.
   if (segments.length === 6 && segments[4] === 'operations')
@@ -74,6 +63,20 @@ export function signedResource(
   return isFeed
     ? { verb, resourceType: segments.at(-1) as string, resourceLink: segments.slice(0, -1).join('/') }
     : { verb, resourceType: segments.at(-2) as string, resourceLink: segments.join('/') };
+}
+
+/** A path's segments, decoded; one that is not percent-encoding is a 400. */
+function segmentsOf(path: string): string[] {
+  return path
+    .split('/')
+    .filter((segment) => segment !== '')
+    .map((segment) => {
+      try {
+        return decodeURIComponent(segment);
+      } catch {
+        throw badRequest(`The request path segment '${bounded(segment)}' is not valid percent-encoding.`);
+      }
+    });
 }
 
 /** Which kind of request a fault rule or the request counts see. */

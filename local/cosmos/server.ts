@@ -3,13 +3,14 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { localListener, logUnexpected } from '../localHttp';
 import { seededRandom } from '../random';
 import { AccountState } from './account';
 import { verifyMasterKey } from './auth';
 import { failedBatch } from './batch';
 import { CosmosError, type ErrorStatus } from './errors';
 import { type FaultHandle, FaultInjector, type FaultRule, type FaultTarget } from './faults';
-import { errorReply, readBody, type Reply, send, single, throttled } from './http';
+import { errorReply, parseJson, readBody, type Reply, send, single, throttled } from './http';
 import { decodeBatchOperations, encodeBatchResults, isHybridRow } from './hybridRow';
 import { item, items } from './itemHandlers';
 import { isExpired } from './items';
@@ -114,9 +115,10 @@ export interface LocalCosmos {
 }
 
 /**
- * The local Cosmos DB server: an HTTP server that authorises each request (auth.ts), routes it
- * (routes.ts), applies injected faults, latency and provisioned throughput, and hands it to the
- * handler of its resource (resourceHandlers.ts for metadata, itemHandlers.ts for items).
+ * The local Cosmos DB server: an HTTP server that answers under loopback names only (localHttp.ts),
+ * authorises each request (auth.ts), routes it (routes.ts), applies injected faults, latency and
+ * provisioned throughput, and hands it to the handler of its resource (resourceHandlers.ts for
+ * metadata, itemHandlers.ts for items).
  */
 export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosmos> {
   const key = options.key ?? DEFAULT_KEY;
@@ -183,6 +185,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
         });
       }
     } catch (error) {
+      if (!(error instanceof CosmosError)) logUnexpected(SERVER_NAME, error);
       reply = errorReply(error, activityId, url);
     }
     if (client) {
@@ -201,9 +204,22 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
   /** A region's listener, on `port` (0: a free one). */
   async function listen(name: string, state: AccountState, port: number): Promise<Region> {
     const region = { name, state, listening: '' } as Region;
-    const server = createServer((request, response) => {
-      void handle(request, response, region);
-    });
+    const server = createServer(
+      localListener(
+        {
+          name: SERVER_NAME,
+          listenHost,
+          refuse: (response, status, message) =>
+            send(
+              response,
+              errorReply(new CosmosError(status as ErrorStatus, message), randomUUID(), ''),
+              randomUUID(),
+              `0:-1#${lsn}`,
+            ),
+        },
+        (request, response) => handle(request, response, region),
+      ),
+    );
     server.keepAliveTimeout = 60_000;
     server.on('clientError', (_error, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
@@ -274,6 +290,8 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
   };
 }
 
+const SERVER_NAME = 'local Cosmos DB server';
+
 /** One write region: its name, its listener and the items it holds. */
 interface Region {
   name: string;
@@ -322,9 +340,7 @@ function injectedStatus(
   }
   // The .NET SDK's batch is HybridRow rows and reads HybridRow results (hybridRow.ts); @azure/cosmos's is JSON.
   const hybridRow = isHybridRow(raw);
-  const operations = hybridRow
-    ? decodeBatchOperations(raw).length
-    : (JSON.parse(raw.toString('utf8')) as unknown[]).length;
+  const operations = hybridRow ? decodeBatchOperations(raw).length : (parseJson(raw) as unknown[]).length;
   const { results } = failedBatch(operations, operation, status);
   return {
     status: 207,

@@ -233,7 +233,7 @@ export class Entity {
   releaseSession(sessionId: string): void {
     for (const [sequenceNumber, message] of [...this.messages]) {
       if (message.sessionId !== sessionId || !this.lockOf.has(sequenceNumber)) continue;
-      this.release(sequenceNumber);
+      this.unlock(sequenceNumber);
       this.afterRelease(message, 'The session was closed before the message was settled.');
     }
     this.wake();
@@ -250,7 +250,7 @@ export class Entity {
       throw new MessageNotFoundError(sequenceNumber, 'deferred');
     this.isLocked(sequenceNumber, now);
     if (!this.messages.has(sequenceNumber)) throw new MessageNotFoundError(sequenceNumber, 'deferred');
-    this.release(sequenceNumber);
+    this.unlock(sequenceNumber);
     return this.lock(message, now, session?.lockedUntil);
   }
 
@@ -299,7 +299,7 @@ export class Entity {
 
   complete(lockToken: string): BrokerMessage {
     const message = this.heldMessage(lockToken);
-    this.release(message.sequenceNumber);
+    this.unlock(message.sequenceNumber);
     this.messages.delete(message.sequenceNumber);
     this.deferred.delete(message.sequenceNumber);
     this.completed.push(message);
@@ -312,10 +312,21 @@ export class Entity {
    */
   abandon(lockToken: string, description?: string, propertiesToModify?: ApplicationProperties): void {
     const message = this.heldMessage(lockToken);
-    this.release(message.sequenceNumber);
+    this.unlock(message.sequenceNumber);
     if (propertiesToModify !== undefined)
       message.applicationProperties = { ...message.applicationProperties, ...propertiesToModify };
     this.afterRelease(message, description);
+    this.wake();
+  }
+
+  /**
+   * Gives the message back uncounted: AMQP's released outcome, a receiver saying it never had the
+   * message (the .NET client releases what arrives on credit left after its receive timed out).
+   * Service Bus does not count it, as it counts an abandon (AMQP 1.0 §3.4.4: delivery-failed is not set).
+   */
+  release(lockToken: string): void {
+    const message = this.heldMessage(lockToken);
+    this.unlock(message.sequenceNumber);
     this.wake();
   }
 
@@ -325,7 +336,7 @@ export class Entity {
    */
   defer(lockToken: string, propertiesToModify?: ApplicationProperties): void {
     const message = this.heldMessage(lockToken);
-    this.release(message.sequenceNumber);
+    this.unlock(message.sequenceNumber);
     if (propertiesToModify !== undefined)
       message.applicationProperties = { ...message.applicationProperties, ...propertiesToModify };
     this.deferred.add(message.sequenceNumber);
@@ -345,7 +356,7 @@ export class Entity {
     const message = this.heldMessage(lockToken);
     if (propertiesToModify !== undefined)
       message.applicationProperties = { ...message.applicationProperties, ...propertiesToModify };
-    this.release(message.sequenceNumber);
+    this.unlock(message.sequenceNumber);
     this.moveToDeadLetter(message, reason, description);
   }
 
@@ -397,7 +408,7 @@ export class Entity {
     if (!lock) return false;
     if (lock.until > now) return true;
     // The lock ran out while the message was still held: as if it had been abandoned.
-    this.release(sequenceNumber);
+    this.unlock(sequenceNumber);
     const message = this.messages.get(sequenceNumber);
     if (message) this.afterRelease(message, 'The lock expired before the message was settled.');
     return false;
@@ -408,7 +419,7 @@ export class Entity {
     for (const sequenceNumber of [...this.messages.keys()]) this.isLocked(sequenceNumber, now);
   }
 
-  private release(sequenceNumber: number): void {
+  private unlock(sequenceNumber: number): void {
     const token = this.lockOf.get(sequenceNumber);
     if (token !== undefined) this.locks.delete(token);
     this.lockOf.delete(sequenceNumber);
@@ -434,7 +445,7 @@ export class Entity {
   private drop(message: BrokerMessage): void {
     this.messages.delete(message.sequenceNumber);
     this.deferred.delete(message.sequenceNumber);
-    this.release(message.sequenceNumber);
+    this.unlock(message.sequenceNumber);
   }
 
   private wake(): void {

@@ -1,5 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-
 /**
  * Model time. The broker and the host model think in Service Bus units (a one-minute lock, a
  * one-hour duplicate window); a scaled clock runs them `scale` times faster than the wall clock, so
@@ -17,28 +15,62 @@ export interface Clock {
 
 export interface ScaledClock extends Clock {
   /**
-   * Jumps model time forward, as when nothing happens for an hour. Timers already set keep their
-   * real deadlines, so jump only while nothing is locked (for example between two publishing phases).
+   * Jumps model time forward, as when nothing happens for an hour. Timers already set follow model
+   * time: one now due fires at once, the others at their new real deadline.
    */
   advance(ms: number): void;
 }
+
+/** The longest delay setTimeout takes (2^31 - 1 ms, 24.8 days): Node fires a longer one after 1 ms. */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 export function scaledClock(scale = 250, startMs = Date.now()): ScaledClock {
   if (!(scale > 0)) throw new Error(`The clock scale must be positive; got ${scale}.`);
   const realStart = performance.now();
   let offsetMs = 0;
+  const now = (): number => startMs + offsetMs + (performance.now() - realStart) * scale;
+  interface Timer {
+    /** Model time it is due. */
+    at: number;
+    callback: () => void;
+    /** A sleep keeps the process alive, as an awaited timer does; `after` does not. */
+    keepsAlive: boolean;
+    handle?: NodeJS.Timeout;
+  }
+  const pending = new Set<Timer>();
+  // Set again at each step, so that a delay past setTimeout's limit (a message scheduled a month
+  // ahead, by a client) waits in steps, and a timer follows `advance`. Node runs timers at whole
+  // milliseconds: round up, and set again a timer that fires before its model time.
+  const aim = (timer: Timer): void => {
+    clearTimeout(timer.handle);
+    const realMs = Math.max(0, Math.ceil((timer.at - now()) / scale));
+    timer.handle = setTimeout(
+      () => {
+        if (now() < timer.at) return aim(timer);
+        pending.delete(timer);
+        timer.callback();
+      },
+      Math.min(realMs, MAX_TIMEOUT_MS),
+    );
+    if (!timer.keepsAlive) timer.handle.unref();
+  };
+  const schedule = (ms: number, callback: () => void, keepsAlive: boolean): (() => void) => {
+    const timer: Timer = { at: now() + Math.max(0, ms), callback, keepsAlive };
+    pending.add(timer);
+    aim(timer);
+    return () => {
+      clearTimeout(timer.handle);
+      pending.delete(timer);
+    };
+  };
   return {
-    now: () => startMs + offsetMs + (performance.now() - realStart) * scale,
+    now,
     advance: (ms) => {
       offsetMs += ms;
+      for (const timer of pending) aim(timer);
     },
-    // Node runs timers at whole milliseconds: round up, so a timer never fires before its model time.
-    sleep: (ms) => sleep(Math.max(0, Math.ceil(ms / scale))),
-    after: (ms, callback) => {
-      const timer = setTimeout(callback, Math.max(0, Math.ceil(ms / scale)));
-      timer.unref();
-      return () => clearTimeout(timer);
-    },
+    sleep: (ms) => new Promise<void>((resolve) => schedule(ms, resolve, true)),
+    after: (ms, callback) => schedule(ms, callback, false),
   };
 }
 

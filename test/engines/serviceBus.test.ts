@@ -189,6 +189,18 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
       expect(seen.Second.Properties.abandonedBy).toEqual({ Type: 'String', Value: 'engine' });
     });
 
+    it('does not count a delivery the client released: a message that came on the credit a timed-out receive left', () => {
+      const seen = result<{
+        TimedOut: boolean;
+        Peeked: { MessageId: string; DeliveryCount: number } | null;
+        Received: Seen;
+      }>('released');
+
+      expect(seen.TimedOut).toBe(true);
+      expect(seen.Peeked).toEqual({ MessageId: `${observed.run}-released`, DeliveryCount: 0 });
+      expect(seen.Received).toMatchObject({ MessageId: `${observed.run}-released`, DeliveryCount: 1 });
+    });
+
     it('dead-letters with a reason and a description, read back from the dead-letter queue', () => {
       expect(result<Seen>('deadletter')).toMatchObject({
         MessageId: `${observed.run}-deadletter`,

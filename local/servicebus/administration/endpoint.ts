@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
+import { bounded, localListener } from '../../localHttp';
 import { checkToken, covers, SAS_TOKEN_TYPE } from '../amqp/sas';
 import type { Broker, Subscription, Topic } from '../broker';
 import { checkRuleName, DEFAULT_RULE_NAME, type Rule, RuleError, type RuleFilter } from '../rules';
@@ -46,6 +47,8 @@ import { childOf, escapeXml, readXml, textOf, type XmlElement } from './xml';
 export interface AdministrationOptions {
   /** `host:port` of the endpoint, for the ids and links of the entries it writes. */
   authority(): string;
+  /** The interface it listens on: Host must name it or a loopback name (localHttp.ts). */
+  listenHost: string;
   /** Told which entities were deleted, to detach the links on them. */
   removed(topics: readonly Topic[], subscriptions: readonly Subscription[]): void;
 }
@@ -325,32 +328,37 @@ export function administrationEndpoint(
     throw new HttpError(405, 'The resource cannot be deleted.');
   }
 
-  return (request, response) => {
-    void collectBody(request)
-      .then((body) => {
-        const requestUrl = new URL(request.url ?? '/', 'https://localhost');
-        authorise(request.headers.authorization, requestUrl.pathname);
-        const target = parseTarget(requestUrl.pathname);
-        switch (request.method) {
-          case 'GET':
-            return read(target, requestUrl.searchParams);
-          case 'PUT':
-            return put(target, body, request.headers['if-match'] !== undefined);
-          case 'DELETE':
-            return remove(target);
-          default:
-            throw new HttpError(405, `The method ${bounded(String(request.method))} is not served.`);
-        }
-      })
-      .then(
-        ({ status, body }) => answer(response, status, body),
-        (error: unknown) => {
-          const status = error instanceof HttpError ? error.status : 500;
-          const message = error instanceof Error ? error.message : String(error);
-          answer(response, status, errorBody(status, message), status === 413);
-        },
-      );
-  };
+  return localListener(
+    {
+      name: 'local Service Bus administration endpoint',
+      listenHost: options.listenHost,
+      refuse: (response, status, message) => answer(response, status, errorBody(status, message)),
+    },
+    (request, response) =>
+      collectBody(request)
+        .then((body) => {
+          const requestUrl = URL.parse(request.url ?? '/', 'https://localhost');
+          if (!requestUrl) throw new HttpError(400, 'The request path is not a URL.');
+          authorise(request.headers.authorization, requestUrl.pathname);
+          const target = parseTarget(requestUrl.pathname);
+          switch (request.method) {
+            case 'GET':
+              return read(target, requestUrl.searchParams);
+            case 'PUT':
+              return put(target, body, request.headers['if-match'] !== undefined);
+            case 'DELETE':
+              return remove(target);
+            default:
+              throw new HttpError(405, `The method ${bounded(String(request.method))} is not served.`);
+          }
+        })
+        .catch((error: unknown) => {
+          // Anything else is the peer's own failure: the listener logs it and answers 500.
+          if (!(error instanceof HttpError)) throw error;
+          return { status: error.status, body: errorBody(error.status, error.message) };
+        })
+        .then(({ status, body }) => answer(response, status, body, status === 413)),
+  );
 }
 
 function queueOf(kind: EntityKind, topic: Topic): Subscription | undefined {
@@ -367,7 +375,8 @@ function collectBody(request: IncomingMessage): Promise<string> {
       if (length <= MAX_BODY_BYTES) chunks.push(chunk);
       else if (length > MAX_DRAINED_BYTES) request.socket.destroy();
     });
-    request.on('error', reject);
+    // The client went away mid-body: nobody reads the answer, and it is not the peer's failure.
+    request.on('error', () => reject(new HttpError(400, 'The request ended before its body did.')));
     request.on('end', () => {
       if (length > MAX_BODY_BYTES)
         reject(new HttpError(413, `The request body is larger than ${MAX_BODY_BYTES} bytes.`));
@@ -534,8 +543,4 @@ function safeDecode(value: string): string {
   } catch {
     throw new HttpError(400, 'The path is not URL-encoded.');
   }
-}
-
-function bounded(text: string): string {
-  return text.length > 80 ? `${text.slice(0, 80)}…` : text;
 }

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
+import { localListener } from '../../localHttp';
 import type { Broker, Subscription, Topic } from '../broker';
 import { entityDuration } from './descriptions';
 
@@ -13,7 +14,8 @@ import { entityDuration } from './descriptions';
  * a port of its own, without a token: a stand-in for
  * management.azure.com on loopback, which settings.ts allows only there. What an entity says changes
  * as the model does, for example after ServiceBusAdministrationClient updates a subscription over
- * the administration endpoint. Anything else: 404 or 405 with ARM's error body.
+ * the administration endpoint. Anything else: 404 or 405 with ARM's error body; a path that is no
+ * URL or not percent-encoding, 400.
  */
 export const LOCAL_NAMESPACE_RESOURCE_ID =
   '/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/local/providers/Microsoft.ServiceBus/namespaces/local-peer';
@@ -23,33 +25,55 @@ const PATH =
 
 export function resourceManagerEndpoint(
   broker: Broker,
+  listenHost: string,
 ): (request: IncomingMessage, response: ServerResponse) => void {
-  return (request, response) => {
-    const url = new URL(request.url ?? '/', 'http://local');
-    const match = PATH.exec(url.pathname);
-    if (request.method !== 'GET')
-      return answer(response, 405, error('MethodNotAllowed', 'Only GET is served.'));
-    if (!match || !url.searchParams.get('api-version')) {
-      return answer(response, 404, error('NotFound', 'No such resource on the local peer.'));
-    }
-    const base = url.pathname.slice(0, url.pathname.toLowerCase().indexOf('/topics/'));
-    if (base.toLowerCase() !== LOCAL_NAMESPACE_RESOURCE_ID.toLowerCase())
-      return answer(response, 404, error('ResourceNotFound', 'No such namespace on the local peer.'));
-    const topicName = decodeURIComponent(match[1]!);
-    const topic = [...broker.topics.entries()].find(
-      ([name]) => name.toLowerCase() === topicName.toLowerCase(),
-    )?.[1];
-    if (!topic) return answer(response, 404, error('ResourceNotFound', 'The topic does not exist.'));
-    if (match[2] === undefined) return answer(response, 200, topicResource(base, topic));
-    const subscriptionName = decodeURIComponent(match[2]);
-    const subscription = topic.subscriptions.find(
-      (s) => s.name.toLowerCase() === subscriptionName.toLowerCase(),
-    );
-    if (!subscription)
-      return answer(response, 404, error('ResourceNotFound', 'The subscription does not exist.'));
-    return answer(response, 200, subscriptionResource(base, topic, subscription));
-  };
+  return localListener(
+    {
+      name: 'local Resource Manager stand-in',
+      listenHost,
+      refuse: (response, status, message) => answer(response, status, error(codeOf(status), message)),
+    },
+    (request, response) => {
+      if (request.method !== 'GET')
+        return answer(response, 405, error('MethodNotAllowed', 'Only GET is served.'));
+      const url = URL.parse(request.url ?? '/', 'http://local');
+      const match = url && PATH.exec(url.pathname);
+      if (!url) return answer(response, 400, error('BadRequest', 'The request path is not a URL.'));
+      if (!match || !url.searchParams.get('api-version')) {
+        return answer(response, 404, error('NotFound', 'No such resource on the local peer.'));
+      }
+      const base = url.pathname.slice(0, url.pathname.toLowerCase().indexOf('/topics/'));
+      if (base.toLowerCase() !== LOCAL_NAMESPACE_RESOURCE_ID.toLowerCase())
+        return answer(response, 404, error('ResourceNotFound', 'No such namespace on the local peer.'));
+      const [topicName, subscriptionName] = [match[1]!, match[2]].map(decoded);
+      if (topicName === undefined || (match[2] !== undefined && subscriptionName === undefined))
+        return answer(response, 400, error('BadRequest', 'The request path is not percent-encoding.'));
+      const topic = [...broker.topics.entries()].find(
+        ([name]) => name.toLowerCase() === topicName.toLowerCase(),
+      )?.[1];
+      if (!topic) return answer(response, 404, error('ResourceNotFound', 'The topic does not exist.'));
+      if (subscriptionName === undefined) return answer(response, 200, topicResource(base, topic));
+      const subscription = topic.subscriptions.find(
+        (s) => s.name.toLowerCase() === subscriptionName.toLowerCase(),
+      );
+      if (!subscription)
+        return answer(response, 404, error('ResourceNotFound', 'The subscription does not exist.'));
+      return answer(response, 200, subscriptionResource(base, topic, subscription));
+    },
+  );
 }
+
+/** A path segment decoded, or undefined when it is not percent-encoding (or not there). */
+function decoded(segment: string | undefined): string | undefined {
+  try {
+    return segment === undefined ? undefined : decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+}
+
+const codeOf = (status: number): string =>
+  ({ 421: 'MisdirectedRequest', 500: 'InternalServerError' })[status] ?? 'BadRequest';
 
 function topicResource(namespace: string, topic: Topic): object {
   return {

@@ -1,3 +1,6 @@
+import type { Connection } from 'rhea';
+
+import { logUnexpected } from '../../localHttp';
 import { MessageLockLostError, MessageNotFoundError } from '../broker';
 import { RuleError } from '../rules';
 import { SessionCannotBeLockedError, SessionIdRequiredError, SessionLockLostError } from '../sessions';
@@ -94,3 +97,23 @@ const RULE_CONDITIONS: Readonly<Record<RuleError['code'], Condition>> = {
   unsupported: CONDITIONS.notImplemented,
   quota: CONDITIONS.resourceLimitExceeded,
 };
+
+/**
+ * Runs what the peer does for a connection: an unexpected failure closes that connection with
+ * amqp:internal-error, logged without what the client sent, and never ends the process. Outside the
+ * handling of a frame (a timer, a wait that ended) nothing else would catch it; inside, rhea would
+ * close the connection too, but as a frame it could not read.
+ */
+export function closeOnFailure(connection: Connection, run: () => void): void {
+  try {
+    run();
+  } catch (error) {
+    logUnexpected('local Service Bus peer', error);
+    connection.close(
+      new PeerError(
+        CONDITIONS.internalError,
+        'The local peer failed on this connection; its log says where.',
+      ).toAmqp(),
+    );
+  }
+}

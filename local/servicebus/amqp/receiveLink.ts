@@ -2,7 +2,7 @@ import { type EventContext, message as amqpMessage, type Sender } from 'rhea';
 
 import type { Entity, LockedMessage } from '../broker';
 import { type SessionLease, SessionLockLostError } from '../sessions';
-import { asPeerError } from './errors';
+import { asPeerError, closeOnFailure } from './errors';
 import { deliveryTagOf, lockTokenOfDeliveryTag } from './lockTokens';
 import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } from './messageCodec';
 
@@ -11,9 +11,13 @@ import { DEAD_LETTER_PROPERTIES, decodeApplicationProperties, encodeMessage } fr
  * out, one for every unit of credit the client grants, and applies the client's outcome when the
  * client settles:
  *   accepted                        → complete
- *   released, modified              → abandon (the delivery counts); the
- *                                     modified outcome's message-annotations are the properties to
- *                                     modify
+ *   released                        → available again, the delivery not counted (the receiver
+ *                                     never had it: the .NET client releases what arrives on credit
+ *                                     left after a receive timed out; Service Bus does not count it)
+ *   modified                        → abandon (the delivery counts, delivery-failed set or not: the
+ *                                     SDKs' abandonMessage sends modified without it, and Service
+ *                                     Bus counts an abandon); the modified outcome's
+ *                                     message-annotations are the properties to modify
  *   modified undeliverable-here     → defer (received again only by sequence number)
  *   rejected com.microsoft:dead-letter (info DeadLetterReason, DeadLetterErrorDescription, and the
  *            properties to modify) → dead-letter
@@ -74,11 +78,13 @@ export function serveReceiveLink(
     if (canLock() && !waiting) {
       const controller = new AbortController();
       waiting = controller;
-      void entity.changed(controller.signal).then(() => {
-        if (waiting !== controller) return;
-        waiting = undefined;
-        fill();
-      });
+      void entity.changed(controller.signal).then(() =>
+        closeOnFailure(sender.connection, () => {
+          if (waiting !== controller) return;
+          waiting = undefined;
+          fill();
+        }),
+      );
     }
   };
 
@@ -87,12 +93,16 @@ export function serveReceiveLink(
     waiting = undefined;
   };
 
-  sender.on('sendable', fill);
-  sender.on('sender_draining', () => {
-    stopWaiting();
-    fill();
-    sender.set_drained(true);
-  });
+  // A failure of the peer's own while handing out closes the connection as internal-error (rhea
+  // would call it a frame it could not read).
+  sender.on('sendable', () => closeOnFailure(sender.connection, fill));
+  sender.on('sender_draining', () =>
+    closeOnFailure(sender.connection, () => {
+      stopWaiting();
+      fill();
+      sender.set_drained(true);
+    }),
+  );
   sender.on('sender_close', stopWaiting);
 
   const settle = (context: EventContext, kind: OutcomeKind, apply: Settlement): void =>
@@ -105,7 +115,7 @@ export function serveReceiveLink(
     settle(context, 'accepted', (lockToken) => void entity.complete(lockToken)),
   );
   sender.on('released', (context: EventContext) =>
-    settle(context, 'released', (lockToken) => entity.abandon(lockToken)),
+    settle(context, 'released', (lockToken) => entity.release(lockToken)),
   );
   sender.on('modified', (context: EventContext) =>
     settle(context, 'modified', (lockToken, state) => {

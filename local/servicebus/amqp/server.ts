@@ -9,7 +9,7 @@ import { localCertificate } from '../administration/certificate';
 import { administrationEndpoint } from '../administration/endpoint';
 import { LOCAL_NAMESPACE_RESOURCE_ID, resourceManagerEndpoint } from '../administration/resourceManager';
 import { Broker, type BrokerObserver, type BrokerOptions, type Entity, type Topic } from '../broker';
-import { type Clock, scaledClock } from '../clock';
+import { type Clock, MAX_TIMEOUT_MS, scaledClock } from '../clock';
 import {
   findEntity,
   findQueue,
@@ -18,7 +18,7 @@ import {
   type NodeAddress,
   parseAddress,
 } from './addresses';
-import { asPeerError, CONDITIONS, PeerError } from './errors';
+import { asPeerError, closeOnFailure, CONDITIONS, PeerError } from './errors';
 import { handleManagementRequest, handleTopicRequest, TOPIC_OPERATIONS } from './management';
 import { keepEncodedMessages } from './messageCodec';
 import { MAX_MESSAGE_SIZE_BYTES, servePublishLink } from './publishLink';
@@ -64,8 +64,9 @@ import { serveSessionLink, sessionRequestOf } from './sessionLink';
  *     peek-lock receiving from a subscription and from its $DeadLetterQueue: credit, drain, a message
  *     locked only as it is handed out within the receiver's credit (competing receivers share a
  *     backlog; what a receiver did not take stays receivable), the lock token as delivery tag,
- *     settlement by accepted (complete), released/modified (abandon, with the properties to modify
- *     merged into the application properties), modified undeliverable-here (defer) and rejected
+ *     settlement by accepted (complete), released (available again, not counted), modified
+ *     (abandon, counted, with the properties to modify merged into the application properties),
+ *     modified undeliverable-here (defer) and rejected
  *     com.microsoft:dead-letter (with DeadLetterReason/DeadLetterErrorDescription)
  *   - $management: com.microsoft:peek-message, com.microsoft:renew-lock (expirations: an AMQP array
  *     of timestamps), com.microsoft:update-disposition, com.microsoft:receive-by-sequence-number
@@ -75,7 +76,9 @@ import { serveSessionLink, sessionRequestOf } from './sessionLink';
  *     remove-rule and enumerate-rules (ruleManagement.ts); errors carry their condition as a symbol
  *   - errors as AMQP errors: unknown node → amqp:not-found on the link, lock lost →
  *     com.microsoft:message-lock-lost, unreadable frame → close with amqp:decode-error, bytes that
- *     are not AMQP → the AMQP protocol header, then close; other connections are unaffected
+ *     are not AMQP → the AMQP protocol header, then close; a failure of the peer's own (handing a
+ *     message out, accepting a session, a token's expiry) → close with amqp:internal-error
+ *     (errors.ts closeOnFailure); other connections are unaffected
  *   - on the same port, HTTPS for ServiceBusAdministrationClient (a connection whose first byte is a
  *     TLS handshake goes to ../administration/endpoint.ts; anything else is AMQP): the ATOM
  *     management protocol over the same model, with a self-signed certificate made at start
@@ -216,6 +219,7 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
     { key: certificate.key, cert: certificate.cert },
     administrationEndpoint(broker, {
       authority: () => `${host}:${port}`,
+      listenHost: host,
       removed: (topics, subscriptions) => {
         for (const topic of topics) links.detach(topic, topic.name);
         for (const subscription of subscriptions)
@@ -225,7 +229,7 @@ export async function start(options: LocalServiceBusOptions = {}): Promise<Local
     }),
   );
   administration.on('clientError', (_error, socket) => socket.destroy());
-  const resourceManager = createHttpServer(resourceManagerEndpoint(broker));
+  const resourceManager = createHttpServer(resourceManagerEndpoint(broker, host));
   resourceManager.on('clientError', (_error, socket) => socket.destroy());
   const serveAmqp = (socket: Socket): void => {
     const connection = container.create_connection({
@@ -352,7 +356,12 @@ function serveConnection(
     }
     if (authorised.size === 0) return;
     const next = Math.min(...[...grants.values()].map((g) => g.expiresAt).filter((at) => at > now));
-    if (Number.isFinite(next)) expiryCheck = setTimeout(checkExpiries, next - now + 1).unref();
+    // A token may be valid for years: past setTimeout's limit, check again at the limit.
+    if (Number.isFinite(next))
+      expiryCheck = setTimeout(
+        () => closeOnFailure(connection, checkExpiries),
+        Math.min(next - now + 1, MAX_TIMEOUT_MS),
+      ).unref();
   };
   const authorise = (link: Sender | Receiver, address: NodeAddress): void => {
     if (address.kind === 'cbs') return;

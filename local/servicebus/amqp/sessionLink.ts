@@ -2,7 +2,7 @@ import { type Sender, types } from 'rhea';
 
 import type { Entity } from '../broker';
 import { MAX_SESSION_ID_LENGTH, type SessionLease, SessionLockLostError, type Sessions } from '../sessions';
-import { asPeerError, CONDITIONS, PeerError } from './errors';
+import { asPeerError, closeOnFailure, CONDITIONS, PeerError } from './errors';
 import { serveReceiveLink } from './receiveLink';
 
 /**
@@ -95,35 +95,38 @@ export function serveSessionLink(
       return;
     }
     const left = lease.lockedUntil - sessions.clock.now();
-    cancelLockWatch = sessions.clock.after(Math.max(0, left) + 1, watchLock);
+    cancelLockWatch = sessions.clock.after(Math.max(0, left) + 1, () =>
+      closeOnFailure(sender.connection, watchLock),
+    );
   };
 
+  const serveSession = (accepted: SessionLease | undefined): void => {
+    if (waiting.signal.aborted) {
+      accepted?.release();
+      return;
+    }
+    if (!accepted) {
+      refuse(
+        sender,
+        new PeerError(
+          CONDITIONS.timeout,
+          'No session with available messages could be accepted within the operation timeout.',
+        ),
+      );
+      return;
+    }
+    lease = accepted;
+    // The address the receiver attached with (server.ts parsed it), and the session accepted.
+    const address = String((sender.source as { address?: unknown } | undefined)?.address);
+    sender.set_source({ address, filter: { [SESSION_FILTER]: lease.sessionId } });
+    attachOf(sender).properties = { [LOCKED_UNTIL_UTC]: types.wrap_long(ticksOf(lease.lockedUntil)) };
+    sender.open();
+    served = serveReceiveLink(sender, sessions.entity, receiveAndDelete, lease);
+    watchLock();
+  };
   void accept(sessions, request, acceptTimeoutMs(sender), waiting.signal).then(
-    (accepted) => {
-      if (waiting.signal.aborted) {
-        accepted?.release();
-        return;
-      }
-      if (!accepted) {
-        refuse(
-          sender,
-          new PeerError(
-            CONDITIONS.timeout,
-            'No session with available messages could be accepted within the operation timeout.',
-          ),
-        );
-        return;
-      }
-      lease = accepted;
-      // The address the receiver attached with (server.ts parsed it), and the session accepted.
-      const address = String((sender.source as { address?: unknown } | undefined)?.address);
-      sender.set_source({ address, filter: { [SESSION_FILTER]: lease.sessionId } });
-      attachOf(sender).properties = { [LOCKED_UNTIL_UTC]: types.wrap_long(ticksOf(lease.lockedUntil)) };
-      sender.open();
-      served = serveReceiveLink(sender, sessions.entity, receiveAndDelete, lease);
-      watchLock();
-    },
-    (error: unknown) => refuse(sender, error),
+    (accepted) => closeOnFailure(sender.connection, () => serveSession(accepted)),
+    (error: unknown) => closeOnFailure(sender.connection, () => refuse(sender, error)),
   );
 
   return {

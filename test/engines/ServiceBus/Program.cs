@@ -312,6 +312,26 @@ await Check("sas", async () => new
     Expired = await SendWith(Signed(DateTimeOffset.UtcNow.AddMinutes(-1)), "sas-expired"),
 });
 
+// Released: a receive that times out leaves its credit with the peer, so a message sent then arrives
+// on the idle link with nobody waiting, and the client releases it. Peeked, and received by another
+// receiver: given back, its delivery not counted.
+await Check("released", async () =>
+{
+    await using var idle = client.CreateReceiver(topic, subscription);
+    var timedOut = await idle.ReceiveMessageAsync(TimeSpan.FromSeconds(1));
+    await sender.SendMessageAsync(Message("released"));
+    await Task.Delay(TimeSpan.FromSeconds(1));
+    var peeked = await receiver.PeekMessageAsync();
+    var received = await Next(receiver);
+    await receiver.CompleteMessageAsync(received);
+    return new
+    {
+        TimedOut = timedOut is null,
+        Peeked = peeked is null ? null : new { peeked.MessageId, peeked.DeliveryCount },
+        Received = Seen(received),
+    };
+});
+
 // Left for @azure/service-bus to receive once this program has ended (the test does).
 await Check("forJavaScript", async () =>
 {

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+
 import { AmqpAnnotatedMessage } from '@azure/core-amqp';
 import {
   isServiceBusError,
@@ -7,7 +9,9 @@ import {
 } from '@azure/service-bus';
 import Long from 'long';
 
+import { Entity } from '../../../../local/servicebus/broker';
 import { ORDERS, PAYMENTS, peekAll, rawExchange, receive, TOPIC, usePeer } from '../../../support/peer';
+import { connectRhea } from './rheaClient';
 
 /**
  * The local AMQP peer, exercised only through the real @azure/service-bus client (and raw sockets
@@ -423,6 +427,19 @@ describe('scheduled messages', () => {
     expect(topic().scheduledCount).toBe(0);
   });
 
+  it('holds a message scheduled 30 days ahead (past setTimeout’s 24.8 days) until the clock reaches it', async () => {
+    const month = 30 * 24 * 3_600_000;
+    await sender.scheduleMessages(scheduledPayment('next-month'), new Date(fixture.clock.now() + month));
+
+    const now = await receiverFor(PAYMENTS).receiveMessages(1, { maxWaitTimeInMs: 500 });
+    fixture.clock.advance(month);
+    const [then] = await receive(receiverFor(PAYMENTS), 1);
+
+    expect(now).toEqual([]);
+    expect(then).toMatchObject({ messageId: 'next-month' });
+    expect(topic().scheduledCount).toBe(0);
+  });
+
   it('schedules a message sent with a scheduled enqueue time, and enqueues at once one whose time has come', async () => {
     await sender.sendMessages({
       ...scheduledPayment('later-2'),
@@ -630,6 +647,41 @@ describe('robustness', () => {
     expect(answer.subarray(0, 8)).toEqual(AMQP_HEADER);
     expect(answer.toString('latin1')).toContain('amqp:decode-error');
     await stillServing();
+  });
+
+  it('closes with amqp:internal-error the connection whose hand-out fails unexpectedly, and keeps serving', async () => {
+    // A failure no request should cause, in the model, once there is a message to hand out.
+    // The model's own method, called through for every other entity.
+    const receive = Object.getOwnPropertyDescriptors(Entity.prototype).receive.value!;
+    jest.spyOn(console, 'error').mockImplementation(() => undefined);
+    jest.spyOn(Entity.prototype, 'receive').mockImplementation(function (this: Entity, ...args) {
+      if (this.path.endsWith(PAYMENTS) && this.activeCount > 0) throw new TypeError('unexpected');
+      return receive.apply(this, args);
+    });
+    const client = await connectRhea(fixture.peer);
+    const receiver = client.receiver(`${TOPIC}/Subscriptions/${PAYMENTS}`);
+    await once(receiver, 'receiver_open');
+    receiver.add_credit(1);
+
+    await sendPayment();
+    const closed = await client.closed;
+    jest.restoreAllMocks();
+
+    expect(closed).toMatchObject({ condition: 'amqp:internal-error' });
+    await stillServing();
+  });
+
+  it('checks the expiry of a token valid for a year without overflowing a timer', async () => {
+    // Node fires a timer set past 2^31 - 1 ms after 1 ms: the peer would check the token every ms.
+    const timeout = jest.spyOn(global, 'setTimeout');
+    const client = await connectRhea(fixture.peer, 365 * 24 * 3_600_000);
+    const receiver = client.receiver(`${TOPIC}/Subscriptions/${PAYMENTS}`);
+    await once(receiver, 'receiver_open');
+    const delays = timeout.mock.calls.map(([, ms]) => ms ?? 0);
+    timeout.mockRestore();
+    await client.close();
+
+    expect(delays.filter((ms) => ms > 2 ** 31 - 1)).toEqual([]);
   });
 
   it('forgets a client that hangs up in the middle of a frame, and keeps serving', async () => {
