@@ -7,6 +7,7 @@ import { CosmosClient } from '@azure/cosmos';
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
 
 import { type LocalCosmos, start as startCosmos } from '../../local/cosmos';
+import { LOCAL_NAMESPACE_RESOURCE_ID } from '../../local/servicebus/administration/resourceManager';
 import { type LocalServiceBus, start as startPeer } from '../../local/servicebus/amqp';
 import { rawRequest } from '../support/conformanceTarget';
 import { PEER_TOPOLOGY, TOPIC } from '../support/peer';
@@ -81,8 +82,7 @@ const BOUND = 2_000;
 describe('the Resource Manager stand-in', () => {
   let peer: LocalServiceBus;
   let endpoint: URL;
-  const namespace =
-    '/subscriptions/0/resourceGroups/local/providers/Microsoft.ServiceBus/namespaces/local-peer';
+  const namespace = LOCAL_NAMESPACE_RESOURCE_ID;
   beforeEach(async () => {
     peer = await startPeer({ port: 0, topology: PEER_TOPOLOGY });
     endpoint = new URL(peer.resourceManager.endpoint);
