@@ -466,6 +466,15 @@ describe('a delivery of a copy, read as its original', () => {
     const broken = asOriginal(copy({ tenant: 'eu' }));
     expect(broken.invalidRetryCopy).toBe('its Subject is inbox.retry but it has no inboxRetry* properties');
     expect(await refusal(broken)).toBe('poison invalid-retry-copy');
+    // The reason, as the log line and the dead-letter tools show it.
+    const error = await processDelivery(
+      testConsumer(() => undefined, { name: 'a.b' }),
+      broken,
+      dependencies(stack.container),
+    ).catch((e: unknown) => e);
+    expect((error as Error).message).toBe(
+      "A delayed-retry copy that cannot be read as one (its Subject is inbox.retry but it has no inboxRetry* properties): its effect could not be told apart from the original's.",
+    );
   });
 
   it("marks a copy's MessageId invalid when the body hides the properties that would name its original", async () => {

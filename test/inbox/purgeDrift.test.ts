@@ -105,15 +105,21 @@ it('purges when the entities match the settings, counting the check', async () =
 });
 
 it('skips the purge on unsafe drift, with an error that counts it', async () => {
+  const subscription = matching.subscriptions[0]!;
+  // One unsafe drift (a delivery count) and, on another subscription, one safe (a longer lock).
   const drifted = {
     ...matching,
     subscriptions: [
+      { ...subscription, properties: { ...subscription.properties, maxDeliveryCount: 50_000 } },
       {
-        ...matching.subscriptions[0]!,
-        properties: { ...matching.subscriptions[0]!.properties, maxDeliveryCount: 50_000 },
+        ...subscription,
+        subscription: 'audit',
+        properties: { ...subscription.properties, lockDuration: 'PT2M' },
       },
     ],
   };
+  const drifts = (unsafe: boolean): Promise<number> => sink.value(METRIC_NAMES.entityDrift, { unsafe });
+  const [unsafeBefore, safeBefore] = [await drifts(true), await drifts(false)];
 
   const lines = await purgeOnce(runtime(() => Promise.resolve(drifted)));
 
@@ -123,6 +129,7 @@ it('skips the purge on unsafe drift, with an error that counts it', async () => 
     'events/billing maxDeliveryCount is 50000 where SERVICEBUS_MAX_DELIVERY_COUNT=10',
   );
   expect(lines[0]).toMatch(/ \{"unsafeDrifts":1\}$/);
+  expect([(await drifts(true)) - unsafeBefore, (await drifts(false)) - safeBefore]).toEqual([1, 1]);
 });
 
 it('purges on drift that keeps the guarantee', async () => {

@@ -109,6 +109,8 @@ it('records what the app did on the instruments the alerts and the workbook read
       unsafe: false,
     },
   ]);
+  telemetry.driftCheck('purge', 'unreadable');
+  telemetry.driftCheck('start', 'checked');
   open = true;
   const metricsNow = await exported();
 
@@ -138,6 +140,10 @@ it('records what the app did on the instruments the alerts and the workbook read
     [METRIC_NAMES.breakerTransitions]: { '{"state":"open"}': 1 },
     [METRIC_NAMES.breakerOpen]: { '{}': 1 },
     [METRIC_NAMES.entityDrift]: { '{"entity":"orders/a","property":"lockDuration","unsafe":false}': 1 },
+    [METRIC_NAMES.driftChecks]: {
+      '{"when":"purge","result":"unreadable"}': 1,
+      '{"when":"start","result":"checked"}': 1,
+    },
   });
   expect(
     Object.fromEntries(
