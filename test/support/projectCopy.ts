@@ -1,10 +1,19 @@
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '../../local/project';
-import type { Topology } from '../../src/topology';
+import { functionNameOf, type Topology } from '../../src/topology';
 import { azdEnvironment, azdParameters, build, locateBicep, resources, snapshot } from './bicep';
 
 /**
@@ -165,4 +174,43 @@ export async function deployedSubscriptions(
 export function declaredSubscriptions(copy: ProjectCopy): string[] {
   const topology = JSON.parse(copy.read('src/topology.json')) as Topology;
   return topology.topics.flatMap((t) => t.subscriptions.map((s) => `${t.name}/${s.name}`)).sort();
+}
+
+/** A consumer a test adds to a copy with new:consumer: its name, function, topic and subject. */
+export interface NewConsumer {
+  name: string;
+  /** Its function, and the name of its files (functionNameOf). */
+  function: string;
+  topic: string;
+  subject: string;
+}
+
+/**
+ * The consumer a test wants to add, or, when the copy already has one by that name or function (a
+ * consumer of the user's own), `<name>-2`, `<name>-3`...; its subject likewise, when its topic
+ * already carries it: new:consumer would refuse either, and the test must hold whatever consumers
+ * the project has.
+ */
+export function unusedConsumer(copy: ProjectCopy, wanted: Omit<NewConsumer, 'function'>): NewConsumer {
+  const declared = JSON.parse(copy.read('src/topology.json')) as Topology;
+  const names = new Set(declared.topics.flatMap((t) => t.subscriptions.map((s) => s.name)));
+  const topic = declared.topics.find((t) => t.name === wanted.topic);
+  const subjects = new Set([
+    ...(topic?.subscriptions.flatMap((s) => s.subjects) ?? []),
+    ...(topic?.unsubscribedSubjects ?? []),
+  ]);
+  const taken = (name: string): boolean =>
+    names.has(name) ||
+    [`functions/${functionNameOf(name)}.ts`, `src/consumers/${functionNameOf(name)}.ts`].some((file) =>
+      existsSync(path.join(copy.root, file)),
+    );
+  const first = <T extends string>(candidates: (n: number) => T, isTaken: (value: T) => boolean): T => {
+    for (let n = 1; ; n++) if (!isTaken(candidates(n))) return candidates(n);
+  };
+  const name = first((n) => (n === 1 ? wanted.name : `${wanted.name}-${n}`), taken);
+  const subject = first(
+    (n) => (n === 1 ? wanted.subject : `${wanted.subject}${n}`),
+    (s) => subjects.has(s),
+  );
+  return { name, function: functionNameOf(name), topic: wanted.topic, subject };
 }
