@@ -18,17 +18,27 @@ const FAST_SET_WORKERS = 2;
 /** At most this many failures of one copy are listed; the rest are counted. */
 const LISTED_FAILURES = 40;
 
-/** The user's first consumer, as the issue's report added it (named so that it clashes with none). */
-function addConsumer(copy: ProjectCopy): void {
-  const own = unusedConsumer(copy, {
-    name: 'probe.widget-counter',
-    topic: 'business-events',
-    subject: 'WidgetCounted',
-  });
-  const added = copy.tool('tools/newConsumer.ts', [
-    ...['--name', own.name, '--topic', own.topic, '--subject', own.subject],
-  ]);
-  expect([added.status, added.stderr]).toEqual([0, '']);
+/**
+ * A user's first consumers: the issue's report's, and the docs' examples (README's and
+ * tools/README's, an inbox and a versioned one), each named so that it clashes with none the copy
+ * already has.
+ */
+const USER_CONSUMERS = [
+  { name: 'probe.widget-counter', topic: 'business-events', subject: 'WidgetCounted' },
+  { name: 'shipping.label-printer', topic: 'business-events', subject: 'OrderShipped' },
+  { name: 'shipping.parcel-counter', topic: 'shipping-events', subject: 'ParcelShipped' },
+  { name: 'billing.credit-limit', topic: 'business-events', subject: 'CreditLimitSet', kind: 'versioned' },
+];
+
+function addConsumers(copy: ProjectCopy): void {
+  for (const { kind, ...wanted } of USER_CONSUMERS) {
+    const own = unusedConsumer(copy, wanted);
+    const added = copy.tool('tools/newConsumer.ts', [
+      ...['--name', own.name, '--topic', own.topic, '--subject', own.subject],
+      ...(kind === undefined ? [] : ['--kind', kind]),
+    ]);
+    expect([own.name, added.status, added.stderr]).toEqual([own.name, 0, '']);
+  }
 }
 
 function removeSamples(copy: ProjectCopy): void {
@@ -38,9 +48,9 @@ function removeSamples(copy: ProjectCopy): void {
 
 describe('the fast set in a copy of the project', () => {
   it.each([
-    ['after new:consumer', [addConsumer]],
+    ['after new:consumer', [addConsumers]],
     ['after remove:samples', [removeSamples]],
-    ['after remove:samples, then new:consumer', [removeSamples, addConsumer]],
+    ['after remove:samples, then new:consumer', [removeSamples, addConsumers]],
   ])(
     'passes %s',
     (made, steps) => {
