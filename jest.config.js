@@ -3,7 +3,7 @@ const { join } = require('node:path');
 
 /**
  * The suites that take minutes, not seconds: the Bicep CLI, the docs (compiled), copies of the
- * project (the scaffold, remove:samples), the commands run as a user runs them (usage errors, npm
+ * project (the scaffold, remove:samples, the fast set again in copies made yours), the commands run as a user runs them (usage errors, npm
  * start's walkthrough and its console in a browser, the demo and the benchmark), the deployment
  * package, and the whole-pipeline scenarios with the property test. `npm run test:fast` runs
  * everything else.

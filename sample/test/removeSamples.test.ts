@@ -7,6 +7,7 @@ import {
   declaredSubscriptions,
   deployedSubscriptions,
   jestIn,
+  unusedConsumer,
   useProjectCopy,
 } from '../../test/support/projectCopy';
 import { withoutSamples } from '../../tools/removeSamples';
@@ -14,19 +15,24 @@ import { markdownFiles, withoutSamplePassages } from '../../tools/sampleDocs';
 import { SAMPLE } from '../../tools/samples';
 
 /**
- * `npm run remove:samples` as a user runs it on a fresh clone, in a copy of this checkout; then
- * the copy's type-check, ESLint and Prettier over the whole project, its docs without their sample
- * passages, the jest suites that remain and do not exercise the Cosmos DB server's conformance (the
- * library, the topology, the emulator config, the workflow, the worker, the Service Bus models, the
- * generic tools, the roles test that reads the live test, the docs test), what the Bicep deploys, and a consumer of the user's own added with
- * new:consumer. The Cosmos DB conformance and the other infra suites do not read anything the
- * removal changes but src/topology.json, whose deployment is checked here with bicep snapshot;
- * running them again (minutes on two cores) would test nothing new.
+ * `npm run remove:samples` as a user runs it on a fresh clone, in a copy of this checkout (with
+ * whatever consumers of the user's own it has: they stay); then the copy's type-check, ESLint and
+ * Prettier over the whole project, its docs without their sample passages, the slow suites that read
+ * what the removal changes (the docs test, the roles test that reads the live test, the commands'
+ * usage, a consumer of your own under npm start), what the Bicep deploys, and a consumer of the
+ * user's own added with new:consumer. The fast set runs in such a copy in
+ * test/scaffold/staysGreen.test.ts. The other infra suites do not read anything the removal
+ * changes but src/topology.json, whose deployment is checked here with bicep snapshot; running them
+ * again (minutes on two cores) would test nothing new.
  */
 const copy = useProjectCopy();
 
 describe('npm run remove:samples in a copy of the project', () => {
-  it('leaves a project without the sample that builds, passes its checks and suites, and deploys no subscription', async () => {
+  it('leaves a project without the sample that builds, passes its checks and suites, and deploys what remains', async () => {
+    const declared = JSON.parse(copy().read('src/topology.json')) as Topology;
+    const remaining = declaredSubscriptions(copy()).filter(
+      (entity) => !SAMPLE.consumers.some((name) => entity.endsWith(`/${name}`)),
+    );
     const dryRun = copy().tool('tools/removeSamples.ts', ['--dry-run']);
     expect(dryRun.status).toBe(0);
     expect(existsSync(path.join(copy().root, 'sample'))).toBe(true);
@@ -40,8 +46,11 @@ describe('npm run remove:samples in a copy of the project', () => {
     }
     expect(existsSync(path.join(copy().root, 'src', 'inbox', 'index.ts'))).toBe(true);
     expect(existsSync(path.join(copy().root, 'functions', 'purge-expired-markers.ts'))).toBe(true);
-    expect(declaredSubscriptions(copy())).toEqual([]);
-    expect(JSON.parse(copy().read('src/topology.json'))).toEqual({ topics: [] });
+    expect(declaredSubscriptions(copy())).toEqual(remaining);
+    expect(JSON.parse(copy().read('src/topology.json'))).toEqual(withoutSamples(declared));
+    expect(SAMPLE.consumers.filter((name) => copy().read('src/topology.json').includes(`"${name}"`))).toEqual(
+      [],
+    );
     expect(JSON.parse(copy().read('package.json'))).not.toHaveProperty(['scripts', 'demo']);
     expect(copy().read('.github/workflows/ci.yml')).not.toContain('live-tests');
     // What it suggests next runs: every script it names is still there.
@@ -64,25 +73,28 @@ describe('npm run remove:samples in a copy of the project', () => {
     expect(checkProject(copy())).toEqual([]);
     const suites = jestIn(copy(), [
       'test/docs',
-      'test/inbox',
-      'test/emulators',
-      'test/local/host',
-      'test/local/servicebus',
-      'test/tools',
       'test/infra/roles.test.ts',
+      'test/tools/usage.test.ts',
+      'test/tools/localUsage.test.ts',
+      'test/tools/ownConsumer.test.ts',
     ]);
     expect(suites.ok ? 'passed' : suites.output).toBe('passed');
-    expect((await deployedSubscriptions(copy())).subscriptions).toEqual([]);
+    expect((await deployedSubscriptions(copy())).subscriptions).toEqual(remaining);
 
+    const own = unusedConsumer(copy(), {
+      name: 'shipping.parcel-counter',
+      topic: 'shipping-events',
+      subject: 'ParcelShipped',
+    });
     const added = copy().tool('tools/newConsumer.ts', [
-      ...['--name', 'shipping.parcel-counter', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
+      ...['--name', own.name, '--topic', own.topic, '--subject', own.subject],
     ]);
     expect([added.status, added.stderr]).toEqual([0, '']);
-    const own = jestIn(copy(), [
-      'test/functions/shipping-parcel-counter.test.ts',
+    const ownSuites = jestIn(copy(), [
+      `test/functions/${own.function}.test.ts`,
       'test/inbox/topology.test.ts',
     ]);
-    expect(own.ok ? 'passed' : own.output).toBe('passed');
+    expect(ownSuites.ok ? 'passed' : ownSuites.output).toBe('passed');
   }, 900_000);
 
   it('drops the sample consumers from subscriptions and publishers, keeping a topic either still holds', () => {
@@ -115,7 +127,12 @@ describe('npm run remove:samples in a copy of the project', () => {
         { name: 'outgoing', publishers: ['sales.order-taker'], subscriptions: [] },
       ],
     });
-    expect(withoutSamples(topology)).toEqual({ topics: [] });
+    // The checkout's own: every subscription but the sample's stays (a user's consumers).
+    expect(withoutSamples(topology).topics.flatMap((t) => t.subscriptions.map((s) => s.name))).toEqual(
+      topology.topics
+        .flatMap((t) => t.subscriptions.map((s) => s.name))
+        .filter((name) => !SAMPLE.consumers.includes(name)),
+    );
   });
 
   it('refuses an unknown flag with its usage and exit code 2, removing nothing', () => {

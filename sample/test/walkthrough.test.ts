@@ -4,7 +4,8 @@
 // read from the README, so the docs and this test cannot drift apart; only free ports, a temporary
 // build folder, a temporary settings file (LOCAL_RUN_FILE) and --watch (which a terminal gets by
 // default; this test's output is no terminal) are added. It runs in a copy of the project: the
-// walkthrough adds a consumer, and npm start's watch mode must see it.
+// walkthrough adds a consumer, and npm start's watch mode must see it. Consumers of the user's own
+// may be there too: those that would change what it shows leave the copy first (clashing).
 
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
@@ -12,9 +13,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
+import type { Topology } from '../../src/topology';
 import { readMarkdown } from '../../test/support/markdown';
 import { StartedApp, userEnvironment } from '../../test/support/npmStart';
 import { useProjectCopy } from '../../test/support/projectCopy';
+import { SAMPLE } from '../../tools/samples';
 
 const run = promisify(execFile);
 const HEADING = '### Watch it work: `npm start`';
@@ -80,7 +83,7 @@ const SHOWS: Record<string, RegExp[]> = {
   // Watch mode: the consumer's files restart the app with it and its subscription...
   'npm run new:consumer -- --name loyalty.points-keeper --topic business-events --subject PointsEarned': [
     /Changed: .*functions\/loyalty-points-keeper\.ts.*\. Rebuilding\.\.\./,
-    /Restarted in [\d.]+ s: 8 functions \(added: loyalty-points-keeper\); topics and subscriptions: added business-events\/Subscriptions\/loyalty\.points-keeper\./,
+    /Restarted in [\d.]+ s: \d+ functions \(added: loyalty-points-keeper\); topics and subscriptions: added business-events\/Subscriptions\/loyalty\.points-keeper\./,
   ],
   // ... which takes the event and applies it once...
   'npm run send -- --subject PointsEarned --body \'{"id":"A-1","quantity":2}\'': [
@@ -88,9 +91,31 @@ const SHOWS: Record<string, RegExp[]> = {
   ],
   // ... and its removal restarts it without them.
   'npm run new:consumer -- --remove loyalty.points-keeper': [
-    /Restarted in [\d.]+ s: 7 functions \(removed: loyalty-points-keeper\); topics and subscriptions: removed business-events\/Subscriptions\/loyalty\.points-keeper\./,
+    /Restarted in [\d.]+ s: \d+ functions \(removed: loyalty-points-keeper\); topics and subscriptions: removed business-events\/Subscriptions\/loyalty\.points-keeper\./,
   ],
 };
+
+/**
+ * The consumers of the copy, not the sample's, that would change what the walkthrough shows: the one
+ * it adds, by name, and any that reads a subject it sends, or the sample's consumers read or
+ * publish. A user who followed the README and kept its consumer has the first.
+ */
+function clashing(command: string): string[] {
+  const [, added, subject] = /--name (\S+) --topic \S+ --subject (\S+)/.exec(command) ?? [];
+  const declared = JSON.parse(copy().read('src/topology.json')) as Topology;
+  const subscriptions = declared.topics.flatMap((t) => t.subscriptions);
+  const isSample = (name: string): boolean => SAMPLE.consumers.includes(name);
+  const walkthroughSubjects = new Set([
+    subject,
+    ...subscriptions.filter((s) => isSample(s.name)).flatMap((s) => s.subjects),
+    ...declared.topics.flatMap((t) => t.unsubscribedSubjects ?? []),
+  ]);
+  return subscriptions
+    .filter(
+      (s) => !isSample(s.name) && (s.name === added || s.subjects.some((x) => walkthroughSubjects.has(x))),
+    )
+    .map((s) => s.name);
+}
 
 let app: StartedApp | undefined;
 
@@ -101,6 +126,12 @@ const shown = (pattern: RegExp, from: number): Promise<number> => app!.shown(pat
 it('runs the README walkthrough against npm start', async () => {
   const { start, commands } = walkthrough();
   expect(start).toBe('npm start -- --duplicate-window PT20S');
+  const adding = commands.find((command) => command.startsWith('npm run new:consumer -- --name'));
+  expect(adding).toBeDefined();
+  for (const name of clashing(adding!)) {
+    const removed = copy().tool('tools/newConsumer.ts', ['--remove', name, '--force']);
+    expect([name, removed.status, removed.stderr]).toEqual([name, 0, '']);
+  }
 
   app = new StartedApp(
     'bash',
@@ -170,6 +201,13 @@ it('runs the README walkthrough against npm start', async () => {
     printed['npm run send -- order --order ORD-1 --product SKU-1 --quantity 2'] ?? '',
   )?.[1];
   expect(sentTrace).toBe(reserver);
+
+  // The consumer's removal restarts the app with one function fewer than it added.
+  const { output } = app;
+  const functions = (change: string): number =>
+    Number(new RegExp(`(\\d+) functions \\(${change}: loyalty-points-keeper\\)`).exec(output)?.[1]);
+  expect(functions('added')).toBeGreaterThan(1);
+  expect(functions('removed')).toBe(functions('added') - 1);
 
   // Ctrl+C in the first terminal.
   expect(['exit code 0', 'SIGINT']).toContain(await app.interrupt());

@@ -10,6 +10,7 @@ import { loadSettings } from '#inbox/internal';
 import { COSMOS_EXTENSION_CONNECTION_MODE, type LocalSettingsFile } from '../../emulators/localSettings';
 import { DEFAULT_KEY } from '../../local/cosmos/server';
 import { PROJECT_ROOT } from '../../local/project';
+import { topology } from '../../src/topology';
 import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
 import { StartedApp, userEnvironment } from '../support/npmStart';
 
@@ -26,6 +27,18 @@ warnWhenSkipped('test/engines/funcLocal.test.ts', 'check npm run func:local with
 /** Azurite's well-known development account (public; `UseDevelopmentStorage=true` means it). */
 const DEV_ACCOUNT = 'devstoreaccount1';
 const DEV_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
+
+/**
+ * The subscription the Service Bus client checks: the first src/topology.json declares, which
+ * func:local serves; after npm run remove:samples there may be none, and that check says it skips.
+ */
+const served = topology.topics.flatMap((t) =>
+  t.subscriptions.map((s) => ({ topic: t.name, subscription: s.name, subject: s.subjects[0] ?? '' })),
+)[0];
+if (DOTNET && served === undefined)
+  console.warn(
+    'Skipped the Service Bus check of test/engines/funcLocal.test.ts: src/topology.json declares no subscription for npm run func:local to serve.',
+  );
 
 type Results = Record<string, { Error?: string } & Record<string, unknown>>;
 let folder: string;
@@ -121,32 +134,32 @@ async function blobRequest(
       });
     });
 
-    it('Azure.Messaging.ServiceBus connects with ServiceBusConnection, sends to a topic and processes from its subscription', async () => {
-      const results = await harness(
-        serviceBusHarness,
-        'business-events',
-        'billing.payment-applier',
-        'PaymentReceived',
-      );
-      const port = /:(\d+);/.exec(written().Values['ServiceBusConnection'] ?? '')?.[1];
+    (served ? it : it.skip)(
+      'Azure.Messaging.ServiceBus connects with ServiceBusConnection, sends to a topic and processes from its subscription',
+      async () => {
+        const { topic, subscription, subject } = served!;
+        const results = await harness(serviceBusHarness, topic, subscription, subject);
+        const port = /:(\d+);/.exec(written().Values['ServiceBusConnection'] ?? '')?.[1];
 
-      expect(results['connection']).toEqual({
-        Endpoint: `sb://127.0.0.1:${port}/`,
-        SharedAccessKeyName: 'RootManageSharedAccessKey',
-      });
-      const seen = results['sendAndProcess'] as { Sent: string; Received: Record<string, unknown> };
-      expect(seen.Sent).toMatch(/^local-settings-[0-9a-f]{32}$/);
-      expect(seen).toEqual({
-        Sent: seen.Sent,
-        Received: {
-          MessageId: seen.Sent,
-          Subject: 'PaymentReceived',
-          Body: '{"check":"local-settings"}',
-          DeliveryCount: 1,
-        },
-        LeftInSubscription: 0,
-      });
-    }, 120_000);
+        expect(results['connection']).toEqual({
+          Endpoint: `sb://127.0.0.1:${port}/`,
+          SharedAccessKeyName: 'RootManageSharedAccessKey',
+        });
+        const seen = results['sendAndProcess'] as { Sent: string; Received: Record<string, unknown> };
+        expect(seen.Sent).toMatch(/^local-settings-[0-9a-f]{32}$/);
+        expect(seen).toEqual({
+          Sent: seen.Sent,
+          Received: {
+            MessageId: seen.Sent,
+            Subject: subject,
+            Body: '{"check":"local-settings"}',
+            DeliveryCount: 1,
+          },
+          LeftInSubscription: 0,
+        });
+      },
+      120_000,
+    );
 
     it('Microsoft.Azure.Cosmos connects with CosmosDBConnection in gateway mode and runs a change feed processor on the relay’s containers', async () => {
       const results = await harness(cosmosHarness);

@@ -1,11 +1,15 @@
+import path from 'node:path';
+
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
 
 import { longestRetryDelaySeconds, METRIC_NAMES, resolvedPolicy } from '#inbox/internal';
 
 import { loadFunctionApp } from '../../local/host/worker';
+import { PROJECT_ROOT } from '../../local/project';
 import { inboxRuntime, registeredConsumers } from '../../src/app';
 import { deployedEntitiesReader } from '../../src/serviceBusEntities';
-import { bindingOf } from '../../src/topology';
+import { bindingOf, topology } from '../../src/topology';
+import { DECLARED_CONSUMERS } from '../support/declaredConsumers';
 import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
 import { type PeerFixture, startPeer } from '../support/peer';
@@ -16,7 +20,29 @@ import { type PeerFixture, startPeer } from '../support/peer';
  * Manager, and a subscription edited at run time with the real ServiceBusAdministrationClient (as
  * the portal would) is what it finds. The peer declares the app's own topology with the entity
  * values the app's settings default to (what the Bicep deploys).
+ *
+ * The app's consumers are this test's own, declared in src/topology.json's place, so that it holds
+ * whatever consumers the project has (none after npm run remove:samples): one watched, one with a
+ * delayed retry, which lengthens its bound.
  */
+jest.mock('../../src/topology.json', () => ({
+  topics: [
+    {
+      name: 'drift-events',
+      subscriptions: [
+        { name: 'test.watched', subjects: ['Watched'] },
+        {
+          name: 'test.retrying',
+          subjects: ['Retried'],
+          delayedRetry: { attempts: 3, firstDelaySeconds: 60 },
+        },
+      ],
+    },
+  ],
+}));
+/** The app as deployed with these consumers: their functions and the purge timer. */
+const APP = [DECLARED_CONSUMERS, path.join(PROJECT_ROOT, 'functions', 'purge-expired-markers.ts')];
+
 useLocalStack();
 let fixture: PeerFixture;
 let admin: ServiceBusAdministrationClient;
@@ -25,7 +51,7 @@ let sink: MetricsSink;
 beforeAll(async () => {
   sink = MetricsSink.register(); // before the runtime builds its instruments
   fixture = await startPeer({
-    topology: undefined,
+    topology,
     lockDurationMs: 60_000,
     maxDeliveryCount: 10,
     duplicateWindowMs: 3_600_000,
@@ -44,7 +70,7 @@ beforeAll(async () => {
     SERVICEBUS_RESOURCE_ID: fixture.peer.resourceManager.namespaceResourceId,
     AZURE_RESOURCE_MANAGER_ENDPOINT: fixture.peer.resourceManager.endpoint,
   });
-  await loadFunctionApp(undefined, { definitionsOnly: true });
+  await loadFunctionApp(APP, { definitionsOnly: true });
 });
 afterAll(async () => {
   await sink.stop();
@@ -53,10 +79,9 @@ afterAll(async () => {
   await fixture.stop();
 });
 
-/** The subscription of the first consumer the app registered. */
+/** The subscription the tests edit. */
 function watched(): { topic: string; subscription: string } {
-  const [first] = registeredConsumers().keys();
-  return bindingOf(first!);
+  return bindingOf('test.watched');
 }
 
 /** Edits the subscription as someone in the portal would. */
@@ -72,7 +97,7 @@ it('reads the deployed entities, which match the settings: the app starts, with 
   const { topic, subscription } = watched();
 
   expect(inboxRuntime().deployedEntities).toBeDefined();
-  const app = await loadFunctionApp();
+  const app = await loadFunctionApp(APP);
 
   expect(app.warnings).toEqual([]);
   const deployed = await inboxRuntime().deployedEntities!();
@@ -87,6 +112,7 @@ it('reads the deployed entities, which match the settings: the app starts, with 
 
 it("carries each consumer's longest delayed-retry wait with its subscription, for the bound", async () => {
   const deployed = await inboxRuntime().deployedEntities!();
+  expect([...registeredConsumers().keys()]).toEqual(['test.watched', 'test.retrying']);
   for (const name of registeredConsumers().keys()) {
     const { topic, subscription, delayedRetry } = bindingOf(name);
     expect({
@@ -104,7 +130,7 @@ it('starts with a warning on drift that keeps the guarantee (a longer lock, stil
   await edit({ lockDuration: 'PT5M' });
   const { topic, subscription } = watched();
 
-  const app = await loadFunctionApp();
+  const app = await loadFunctionApp(APP);
 
   expect(app.warnings).toEqual([
     `Service Bus ${topic}/${subscription} lockDuration is PT5M where SERVICEBUS_LOCK_DURATION=PT1M: the guarantee still holds; update the setting to match.`,
@@ -116,13 +142,13 @@ it('refuses to start when an edited subscription lets a message come back after 
   await edit({ defaultMessageTimeToLive: 'P30D' });
   const { topic, subscription } = watched();
 
-  await expect(loadFunctionApp()).rejects.toThrow(
+  await expect(loadFunctionApp(APP)).rejects.toThrow(
     `${topic}/${subscription} defaultMessageTimeToLive is P30D where SERVICEBUS_MESSAGE_TTL=P14D`,
   );
 });
 
 it('skips the purge of a running app while the drift is unsafe, and purges again once the subscription is restored', async () => {
-  const running = await loadFunctionApp();
+  const running = await loadFunctionApp(APP);
   await edit({ defaultMessageTimeToLive: 'P30D' });
 
   const skipped = await running.invokeTimer('purge-expired-markers', {});
@@ -138,7 +164,7 @@ it('skips the purge of a running app while the drift is unsafe, and purges again
 });
 
 it('pauses the purge when SERVICEBUS_RESOURCE_ID names no namespace Resource Manager knows, saying so and counting it', async () => {
-  const running = await loadFunctionApp();
+  const running = await loadFunctionApp(APP);
   const runtime = inboxRuntime();
   const read = runtime.deployedEntities;
   const wrong = `${fixture.peer.resourceManager.namespaceResourceId}-typo`;

@@ -2,13 +2,15 @@ import { appendFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '../../local/project';
-import { type Topology, topology, validateTopology } from '../../src/topology';
+import { type Topology, validateTopology } from '../../src/topology';
 import { withSubscription } from '../../tools/newConsumer';
 import {
   checkProject,
   declaredSubscriptions,
   deployedSubscriptions,
   jestIn,
+  type NewConsumer,
+  unusedConsumer,
   useProjectCopy,
 } from '../support/projectCopy';
 
@@ -20,9 +22,19 @@ import {
  * over the whole project (any file could break them), and the jest suites that read what it writes
  * (the new consumers' tests, the topology test that compares functions/ with src/topology.json, the
  * emulator config test), plus what the Bicep deploys. The other suites do not read the new files;
- * running them all again (about six minutes on two cores) would test nothing new.
+ * running them all again (about six minutes on two cores) would test nothing new. The consumers are
+ * named so that they clash with none the project has (unusedConsumer), the sample's or a user's,
+ * and the fan-out reads the first of them: it holds after npm run remove:samples too.
  */
 const copy = useProjectCopy();
+/** What the scaffold test added: an inbox consumer, a versioned one, and a fan-out of the first. */
+let parcels: NewConsumer;
+let credit: NewConsumer;
+let points: NewConsumer;
+
+/** The export new:consumer writes for a function (billing-credit-limit → billingCreditLimit). */
+const exportOf = (functionName: string): string =>
+  functionName.replace(/-([a-z0-9])/g, (_, letter: string) => letter.toUpperCase());
 
 const files = (): string[] =>
   readdirSync(copy().root, { recursive: true, encoding: 'utf8' })
@@ -31,53 +43,65 @@ const files = (): string[] =>
 
 describe('npm run new:consumer in a copy of the project', () => {
   it('scaffolds consumers that pass the checks, their tests and the topology test, and the Bicep deploys', async () => {
+    const before = JSON.parse(copy().read('src/topology.json')) as Topology;
+    parcels = unusedConsumer(copy(), {
+      name: 'shipping.parcel-counter',
+      topic: 'parcel-events',
+      subject: 'ParcelShipped',
+      newTopic: true,
+    });
     const inbox = copy().tool('tools/newConsumer.ts', [
-      ...['--name', 'shipping.parcel-counter', '--topic', 'parcel-events', '--subject', 'ParcelShipped'],
+      ...['--name', parcels.name, '--topic', parcels.topic, '--subject', parcels.subject],
     ]);
+    credit = unusedConsumer(copy(), {
+      name: 'billing.credit-limit',
+      topic: 'business-events',
+      subject: 'CreditLimitSet',
+    });
     const versioned = copy().tool('tools/newConsumer.ts', [
-      ...['--name', 'billing.credit-limit', '--topic', 'business-events', '--subject', 'CreditLimitSet'],
+      ...['--name', credit.name, '--topic', credit.topic, '--subject', credit.subject],
       ...['--kind', 'versioned'],
     ]);
 
-    // A second consumer of the payments (fan-out): the payment applier's schema and partition key.
+    // A second consumer of the parcels (fan-out): the parcel counter's schema and partition key.
+    points = {
+      ...unusedConsumer(copy(), { name: 'loyalty.points-keeper', topic: parcels.topic, subject: 'Unused' }),
+      subject: parcels.subject,
+    };
     const fanOut = copy().tool('tools/newConsumer.ts', [
-      ...['--name', 'loyalty.points-keeper', '--topic', 'business-events', '--subject', 'PaymentReceived'],
-      ...[
-        '--fan-out',
-        '--example-body',
-        '{"paymentId":"P-1","invoiceId":"INV-1","amount":12.5,"currency":"EUR"}',
-      ],
+      ...['--name', points.name, '--topic', points.topic, '--subject', points.subject],
+      ...['--fan-out', '--example-body', '{"id":"P-1","quantity":2}'],
     ]);
 
     expect([inbox.status, inbox.stderr, versioned.status, versioned.stderr]).toEqual([0, '', 0, '']);
     expect([fanOut.status, fanOut.stderr]).toEqual([0, '']);
-    expect(fanOut.stdout).toContain('(fan-out: billing.payment-applier reads it too');
-    // The sample stays behind its function file: the consumer takes the other one as a parameter.
-    expect(copy().read('functions/loyalty-points-keeper.ts')).toContain(
-      'app.serviceBusTopic(...consumerTrigger(loyaltyPointsKeeperOf(paymentApplier)));',
+    expect(fanOut.stdout).toContain(`(fan-out: ${parcels.name} reads it too`);
+    // The consumer takes the other one as a parameter: src/consumers never imports another consumer.
+    expect(copy().read(`functions/${points.function}.ts`)).toContain(
+      `app.serviceBusTopic(...consumerTrigger(${exportOf(points.function)}Of(${exportOf(parcels.function)})));`,
     );
-    expect(inbox.stdout).toContain('functions/shipping-parcel-counter.ts');
-    expect(inbox.stdout).toContain('on the new topic parcel-events');
+    expect(inbox.stdout).toContain(`functions/${parcels.function}.ts`);
+    expect(inbox.stdout).toContain(`on the new topic ${parcels.topic}`);
     // Its subscription is a Bicep resource: only a provision creates it.
     expect(inbox.stdout).toMatch(/^ {2}azd up \(or azd provision, then azd deploy\): /m);
     expect(inbox.stdout).not.toMatch(/^ {2}azd deploy\b/m);
-    expect(versioned.stdout).toContain('test/functions/billing-credit-limit.test.ts');
-    expect(copy().read('functions/shipping-parcel-counter.ts')).toContain(
-      'app.serviceBusTopic(...consumerTrigger(shippingParcelCounter));',
+    expect(versioned.stdout).toContain(`test/functions/${credit.function}.test.ts`);
+    expect(copy().read(`functions/${parcels.function}.ts`)).toContain(
+      `app.serviceBusTopic(...consumerTrigger(${exportOf(parcels.function)}));`,
     );
     expect(declaredSubscriptions(copy())).toEqual(
-      expect.arrayContaining([
-        'business-events/billing.credit-limit',
-        'business-events/loyalty.points-keeper',
-        'parcel-events/shipping.parcel-counter',
-      ]),
+      expect.arrayContaining([credit, points, parcels].map((added) => `${added.topic}/${added.name}`)),
     );
-    // A topic's publishers stay as they were; the new topic has none.
+    // A topic's publishers stay as they were; a new topic (the parcels', and the credit limit's
+    // after remove:samples) has none.
     const publishers = (declared: Topology): [string, string[]][] =>
       declared.topics.map((t) => [t.name, t.publishers ?? []]);
-    expect(publishers(JSON.parse(copy().read('src/topology.json')) as Topology)).toEqual([
-      ...publishers(topology),
-      ['parcel-events', []],
+    const after = JSON.parse(copy().read('src/topology.json')) as Topology;
+    const newTopics = after.topics.filter((t) => !before.topics.some((b) => b.name === t.name));
+    expect(newTopics.map((t) => t.name)).toContain(parcels.topic);
+    expect(publishers(after)).toEqual([
+      ...publishers(before),
+      ...newTopics.map((t): [string, string[]] => [t.name, []]),
     ]);
     const emulator = JSON.parse(copy().read('emulators/servicebus-config.json')) as {
       UserConfig: { Namespaces: { Topics: { Name: string; Subscriptions: { Name: string }[] }[] }[] };
@@ -91,27 +115,26 @@ describe('npm run new:consumer in a copy of the project', () => {
     // The send tool validates the new subject with the new consumer's schema, before connecting.
     const invalid = copy().tool('tools/send.ts', [
       '--subject',
-      'ParcelShipped',
+      parcels.subject,
       '--body',
       '{"id":"A","quantity":"x"}',
     ]);
     const valid = copy().tool('tools/send.ts', [
       '--subject',
-      'ParcelShipped',
+      parcels.subject,
       '--body',
       '{"id":"A","quantity":1}',
     ]);
     expect([invalid.status, invalid.stderr]).toEqual([
       2,
-      expect.stringMatching(/invalid event:\n {2}- quantity/),
+      // Two consumers read the parcels: the one that refuses it is named.
+      expect.stringMatching(/invalid event for [\w.-]+:\n {2}- quantity/),
     ]);
     expect([valid.status, valid.stderr]).toEqual([2, expect.stringMatching(/Set SERVICEBUS_NAMESPACE/)]);
 
     expect(checkProject(copy())).toEqual([]);
     const suites = jestIn(copy(), [
-      'test/functions/shipping-parcel-counter.test.ts',
-      'test/functions/billing-credit-limit.test.ts',
-      'test/functions/loyalty-points-keeper.test.ts',
+      ...[parcels, credit, points].map((added) => `test/functions/${added.function}.test.ts`),
       'test/inbox/topology.test.ts',
       'test/emulators/config.test.ts',
     ]);
@@ -120,7 +143,7 @@ describe('npm run new:consumer in a copy of the project', () => {
 
     const deployed = await deployedSubscriptions(copy());
     expect(deployed.subscriptions).toEqual(declaredSubscriptions(copy()));
-    expect(deployed.filters['parcel-events/shipping.parcel-counter']).toEqual({ label: 'ParcelShipped' });
+    expect(deployed.filters[`${parcels.topic}/${parcels.name}`]).toEqual({ label: parcels.subject });
     expect(path.basename(copy().root)).toMatch(/^template-copy-/);
   }, 900_000);
 
@@ -157,18 +180,23 @@ describe('npm run new:consumer in a copy of the project', () => {
     const before = files();
     const topology = copy().read('src/topology.json');
 
+    // Another name for the parcel counter's function: shipping.parcel-counter → shipping-parcel.counter.
+    const [area = '', first = '', ...rest] = parcels.name.split(/[.-]/);
+    const sameFunction = `${area}-${first}.${rest.join('-')}`;
+    expect(sameFunction).not.toBe(parcels.name);
+
     for (const args of [
       [],
       ['--name', 'shipping.parcel-counter', '--topic', 'shipping-events'],
       ['--name', 'Shipping.Parcel', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
-      ['--name', 'shipping.parcel-counter', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
-      ['--name', 'shipping-parcel.counter', '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
+      ['--name', parcels.name, '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
+      ['--name', sameFunction, '--topic', 'shipping-events', '--subject', 'ParcelShipped'],
       ['--name', 'shipping.box-counter', '--topic', 'bad/topic', '--subject', 'ParcelShipped'],
       ['--name', 'shipping.box-counter', '--topic', 'shipping-events', '--subject', 'parcel shipped'],
       ['--name', 'shipping.box-counter', '--topic', 't', '--subject', 'ParcelShipped', '--kind', 'saga'],
       ['--name', 'shipping.parcel-counter', '--unknown'],
       // A subject another consumer reads, without --fan-out.
-      ['--name', 'billing.payment-auditor', '--topic', 'business-events', '--subject', 'PaymentReceived'],
+      ['--name', 'billing.parcel-auditor', '--topic', parcels.topic, '--subject', parcels.subject],
     ]) {
       const result = copy().tool('tools/newConsumer.ts', args);
 
@@ -181,25 +209,26 @@ describe('npm run new:consumer in a copy of the project', () => {
 
   // After the scaffold above: undo what it wrote, and refuse to lose an edit.
   it('--remove deletes what it wrote, and refuses a file changed since unless --force', () => {
-    const source = path.join(copy().root, 'src', 'consumers', 'billing-credit-limit.ts');
+    const source = path.join(copy().root, 'src', 'consumers', `${credit.function}.ts`);
     appendFileSync(source, '// my change\n');
 
-    const removed = copy().tool('tools/newConsumer.ts', ['--remove', 'shipping.parcel-counter']);
-    const fanOut = copy().tool('tools/newConsumer.ts', ['--remove', 'loyalty.points-keeper']);
-    const refused = copy().tool('tools/newConsumer.ts', ['--remove', 'billing.credit-limit']);
+    // The fan-out first: its function file imports the parcel counter.
+    const fanOut = copy().tool('tools/newConsumer.ts', ['--remove', points.name]);
+    const removed = copy().tool('tools/newConsumer.ts', ['--remove', parcels.name]);
+    const refused = copy().tool('tools/newConsumer.ts', ['--remove', credit.name]);
     const edited = existsSync(source);
-    const forced = copy().tool('tools/newConsumer.ts', ['--remove', 'billing.credit-limit', '--force']);
+    const forced = copy().tool('tools/newConsumer.ts', ['--remove', credit.name, '--force']);
 
     expect([removed.status, removed.stderr]).toEqual([0, '']);
     // A fan-out is read back (its example body is in its test's JSON file) and removed as written.
     expect([fanOut.status, fanOut.stderr]).toEqual([0, '']);
-    expect(fanOut.stdout).toContain('test/functions/loyalty-points-keeper.example.json   deleted');
+    expect(fanOut.stdout).toContain(`test/functions/${points.function}.example.json   deleted`);
     expect(removed.stdout).toContain(
-      'without the subscription shipping.parcel-counter, and without the topic parcel-events, now empty',
+      `without the subscription ${parcels.name}, and without the topic ${parcels.topic}, now empty`,
     );
     expect([refused.status, refused.stderr]).toEqual([
       2,
-      expect.stringContaining('src/consumers/billing-credit-limit.ts changed since new:consumer wrote it'),
+      expect.stringContaining(`src/consumers/${credit.function}.ts changed since new:consumer wrote it`),
     ]);
     expect(edited).toBe(true);
     expect(forced.status).toBe(0);
@@ -210,6 +239,7 @@ describe('npm run new:consumer in a copy of the project', () => {
     expect(copy().read('emulators/servicebus-config.json')).toBe(
       readFileSync(path.join(PROJECT_ROOT, 'emulators/servicebus-config.json'), 'utf8'),
     );
-    expect(files().filter((file) => /parcel-counter|credit-limit|points-keeper/.test(file))).toEqual([]);
+    const added = [parcels, credit, points].map((consumer) => consumer.function);
+    expect(files().filter((file) => added.some((name) => file.includes(name)))).toEqual([]);
   });
 });

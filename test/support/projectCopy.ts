@@ -1,10 +1,20 @@
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '../../local/project';
-import type { Topology } from '../../src/topology';
+import { functionNameOf, type Topology } from '../../src/topology';
 import { azdEnvironment, azdParameters, build, locateBicep, resources, snapshot } from './bicep';
 
 /**
@@ -14,8 +24,12 @@ import { azdEnvironment, azdParameters, build, locateBicep, resources, snapshot 
  */
 export interface ProjectCopy {
   root: string;
-  /** Runs a command in the copy; never throws. */
-  run(command: string, args: readonly string[]): { status: number | null; output: string };
+  /** Runs a command in the copy (with this environment instead of the test's); never throws. */
+  run(
+    command: string,
+    args: readonly string[],
+    environment?: NodeJS.ProcessEnv,
+  ): { status: number | null; output: string };
   /** Runs a tool of the copy with tsx, as `npm run` does. */
   tool(file: string, args: readonly string[]): { status: number | null; stdout: string; stderr: string };
   read(file: string): string;
@@ -44,10 +58,10 @@ export function copyProject(): ProjectCopy {
   const env = { ...process.env, APPLICATIONINSIGHTS_CONNECTION_STRING: '', FORCE_COLOR: '0' };
   return {
     root,
-    run(command, args) {
+    run(command, args, environment = env) {
       const result = spawnSync(command, args, {
         cwd: root,
-        env,
+        env: environment,
         encoding: 'utf8',
         maxBuffer: 64 * 1024 * 1024,
       });
@@ -133,6 +147,86 @@ export function jestIn(copy: ProjectCopy, suites: readonly string[]): { ok: bool
 }
 
 /**
+ * Makes the copy a git work tree on this checkout's history, as a clone is, for the suites that read
+ * it (test/build/mutateChanged.test.ts): the objects shared with this checkout, not copied; the
+ * copy's files as they are, so a change not committed here shows as one there.
+ */
+export function withHistory(copy: ProjectCopy): void {
+  const clone = path.join(copy.root, '.history');
+  const cloned = copy.run('git', ['clone', '--quiet', '--shared', '--no-checkout', PROJECT_ROOT, clone]);
+  if (cloned.status !== 0) throw new Error(`git clone of this checkout failed: ${cloned.output}`);
+  renameSync(path.join(clone, '.git'), path.join(copy.root, '.git'));
+  rmSync(clone, { recursive: true });
+  const reset = copy.run('git', ['reset', '--quiet']);
+  if (reset.status !== 0) throw new Error(`git reset in the copy failed: ${reset.output}`);
+}
+
+/**
+ * Runs the copy's fast set (`npm run test:fast`, on `maxWorkers` cores) from a user's shell (none of
+ * the Cosmos DB or Service Bus settings this test's setup placed), and names each test that failed
+ * as `<suite> › <test>: <its error>`, and each suite that could not run (or jest's output, when
+ * it gave no results).
+ */
+export function fastSetIn(copy: ProjectCopy, maxWorkers: number): string[] {
+  const results = path.join(copy.root, '.fast-set.json');
+  const shell = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([name]) => !/^(COSMOS_|SERVICEBUS_|INBOX_|PURGE_|HOST_|APPLICATIONINSIGHTS_)/.test(name),
+    ),
+  );
+  const { output } = copy.run(
+    process.execPath,
+    [
+      path.join(PROJECT_ROOT, 'node_modules', 'jest', 'bin', 'jest.js'),
+      ...[
+        '--ci',
+        '--selectProjects',
+        'fast',
+        `--maxWorkers=${maxWorkers}`,
+        '--json',
+        `--outputFile=${results}`,
+      ],
+    ],
+    { ...shell, FORCE_COLOR: '0' },
+  );
+  let report: JestReport;
+  try {
+    report = JSON.parse(readFileSync(results, 'utf8')) as JestReport;
+  } catch {
+    return [`jest gave no results:\n${output.slice(-4000)}`];
+  }
+  // The error and jest's Expected/Received lines, without the code frame and stack that follow.
+  const gist = (message = ''): string =>
+    message
+      .split('\n')
+      .map((line) => line.trim())
+      .filter(Boolean)
+      .slice(0, 6)
+      .join(' | ')
+      .slice(0, 600);
+  const failures = report.testResults.flatMap((suite) => {
+    const file = path.relative(copy.root, suite.name);
+    const failed = suite.assertionResults
+      .filter((test) => test.status === 'failed')
+      .map((test) => `${file} › ${test.fullName}: ${gist(test.failureMessages[0])}`);
+    return failed.length > 0 || suite.status !== 'failed' ? failed : [`${file}: ${gist(suite.message)}`];
+  });
+  if (failures.length === 0 && !report.success) failures.push(`jest failed:\n${output.slice(-4000)}`);
+  return failures;
+}
+
+/** What `jest --json` writes, as far as fastSetIn reads it. */
+interface JestReport {
+  success: boolean;
+  testResults: {
+    name: string;
+    status: 'passed' | 'failed';
+    message: string;
+    assertionResults: { fullName: string; status: string; failureMessages: string[] }[];
+  }[];
+}
+
+/**
  * What the copy's infra/main.bicep deploys, evaluated by the Bicep CLI (`bicep snapshot`, as in
  * test/infra) with azd's parameters: each subscription as `topic/subscription` and its filter.
  */
@@ -165,4 +259,52 @@ export async function deployedSubscriptions(
 export function declaredSubscriptions(copy: ProjectCopy): string[] {
   const topology = JSON.parse(copy.read('src/topology.json')) as Topology;
   return topology.topics.flatMap((t) => t.subscriptions.map((s) => `${t.name}/${s.name}`)).sort();
+}
+
+/** A consumer a test adds to a copy with new:consumer: its name, function, topic and subject. */
+export interface NewConsumer {
+  name: string;
+  /** Its function, and the name of its files (functionNameOf). */
+  function: string;
+  topic: string;
+  subject: string;
+}
+
+/**
+ * The consumer a test wants to add, or, when the copy already has one by that name or function (a
+ * consumer of the user's own), `<name>-2`, `<name>-3`...; its subject likewise, when its topic
+ * already carries it; and with `newTopic`, its topic too, when the copy declares it: new:consumer
+ * would refuse a name or subject taken, and the test must hold whatever consumers the project has.
+ */
+export function unusedConsumer(
+  copy: ProjectCopy,
+  wanted: Omit<NewConsumer, 'function'> & { newTopic?: boolean },
+): NewConsumer {
+  const declared = JSON.parse(copy.read('src/topology.json')) as Topology;
+  const names = new Set(declared.topics.flatMap((t) => t.subscriptions.map((s) => s.name)));
+  const taken = (name: string): boolean =>
+    names.has(name) ||
+    [`functions/${functionNameOf(name)}.ts`, `src/consumers/${functionNameOf(name)}.ts`].some((file) =>
+      existsSync(path.join(copy.root, file)),
+    );
+  const name = firstUnused(wanted.name, '-', taken);
+  const topicName =
+    wanted.newTopic === true
+      ? firstUnused(wanted.topic, '-', (topic) => declared.topics.some((t) => t.name === topic))
+      : wanted.topic;
+  const topic = declared.topics.find((t) => t.name === topicName);
+  const subjects = new Set([
+    ...(topic?.subscriptions.flatMap((s) => s.subjects) ?? []),
+    ...(topic?.unsubscribedSubjects ?? []),
+  ]);
+  const subject = firstUnused(wanted.subject, '', (candidate) => subjects.has(candidate));
+  return { name, function: functionNameOf(name), topic: topicName, subject };
+}
+
+/** `wanted`, or the first of `wanted<separator>2`, `wanted<separator>3`... not taken. */
+function firstUnused(wanted: string, separator: string, taken: (candidate: string) => boolean): string {
+  for (let n = 1; ; n++) {
+    const candidate = n === 1 ? wanted : `${wanted}${separator}${n}`;
+    if (!taken(candidate)) return candidate;
+  }
 }

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 
 import { Linter } from 'eslint';
@@ -8,6 +9,7 @@ import { UsageError } from '../../cli/errors';
 import { PROJECT_ROOT } from '../../local/project';
 import {
   checkedRequest,
+  consumerFiles,
   type ConsumerRequest,
   generatedFiles,
   withoutSubscription,
@@ -18,7 +20,18 @@ import {
 const declared = {
   topics: [{ name: 'orders', subscriptions: [{ name: 'sales.order-taker', subjects: ['OrderPlaced'] }] }],
 };
-const request = { name: 'shipping.parcel-counter', topic: 'shipping', subject: 'ParcelShipped' };
+/**
+ * The consumer these refusals are asked for: tools/README's example, or, when the project has files
+ * by its name (a user who ran the example), the first of `-2`, `-3`... that it has not: new:consumer
+ * refuses a name whose files exist, whatever the declaration.
+ */
+const unusedName = (wanted: string): string => {
+  for (let n = 1; ; n++) {
+    const name = n === 1 ? wanted : `${wanted}-${n}`;
+    if (!Object.values(consumerFiles(name)).some((file) => existsSync(file))) return name;
+  }
+};
+const request = { name: unusedName('shipping.parcel-counter'), topic: 'shipping', subject: 'ParcelShipped' };
 const refusal = (values: Record<string, string>): string => {
   try {
     checkedRequest(values, declared);

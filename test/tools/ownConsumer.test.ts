@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { ServiceBusClient } from '@azure/service-bus';
 
 import { StartedApp, userEnvironment } from '../support/npmStart';
-import { useProjectCopy } from '../support/projectCopy';
+import { unusedConsumer, useProjectCopy } from '../support/projectCopy';
 
 /**
  * A consumer of your own, from scratch, in a copy of the project: added with new:consumer while
@@ -17,7 +17,8 @@ import { useProjectCopy } from '../support/projectCopy';
  * deployment package npm start builds, loaded through the worker's path, applies what npm run send
  * sends; a poison message is dead-lettered, and npm run dead-letters lists it with the consumer's
  * reason and will not resubmit it. Nothing here is the sample's: it holds after npm run
- * remove:samples, whose test runs it there.
+ * remove:samples, whose test runs it there; and its consumer is named so that it collides with none
+ * the project has (unusedConsumer), the user's own included.
  */
 const run = promisify(execFile);
 const copy = useProjectCopy();
@@ -43,6 +44,8 @@ const tool = (script: string, args: string[]): Promise<{ code: number; stdout: s
     }),
   );
 const write = (file: string, text: string): void => writeFileSync(join(copy().root, file), text);
+/** A literal in a pattern. */
+const literal = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const remove = (file: string): void => rmSync(join(copy().root, file));
 
 it('runs, restarts and dead-letters for a consumer added while npm start runs', async () => {
@@ -66,14 +69,23 @@ it('runs, restarts and dead-letters for a consumer added while npm start runs', 
     { cwd: copy().root, env },
   );
   let at = await shown(/^Ready\. Press Ctrl\+C to stop\.$/m, 0);
+  const own = unusedConsumer(copy(), {
+    name: 'probe.widget-counter',
+    topic: 'business-events',
+    subject: 'WidgetCounted',
+  });
+  // The same, as they appear in npm start's lines.
+  const [fn, name, topic, subject] = [own.function, own.name, own.topic, own.subject].map(literal);
 
   // Without the sample (remove:samples), the topic is new too.
   const added = await tool('tools/newConsumer.ts', [
-    ...['--name', 'probe.widget-counter', '--topic', 'business-events', '--subject', 'WidgetCounted'],
+    ...['--name', own.name, '--topic', own.topic, '--subject', own.subject],
   ]);
   expect([added.code, added.stderr]).toEqual([0, '']);
   at = await shown(
-    /Restarted in [\d.]+ s: \d+ functions \(added: probe-widget-counter\); topics and subscriptions: added (business-events, )?business-events\/Subscriptions\/probe\.widget-counter\./,
+    new RegExp(
+      `Restarted in [\\d.]+ s: \\d+ functions \\(added: ${fn}\\); topics and subscriptions: added (${topic}, )?${topic}/Subscriptions/${name}\\.`,
+    ),
     at,
   );
 
@@ -89,11 +101,11 @@ it('runs, restarts and dead-letters for a consumer added while npm start runs', 
   };
   const client = new ServiceBusClient(environment.SERVICEBUS_CONNECTION_STRING);
   await client
-    .createSender('business-events')
-    .sendMessages({ messageId: 'widget-A-1', subject: 'WidgetCounted', body: { id: 'A-1', quantity: 2 } });
+    .createSender(own.topic)
+    .sendMessages({ messageId: 'widget-A-1', subject: own.subject, body: { id: 'A-1', quantity: 2 } });
   await client.close();
   at = await shown(
-    /probe-widget-counter #\d+ delivery 1 messageId=widget-A-1 trace=[0-9a-f]{32}: processed/,
+    new RegExp(`${fn} #\\d+ delivery 1 messageId=widget-A-1 trace=[0-9a-f]{32}: processed`),
     at,
   );
 
@@ -109,7 +121,9 @@ it('runs, restarts and dead-letters for a consumer added while npm start runs', 
   );
   remove('functions/throws.ts');
   at = await shown(
-    /Restarted in [\d.]+ s: \d+ functions \(added: .*probe-widget-counter.*\); topics and subscriptions unchanged\./,
+    new RegExp(
+      `Restarted in [\\d.]+ s: \\d+ functions \\(added: .*${fn}.*\\); topics and subscriptions unchanged\\.`,
+    ),
     at,
   );
 
@@ -121,29 +135,29 @@ it('runs, restarts and dead-letters for a consumer added while npm start runs', 
   write('host.json', `${JSON.stringify(hostJson, null, 2)}\n`);
   at = await shown(/Restarted in [\d.]+ s: \d+ functions; topics and subscriptions unchanged\./, at);
   expect(
-    (await tool('tools/send.ts', ['--subject', 'WidgetCounted', '--body', '{"id":"A-2","quantity":1}'])).code,
+    (await tool('tools/send.ts', ['--subject', own.subject, '--body', '{"id":"A-2","quantity":1}'])).code,
   ).toBe(0);
   at = await shown(
-    /probe-widget-counter #\d+ delivery 1 messageId=WidgetCounted-[0-9a-f]{40} trace=[0-9a-f]{32}: processed/,
+    new RegExp(`${fn} #\\d+ delivery 1 messageId=${subject}-[0-9a-f]{40} trace=[0-9a-f]{32}: processed`),
     at,
   );
   at = await shown(/totals: .*\| inbox markers 2, messages waiting 0/, at);
 
   // Poison: its schema refuses it on each delivery, then Service Bus dead-letters it.
   const poison = await tool('tools/send.ts', [
-    ...['--subject', 'WidgetCounted', '--body', '{"id":"A-3"}', '--allow-invalid'],
+    ...['--subject', own.subject, '--body', '{"id":"A-3"}', '--allow-invalid'],
   ]);
   expect(poison.code).toBe(0);
   // The broker's line and the trigger's come in either order.
   const poisoned = at;
   for (const line of [
-    /probe-widget-counter #\d+ delivery 10 messageId=WidgetCounted-[0-9a-f]{40} trace=[0-9a-f]{32}: poison/,
-    /dead-lettered #\d+ messageId=WidgetCounted-[0-9a-f]{40} \(MaxDeliveryCountExceeded/,
+    new RegExp(`${fn} #\\d+ delivery 10 messageId=${subject}-[0-9a-f]{40} trace=[0-9a-f]{32}: poison`),
+    new RegExp(`dead-lettered #\\d+ messageId=${subject}-[0-9a-f]{40} \\(MaxDeliveryCountExceeded`),
   ])
     at = Math.max(at, await shown(line, poisoned));
-  const listed = await tool('tools/deadLetters.ts', ['list', 'probe.widget-counter']);
-  expect(listed.stdout).toMatch(/WidgetCounted-[0-9a-f]{12}.* poison \(schema-violation\)/);
-  const resubmitted = await tool('tools/deadLetters.ts', ['resubmit', 'probe.widget-counter', '--all']);
+  const listed = await tool('tools/deadLetters.ts', ['list', own.name]);
+  expect(listed.stdout).toMatch(new RegExp(`${subject}-[0-9a-f]{12}.* poison \\(schema-violation\\)`));
+  const resubmitted = await tool('tools/deadLetters.ts', ['resubmit', own.name, '--all']);
   expect(resubmitted.code).not.toBe(0);
   expect(resubmitted.stdout).toMatch(/^Resubmitted 0, /m);
   expect(resubmitted.stdout).toContain('--include-poison');

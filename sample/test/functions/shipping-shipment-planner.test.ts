@@ -67,12 +67,13 @@ const markersOf = async (orderId: string): Promise<number> => {
 describe('shipping.shipment-planner', () => {
   it('reads the events the stock reserver publishes, on the topic it publishes them on, and publishes its own on shipping-events (src/topology.json)', () => {
     expect(topicsPublishedBy('inventory.stock-reserver')).toEqual(['business-events']);
-    expect(publishersOf('business-events')).toEqual(['inventory.stock-reserver']);
+    expect(publishersOf('business-events')).toContain('inventory.stock-reserver');
     expect(topicsPublishedBy('shipping.shipment-planner')).toEqual([SHIPPING_EVENTS]);
     // No subscription here reads ShipmentPlanned: it is declared so, or tx.publish would refuse it.
-    expect(outboxRoutesOf('shipping.shipment-planner')).toEqual(
-      new Map([[SHIPPING_EVENTS, new Set(['ShipmentPlanned'])]]),
-    );
+    // (A consumer of the user's own on shipping-events adds the subjects it reads to the routes.)
+    const routes = outboxRoutesOf('shipping.shipment-planner');
+    expect([...routes.keys()]).toEqual([SHIPPING_EVENTS]);
+    expect(routes.get(SHIPPING_EVENTS)?.has('ShipmentPlanned')).toBe(true);
     expect(bindingOf('shipping.shipment-planner')).toEqual({
       topic: 'business-events',
       subscription: 'shipping.shipment-planner',

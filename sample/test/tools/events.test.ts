@@ -16,19 +16,19 @@ const messageIdOf = (subject: string, body: unknown): string =>
 describe('the subjects the send tool knows', () => {
   it('are those the consumers of the app read, each with its consumers’ schemas', () => {
     // The catalogue's events come from outside the app; the shipment planner's are published by
-    // the stock reserver, and have no catalogue entry.
-    expect([...rules.keys()].sort()).toEqual(
-      [
-        ...Object.values(SAMPLE_EVENTS).map((event) => event.subject),
-        ...bindingOf(shipmentPlanner.name).subjects,
-      ].sort(),
-    );
-    for (const event of Object.values(SAMPLE_EVENTS)) {
-      expect([...(rules.get(event.subject)?.schemas.keys() ?? [])]).toEqual([event.consumer]);
-    }
-    for (const subject of bindingOf(shipmentPlanner.name).subjects) {
-      expect([...(rules.get(subject)?.schemas.keys() ?? [])]).toEqual([shipmentPlanner.name]);
-    }
+    // the stock reserver, and have no catalogue entry. Consumers of the user's own (new:consumer)
+    // add their subjects, and their schemas to a subject they read too (fan-out).
+    const sample = [
+      ...Object.values(SAMPLE_EVENTS).map((event) => ({ subject: event.subject, consumer: event.consumer })),
+      ...bindingOf(shipmentPlanner.name).subjects.map((subject) => ({
+        subject,
+        consumer: shipmentPlanner.name,
+      })),
+    ];
+    expect(sample.length).toBeGreaterThan(0);
+    expect(
+      sample.filter(({ subject, consumer }) => rules.get(subject)?.schemas.has(consumer) !== true),
+    ).toEqual([]);
   });
 });
 
