@@ -26,7 +26,7 @@ import { type PeerFixture, startPeer } from '../support/peer';
  * the wall clock (the runtime reads the same clock). The probe's policy: 2 failed deliveries, then
  * a copy 30 s later, then one 45 s later (60 s capped), then dead-letter (maxDeliveryCount 3).
  */
-const SCALE = 20;
+const SCALE = 10;
 /** Shorter than the first delay: an original whose completion is lost comes back before its copy. */
 const LOCK_MS = 20_000;
 const MAX_DELIVERY_COUNT = 3;
