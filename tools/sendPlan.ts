@@ -24,15 +24,14 @@ export interface SendPlan {
 }
 
 /**
- * Plans a send to `topic` (else the topic whose subscriptions filter on the Subject in
- * src/topology.json), routed by the filters of `topology`: the running npm start's, or what azd
- * deploys.
+ * Plans a send to `topic` (else the topic whose subscriptions filter on the Subject in `topology`),
+ * routed by the filters of `topology`: the running npm start's, or what azd deploys.
  */
 export function planSend(
   event: OutgoingEvent,
   options: { topic?: string; copies: number; topology: Topology },
 ): SendPlan {
-  const topic = topicFor(event.subject, options.topic);
+  const topic = topicFor(event.subject, options.topic, options.topology);
   const body = messageBody(event);
   const subscriptions =
     options.topology.topics

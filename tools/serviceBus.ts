@@ -67,10 +67,13 @@ export function fullyQualified(namespace: string): string {
   return host.includes('.') ? host : `${host}.servicebus.windows.net`;
 }
 
-/** The topic that carries a subject (src/topology.json), unless the operator names one. */
-export function topicFor(subject: string, override?: string): string {
+/**
+ * The topic that carries a subject in `declared` (src/topology.json, or the running npm start's),
+ * unless the operator names one.
+ */
+export function topicFor(subject: string, override?: string, declared: Topology = topology): string {
   if (override) return override;
-  const topic = topology.topics.find((t) => t.subscriptions.some((s) => s.subjects.includes(subject)));
+  const topic = declared.topics.find((t) => t.subscriptions.some((s) => s.subjects.includes(subject)));
   if (!topic) {
     throw new UsageError(
       `No subscription in src/topology.json filters on the subject '${subject}'; pass --topic to send it anyway.`,

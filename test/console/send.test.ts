@@ -108,6 +108,26 @@ function post(
   });
 }
 
+/** A GET as the console's page makes it: its token. */
+function get(path: string): Promise<{ status: number; value: Record<string, unknown> }> {
+  const { origin, hash } = new URL(running.url);
+  return new Promise((resolve, reject) => {
+    request(
+      `${origin}/api/${path}`,
+      { headers: { 'x-console-token': new URLSearchParams(hash.slice(1)).get('token')! } },
+      (response) => {
+        let text = '';
+        response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        response.on('end', () =>
+          resolve({ status: response.statusCode!, value: JSON.parse(text) as Record<string, unknown> }),
+        );
+      },
+    )
+      .on('error', reject)
+      .end();
+  });
+}
+
 /** What each subscription holds: MessageId, Subject and body bytes. */
 async function queued(
   subscription: string,
@@ -167,6 +187,19 @@ describe('the console sends only a plan the user confirmed', () => {
     });
     // A plan sends nothing.
     expect(peer.peer.broker.topic(TOPIC).stats.sent).toBe(0);
+  });
+
+  it('plans and offers each subject on the topic the served topology names, whatever src/topology.json says', async () => {
+    served = {
+      topics: [{ name: 'console-only', subscriptions: [{ name: PAYMENTS, subjects: ['PaymentReceived'] }] }],
+    };
+
+    const { status, value } = await post('send/plan', { subject: 'PaymentReceived', body: PAID });
+    const form = await get('send-form');
+
+    expect(status).toBe(200);
+    expect(value).toMatchObject({ topic: 'console-only', subscriptions: [PAYMENTS] });
+    expect(form.value).toMatchObject({ subjects: [{ subject: 'PaymentReceived', topic: 'console-only' }] });
   });
 
   it('sends exactly the planned message once the plan is confirmed', async () => {

@@ -134,13 +134,20 @@ async function until(done: () => boolean | Promise<boolean>, what: () => unknown
 }
 
 async function effectsOf(messageId: string): Promise<{ messageId: string; subject: string; copy: string }[]> {
-  const { resources } = await stack.container.items
-    .query({
-      query: "SELECT c.messageId, c.subject, c.copy FROM c WHERE c.type = 'effect' AND c.messageId = @id",
-      parameters: [{ name: '@id', value: messageId }],
-    })
-    .fetchAll();
-  return resources as { messageId: string; subject: string; copy: string }[];
+  for (;;) {
+    try {
+      const { resources } = await stack.container.items
+        .query({
+          query: "SELECT c.messageId, c.subject, c.copy FROM c WHERE c.type = 'effect' AND c.messageId = @id",
+          parameters: [{ name: '@id', value: messageId }],
+        })
+        .fetchAll();
+      return resources as { messageId: string; subject: string; copy: string }[];
+    } catch (error) {
+      // A dependency case below throttles every query while the handler makes its own: read again.
+      if ((error as { code?: unknown }).code !== 429) throw error;
+    }
+  }
 }
 
 /** The probe's deliveries of the message and its copies, in the order the host settled them. */

@@ -216,7 +216,7 @@ function apiRoutes(backend: ConsoleBackend): Route[] {
     post(`dead-letters/${segment}/act`, ({ params, body }) =>
       backend.tools.act(backend.topology(), params[0]!, actionRequest(body)),
     ),
-    get('send-form', () => backend.tools.sendForm()),
+    get('send-form', () => backend.tools.sendForm(backend.topology())),
     // As a dead-letter plan: what a send would do, allowed read-only too.
     post('send/plan', ({ body }) => backend.tools.planSend(backend.topology(), sendRequest(body)), false),
     post('send', ({ body }) => backend.tools.send(backend.topology(), sendRequest(body))),

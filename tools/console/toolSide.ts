@@ -136,11 +136,12 @@ export class ToolSide {
     return { lines, summary: done.lines.at(-1)!, ok: done.ok };
   }
 
-  sendForm(): Promise<SendForm> {
+  /** The form's subjects, each on the topic whose filters take it in `topology` (the one served). */
+  sendForm(topology: Topology): Promise<SendForm> {
     return Promise.resolve({
       subjects: [...this.parts.rules].map(([subject, rule]) => ({
         subject,
-        topic: topicFor(subject),
+        topic: topicFor(subject, undefined, topology),
         consumers: [...rule.schemas.keys()],
         schema: jsonSchema([...rule.schemas.values()][0]),
       })),
