@@ -27,7 +27,7 @@ import {
   type SubjectRules,
 } from './events';
 import { planSend, type SendPlan, sendPlanLines } from './sendPlan';
-import { connectServiceBus, routedSubjects, toServiceBusMessage } from './serviceBus';
+import { connectServiceBus, routedSubjects, topicFor, toServiceBusMessage } from './serviceBus';
 
 const SHORTCUTS = sampleShortcuts();
 
@@ -80,7 +80,12 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
 
   const { env, localRun } = localRunContext(context);
   const plans = events.map((event) =>
-    planSend(event, { topic: values.topic, copies: repeat, topology: localRun?.topology ?? topology }),
+    planSend(event, {
+      // The topic src/topology.json carries the subject on; routed by the running npm start's filters.
+      topic: topicFor(event.subject, values.topic),
+      copies: repeat,
+      topology: localRun?.topology ?? topology,
+    }),
   );
   if (values['dry-run']) {
     for (const plan of plans) for (const line of sendPlanLines(plan)) context.out(line);
