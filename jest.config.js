@@ -30,7 +30,11 @@ const SLOW = [
 const suite = {
   testEnvironment: 'node',
   // sample/ holds the sample's own tests; npm run remove:samples deletes it.
-  roots: ['<rootDir>/test', ...(existsSync(join(__dirname, 'sample')) ? ['<rootDir>/sample'] : [])],
+  roots: [
+    '<rootDir>/test',
+    '<rootDir>/packages',
+    ...(existsSync(join(__dirname, 'sample')) ? ['<rootDir>/sample'] : []),
+  ],
   setupFiles: ['<rootDir>/test/support/setup.ts'],
   // The module the Azure Functions Node.js worker injects (see local/host/worker.ts, which
   // does the same for plain Node.js): jest does not go through Module.prototype.require.

@@ -2,7 +2,7 @@
 /**
  * The ESLint rule that keeps imports pointing one way (eslint.config.mjs runs it on every file):
  *
- *   library (src/inbox) → app (src, functions, sample/src) → local Azure (local)
+ *   library (packages/inbox/src) → app (src, functions, sample/src) → local Azure (local)
  *     → kit and build (cli, build) → commands (tools, emulators, the sample's demo and benchmarks)
  *
  * A file may import its own floor and those below it, never one above: the library knows nothing of
@@ -16,7 +16,7 @@ const { dirname, relative, resolve } = require('node:path');
 
 /** Floors, lowest first; a file's floor is the one with the longest matching prefix. */
 const FLOORS = [
-  { floor: 0, name: 'the library', prefixes: ['src/inbox/'] },
+  { floor: 0, name: 'the library', prefixes: ['packages/inbox/src/'] },
   { floor: 1, name: 'the app', prefixes: ['src/', 'functions/', 'sample/src/'] },
   { floor: 2, name: 'local Azure', prefixes: ['local/'] },
   { floor: 3, name: 'the CLI kit and the build', prefixes: ['cli/', 'build/'] },
@@ -24,12 +24,15 @@ const FLOORS = [
 ];
 
 /** Tests import whatever they test. */
-const UNRESTRICTED = ['test/', 'sample/test/'];
+const UNRESTRICTED = ['test/', 'sample/test/', 'packages/inbox/test/'];
 
 /** The library's entries, as subpath imports (package.json "imports"). */
-const ENTRIES = { '#inbox': 'src/inbox/index.ts', '#inbox/internal': 'src/inbox/internal.ts' };
+const ENTRIES = {
+  '#inbox': 'packages/inbox/src/index.ts',
+  '#inbox/internal': 'packages/inbox/src/internal.ts',
+};
 
-const LIBRARY = 'src/inbox/';
+const LIBRARY = 'packages/inbox/src/';
 const SAMPLE = 'sample/';
 
 /** @param {string} path a path relative to the project, with '/' */

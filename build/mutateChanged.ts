@@ -6,21 +6,21 @@ import { PROJECT_ROOT } from '../local/project';
 
 /**
  * Mutation testing of what a change touched (build/README.md#mutation-testing): the lines of
- * src/inbox that differ from a base revision, each file's ranges given to Stryker as
+ * packages/inbox/src that differ from a base revision, each file's ranges given to Stryker as
  * `--mutate file:start-end`. A whole-library run takes hours on two cores; the lines of one change
  * take a minute or two, so CI runs this on the library's latest change and fails below the
  * threshold of build/stryker.config.mjs (90 %).
  */
 const USAGE = `Usage: npm run test:mutation:changed [-- options]
-  Mutates the lines of src/inbox that changed since a revision, and fails below the mutation
+  Mutates the lines of packages/inbox/src that changed since a revision, and fails below the mutation
   score threshold of build/stryker.config.mjs.
 Options:
   --base <rev>       compare with this revision (default: HEAD, that is the uncommitted changes)
-  --last-change      compare with the parent of the latest commit that changed src/inbox (what CI runs)
+  --last-change      compare with the parent of the latest commit that changed packages/inbox/src (what CI runs)
   --concurrency <n>  test runner processes (default: 2)
   --dry-run          print the ranges and the Stryker command, run nothing`;
 
-const LIBRARY = 'src/inbox';
+const LIBRARY = 'packages/inbox/src';
 
 /** One file's changed lines, as Stryker's mutate ranges take them. */
 export interface ChangedLines {

@@ -1,12 +1,12 @@
 // Mutation testing of the library (npm run test:mutation; build/README.md#mutation-testing):
-// Stryker changes src/inbox one mutant at a time and runs the library's suites that cover it
+// Stryker changes packages/inbox/src one mutant at a time and runs the library's suites that cover it
 // (build/jest.mutation.config.js). A mutant no test notices is a behaviour no test pins.
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   testRunner: 'jest',
   jest: { projectType: 'custom', configFile: 'build/jest.mutation.config.js' },
-  mutate: ['src/inbox/**/*.ts'],
+  mutate: ['packages/inbox/src/**/*.ts'],
   // Each mutant runs only the tests that reach its code.
   coverageAnalysis: 'perTest',
   // A mutant in code that runs when a module loads (a constant, a regular expression) needs every

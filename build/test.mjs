@@ -2,7 +2,7 @@
 // suite, side by side. Each check runs on one core, one after the other, so run first they would
 // leave a core idle for a minute; run beside jest, jest starts at once. The checks' output is printed
 // as one block when they end (while jest still runs, if it does), and the run fails when either does.
-// Arguments go to jest (`npm test -- test/inbox`). First, the Node.js version (build/nodeVersion.mjs).
+// Arguments go to jest (`npm test -- packages/inbox`). First, the Node.js version (build/nodeVersion.mjs).
 /* global console */
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';

@@ -22,7 +22,7 @@ export class UsageError extends ToolError {
 
 /**
  * The tool's environment does not say how to reach Service Bus or Cosmos DB, or says it unsafely
- * (exit code 2). The app's own settings failing at start-up are src/inbox's SettingsError.
+ * (exit code 2). The app's own settings failing at start-up are packages/inbox/src's SettingsError.
  */
 export class EnvironmentError extends ToolError {
   constructor(message: string, options?: ErrorOptions) {

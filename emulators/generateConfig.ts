@@ -228,7 +228,7 @@ export function renderEmulatorConfig(config: EmulatorConfig): string {
 // As in infra/modules/servicebus.bicep: one subject is a correlation filter on Subject (Label), the
 // cheapest to evaluate; several need a SQL filter, and so does a subscription that declares
 // delayedRetry (`retryFor`, its name): it also takes the delayed copies scheduled for it, and no
-// other subscription's (src/inbox/delayedRetry.ts).
+// other subscription's (packages/inbox/src/delayedRetry.ts).
 function subjectRule(subjects: readonly string[], retryFor?: string): EmulatorRule {
   const [only] = subjects;
   if (subjects.length === 1 && only !== undefined && retryFor === undefined) {

@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 /**
  * The names a local server answers to: the loopback names. The SDKs and the .NET clients send the
  * endpoint's own name in Host (127.0.0.1, as npm start prints it, or localhost when configured so),
- * and src/inbox/settings.ts takes the same three as local. A DNS-rebinding page reaches 127.0.0.1
+ * and packages/inbox/src/settings.ts takes the same three as local. A DNS-rebinding page reaches 127.0.0.1
  * under a name of its own, which Host carries: refused. `*.localhost` is left out: no client here
  * sends it.
  */

@@ -72,7 +72,7 @@ const WRITE_REGIONS_READ_MS = 15_000;
 
 /**
  * Refuses to start against a Cosmos DB account that accepts writes in more than one region
- * (src/inbox/writeRegions.ts), unless INBOX_ALLOW_MULTIPLE_WRITE_REGIONS=true. An account that
+ * (packages/inbox/src/writeRegions.ts), unless INBOX_ALLOW_MULTIPLE_WRITE_REGIONS=true. An account that
  * cannot be read is not refused: Cosmos DB unreachable is an outage, which the breaker rides out.
  */
 export async function checkWriteRegions(): Promise<void> {
@@ -97,7 +97,7 @@ export async function checkWriteRegions(): Promise<void> {
 
 /**
  * Refuses to start when the deployed topics and subscriptions the consumers read from have drifted
- * from the settings in a way that breaks the guarantee (src/inbox/entityDrift.ts); drift that does
+ * from the settings in a way that breaks the guarantee (packages/inbox/src/entityDrift.ts); drift that does
  * not is counted and warned about. Entities that cannot be read (a refused or failed read) are not
  * drift: the app starts, with a warning, and the purge waits until a read succeeds. Each check is
  * counted (inbox.drift_checks: checked, unreadable, or off without SERVICEBUS_RESOURCE_ID).
@@ -328,7 +328,7 @@ function deployedEntitiesOf(
     deployedEntities: async () => {
       const bindings = consumerBindings();
       const deployed = await read(bindings);
-      // A subscription's delayed retry lengthens its bound (src/inbox/entityDrift.ts).
+      // A subscription's delayed retry lengthens its bound (packages/inbox/src/entityDrift.ts).
       const delays = new Map(
         bindings.flatMap(({ topic, subscription, delayedRetry }) =>
           delayedRetry === undefined

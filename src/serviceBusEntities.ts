@@ -5,7 +5,7 @@ import type { DeployedEntities, DeployedSubscription, DeployedTopic, Settings } 
 /**
  * Reads the deployed topics and subscriptions the app's consumers read from, through Azure
  * Resource Manager (`GET <namespace>/topics/<topic>` and `…/subscriptions/<subscription>`), for the
- * drift guard (src/inbox/entityDrift.ts). Least privilege: the built-in **Reader** role on each
+ * drift guard (packages/inbox/src/entityDrift.ts). Least privilege: the built-in **Reader** role on each
  * topic (infra/modules/servicebus.bicep), control-plane reads only, no message; the data-plane
  * administration API would need the Manage claim (Data Owner). A refused or failed read throws
  * EntitiesUnreadable: the entities could not be checked, which is not drift.

@@ -17,7 +17,7 @@ import {
  * src/app.ts at the first send, off the app's start-up path. In Azure
  * it signs in as the app's user-assigned identity (AZURE_CLIENT_ID), which holds Azure Service Bus
  * Data Sender on the topics the relay publishes to and those a delayedRetry subscription schedules
- * its copies on (src/inbox/delayedRetry.ts), nothing broader. Locally, a connection string
+ * its copies on (packages/inbox/src/delayedRetry.ts), nothing broader. Locally, a connection string
  * to the emulator or the local peer (UseDevelopmentEmulator=true), never a key to a namespace.
  */
 export function serviceBusPublisher(

@@ -18,7 +18,7 @@ export interface SubscriptionDeclaration {
   subjects: string[];
   /**
    * Opt-in: after `afterDeliveries` failed deliveries, schedule a copy of the message on the topic
-   * for later instead of burning the rest of its deliveries (src/inbox/delayedRetry.ts). The Bicep
+   * for later instead of burning the rest of its deliveries (packages/inbox/src/delayedRetry.ts). The Bicep
    * then lets the subscription's filter take its own copies, and grants the app Data Sender on
    * the topic to schedule them.
    */
@@ -153,7 +153,7 @@ export function validateTopology(value: unknown): Topology {
         problems.push(`subscription '${subscription.name}' needs at least one subject to filter on`);
       } else if (subscription.subjects.includes(RETRY_SUBJECT)) {
         problems.push(
-          `subscription '${subscription.name}': the subject '${RETRY_SUBJECT}' is the delayed retries' own (src/inbox/delayedRetry.ts)`,
+          `subscription '${subscription.name}': the subject '${RETRY_SUBJECT}' is the delayed retries' own (packages/inbox/src/delayedRetry.ts)`,
         );
       }
       if (subscription.delayedRetry !== undefined)

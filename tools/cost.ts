@@ -202,7 +202,7 @@ export function main(argv: string[], context: ToolContext): Promise<ExitCode> {
   return Promise.resolve(EXIT_CODES.ok);
 }
 
-/** SERVICEBUS_MAX_DELIVERY_COUNT as the app reads it (src/inbox/settings.ts): 1 to 2000, default 10. */
+/** SERVICEBUS_MAX_DELIVERY_COUNT as the app reads it (packages/inbox/src/settings.ts): 1 to 2000, default 10. */
 function deliveryCount(text: string | undefined): number {
   const value = Number(text?.trim() || '10');
   if (!Number.isInteger(value) || value < 1 || value > 2000) {

@@ -15,7 +15,7 @@ import { bounded } from '../cli/errors';
 
 /**
  * Who a dead letter is to its consumer: the delivery the app would process (its inbox key), and,
- * for a delayed-retry copy (src/inbox/delayedRetry.ts), the family it belongs to. The library's own
+ * for a delayed-retry copy (packages/inbox/src/delayedRetry.ts), the family it belongs to. The library's own
  * code decides both (toDelivery, asOriginal), so the tool keys a copy exactly as the app does: by
  * the original MessageId and Subject.
  */
@@ -27,7 +27,7 @@ export function idText(id: string | number | Buffer | undefined): string | undef
 }
 
 /**
- * The delivery the adapter would process (src/inbox/azureFunctions.ts: asOriginal(toDelivery(...))).
+ * The delivery the adapter would process (packages/inbox/src/azureFunctions.ts: asOriginal(toDelivery(...))).
  * The Functions host sends the body, the MessageId and the Subject as text, and the application
  * properties as JSON; the Node.js worker JSON-parses every string it can (`fromRpcTypedData`): an
  * all-digit MessageId reaches the adapter as a number, which toDelivery turns back into text. A

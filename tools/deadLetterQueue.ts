@@ -277,7 +277,7 @@ function notFound(deadLetters: readonly ServiceBusReceivedMessage[], selection: 
  * The message as its producer sent it: body bytes and properties, minus what dead-lettering added.
  * With `resubmittedAt`, marked with it (RESUBMITTED_AT_PROPERTY, ISO-8601: one short value we write,
  * replacing an earlier resubmit's), so that a consumer that absorbs the copy as a duplicate names
- * the cause (src/inbox/duplicateCause.ts).
+ * the cause (packages/inbox/src/duplicateCause.ts).
  */
 export function resubmittedCopy(message: ServiceBusReceivedMessage, resubmittedAt?: Date): ServiceBusMessage {
   const properties: Record<string, unknown> = Object.fromEntries(

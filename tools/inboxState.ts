@@ -52,7 +52,7 @@ export interface InboxState {
   detail: string;
 }
 
-/** Where the tool reads markers, as the app does (src/inbox/settings.ts). */
+/** Where the tool reads markers, as the app does (packages/inbox/src/settings.ts). */
 export interface Inbox {
   container: Container;
   retentionSeconds: number;
@@ -97,7 +97,7 @@ export async function consumerOf(subscription: string): Promise<Consumer | undef
  * code: the delivery the adapter would process (deliveryOf: toDelivery, then asOriginal) and where
  * processing would put its marker (markerLocation), so a lossy MessageId maps to the same key as in
  * the app, and a delayed-retry copy is looked up by its original MessageId and Subject: its marker
- * and its failure note are the original's (src/inbox/delayedRetry.ts). A copy without valid family
+ * and its failure note are the original's (packages/inbox/src/delayedRetry.ts). A copy without valid family
  * properties, or scheduled for another subscription, is poison (invalid-retry-copy), as the
  * consumer says.
  *
@@ -134,7 +134,7 @@ export async function inboxStateOf(
       ? { state: 'applied', detail: `marker of ${marker.processedAt}` }
       : { state: 'payload-mismatch', detail: `marker of ${marker.processedAt} has another payload hash` };
   }
-  // Why its last delivery failed, when the consumer could note it (src/inbox/failureNote.ts).
+  // Why its last delivery failed, when the consumer could note it (packages/inbox/src/failureNote.ts).
   const { resource: note } = await inbox.container
     .item(failureNoteId(location.id), location.partitionKey)
     .read<FailureNote>();

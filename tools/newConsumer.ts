@@ -161,7 +161,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   );
   if (fanOut) context.out(`  ${relative(files.example)}   the example body its test sends`);
   context.out('Next:');
-  context.out(`  npx jest ${relative(files.test)} test/inbox/topology.test.ts   then npm test`);
+  context.out(`  npx jest ${relative(files.test)} packages/inbox/test/topology.test.ts   then npm test`);
   context.out(
     '  npm start   (if it runs in watch mode, on by default in a terminal, it has restarted with the consumer and its subscription)',
   );

@@ -22,7 +22,7 @@ import { SAMPLE } from './samples';
 const USAGE = `Usage:
   npm run remove:samples [-- --dry-run]
 Removes the sample business (invoices, payments, stock) from the project, keeping the library
-(src/inbox), the local Cosmos DB server, the Service Bus and host models, the infra and the generic
+(packages/inbox/src), the local Cosmos DB server, the Service Bus and host models, the infra and the generic
 tools. What it removes is listed in tools/samples.ts and in tools/README.md; the docs lose the
 passages marked <!-- sample --> ... <!-- /sample -->.
 Options:

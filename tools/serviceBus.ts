@@ -108,7 +108,7 @@ export function routedSubjects(topic: string, source: Topology = topology): Read
 /**
  * Whether the subscription's filter takes its own delayed-retry copies (Subject inbox.retry with
  * inboxRetryFor its name): it declares `delayedRetry` in src/topology.json, whose filter the Bicep
- * deploys (src/inbox/delayedRetry.ts).
+ * deploys (packages/inbox/src/delayedRetry.ts).
  */
 export function takesRetryCopies(topic: string, subscription: string, source: Topology = topology): boolean {
   const declared = source.topics.find((t) => t.name === topic);

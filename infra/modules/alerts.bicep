@@ -213,7 +213,7 @@ resource duplicateShare 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
   }
 }
 
-// Every duplicate the inbox absorbs carries its cause (src/inbox/duplicateCause.ts) as the dimension
+// Every duplicate the inbox absorbs carries its cause (packages/inbox/src/duplicateCause.ts) as the dimension
 // `cause` of inbox.messages. lock_overlap means two deliveries of one message ran at the same time:
 // the first was still running when its lock expired and the broker delivered the message again, so
 // the handler takes longer than lockDuration (and lock renewal did not hold it). The inbox keeps the
@@ -274,7 +274,7 @@ resource lockOverlap 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
   }
 }
 
-// The drift guard (src/inbox/entityDrift.ts) counts every property of the deployed topics and
+// The drift guard (packages/inbox/src/entityDrift.ts) counts every property of the deployed topics and
 // subscriptions that differs from the app's settings, at start and before each purge run; unsafe
 // drift (a bound past INBOX_RETENTION, duplicate detection off or shorter) stops a starting app and
 // pauses the purge of a running one. One such count is enough to page someone: redeploy, or fix
@@ -382,7 +382,7 @@ resource driftGuardBlind 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
   }
 }
 
-// The app's Cosmos DB circuit breaker (src/inbox/breaker.ts) reports inbox.breaker_open at every
+// The app's Cosmos DB circuit breaker (packages/inbox/src/breaker.ts) reports inbox.breaker_open at every
 // export (about a minute): 1 while the instance holds deliveries because Cosmos DB is failing. Open
 // at every export for 15 minutes means an outage long enough to eat into the deliveries messages
 // have left (the README's arithmetic: about 31 minutes with the defaults), or an instance stuck open.
@@ -440,7 +440,7 @@ resource breakerOpen 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
   }
 }
 
-// The outbox sweeper (src/inbox/relay.ts) reports outbox.oldest_pending_age once a run (every
+// The outbox sweeper (packages/inbox/src/relay.ts) reports outbox.oldest_pending_age once a run (every
 // OUTBOX_SWEEP_INTERVAL, a minute by default), on whichever instance ran it, measured before it sends
 // (so even while every send fails): the age in seconds of the oldest outbox message not yet sent, 0
 // when none is pending. The relay sends a message within seconds of its commit and the sweeper
@@ -491,7 +491,7 @@ resource outboxPendingAge 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = 
   }
 }
 
-// The sweeper (src/inbox/relay.ts) sends a topic's messages only once they have been pending for
+// The sweeper (packages/inbox/src/relay.ts) sends a topic's messages only once they have been pending for
 // OUTBOX_SWEEP_AGE, so a send of the sweeper that fails (outbox.send_failures, source sweeper) means
 // a topic has been refusing or failing for that long: it was deleted, the app lost its Data Sender
 // role on it, it is disabled or full, or Service Bus is down. The other topics' messages go on; this

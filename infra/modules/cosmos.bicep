@@ -138,10 +138,10 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
       // -1: TTL is on, but nothing expires unless it carries its own `ttl` (inbox markers may).
       defaultTtl: -1
       // Every access but a few is a point read or a transactional batch, which need no index. The
-      // queries are the marker purge (src/inbox/purge.ts):
+      // queries are the marker purge (packages/inbox/src/purge.ts):
       //   SELECT TOP @limit c.id, c.partitionKey, c.expiresAtEpochSeconds, c._etag FROM c
       //   WHERE c.type = @type AND c.expiresAtEpochSeconds <= @now
-      // and the outbox sweeper's (src/inbox/relay.ts: the pending count, the oldest, the ones due,
+      // and the outbox sweeper's (packages/inbox/src/relay.ts: the pending count, the oldest, the ones due,
       // and the count of those set aside as unsendable):
       //   ... FROM c WHERE c.type = 'outbox' AND c.pendingSinceEpochSeconds <= @cutoff
       //       [AND NOT (c.topic IN (...))]   once a topic has failed in the run

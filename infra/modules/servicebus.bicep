@@ -56,7 +56,7 @@ param workspaceId string
 
 // One entry per (topic, subscription); a subscription without a subject would receive nothing, which
 // is never what a declaration means, so it stops the deployment instead. retries: it declares
-// delayedRetry (src/inbox/delayedRetry.ts), so its filter also takes its own delayed copies.
+// delayedRetry (packages/inbox/src/delayedRetry.ts), so its filter also takes its own delayed copies.
 var subscriptions = flatten(map(
   range(0, length(topics)),
   t =>
@@ -72,7 +72,7 @@ var subscriptions = flatten(map(
 ))
 
 // The Subject of every delayed copy and the application property naming the one subscription it is
-// for: RETRY_SUBJECT and RETRY_PROPERTIES.for of src/inbox/delayedRetry.ts (test/infra/servicebus.test.ts
+// for: RETRY_SUBJECT and RETRY_PROPERTIES.for of packages/inbox/src/delayedRetry.ts (test/infra/servicebus.test.ts
 // checks the filter against them).
 var retrySubject = 'inbox.retry'
 var retryForProperty = 'inboxRetryFor'
@@ -203,7 +203,7 @@ resource appSends 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
   }
 ]
 
-// The drift guard (src/inbox/entityDrift.ts) reads each topic's duplicate detection and its
+// The drift guard (packages/inbox/src/entityDrift.ts) reads each topic's duplicate detection and its
 // subscriptions' lock, delivery count and TTL through Azure Resource Manager, at start and before
 // each purge. Reader on the topic is the narrowest grant that covers the topic and its
 // subscriptions: control-plane reads only, no message (Data Receiver at a subscription's scope

@@ -62,7 +62,7 @@ export interface DeliveryRecord {
   deliveryCount: number;
   /** What the handler logged (`processed`, `duplicate`, ...), when it logged an outcome. */
   outcome: string | undefined;
-  /** The cause a `duplicate` logged with it (src/inbox/duplicateCause.ts), read like the outcome. */
+  /** The cause a `duplicate` logged with it (packages/inbox/src/duplicateCause.ts), read like the outcome. */
   cause?: string;
   settlement: Settlement;
   error?: string;

@@ -93,7 +93,7 @@ export interface TriggerDelivery {
   outcome: string | undefined;
   /** The handler's alternative effect, for the outcome `alternative`. */
   alternative?: string;
-  /** A duplicate's cause, as the consumer logged it (src/inbox/duplicateCause.ts). */
+  /** A duplicate's cause, as the consumer logged it (packages/inbox/src/duplicateCause.ts). */
   cause?: string;
   subject?: string;
   /** The body as the host hands it to the worker: for the console, which shows it only on request. */

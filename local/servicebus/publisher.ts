@@ -9,7 +9,7 @@ import type { Broker, OutgoingMessage } from './broker';
 
 /**
  * The outbox relay's publisher on the broker model: what `@azure/service-bus` does for the app in
- * Azure (src/inbox/relay.ts serviceBusPublisher), a batch of messages sent to a topic, with the
+ * Azure (packages/inbox/src/relay.ts serviceBusPublisher), a batch of messages sent to a topic, with the
  * faults a real send has. A failed send throws, as the SDK does, after having sent part of the
  * batch or none of it: Service Bus may have taken a message whose send the caller saw fail.
  */
@@ -138,7 +138,7 @@ export interface ScheduleRecord {
 }
 
 /**
- * The app's retry scheduler (src/inbox/delayedRetry.ts RetryScheduler) on the broker model: what
+ * The app's retry scheduler (packages/inbox/src/delayedRetry.ts RetryScheduler) on the broker model: what
  * serviceBusPublisher's `schedule` does in Azure, a send with ScheduledEnqueueTimeUtc, the message
  * converted as the outbox's are (brokerMessageOf). Without faults: a schedule that fails is given
  * back by the handler as any failed delivery (test/functions/delayedRetry.test.ts covers it).

@@ -75,7 +75,7 @@ export function takes(filter: RuleFilter, message: OutgoingMessage): boolean {
 /**
  * The filter the Bicep gives a subscription declared with these subjects: a correlation filter on
  * Subject for one, `sys.Label IN (...)` for several. `retryFor`, the name of a subscription that
- * declares delayedRetry (src/inbox/delayedRetry.ts), makes it a SQL filter even for one subject,
+ * declares delayedRetry (packages/inbox/src/delayedRetry.ts), makes it a SQL filter even for one subject,
  * which also takes the delayed copies scheduled for that subscription and no other's:
  * `sys.Label IN ('A') OR sys.Label = 'inbox.retry' AND inboxRetryFor = '<name>'` (AND binds
  * tighter than OR, in Service Bus SQL as in sqlFilter below).

@@ -369,7 +369,7 @@ async function runOne(
   };
 }
 
-/** The relay's settings: the defaults of src/inbox/settings.ts (only the dispatched ttl matters here). */
+/** The relay's settings: the defaults of packages/inbox/src/settings.ts (only the dispatched ttl matters here). */
 const OUTBOX_DEFAULTS = {
   sweepAgeSeconds: 300,
   sweepIntervalSeconds: 60,

@@ -113,7 +113,7 @@ const idempotencyRecord: Strategy = {
 /**
  * The shipped payment applier without its opt-in event key, so that (d) measures the marker and the
  * patch alone, as (e) and (f) do (the event key adds a document to the batch: about 5 RU a message,
- * src/inbox/README.md#producers-that-re-mint-messageids).
+ * packages/inbox/README.md#producers-that-re-mint-messageids).
  */
 const markerAndPatch = { ...paymentApplier, eventKey: undefined };
 

@@ -6,7 +6,7 @@ import type { DeliveryRecord } from '../../local/host/brokerHost';
  * Duplicate causes in a scenario run (issue 24): for each duplicate an inbox consumer absorbed, the
  * cause the run injected, from what the run did (the host's record of deliveries, the outbox's
  * record of sends, the producer's late resends), against the cause the inbox named on the
- * delivery's log line (src/inbox/duplicateCause.ts). The table must be diagonal. The injected cause
+ * delivery's log line (packages/inbox/src/duplicateCause.ts). The table must be diagonal. The injected cause
  * is not the library's rules run again: it comes from facts the inbox cannot see (which broker
  * message a delivery was, which delivery wrote the marker and whether it was still running, who
  * sent each copy).

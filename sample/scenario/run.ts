@@ -177,7 +177,7 @@ export interface ScenarioReport {
     opened: number;
     closed: number;
     outages: OutageReport[];
-    /** The longest outage the app's settings survive without dead-lettering (see src/inbox/breaker.ts). */
+    /** The longest outage the app's settings survive without dead-lettering (see packages/inbox/src/breaker.ts). */
     survivableOutageSeconds: number;
   };
   /** The delayed-retry copies (src/topology.json delayedRetry): see Accounting.delayedRetries. */

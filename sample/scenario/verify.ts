@@ -39,7 +39,7 @@ import type { Workload, WorkloadEvent } from './workload';
  *                of its event applied it, was absorbed as a suspected producer duplicate (100 %
  *                detected); no other delivery was taken for one; no event applied under two MessageIds
  *
- * A delayed-retry copy (src/inbox/delayedRetry.ts) counts as its original: its MessageId maps to the
+ * A delayed-retry copy (packages/inbox/src/delayedRetry.ts) counts as its original: its MessageId maps to the
  * original's by its inboxRetryOf property. Copies are not duplicates anyone injected: they are left
  * out of the `duplicates` equation (the broker's drops of a copy scheduled again included) and
  * counted apart (Accounting.delayedRetries).

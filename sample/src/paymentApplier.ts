@@ -13,7 +13,7 @@ import { PaymentReceived } from './messages';
  * PaymentReceived → the invoice's paid amount rises by the amount; the invoice becomes Paid once
  * paid ≥ total. A payment id names one payment, so the consumer also keys the event on it
  * (`eventKey`): a producer that sends a payment again under a fresh MessageId is absorbed, not paid
- * twice (src/inbox/README.md#producers-that-re-mint-messageids).
+ * twice (packages/inbox/README.md#producers-that-re-mint-messageids).
  *
  * Most payments leave the invoice open, so the first attempt is a single `incr` with no read and no
  * ETag (concurrent payments never conflict), guarded by a condition that fails when this payment

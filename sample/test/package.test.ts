@@ -401,8 +401,8 @@ describeInfra(
       }
     });
 
-    it('reads no setting of its own that the Bicep leaves unset, unless src/inbox/README.md documents its default', () => {
-      const readme = readFileSync(join(PROJECT_ROOT, 'src', 'inbox', 'README.md'), 'utf8');
+    it('reads no setting of its own that the Bicep leaves unset, unless packages/inbox/README.md documents its default', () => {
+      const readme = readFileSync(join(PROJECT_ROOT, 'packages', 'inbox', 'README.md'), 'utf8');
       const table = readme.slice(readme.indexOf('## Settings'), readme.indexOf('## Telemetry'));
       const documentedOptional = new Set(
         table

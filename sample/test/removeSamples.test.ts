@@ -44,7 +44,7 @@ describe('npm run remove:samples in a copy of the project', () => {
     for (const file of ['functions/billing-payment-applier.ts', ...SAMPLE.files]) {
       expect({ file, exists: existsSync(path.join(copy().root, file)) }).toEqual({ file, exists: false });
     }
-    expect(existsSync(path.join(copy().root, 'src', 'inbox', 'index.ts'))).toBe(true);
+    expect(existsSync(path.join(copy().root, 'packages', 'inbox', 'src', 'index.ts'))).toBe(true);
     expect(existsSync(path.join(copy().root, 'functions', 'purge-expired-markers.ts'))).toBe(true);
     expect(declaredSubscriptions(copy())).toEqual(remaining);
     expect(JSON.parse(copy().read('src/topology.json'))).toEqual(withoutSamples(declared));
@@ -92,7 +92,7 @@ describe('npm run remove:samples in a copy of the project', () => {
     expect([added.status, added.stderr]).toEqual([0, '']);
     const ownSuites = jestIn(copy(), [
       `test/functions/${own.function}.test.ts`,
-      'test/inbox/topology.test.ts',
+      'packages/inbox/test/topology.test.ts',
     ]);
     expect(ownSuites.ok ? 'passed' : ownSuites.output).toBe('passed');
   }, 900_000);

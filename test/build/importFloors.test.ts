@@ -44,17 +44,19 @@ describe('the import-floors rule', () => {
         at('build/loadPackage.ts', "import { loadFunctionApp } from '../local/host/worker';"),
         at('tools/send.ts', "import { runTool } from '../cli/tool';"),
         at('tools/send.ts', "import { start } from '../local/cosmos';"),
-        at('src/inbox/process.ts', "import { markerId } from './marker';"),
+        at('packages/inbox/src/process.ts', "import { markerId } from './marker';"),
         at('functions/billing-payment-applier.ts', "import { paymentApplier } from '../sample/src';"),
         at('sample/demo.ts', "import { ScenarioEnvironment } from './scenario/run';"),
-        at('test/inbox/process.test.ts', "import { MAX_BODY_DEPTH } from '../../src/inbox/process';"),
+        at('packages/inbox/test/process.test.ts', "import { MAX_BODY_DEPTH } from '../src/process';"),
         at('sample/test/commands.test.ts', "import { runTool } from '../../tools/outbox';"),
         at('tools/send.ts', "import { parseArgs } from 'node:util';"),
       ],
       invalid: [
         {
-          ...at('src/inbox/consumer.ts', "import { bindingOf } from '../topology';"),
-          errors: [{ message: /src\/inbox\/consumer.ts is the library, which may not import the app/ }],
+          ...at('packages/inbox/src/consumer.ts', "import { bindingOf } from '../../../src/topology';"),
+          errors: [
+            { message: /packages\/inbox\/src\/consumer.ts is the library, which may not import the app/ },
+          ],
         },
         {
           ...at('local/cosmos/server.ts', "import { runTool } from '../../cli/tool';"),
@@ -69,16 +71,16 @@ describe('the import-floors rule', () => {
           errors: [{ message: /is the app, which may not import the commands/ }],
         },
         {
-          ...at('tools/outbox.ts', "import { formatDuration } from '../src/inbox/duration';"),
+          ...at('tools/outbox.ts', "import { formatDuration } from '../packages/inbox/src/duration';"),
           errors: [
             {
               message:
-                "Import the library through its entries, '#inbox' or '#inbox/internal', not ../src/inbox/duration.",
+                "Import the library through its entries, '#inbox' or '#inbox/internal', not ../packages/inbox/src/duration.",
             },
           ],
         },
         {
-          ...at('src/app.ts', "export * from './inbox/internal';"),
+          ...at('src/app.ts', "export * from '../packages/inbox/src/internal';"),
           errors: [{ message: /through its entries/ }],
         },
         {

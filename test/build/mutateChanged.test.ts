@@ -1,4 +1,4 @@
-// build/mutateChanged.ts (npm run test:mutation:changed, run by .ci/run): which lines of src/inbox a
+// build/mutateChanged.ts (npm run test:mutation:changed, run by .ci/run): which lines of the library a
 // change touched, read from `git diff --unified=0`, and the Stryker `--mutate` ranges made of them.
 // That Stryker honours the ranges, and fails below its threshold, is Stryker's own behaviour; this
 // file checks what we hand it.
@@ -138,7 +138,7 @@ describe('npm run test:mutation:changed', () => {
 
     expect(status).toBe(0);
     expect(stdout).toMatch(
-      /^(Mutating \d+ changed line\(s\) of src\/inbox since [0-9a-f]{12}: .+\nnpx stryker run build\/stryker\.config\.mjs --mutate (src\/inbox\/\w+\.ts:\d+-\d+,?)+ --concurrency 2 |No line of src\/inbox since [0-9a-f]{12} changed: nothing to mutate\.)/,
+      /^(Mutating \d+ changed line\(s\) of packages\/inbox\/src since [0-9a-f]{12}: .+\nnpx stryker run build\/stryker\.config\.mjs --mutate (packages\/inbox\/src\/\w+\.ts:\d+-\d+,?)+ --concurrency 2 |No line of packages\/inbox\/src since [0-9a-f]{12} changed: nothing to mutate\.)/,
     );
   });
 

@@ -45,7 +45,7 @@ function section(doc: Markdown, heading: string): Markdown['prose'] {
 describe('the docs', () => {
   it('covers the markdown of the whole repository', () => {
     expect(docs.map((doc) => doc.path)).toEqual(
-      expect.arrayContaining(['README.md', 'local/README.md', 'src/inbox/README.md', 'infra/README.md']),
+      expect.arrayContaining(['README.md', 'local/README.md', 'packages/inbox/README.md', 'infra/README.md']),
     );
   });
 

@@ -19,7 +19,7 @@ import { MetricsSink } from '../support/metrics';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 
 /**
- * The Azure Functions adapters (src/inbox/azureFunctions.ts) as the host runs them, through the
+ * The Azure Functions adapters (packages/inbox/src/azureFunctions.ts) as the host runs them, through the
  * worker path: what each delivery, timer run and change feed page logs (the level, which alerts
  * and Application Insights severity read, and the JSON fields the workbook parses) and counts.
  * The consumer is the test probe's (test/support/publisherProbe.ts); the timers and the relay are

@@ -19,7 +19,7 @@ import { MetricsSink } from '../support/metrics';
 import { type PeerFixture, startPeer } from '../support/peer';
 
 /**
- * Delayed retry (issue 25, src/inbox/delayedRetry.ts) as Azure runs it: the host model receives
+ * Delayed retry (issue 25, packages/inbox/src/delayedRetry.ts) as Azure runs it: the host model receives
  * from the local Service Bus peer and invokes the probe consumer through the worker path; the app's
  * runtime schedules each copy with its own @azure/service-bus publisher over AMQP, and the peer
  * holds the copy until its ScheduledEnqueueTimeUtc on its clock, which runs SCALE times faster than

@@ -16,7 +16,7 @@ import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 /**
  * On the last delivery Service Bus makes (SERVICEBUS_MAX_DELIVERY_COUNT, 10 here), a consumer whose
  * handler rejected the message or failed notes why, next to where its marker would be, so that the
- * dead-letter tool can say what a resubmit would do (src/inbox/failureNote.ts). Through the worker
+ * dead-letter tool can say what a resubmit would do (packages/inbox/src/failureNote.ts). Through the worker
  * path, with the library's Service Bus handler, on the local Cosmos DB server.
  */
 const stack = useLocalStack();

@@ -115,7 +115,7 @@ describe('the outbox relay function', () => {
     const totalMs = Array.from({ length: policy.maxRetryCount }, () => next()).reduce((a, b) => a + b, 0);
     const minutes = Math.round(totalMs / 60_000);
 
-    for (const readme of [join('docs', 'how-it-works.md'), join('src', 'inbox', 'README.md')]) {
+    for (const readme of [join('docs', 'how-it-works.md'), join('packages', 'inbox', 'README.md')]) {
       const text = readFileSync(join(__dirname, '..', '..', readme), 'utf8');
       expect({ readme, stated: /retries the page 8 times|8 retries/.test(text) }).toEqual({
         readme,

@@ -1,7 +1,7 @@
 // Cosmos DB as deployed: a serverless account with keys off, the app's database, its container and
 // the outbox relay's lease container, and the app's data role on the database only (which covers
 // both); with provisioned capacity, autoscale throughput. The container's indexing policy is checked
-// against the app's queries, the marker purge, read from src/inbox/purge.ts, and the outbox sweeper's:
+// against the app's queries, the marker purge, read from packages/inbox/src/purge.ts, and the outbox sweeper's:
 // their filter paths are indexed and nothing else is, and one composite index per query serves its
 // equality and range filters together (equality first, range last).
 
@@ -20,9 +20,9 @@ import {
   role,
 } from '../support/bicep';
 
-/** The purge query as src/inbox/purge.ts writes it (string literals joined with +). */
+/** The purge query as packages/inbox/src/purge.ts writes it (string literals joined with +). */
 function purgeQuery(): string {
-  const source = readFileSync(path.join(PROJECT_ROOT, 'src', 'inbox', 'purge.ts'), 'utf8');
+  const source = readFileSync(path.join(PROJECT_ROOT, 'packages', 'inbox', 'src', 'purge.ts'), 'utf8');
   const statement = /const EXPIRED_QUERY =([^;]*);/.exec(source)?.[1] ?? '';
   return [...statement.matchAll(/'([^']*)'/g)].map((literal) => literal[1]).join('');
 }
@@ -33,18 +33,19 @@ interface Filter {
 }
 
 /**
- * The outbox sweeper's queries as src/inbox/relay.ts writes them (the pending count, the oldest
+ * The outbox sweeper's queries as packages/inbox/src/relay.ts writes them (the pending count, the oldest
  * pending time, the ones due) share one filter, PENDING_FILTER, with the outbox type inlined.
  */
 function sweepQuery(name: 'PENDING_FILTER' | 'UNSENDABLE_FILTER' = 'PENDING_FILTER'): string {
   const filter = new RegExp(`const ${name} = \`([^\`]*)\`;`).exec(relaySource())?.[1] ?? '';
   const type = /export const OUTBOX_TYPE = '([^']*)';/.exec(
-    readFileSync(path.join(PROJECT_ROOT, 'src', 'inbox', 'outbox.ts'), 'utf8'),
+    readFileSync(path.join(PROJECT_ROOT, 'packages', 'inbox', 'src', 'outbox.ts'), 'utf8'),
   )?.[1];
   return `SELECT * FROM c WHERE ${filter.replace('${OUTBOX_TYPE}', String(type))}`;
 }
 
-const relaySource = (): string => readFileSync(path.join(PROJECT_ROOT, 'src', 'inbox', 'relay.ts'), 'utf8');
+const relaySource = (): string =>
+  readFileSync(path.join(PROJECT_ROOT, 'packages', 'inbox', 'src', 'relay.ts'), 'utf8');
 
 /** The path the sweeper's query filters on to leave out the topics that failed in its run. */
 function skippedTopicPath(): string {

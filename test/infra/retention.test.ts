@@ -1,5 +1,5 @@
 // The inbox retention bound: the Bicep computes lockDuration x maxDeliveryCount + message TTL +
-// resubmit margin as the app does (src/inbox/settings.ts), deploys a retention above it, and refuses
+// resubmit margin as the app does (packages/inbox/src/settings.ts), deploys a retention above it, and refuses
 // one at or below it, saying why.
 
 import { loadSettings, parseDurationSeconds, retentionBoundSeconds } from '#inbox/internal';
@@ -17,7 +17,7 @@ describeInfra(
     monthsInMessageTtl: { parameters: { ...azd(), serviceBusMessageTtl: 'P1M' } },
   }),
   ({ compiled, defaults, evaluated, refusal }) => {
-    // The app's own arithmetic (src/inbox/settings.ts): the Bicep and the app must agree on the bound.
+    // The app's own arithmetic (packages/inbox/src/settings.ts): the Bicep and the app must agree on the bound.
     const durationSeconds = (duration: string): number => parseDurationSeconds(duration, 'duration');
     const bound = (
       lockDuration: string,

@@ -84,7 +84,7 @@ const publishingTopics: Topology['topics'] = [
   },
 ];
 /**
- * Delayed retry (src/inbox/delayedRetry.ts) on some subscriptions: on a topic without publishers
+ * Delayed retry (packages/inbox/src/delayedRetry.ts) on some subscriptions: on a topic without publishers
  * (orders), on a topic with publishers too (refunds: still one send right), and none on payments.
  */
 const retryingTopics: Topology['topics'] = [

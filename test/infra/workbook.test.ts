@@ -1,13 +1,13 @@
 // infra/workbook.json, the operations workbook azd deploys (modules/workbook.bicep): its queries must
-// read the metrics, dimensions and outcomes the app emits (src/inbox/telemetry.ts), aggregate them as
+// read the metrics, dimensions and outcomes the app emits (packages/inbox/src/telemetry.ts), aggregate them as
 // the exporter sends them, reference only parameters it declares, and be the queries of
 // infra/monitoring.md. Its deployment is checked in monitoring.test.ts.
 
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { DUPLICATE_CAUSES } from '../../src/inbox/duplicateCause';
-import { METRIC_NAMES, OUTCOMES } from '../../src/inbox/telemetry';
+import { DUPLICATE_CAUSES } from '../../packages/inbox/src/duplicateCause';
+import { METRIC_NAMES, OUTCOMES } from '../../packages/inbox/src/telemetry';
 
 interface Item {
   type: number;

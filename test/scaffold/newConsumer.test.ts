@@ -135,7 +135,7 @@ describe('npm run new:consumer in a copy of the project', () => {
     expect(checkProject(copy())).toEqual([]);
     const suites = jestIn(copy(), [
       ...[parcels, credit, points].map((added) => `test/functions/${added.function}.test.ts`),
-      'test/inbox/topology.test.ts',
+      'packages/inbox/test/topology.test.ts',
       'test/emulators/config.test.ts',
     ]);
     expect(suites.ok ? 'passed' : suites.output).toBe('passed');

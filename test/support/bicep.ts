@@ -605,7 +605,7 @@ export interface Topology {
       name: string;
       consumer: string;
       subjects: string[];
-      /** Delayed retry (src/inbox/delayedRetry.ts): its filter takes its own copies, the app sends to the topic. */
+      /** Delayed retry (packages/inbox/src/delayedRetry.ts): its filter takes its own copies, the app sends to the topic. */
       delayedRetry?: {
         attempts: number;
         firstDelaySeconds: number;

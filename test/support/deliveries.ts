@@ -33,7 +33,7 @@ export async function deliver(
 ): Promise<{ settled: 'completed' | 'abandoned'; error?: Error }> {
   const app = await functionApp();
   // Each delivery here stands alone: a closed breaker whose backoff takes no time. The breaker's
-  // own behaviour is tested in test/inbox/breaker.test.ts and in the outage scenario.
+  // own behaviour is tested in packages/inbox/test/breaker.test.ts and in the outage scenario.
   const runtime = inboxRuntime();
   runtime.breaker = new CircuitBreaker({
     ...runtime.breaker.options,

@@ -9,9 +9,9 @@ import {
   TransientStoreError,
 } from '#inbox/internal';
 
-import type { Delivery } from '../../src/inbox/delivery';
+import type { Delivery } from '../../packages/inbox/src/delivery';
 
-/** The outbox settings the relay and sweeper tests run with: the app's defaults (src/inbox/settings.ts). */
+/** The outbox settings the relay and sweeper tests run with: the app's defaults (packages/inbox/src/settings.ts). */
 export const OUTBOX_SETTINGS = {
   outbox: {
     sweepAgeSeconds: 300,

@@ -7,7 +7,7 @@ import type { ServiceBusMessage, ServiceBusReceivedMessage, ServiceBusReceiver }
 import { markerLocation, RESUBMITTED_AT_PROPERTY, RETRY_SUBJECT } from '#inbox/internal';
 
 import { writeLocalRun } from '../../build/localRun';
-import { retryCopy } from '../../src/inbox/delayedRetry';
+import { retryCopy } from '../../packages/inbox/src/delayedRetry';
 import { toServiceBusMessage } from '../../src/serviceBusPublisher';
 import { type Topology, validateTopology } from '../../src/topology';
 import { deliveryOf } from '../../tools/deadLetterIdentity';
@@ -16,7 +16,7 @@ import { peekAll, receive, usePeer } from '../support/peer';
 import { captured, deadLetters } from '../support/tools';
 
 /**
- * `npm run dead-letters` on a queue holding delayed-retry copies (src/inbox/delayedRetry.ts),
+ * `npm run dead-letters` on a queue holding delayed-retry copies (packages/inbox/src/delayedRetry.ts),
  * through the real tool against the local peer. The topology is the test's own, served by the peer
  * and handed to the tool as a running npm start hands it (its settings file), so nothing here is the
  * sample's. The subscription's filter for its own copies (Subject inbox.retry and inboxRetryFor its

@@ -3,7 +3,7 @@ import Long from 'long';
 
 import { asOriginal, type Delivery, failureNote, processDelivery } from '#inbox/internal';
 
-import { retryCopy } from '../../src/inbox/delayedRetry';
+import { retryCopy } from '../../packages/inbox/src/delayedRetry';
 import { type Inbox, inboxStateOf } from '../../tools/inboxState';
 import { delivery, dependencies, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
@@ -65,7 +65,7 @@ function deadLetteredCopy(
     state: 'active',
     _rawAmqpMessage: { body: undefined, bodyType: 'data' },
   } as unknown as ServiceBusReceivedMessage;
-  // What the adapter is handed for this copy's last delivery (src/inbox/azureFunctions.ts).
+  // What the adapter is handed for this copy's last delivery (packages/inbox/src/azureFunctions.ts).
   const handed = asOriginal(
     delivery(body(), {
       messageId: scheduled.messageId,

@@ -3,14 +3,14 @@ import Long from 'long';
 
 import { markerLocation, RESUBMITTED_AT_PROPERTY, RETRY_SUBJECT } from '#inbox/internal';
 
-import { retryCopy } from '../../src/inbox/delayedRetry';
+import { retryCopy } from '../../packages/inbox/src/delayedRetry';
 import { byFamily, deliveryOf, familyText, retryFamilyOf } from '../../tools/deadLetterIdentity';
 import { planResubmit, resubmittedCopy, routeOf } from '../../tools/deadLetterQueue';
 import type { InboxState } from '../../tools/inboxState';
 import { delivery, testConsumer } from '../support/inbox';
 
 /**
- * How the dead-letter tool sees a delayed-retry family (src/inbox/delayedRetry.ts): which copy of
+ * How the dead-letter tool sees a delayed-retry family (packages/inbox/src/delayedRetry.ts): which copy of
  * which original a dead letter is, by the library's own asOriginal, with its inbox key the
  * original's; families listed together; a copy routed, refused and resubmitted by its own identity.
  * The copies are built by the library's retryCopy, as the app schedules them.

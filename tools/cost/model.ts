@@ -2,7 +2,7 @@ import type { Topology } from '../../src/topology';
 
 /**
  * What one message costs, from named inputs and the requests the library makes for each outcome
- * (src/inbox/process.ts, transaction.ts, purge.ts, relay.ts). The request-unit rules are Microsoft's
+ * (packages/inbox/src/process.ts, transaction.ts, purge.ts, relay.ts). The request-unit rules are Microsoft's
  * rules of thumb (https://learn.microsoft.com/azure/cosmos-db/request-units: a point read of a 1 KB
  * item is 1 RU; a write of a 1 KB item about 5 RU with the default indexing policy), the same rules
  * the local Cosmos DB server charges by (local/cosmos/requestCharge.ts), so a test can check the
