@@ -7,8 +7,8 @@
  *
  * A file may import its own floor and those below it, never one above: the library knows nothing of
  * the app, local Azure nothing of the commands that start it. Outside the library, the library is
- * imported through its two entries only, the subpath imports `#inbox` (what a consumer author uses)
- * and `#inbox/internal` (what the app, local Azure and the tools use), never by file. And only the
+ * imported through its two entries only, the package `@idempotent-consumers/inbox` (what a consumer author uses)
+ * and `@idempotent-consumers/inbox/internal` (what the app, local Azure and the tools use), never by file. And only the
  * sample itself and the function files that register its consumers import the sample, so that
  * `npm run remove:samples` can take it away whole. Tests (test/, sample/test/) may import anything.
  */
@@ -26,10 +26,10 @@ const FLOORS = [
 /** Tests import whatever they test. */
 const UNRESTRICTED = ['test/', 'sample/test/', 'packages/inbox/test/'];
 
-/** The library's entries, as subpath imports (package.json "imports"). */
+/** The library's entries (packages/inbox/package.json "exports"). */
 const ENTRIES = {
-  '#inbox': 'packages/inbox/src/index.ts',
-  '#inbox/internal': 'packages/inbox/src/internal.ts',
+  '@idempotent-consumers/inbox': 'packages/inbox/src/index.ts',
+  '@idempotent-consumers/inbox/internal': 'packages/inbox/src/internal.ts',
 };
 
 const LIBRARY = 'packages/inbox/src/';
@@ -82,7 +82,7 @@ const importFloors = {
       } else if (`${target}/`.startsWith(LIBRARY) && !file.startsWith(LIBRARY) && !(specifier in ENTRIES)) {
         context.report({
           node,
-          message: `Import the library through its entries, '#inbox' or '#inbox/internal', not ${specifier}.`,
+          message: `Import the library through its entries, '@idempotent-consumers/inbox' or '@idempotent-consumers/inbox/internal', not ${specifier}.`,
         });
       } else if (
         `${target}/`.startsWith(SAMPLE) &&

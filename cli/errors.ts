@@ -1,4 +1,4 @@
-import { bounded as boundedText } from '#inbox/internal';
+import { bounded as boundedText } from '@idempotent-consumers/inbox/internal';
 
 /**
  * Errors the operator tools report. A ToolError is the operator's to fix (a flag, a file, an
@@ -33,7 +33,7 @@ export class EnvironmentError extends ToolError {
 
 /**
  * An untrusted value as the tools echo it: one line (whitespace and control characters folded) and
- * at most `length` characters, the library's bounded (#inbox/internal) in its one-line, compact form.
+ * at most `length` characters, the library's bounded (@idempotent-consumers/inbox/internal) in its one-line, compact form.
  */
 export function bounded(text: string, length = 64): string {
   return boundedText(text, length, { oneLine: true, compact: true });

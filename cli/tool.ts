@@ -1,6 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
-import { formatDuration, parseDurationSeconds, SettingsError } from '#inbox/internal';
+import { formatDuration, parseDurationSeconds, SettingsError } from '@idempotent-consumers/inbox/internal';
 
 import { bounded, ToolError, UsageError } from './errors';
 

@@ -9,7 +9,12 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { formatDuration, parseDurationSeconds, RETRY_PROPERTIES, RETRY_SUBJECT } from '#inbox/internal';
+import {
+  formatDuration,
+  parseDurationSeconds,
+  RETRY_PROPERTIES,
+  RETRY_SUBJECT,
+} from '@idempotent-consumers/inbox/internal';
 
 import {
   type Command,

@@ -4,10 +4,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ParseArgsConfig } from 'node:util';
 
 import type { Container } from '@azure/cosmos';
-
-import { createCosmosClient } from '#inbox/internal';
-import { MARKER_TYPE } from '#inbox/internal';
-import { loadSettings } from '#inbox/internal';
+import { createCosmosClient } from '@idempotent-consumers/inbox/internal';
+import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
+import { loadSettings } from '@idempotent-consumers/inbox/internal';
 
 import { UsageError } from '../cli/errors';
 import {

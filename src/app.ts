@@ -8,7 +8,6 @@ import {
   type ServiceBusTopicFunctionOptions,
   type TimerFunctionOptions,
 } from '@azure/functions';
-
 import {
   assertNoUnsafeDrift,
   assertWriteRegions,
@@ -41,7 +40,7 @@ import {
   sweepSchedule,
   systemClock,
   type TimerHandler,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import type * as AzureMonitor from './azureMonitor';
 import { deployedEntitiesReader } from './serviceBusEntities';

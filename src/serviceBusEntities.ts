@@ -1,6 +1,10 @@
 import { DefaultAzureCredential, type TokenCredential } from '@azure/identity';
-
-import type { DeployedEntities, DeployedSubscription, DeployedTopic, Settings } from '#inbox/internal';
+import type {
+  DeployedEntities,
+  DeployedSubscription,
+  DeployedTopic,
+  Settings,
+} from '@idempotent-consumers/inbox/internal';
 
 /**
  * Reads the deployed topics and subscriptions the app's consumers read from, through Azure

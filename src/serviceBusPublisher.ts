@@ -1,6 +1,5 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage, type ServiceBusSender } from '@azure/service-bus';
-
 import {
   type OutboxMessage,
   type OutboxPublisher,
@@ -8,7 +7,7 @@ import {
   type Settings,
   SettingsError,
   traceProperties,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 /**
  * The outbox relay's publisher on `@azure/service-bus`: one client per process and one sender per

@@ -1,4 +1,8 @@
-import { type DelayedRetryPolicy, delayedRetryProblems, RETRY_SUBJECT } from '#inbox/internal';
+import {
+  type DelayedRetryPolicy,
+  delayedRetryProblems,
+  RETRY_SUBJECT,
+} from '@idempotent-consumers/inbox/internal';
 
 import declaration from './topology.json';
 

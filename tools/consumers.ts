@@ -1,4 +1,4 @@
-import type { Consumer } from '#inbox/internal';
+import type { Consumer } from '@idempotent-consumers/inbox/internal';
 
 import { loadFunctionApp } from '../local/host/worker';
 import type * as App from '../src/app';

@@ -1,6 +1,5 @@
 import { InvocationContext } from '@azure/functions';
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
-
 import {
   asOriginal,
   type Delivery,
@@ -8,7 +7,7 @@ import {
   MAX_RETRY_DELAY_SECONDS,
   resolvedPolicy,
   toDelivery,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 // The library's bounded, one line and compact: a value echoed in a terminal table.
 import { bounded } from '../cli/errors';

@@ -4,9 +4,8 @@ import type {
   ServiceBusReceivedMessage,
   ServiceBusReceiver,
 } from '@azure/service-bus';
+import { RESUBMITTED_AT_PROPERTY } from '@idempotent-consumers/inbox/internal';
 import Long from 'long';
-
-import { RESUBMITTED_AT_PROPERTY } from '#inbox/internal';
 
 import { bounded } from '../cli/errors';
 import { idText, retryFamilyOf } from './deadLetterIdentity';

@@ -1,6 +1,5 @@
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
-
-import { formatDuration, RETRY_SUBJECT } from '#inbox/internal';
+import { formatDuration, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
 
 import { bounded } from '../cli/errors';
 import { byFamily, familyText, idText, type RetryFamily, retryFamilyOf } from './deadLetterIdentity';

@@ -1,8 +1,7 @@
 import type { ParseArgsConfig } from 'node:util';
 
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
-
-import { formatDuration, parseDurationSeconds } from '#inbox/internal';
+import { formatDuration, parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
 
 import { localRunContext } from '../build/localRun';
 import { bounded, EnvironmentError, UsageError } from '../cli/errors';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
-import type { Consumer } from '#inbox/internal';
+import type { Consumer } from '@idempotent-consumers/inbox/internal';
 
 import { bounded, UsageError } from '../cli/errors';
 import { PROJECT_ROOT } from '../local/project';

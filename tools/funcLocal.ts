@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { loadSettings, SettingsError } from '#inbox/internal';
+import { loadSettings, SettingsError } from '@idempotent-consumers/inbox/internal';
 
 import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../build/localRun';
 import { EnvironmentError } from '../cli/errors';

@@ -1,6 +1,5 @@
 import type { Container } from '@azure/cosmos';
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
-
 import {
   bounded,
   type Consumer,
@@ -13,7 +12,7 @@ import {
   markerLocation,
   PoisonMessageError,
   SettingsError,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { EnvironmentError } from '../cli/errors';
 import { loadConsumers } from './consumers';

@@ -2,7 +2,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { parseDurationSeconds } from '#inbox/internal';
+import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
 
 import { type LocalServer, serverCommand } from '../cli/serve';
 import { runCommand } from '../cli/tool';

@@ -518,9 +518,8 @@ const UNSUBSCRIBED_MARK = 'new:consumer -- --remove puts it back';
 
 function inboxSource(request: ConsumerRequest, identifier: string): string {
   const { name, subject } = request;
-  return `import { z } from 'zod';
-
-import { defineInboxConsumer } from '#inbox';
+  return `import { defineInboxConsumer } from '@idempotent-consumers/inbox';
+import { z } from 'zod';
 
 ${BUSINESS_ID}
 
@@ -582,7 +581,7 @@ export const ${identifier} = defineInboxConsumer({
 
 function fanOutSource(request: ConsumerRequest, fanOut: FanOut, identifier: string): string {
   const { name, subject } = request;
-  return `import { defineInboxConsumer, type InboxConsumer } from '#inbox';
+  return `import { defineInboxConsumer, type InboxConsumer } from '@idempotent-consumers/inbox';
 
 /** The document ${name} keeps in a partition: how many ${subject} events it applied there. */
 export interface ${subject}Tally {
@@ -630,9 +629,8 @@ export function ${identifier}Of<M>(reads: InboxConsumer<M>): InboxConsumer<M> {
 
 function versionedSource(request: ConsumerRequest, identifier: string): string {
   const { name, subject } = request;
-  return `import { z } from 'zod';
-
-import { defineVersionedConsumer } from '#inbox';
+  return `import { defineVersionedConsumer } from '@idempotent-consumers/inbox';
+import { z } from 'zod';
 
 ${BUSINESS_ID}
 
@@ -708,7 +706,7 @@ function sortedAsTheLintWants(specifiers: [name: string, written: string][]): st
 const testPreamble = (
   consumerImport: string,
   siblingImport?: string,
-): string => `import { PoisonMessageError } from '#inbox';
+): string => `import { PoisonMessageError } from '@idempotent-consumers/inbox';
 
 import { loggedOutcome } from '../../local/host/worker';
 ${consumerImport}
@@ -762,7 +760,7 @@ describe('${name}', () => {
 function fanOutTest({ name, subject }: ConsumerRequest, fanOut: FanOut): string {
   const functionName = functionNameOf(name);
   const identifier = camelCase(functionName);
-  return `import { PoisonMessageError } from '#inbox';
+  return `import { PoisonMessageError } from '@idempotent-consumers/inbox';
 
 import { loadFunctionApp, loggedOutcome } from '../../local/host/worker';
 import { registeredConsumers } from '../../src/app';

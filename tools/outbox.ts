@@ -2,15 +2,14 @@ import { createHash } from 'node:crypto';
 import type { ParseArgsConfig } from 'node:util';
 
 import type { Container } from '@azure/cosmos';
-
-import { formatDuration } from '#inbox/internal';
+import { formatDuration } from '@idempotent-consumers/inbox/internal';
 import {
   discardUnsendable,
   OUTBOX_TYPE,
   type OutboxDocument,
   outboxEntryOf,
   resendUnsendable,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { localRunContext } from '../build/localRun';
 import { bounded, EnvironmentError } from '../cli/errors';

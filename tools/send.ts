@@ -2,10 +2,9 @@ import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
 
 import type { ServiceBusClient } from '@azure/service-bus';
+import { carrierOf, traceProperties } from '@idempotent-consumers/inbox/internal';
 import { ROOT_CONTEXT, SpanKind, trace, type Tracer } from '@opentelemetry/api';
 import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
-
-import { carrierOf, traceProperties } from '#inbox/internal';
 
 import { LOCAL_RUN_FILE, type LocalRun, localRunContext } from '../build/localRun';
 import { bounded, UsageError } from '../cli/errors';

@@ -1,8 +1,7 @@
 import { availableParallelism } from 'node:os';
 
 import type { ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver } from '@azure/service-bus';
-
-import { timeSpanSeconds } from '#inbox/internal';
+import { timeSpanSeconds } from '@idempotent-consumers/inbox/internal';
 
 import {
   invokeServiceBus,

@@ -3,7 +3,7 @@ import {
   type OutboxPublisher,
   type RetryScheduler,
   traceProperties,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import type { Broker, OutgoingMessage } from './broker';
 

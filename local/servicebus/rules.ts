@@ -1,4 +1,4 @@
-import { RETRY_PROPERTIES, RETRY_SUBJECT } from '#inbox/internal';
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
 
 import type { ApplicationProperties, OutgoingMessage } from './broker';
 

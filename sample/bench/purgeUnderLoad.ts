@@ -1,8 +1,12 @@
 import { join } from 'node:path';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
-
-import { processDelivery, type ProcessDependencies, type PurgeReport, runPurge } from '#inbox/internal';
+import {
+  processDelivery,
+  type ProcessDependencies,
+  type PurgeReport,
+  runPurge,
+} from '@idempotent-consumers/inbox/internal';
 
 import { writeFormatted } from '../../cli/formatted';
 import {

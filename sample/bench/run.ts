@@ -4,14 +4,13 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { ChangeFeedStartFrom, type Container, CosmosClient, StatusCodes } from '@azure/cosmos';
-
 import {
   type Delivery,
   type OutboxMessage,
   type OutboxPublisher,
   type ProcessDependencies,
   relayOutbox,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { UsageError } from '../../cli/errors';
 import { startProgress } from '../../cli/progress';

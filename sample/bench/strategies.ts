@@ -4,7 +4,7 @@ import {
   markerId,
   processDelivery,
   type ProcessDependencies,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { type Invoice, invoicePartition, paymentApplier, PaymentReceived, toMinorUnits } from '../src';
 

@@ -1,4 +1,4 @@
-import { DUPLICATE_CAUSES, SUSPECTED_PRODUCER_DUPLICATE } from '#inbox/internal';
+import { DUPLICATE_CAUSES, SUSPECTED_PRODUCER_DUPLICATE } from '@idempotent-consumers/inbox/internal';
 
 import type { DeliveryRecord } from '../../local/host/brokerHost';
 

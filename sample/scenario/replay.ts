@@ -1,4 +1,4 @@
-import { formatDuration } from '#inbox/internal';
+import { formatDuration } from '@idempotent-consumers/inbox/internal';
 
 import type { ScenarioOptions } from './run';
 

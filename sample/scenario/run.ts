@@ -7,14 +7,13 @@ import {
   type PluginConfig,
   PluginOn,
 } from '@azure/cosmos';
-
 import {
   CircuitBreaker,
   type InboxRuntime,
   MARKER_TYPE,
   OUTBOX_TYPE,
   survivableOutageSeconds,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../../local/cosmos';
 import { freshAppContainer } from '../../local/cosmos/appContainer';

@@ -1,5 +1,4 @@
 import type { Container } from '@azure/cosmos';
-
 import {
   type Marker,
   MARKER_TYPE,
@@ -9,7 +8,7 @@ import {
   RETRY_PROPERTIES,
   RETRY_SUBJECT,
   SUSPECTED_PRODUCER_DUPLICATE,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import type { DeliveryRecord } from '../../local/host/brokerHost';
 import type { Broker, BrokerMessage } from '../../local/servicebus/broker';

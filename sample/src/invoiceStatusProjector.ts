@@ -1,4 +1,4 @@
-import { defineVersionedConsumer } from '#inbox';
+import { defineVersionedConsumer } from '@idempotent-consumers/inbox';
 
 import { invoicePartition, type InvoiceStatus, invoiceStatusId } from './documents';
 import { InvoiceStatusChanged } from './messages';

@@ -1,4 +1,4 @@
-import { defineInboxConsumer, type PartitionTransaction } from '#inbox';
+import { defineInboxConsumer, type PartitionTransaction } from '@idempotent-consumers/inbox';
 
 import {
   type Invoice,

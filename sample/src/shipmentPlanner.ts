@@ -1,6 +1,5 @@
+import { defineInboxConsumer, PoisonMessageError } from '@idempotent-consumers/inbox';
 import { z } from 'zod';
-
-import { defineInboxConsumer, PoisonMessageError } from '#inbox';
 
 import { orderPartition, type Shipment, shipmentId } from './documents';
 import { BackorderCreated, type ShipmentPlanned, StockReserved, SUBJECTS } from './messages';

@@ -1,4 +1,4 @@
-import { defineInboxConsumer } from '#inbox';
+import { defineInboxConsumer } from '@idempotent-consumers/inbox';
 
 import { type Backorder, backorderId, productPartition } from './documents';
 import { type BackorderCreated, OrderCreated, type StockReserved, SUBJECTS } from './messages';

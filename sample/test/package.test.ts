@@ -13,10 +13,14 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 
+import {
+  METRIC_NAMES,
+  OUTBOX_TYPE,
+  outgoingMessageId,
+  processDelivery,
+} from '@idempotent-consumers/inbox/internal';
 import { unzipSync } from 'fflate';
 import { generate } from 'selfsigned';
-
-import { METRIC_NAMES, OUTBOX_TYPE, outgoingMessageId, processDelivery } from '#inbox/internal';
 
 import { azdRemoteBuild, azdZipEntries, listFiles, readAzureYaml } from '../../build/azd';
 import type { LoadReport } from '../../build/loadPackage';

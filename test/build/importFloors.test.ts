@@ -20,26 +20,35 @@ const at = (file: string, code: string): { filename: string; code: string } => (
 });
 
 describe('the import-floors rule', () => {
-  it('is wired into the project lint, and the entries are the subpath imports package.json declares', () => {
+  it("is wired into the project lint, and the entries are those the library's package.json exports", () => {
     const config = readFileSync(join(PROJECT_ROOT, 'eslint.config.mjs'), 'utf8');
-    const imports = (
-      JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as {
-        imports: Record<string, { default: string }>;
-      }
-    ).imports;
+    const library = JSON.parse(
+      readFileSync(join(PROJECT_ROOT, 'packages', 'inbox', 'package.json'), 'utf8'),
+    ) as {
+      name: string;
+      exports: Record<string, string>;
+    };
 
     expect(config).toContain("'house/import-floors': 'error'");
     expect(
-      Object.fromEntries(Object.entries(imports).map(([name, target]) => [name, target.default])),
-    ).toEqual(Object.fromEntries(Object.entries(ENTRIES).map(([name, file]) => [name, `./${file}`])));
+      Object.fromEntries(
+        Object.entries(library.exports).map(([entry, file]) => [
+          `${library.name}${entry.slice(1)}`,
+          `packages/inbox/${file.slice(2)}`,
+        ]),
+      ),
+    ).toEqual(ENTRIES);
   });
 
   // RuleTester makes one jest test of each case.
   describe('lets imports down a floor, within one, and from tests through; fails the others', () => {
     tester.run('import-floors', importFloors, {
       valid: [
-        at('src/app.ts', "import { loadSettings } from '#inbox/internal';"),
-        at('sample/src/paymentApplier.ts', "import { defineInboxConsumer } from '#inbox';"),
+        at('src/app.ts', "import { loadSettings } from '@idempotent-consumers/inbox/internal';"),
+        at(
+          'sample/src/paymentApplier.ts',
+          "import { defineInboxConsumer } from '@idempotent-consumers/inbox';",
+        ),
         at('local/host/worker.ts', "import { topology } from '../../src/topology';"),
         at('build/loadPackage.ts', "import { loadFunctionApp } from '../local/host/worker';"),
         at('tools/send.ts', "import { runTool } from '../cli/tool';"),
@@ -75,7 +84,7 @@ describe('the import-floors rule', () => {
           errors: [
             {
               message:
-                "Import the library through its entries, '#inbox' or '#inbox/internal', not ../packages/inbox/src/duration.",
+                "Import the library through its entries, '@idempotent-consumers/inbox' or '@idempotent-consumers/inbox/internal', not ../packages/inbox/src/duration.",
             },
           ],
         },

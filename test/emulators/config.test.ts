@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { parseDurationSeconds } from '#inbox/internal';
+import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
 
 import type { EmulatorConfig, EmulatorTopic } from '../../emulators/generateConfig';
 import {

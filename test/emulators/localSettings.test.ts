@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { loadSettings } from '#inbox/internal';
+import { loadSettings } from '@idempotent-consumers/inbox/internal';
 
 import type { LocalSettingsFile } from '../../emulators/localSettings';
 import {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
-import { loadSettings } from '#inbox/internal';
+import { loadSettings } from '@idempotent-consumers/inbox/internal';
 
 import { COSMOS_EXTENSION_CONNECTION_MODE, type LocalSettingsFile } from '../../emulators/localSettings';
 import { DEFAULT_KEY } from '../../local/cosmos/server';

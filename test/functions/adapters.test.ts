@@ -8,7 +8,7 @@ import {
   type OutboxPublisher,
   PoisonMessageError,
   processDelivery,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { type FunctionApp, loadFunctionApp, type LogLine } from '../../local/host/worker';
 import { inboxRuntime } from '../../src/app';

@@ -1,6 +1,10 @@
 import type { ServiceBusSender } from '@azure/service-bus';
-
-import { type Delivery, METRIC_NAMES, RETRY_PROPERTIES, RETRY_SUBJECT } from '#inbox/internal';
+import {
+  type Delivery,
+  METRIC_NAMES,
+  RETRY_PROPERTIES,
+  RETRY_SUBJECT,
+} from '@idempotent-consumers/inbox/internal';
 
 import { FunctionsHost, type HostFaults } from '../../local/host/brokerHost';
 import { loadFunctionApp } from '../../local/host/worker';

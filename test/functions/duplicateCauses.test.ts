@@ -5,7 +5,7 @@ import {
   OUTBOX_SENT_BY_PROPERTY,
   RESUBMITTED_AT_PROPERTY,
   retryCopy,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { type FunctionApp, loadFunctionApp, type LogLine } from '../../local/host/worker';
 import { integer, pick, seededRandom } from '../../local/random';

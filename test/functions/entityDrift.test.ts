@@ -1,8 +1,7 @@
 import path from 'node:path';
 
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
-
-import { longestRetryDelaySeconds, METRIC_NAMES, resolvedPolicy } from '#inbox/internal';
+import { longestRetryDelaySeconds, METRIC_NAMES, resolvedPolicy } from '@idempotent-consumers/inbox/internal';
 
 import { loadFunctionApp } from '../../local/host/worker';
 import { PROJECT_ROOT } from '../../local/project';

@@ -1,4 +1,4 @@
-import { METRIC_NAMES } from '#inbox/internal';
+import { METRIC_NAMES } from '@idempotent-consumers/inbox/internal';
 
 import { type FunctionApp, loadFunctionApp, type LogLine } from '../../local/host/worker';
 import { EVENT_KEY_PROBE } from '../support/eventKeyProbe';

@@ -6,7 +6,7 @@ import {
   failureNoteId,
   markerLocation,
   PoisonMessageError,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
 import { documentsIn, testConsumer, TestMessage } from '../support/inbox';

@@ -1,4 +1,9 @@
-import { OUTBOX_TYPE, type OutboxDocument, type OutgoingMessage, relayOutbox } from '#inbox/internal';
+import {
+  OUTBOX_TYPE,
+  type OutboxDocument,
+  type OutgoingMessage,
+  relayOutbox,
+} from '@idempotent-consumers/inbox/internal';
 
 import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
 import { inboxRuntime } from '../../src/app';

@@ -7,7 +7,7 @@ import {
   type OutboxMessage,
   type OutboxPublisher,
   processDelivery,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { retryDelays } from '../../local/host/changeFeedTrigger';
 import { jsonNetDate } from '../../local/host/toRpcCosmosDB';

@@ -5,7 +5,7 @@ import {
   type OutboxDocument,
   type OutboxPublisher,
   processDelivery,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { inboxRuntime } from '../../src/app';
 import { serviceBusPublisher } from '../../src/serviceBusPublisher';

@@ -1,8 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
-
 import {
   contextOf,
   DIAGNOSTIC_ID,
@@ -13,7 +11,8 @@ import {
   type RelayDependencies,
   relayOutbox,
   sweepOutbox,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
+import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
 
 import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
 import { pick, seededRandom } from '../../local/random';

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { DUPLICATE_CAUSES, METRIC_NAMES } from '#inbox/internal';
+import { DUPLICATE_CAUSES, METRIC_NAMES } from '@idempotent-consumers/inbox/internal';
 
 import {
   appRoleAssignments,

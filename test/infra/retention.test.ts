@@ -2,7 +2,11 @@
 // resubmit margin as the app does (packages/inbox/src/settings.ts), deploys a retention above it, and refuses
 // one at or below it, saying why.
 
-import { loadSettings, parseDurationSeconds, retentionBoundSeconds } from '#inbox/internal';
+import {
+  loadSettings,
+  parseDurationSeconds,
+  retentionBoundSeconds,
+} from '@idempotent-consumers/inbox/internal';
 
 import { appSettings, azdEnvironment, azdParameters, describeInfra, only } from '../support/bicep';
 

@@ -6,7 +6,7 @@
 
 import path from 'node:path';
 
-import { RETRY_PROPERTIES, RETRY_SUBJECT } from '#inbox/internal';
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
 
 import { type RuleFilter, subjectsFilter } from '../../local/servicebus/rules';
 import {

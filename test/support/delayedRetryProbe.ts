@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 
 import { app } from '@azure/functions';
-
-import { type Delivery, serviceBusHandler } from '#inbox/internal';
+import { type Delivery, serviceBusHandler } from '@idempotent-consumers/inbox/internal';
 
 import { inboxRuntime } from '../../src/app';
 import { bindingOf, type Topology, validateTopology } from '../../src/topology';

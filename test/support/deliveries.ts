@@ -1,4 +1,4 @@
-import { CircuitBreaker } from '#inbox/internal';
+import { CircuitBreaker } from '@idempotent-consumers/inbox/internal';
 
 import {
   type FunctionApp,

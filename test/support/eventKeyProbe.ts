@@ -1,8 +1,7 @@
 import { app } from '@azure/functions';
+import { defineInboxConsumer } from '@idempotent-consumers/inbox';
+import { type EventKeyConflict, serviceBusHandler } from '@idempotent-consumers/inbox/internal';
 import { z } from 'zod';
-
-import { defineInboxConsumer } from '#inbox';
-import { type EventKeyConflict, serviceBusHandler } from '#inbox/internal';
 
 import { inboxRuntime } from '../../src/app';
 

@@ -1,13 +1,12 @@
 import type { Container } from '@azure/cosmos';
-import { z } from 'zod';
-
 import {
   type InboxConsumer,
   PoisonMessageError,
   type ProcessDependencies,
   type ProcessResult,
   TransientStoreError,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
+import { z } from 'zod';
 
 import type { Delivery } from '../../packages/inbox/src/delivery';
 

@@ -1,6 +1,9 @@
 import { app } from '@azure/functions';
-
-import { type InboxConsumer, type OutboxRoutes, serviceBusHandler } from '#inbox/internal';
+import {
+  type InboxConsumer,
+  type OutboxRoutes,
+  serviceBusHandler,
+} from '@idempotent-consumers/inbox/internal';
 
 import { inboxRuntime } from '../../src/app';
 import { outboxRoutesOf, type Topology, validateTopology } from '../../src/topology';

@@ -8,7 +8,6 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
-
 import {
   type OutboxDocument,
   type OutboxMessage,
@@ -16,7 +15,7 @@ import {
   processDelivery,
   relayOutbox,
   runPurge,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { runTool } from '../../cli/tool';
 import { ensureAppContainer } from '../../local/cosmos/appContainer';

@@ -1,7 +1,6 @@
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
+import { RESUBMITTED_AT_PROPERTY } from '@idempotent-consumers/inbox/internal';
 import Long from 'long';
-
-import { RESUBMITTED_AT_PROPERTY } from '#inbox/internal';
 
 import { bounded } from '../../cli/errors';
 import { planDiscard, planResubmit, resubmittedCopy } from '../../tools/deadLetterQueue';

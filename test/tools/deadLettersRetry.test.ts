@@ -3,8 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import type { ServiceBusMessage, ServiceBusReceivedMessage, ServiceBusReceiver } from '@azure/service-bus';
-
-import { markerLocation, RESUBMITTED_AT_PROPERTY, RETRY_SUBJECT } from '#inbox/internal';
+import { markerLocation, RESUBMITTED_AT_PROPERTY, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
 
 import { writeLocalRun } from '../../build/localRun';
 import { retryCopy } from '../../packages/inbox/src/delayedRetry';

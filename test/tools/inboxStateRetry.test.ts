@@ -1,7 +1,11 @@
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
+import {
+  asOriginal,
+  type Delivery,
+  failureNote,
+  processDelivery,
+} from '@idempotent-consumers/inbox/internal';
 import Long from 'long';
-
-import { asOriginal, type Delivery, failureNote, processDelivery } from '#inbox/internal';
 
 import { retryCopy } from '../../packages/inbox/src/delayedRetry';
 import { type Inbox, inboxStateOf } from '../../tools/inboxState';

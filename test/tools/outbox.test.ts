@@ -5,7 +5,7 @@ import {
   type OutboxPublisher,
   processDelivery,
   relayOutbox,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { runTool, type ToolContext } from '../../cli/tool';
 import { main } from '../../tools/outbox';

@@ -1,7 +1,6 @@
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
+import { markerLocation, RESUBMITTED_AT_PROPERTY, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
 import Long from 'long';
-
-import { markerLocation, RESUBMITTED_AT_PROPERTY, RETRY_SUBJECT } from '#inbox/internal';
 
 import { retryCopy } from '../../packages/inbox/src/delayedRetry';
 import { byFamily, deliveryOf, familyText, retryFamilyOf } from '../../tools/deadLetterIdentity';

@@ -18,7 +18,7 @@ const missingDirectory = join(tmpdir(), 'no-such-directory', 'x');
 /** The TypeScript file a script runs: `tsx <file>`, or for bench the file its tsc build runs. */
 const entry = (script: string): string =>
   /tsx (\S+\.ts)/.exec(scripts[script] ?? '')?.[1] ??
-  (/node (?:--conditions=bench )?\.cache\/bench\/(\S+)\.js/.exec(scripts[script] ?? '')?.[1] ?? '') + '.ts';
+  (/node \.cache\/bench\/(\S+)\.js/.exec(scripts[script] ?? '')?.[1] ?? '') + '.ts';
 
 const unreachable = {
   ...process.env,
@@ -82,8 +82,7 @@ describe('every command', () => {
   it('has a usage error in this table', () => {
     const commands = Object.keys(scripts).filter(
       (script) =>
-        /^(tsx|node (--conditions=bench )?\.cache\/bench)/.test(scripts[script]?.split(' && ').pop() ?? '') &&
-        script !== 'build',
+        /^(tsx|node \.cache\/bench)/.test(scripts[script]?.split(' && ').pop() ?? '') && script !== 'build',
     );
 
     expect(usageErrors.map(([script]) => script).sort()).toEqual(commands.sort());

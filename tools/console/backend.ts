@@ -1,6 +1,5 @@
 import type { Container } from '@azure/cosmos';
-
-import { MARKER_TYPE, OUTBOX_TYPE } from '#inbox/internal';
+import { MARKER_TYPE, OUTBOX_TYPE } from '@idempotent-consumers/inbox/internal';
 
 import { bounded } from '../../cli/errors';
 import { functionNameOf, type Topology } from '../../src/topology';

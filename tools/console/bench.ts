@@ -9,8 +9,7 @@ import { parseArgs } from 'node:util';
 
 import { CosmosClient } from '@azure/cosmos';
 import { ServiceBusClient } from '@azure/service-bus';
-
-import { MARKER_TYPE } from '#inbox/internal';
+import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
 
 import { median } from '../../build/package';
 import { ensureAppContainer } from '../../local/cosmos/appContainer';

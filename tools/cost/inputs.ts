@@ -1,4 +1,4 @@
-import { buildOutboxDocument, type Marker, MARKER_TYPE } from '#inbox/internal';
+import { buildOutboxDocument, type Marker, MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
 
 import type { Topology } from '../../src/topology';
 import { type CosmosInputs, SYSTEM_PROPERTY_BYTES } from './model';

@@ -5,8 +5,13 @@ import { join, relative, resolve } from 'node:path';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
 import { ServiceBusClient } from '@azure/service-bus';
-
-import { formatDuration, loadSettings, MARKER_TYPE, type Settings, SettingsError } from '#inbox/internal';
+import {
+  formatDuration,
+  loadSettings,
+  MARKER_TYPE,
+  type Settings,
+  SettingsError,
+} from '@idempotent-consumers/inbox/internal';
 
 import {
   type LocalRun,

@@ -1,4 +1,4 @@
-import { formatDuration, parseDurationSeconds } from '#inbox/internal';
+import { formatDuration, parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
 
 import type { Subscription, Topic } from '../broker';
 import { escapeXml, type XmlElement } from './xml';

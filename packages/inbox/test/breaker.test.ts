@@ -1,5 +1,4 @@
 import type { Container } from '@azure/cosmos';
-
 import {
   type BreakerClock,
   type BreakerLimits,
@@ -14,7 +13,7 @@ import {
   survivableOutageSeconds,
   systemClock,
   TransientStoreError,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { testConsumer } from '../../../test/support/inbox';
 

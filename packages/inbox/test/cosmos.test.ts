@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-import { createCosmosClient } from '#inbox/internal';
+import { createCosmosClient } from '@idempotent-consumers/inbox/internal';
 
 import { useLocalStack } from '../../../test/support/localStack';
 

@@ -1,6 +1,11 @@
 import { hash } from 'node:crypto';
 
-import { ConcurrencyConflictError, PoisonMessageError, SettingsError, TransientStoreError } from '#inbox';
+import {
+  ConcurrencyConflictError,
+  PoisonMessageError,
+  SettingsError,
+  TransientStoreError,
+} from '@idempotent-consumers/inbox';
 import {
   asOriginal,
   type DelayedRetryPolicy,
@@ -15,7 +20,7 @@ import {
   retryCopy,
   retryDecision,
   retryMessageId,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { checkDelayedRetry } from '../../../src/app';
 import { validateTopology } from '../../../src/topology';

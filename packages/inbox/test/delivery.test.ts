@@ -2,8 +2,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 
 import { InvocationContext } from '@azure/functions';
-
-import { type Delivery, markerId, payloadHash, toDelivery } from '#inbox/internal';
+import { type Delivery, markerId, payloadHash, toDelivery } from '@idempotent-consumers/inbox/internal';
 
 import { loadFunctionApp, type ServiceBusDelivery } from '../../../local/host/worker';
 import { PROBE_FUNCTION, received } from '../../../test/support/probeFunction';

@@ -3,7 +3,7 @@ import {
   processDelivery,
   type ProcessResult,
   RESUBMITTED_AT_PROPERTY,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { delivery, dependencies, testConsumer } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';

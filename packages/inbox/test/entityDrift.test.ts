@@ -1,5 +1,3 @@
-import { metrics } from '@opentelemetry/api';
-
 import {
   assertNoUnsafeDrift,
   type DeployedEntities,
@@ -8,7 +6,8 @@ import {
   loadSettings,
   SettingsError,
   unsafeDriftProblem,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
+import { metrics } from '@opentelemetry/api';
 
 import { MetricsSink } from '../../../test/support/metrics';
 

@@ -5,7 +5,7 @@ import {
   PoisonMessageError,
   SettingsError,
   TransientStoreError,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { storeStatusOf } from '../src/errors';
 

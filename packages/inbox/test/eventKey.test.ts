@@ -1,7 +1,10 @@
 import type { Container } from '@azure/cosmos';
-import { z } from 'zod';
-
-import { defineInboxConsumer, type InboxConsumer, PoisonMessageError, SettingsError } from '#inbox';
+import {
+  defineInboxConsumer,
+  type InboxConsumer,
+  PoisonMessageError,
+  SettingsError,
+} from '@idempotent-consumers/inbox';
 import {
   EVENT_KEY_TYPE,
   eventKeyId,
@@ -14,7 +17,8 @@ import {
   runPurge,
   SUSPECTED_PRODUCER_DUPLICATE,
   TransientStoreError,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
+import { z } from 'zod';
 
 import { delivery, dependencies, documentsIn, ending } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';

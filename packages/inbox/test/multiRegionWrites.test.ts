@@ -1,6 +1,5 @@
 import { type Container, CosmosClient } from '@azure/cosmos';
-
-import { processDelivery, type ProcessResult } from '#inbox/internal';
+import { processDelivery, type ProcessResult } from '@idempotent-consumers/inbox/internal';
 
 import { delivery, dependencies, testConsumer, type TestMessage } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';

@@ -1,6 +1,5 @@
 import type { Container } from '@azure/cosmos';
-
-import type { PartitionTransaction } from '#inbox/internal';
+import type { PartitionTransaction } from '@idempotent-consumers/inbox/internal';
 import {
   buildOutboxDocument,
   discardUnsendable,
@@ -19,7 +18,7 @@ import {
   resendUnsendable,
   sweepOutbox,
   type SweepReport,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import {
   delivery,

@@ -1,8 +1,6 @@
 import { createHash } from 'node:crypto';
 
 import type { Container } from '@azure/cosmos';
-import { z } from 'zod';
-
 import {
   InboxError,
   MARKER_TYPE,
@@ -12,7 +10,8 @@ import {
   processDelivery,
   type ProcessResult,
   TransientStoreError,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
+import { z } from 'zod';
 
 import { dependencyFailures } from '../../../test/support/dependencyFailures';
 import {

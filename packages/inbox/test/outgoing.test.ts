@@ -12,7 +12,7 @@ import {
   PoisonMessageError,
   processDelivery,
   type ProcessDependencies,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { delivery, dependencies, documentsIn, testConsumer } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';

@@ -1,12 +1,11 @@
-import { z } from 'zod';
-
 import {
   ConcurrencyConflictError,
   MARKER_TYPE,
   PoisonMessageError,
   processDelivery,
   TransientStoreError,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
+import { z } from 'zod';
 
 import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';

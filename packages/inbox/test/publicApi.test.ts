@@ -77,7 +77,7 @@ describe('packages/inbox/src public API', () => {
 
   it('has at run time exactly the pinned values', () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module object as a consumer gets it
-    const runtime = Object.keys(require('#inbox') as object);
+    const runtime = Object.keys(require('@idempotent-consumers/inbox') as object);
     const values = Object.entries(PUBLIC_API).filter(([, kind]) => kind === 'value');
 
     expect(

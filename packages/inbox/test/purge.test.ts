@@ -1,8 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { CosmosClient } from '@azure/cosmos';
-
-import { MARKER_TYPE, processDelivery, runPurge } from '#inbox/internal';
+import { MARKER_TYPE, processDelivery, runPurge } from '@idempotent-consumers/inbox/internal';
 
 import { delivery, dependencies, testConsumer } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';

@@ -1,5 +1,4 @@
 import { InvocationContext } from '@azure/functions';
-
 import {
   breakerLimits,
   CircuitBreaker,
@@ -9,7 +8,7 @@ import {
   METRIC_NAMES,
   purgeTimerHandler,
   systemClock,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 import { useLocalStack } from '../../../test/support/localStack';
 import { MetricsSink } from '../../../test/support/metrics';

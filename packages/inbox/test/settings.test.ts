@@ -10,7 +10,7 @@ import {
   SettingsError,
   sweepSchedule,
   timeSpanSeconds,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
 
 const base = { COSMOS_ENDPOINT: 'https://account.documents.azure.com:443/' };
 

@@ -1,4 +1,4 @@
-import { InboxError, PoisonMessageError, TransientStoreError } from '#inbox';
+import { InboxError, PoisonMessageError, TransientStoreError } from '@idempotent-consumers/inbox';
 
 import { useLocalStack } from '../../../test/support/localStack';
 import { fromStore, storeFailure } from '../src/storeFailure';

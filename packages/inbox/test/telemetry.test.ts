@@ -1,3 +1,9 @@
+import {
+  type DispatchReport,
+  InboxTelemetry,
+  METRIC_NAMES,
+  type SweepReport,
+} from '@idempotent-consumers/inbox/internal';
 import { metrics } from '@opentelemetry/api';
 import {
   AggregationTemporality,
@@ -5,8 +11,6 @@ import {
   MeterProvider,
   PeriodicExportingMetricReader,
 } from '@opentelemetry/sdk-metrics';
-
-import { type DispatchReport, InboxTelemetry, METRIC_NAMES, type SweepReport } from '#inbox/internal';
 
 /**
  * What each instrument records, read back through an in-memory OpenTelemetry pipeline registered

@@ -1,5 +1,3 @@
-import { ROOT_CONTEXT, SpanStatusCode, trace } from '@opentelemetry/api';
-
 import {
   carrierOf,
   contextOf,
@@ -16,7 +14,8 @@ import {
   sweepOutbox,
   type TraceCarrier,
   traceProperties,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
+import { ROOT_CONTEXT, SpanStatusCode, trace } from '@opentelemetry/api';
 
 import { toServiceBusMessage } from '../../../src/serviceBusPublisher';
 import {

@@ -1,12 +1,11 @@
 import type { Container } from '@azure/cosmos';
-import { z } from 'zod';
-
 import {
   ConcurrencyConflictError,
   MARKER_TYPE,
   processDelivery,
   type VersionedConsumer,
-} from '#inbox/internal';
+} from '@idempotent-consumers/inbox/internal';
+import { z } from 'zod';
 
 import { delivery, dependencies, documentsIn, ending } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';

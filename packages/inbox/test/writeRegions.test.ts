@@ -1,6 +1,5 @@
 import { CosmosClient } from '@azure/cosmos';
-
-import { SettingsError } from '#inbox/internal';
+import { SettingsError } from '@idempotent-consumers/inbox/internal';
 
 import { useLocalStack } from '../../../test/support/localStack';
 import { assertWriteRegions, writeRegionsProblem } from '../src/writeRegions';

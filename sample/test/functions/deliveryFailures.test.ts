@@ -1,4 +1,4 @@
-import { PoisonMessageError, TransientStoreError } from '#inbox';
+import { PoisonMessageError, TransientStoreError } from '@idempotent-consumers/inbox';
 
 import { deliver, type LogLine } from '../../../test/support/deliveries';
 import { useLocalStack } from '../../../test/support/localStack';

@@ -1,4 +1,4 @@
-import { type OutboxDocument, outboxEntryOf, type OutboxMessage } from '#inbox/internal';
+import { type OutboxDocument, outboxEntryOf, type OutboxMessage } from '@idempotent-consumers/inbox/internal';
 
 import { deliver } from '../../../test/support/deliveries';
 import { useLocalStack } from '../../../test/support/localStack';

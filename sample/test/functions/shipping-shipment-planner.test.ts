@@ -1,5 +1,5 @@
-import { PoisonMessageError } from '#inbox';
-import { type OutboxDocument, outboxEntryOf } from '#inbox/internal';
+import { PoisonMessageError } from '@idempotent-consumers/inbox';
+import { type OutboxDocument, outboxEntryOf } from '@idempotent-consumers/inbox/internal';
 
 import { loggedField, loggedOutcome } from '../../../local/host/worker';
 import { bindingOf, outboxRoutesOf, publishersOf, topicsPublishedBy } from '../../../src/topology';

@@ -1,4 +1,9 @@
-import { InboxTelemetry, METRIC_NAMES, type OutboxMessage, processDelivery } from '#inbox/internal';
+import {
+  InboxTelemetry,
+  METRIC_NAMES,
+  type OutboxMessage,
+  processDelivery,
+} from '@idempotent-consumers/inbox/internal';
 
 import { inboxRuntime } from '../../../src/app';
 import { deliver, runTimer } from '../../../test/support/deliveries';

@@ -3,8 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import type { ServiceBusReceiver } from '@azure/service-bus';
-
-import { RESUBMITTED_AT_PROPERTY } from '#inbox/internal';
+import { RESUBMITTED_AT_PROPERTY } from '@idempotent-consumers/inbox/internal';
 
 import { writeLocalRun } from '../../../build/localRun';
 import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../../../test/support/peer';

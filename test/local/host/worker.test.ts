@@ -2,8 +2,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 
 import { app } from '@azure/functions';
-
-import { toDelivery } from '#inbox/internal';
+import { toDelivery } from '@idempotent-consumers/inbox/internal';
 
 import { loadFunctionApp, loggedOutcome, type ServiceBusDelivery } from '../../../local/host/worker';
 import { PROJECT_ROOT } from '../../../local/project';

@@ -1,4 +1,4 @@
-import { isTopicRefusal, loadSettings, type OutboxMessage } from '#inbox/internal';
+import { isTopicRefusal, loadSettings, type OutboxMessage } from '@idempotent-consumers/inbox/internal';
 
 import { serviceBusPublisher } from '../../../../src/serviceBusPublisher';
 import { ORDERS, PAYMENTS, receive, TOPIC, usePeer } from '../../../support/peer';

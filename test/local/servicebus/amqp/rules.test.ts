@@ -1,6 +1,5 @@
 import { isServiceBusError, type ServiceBusMessage } from '@azure/service-bus';
-
-import { RETRY_PROPERTIES, RETRY_SUBJECT } from '#inbox/internal';
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
 
 import { ORDERS, PAYMENTS, type PeerFixture, receive, startPeer, TOPIC } from '../../../support/peer';
 
