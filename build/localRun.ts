@@ -1,8 +1,8 @@
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 
+import { PROJECT_ROOT } from '../cli/project';
 import { processContext, type ToolContext } from '../cli/tool';
-import { PROJECT_ROOT } from '../local/project';
 import { type Topology, validateTopology } from '../src/topology';
 
 /**

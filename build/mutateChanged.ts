@@ -1,8 +1,8 @@
 import { execFileSync, spawn } from 'node:child_process';
 
 import { bounded } from '../cli/errors';
+import { PROJECT_ROOT } from '../cli/project';
 import { commandWithFlags, EXIT_CODES, type ExitCode, runCommand, usageError } from '../cli/tool';
-import { PROJECT_ROOT } from '../local/project';
 
 /**
  * Mutation testing of what a change touched (build/README.md#mutation-testing): the lines of

@@ -9,6 +9,7 @@ import { zipSync } from 'fflate';
 
 import { UsageError } from '../cli/errors';
 import { writeFormatted } from '../cli/formatted';
+import { PROJECT_ROOT } from '../cli/project';
 import {
   type Command,
   EXIT_CODES,
@@ -17,7 +18,6 @@ import {
   runCommand,
   type ToolContext,
 } from '../cli/tool';
-import { PROJECT_ROOT } from '../local/project';
 import { azdZipEntries, listFiles, readAzureYaml } from './azd';
 import type { LoadReport } from './loadPackage';
 

@@ -1,12 +1,18 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { type FunctionAppEntry, functionSources } from '../local/host/worker';
 import { type Topology, validateTopology } from '../src/topology';
 import { formatted } from './formatted';
 
-/** The project the tools change: the checkout they are in. */
-export { PROJECT_ROOT } from '../local/project';
-import { PROJECT_ROOT } from '../local/project';
+/**
+ * The project's root: the checkout whose functions/ the tools load, and which the build and the
+ * tools read and change. The one place it is worked out.
+ */
+export const PROJECT_ROOT = path.join(__dirname, '..');
+
+/** The app's function sources (functions/*.ts), as loadFunctionApp takes them: read at each call. */
+export const appFunctions = (): FunctionAppEntry => functionSources(PROJECT_ROOT);
 
 export const TOPOLOGY_PATH = path.join(PROJECT_ROOT, 'src', 'topology.json');
 

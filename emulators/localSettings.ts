@@ -11,7 +11,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../local/project';
+import { PROJECT_ROOT } from '../cli/project';
 import { COSMOS_EMULATOR } from './provisionCosmos';
 
 export const SAMPLE_PATH = path.join(PROJECT_ROOT, 'local.settings.sample.json');

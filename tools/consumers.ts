@@ -1,5 +1,6 @@
 import type { Consumer } from '@idempotent-consumers/inbox/internal';
 
+import { appFunctions } from '../cli/project';
 import { loadFunctionApp } from '../local/host/worker';
 import type * as App from '../src/app';
 
@@ -22,7 +23,7 @@ export async function loadConsumers(
       : [];
   for (const [name, value] of placeholders) process.env[name] = value;
   try {
-    await loadFunctionApp(undefined, { definitionsOnly: options.definitionsOnly === true });
+    await loadFunctionApp(appFunctions(), { definitionsOnly: options.definitionsOnly === true });
   } finally {
     for (const [name] of placeholders) delete process.env[name];
   }

@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Consumer } from '@idempotent-consumers/inbox/internal';
 
 import { bounded, UsageError } from '../cli/errors';
-import { PROJECT_ROOT } from '../local/project';
+import { PROJECT_ROOT } from '../cli/project';
 import { bindingOf } from '../src/topology';
 import { loadConsumers } from './consumers';
 

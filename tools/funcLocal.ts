@@ -8,6 +8,7 @@ import { loadSettings, SettingsError } from '@idempotent-consumers/inbox/interna
 
 import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../build/localRun';
 import { EnvironmentError } from '../cli/errors';
+import { PROJECT_ROOT } from '../cli/project';
 import { listening, type LocalServer, serverCommand } from '../cli/serve';
 import { type FlagValues, numberFlag, runCommand, type ToolContext } from '../cli/tool';
 import {
@@ -19,7 +20,6 @@ import {
 import { provisionAppContainer } from '../emulators/provisionCosmos';
 import { DEFAULT_KEY } from '../local/cosmos/server';
 import { startInWorker } from '../local/cosmos/threadHost';
-import { PROJECT_ROOT } from '../local/project';
 import { connectionStringFor, start as startServiceBus } from '../local/servicebus/amqp/server';
 import { topology } from '../src/topology';
 

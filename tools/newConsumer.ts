@@ -762,17 +762,17 @@ function fanOutTest({ name, subject }: ConsumerRequest, fanOut: FanOut): string 
   const identifier = camelCase(functionName);
   return `import { PoisonMessageError } from '@idempotent-consumers/inbox';
 
-import { loadFunctionApp, loggedOutcome } from '../../local/host/worker';
+import { loggedOutcome } from '../../local/host/worker';
 import { registeredConsumers } from '../../src/app';
 import { ${identifier}TallyId } from '../../src/consumers/${functionName}';
-import { deliver, type LogLine } from '../support/deliveries';
+import { deliver, loadApp, type LogLine } from '../support/deliveries';
 import { useLocalStack } from '../support/localStack';
 // A ${subject} that ${fanOut.from}'s schema takes (new:consumer's --example-body).
 import example from './${functionName}.example.json';
 
 const stack = useLocalStack();
 
-beforeAll(() => loadFunctionApp());
+beforeAll(() => loadApp());
 
 /** The tally in the partition the consumer, as registered, puts the example in. */
 async function tally(): Promise<number> {

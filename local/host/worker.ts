@@ -4,7 +4,6 @@ import { dirname, join, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { format } from 'node:util';
 
-import { PROJECT_ROOT } from '../project';
 import type { InvocationResult, LogLine, RegisteredFunction, RpcRetryContext } from './core';
 import * as core from './core';
 import { cosmosDBInvocationRequest } from './toRpcCosmosDB';
@@ -80,7 +79,6 @@ export interface FunctionApp {
   invokeCosmosDB: typeof invokeCosmosDB;
 }
 
-const PROJECT_FUNCTIONS = join(PROJECT_ROOT, 'functions');
 const CORE_MODULE = '@azure/functions-core';
 let installed = false;
 // As in the worker, before any app code runs: a module that registers functions may be imported
@@ -106,13 +104,14 @@ export function installCoreModule(): void {
 /**
  * Loads the app as the worker does and returns what it registered. `entry` is a function app
  * directory (its package.json `main` is loaded, a `*` in the file name allowed, as the worker's
- * glob), entry point files, or, by default, this project's `functions/*.ts` sources. Modules are
+ * glob), entry point files, or an app directory with the files to load from it (a project's
+ * `functions/*.ts` sources: see functionSources). Modules are
  * cached: within one process (or one jest test file) the app is loaded once, and a later call
  * returns the same registrations. `definitionsOnly` loads the app to read what it registered and
  * does not start it: its `appStart` hooks (which may reach Azure) do not run.
  */
 export async function loadFunctionApp(
-  entry?: string | readonly string[],
+  entry: FunctionAppEntry,
   options: { definitionsOnly?: boolean } = {},
 ): Promise<FunctionApp> {
   installCoreModule();
@@ -252,14 +251,24 @@ function optional<K extends string>(key: K, value: string | undefined): Partial<
   return value === undefined ? {} : ({ [key]: value } as Record<K, string>);
 }
 
-function entryPoints(entry: string | readonly string[] | undefined): { directory: string; files: string[] } {
-  if (entry === undefined) {
-    const files = readdirSync(PROJECT_FUNCTIONS)
-      .filter((file) => /\.(ts|js)$/.test(file) && !file.endsWith('.d.ts'))
-      .sort()
-      .map((file) => join(PROJECT_FUNCTIONS, file));
-    return { directory: dirname(PROJECT_FUNCTIONS), files };
-  }
+/** What loadFunctionApp loads: a function app directory, entry point files, or both. */
+export type FunctionAppEntry = string | readonly string[] | { directory: string; files: readonly string[] };
+
+/**
+ * A project's function sources, as the worker would load its built app: each `.ts` or `.js` file of
+ * `<project>/functions` (no `.d.ts`), in name order, with the project as the app directory.
+ */
+export function functionSources(project: string): { directory: string; files: string[] } {
+  const folder = join(project, 'functions');
+  const files = readdirSync(folder)
+    .filter((file) => /\.(ts|js)$/.test(file) && !file.endsWith('.d.ts'))
+    .sort()
+    .map((file) => join(folder, file));
+  return { directory: project, files };
+}
+
+function entryPoints(entry: FunctionAppEntry): { directory: string; files: readonly string[] } {
+  if (typeof entry === 'object' && 'directory' in entry) return entry;
   const entries = (typeof entry === 'string' ? [entry] : entry).map((path) => resolve(path));
   const appDirectory = entries.find((path) => statSync(path).isDirectory());
   if (appDirectory) return { directory: appDirectory, files: mainFiles(appDirectory) };

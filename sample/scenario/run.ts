@@ -15,6 +15,7 @@ import {
   survivableOutageSeconds,
 } from '@idempotent-consumers/inbox/internal';
 
+import { appFunctions } from '../../cli/project';
 import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../../local/cosmos';
 import { freshAppContainer } from '../../local/cosmos/appContainer';
 import { type DeliveryRecord, FunctionsHost, type HostFaults } from '../../local/host/brokerHost';
@@ -253,7 +254,7 @@ export class ScenarioEnvironment {
     };
     const client = new CosmosClient(clientOptions);
     await client.databases.createIfNotExists({ id: 'app' });
-    environment = new ScenarioEnvironment(cosmos, client, await loadFunctionApp(), settings);
+    environment = new ScenarioEnvironment(cosmos, client, await loadFunctionApp(appFunctions()), settings);
     return environment;
   }
 

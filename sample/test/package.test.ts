@@ -25,7 +25,7 @@ import { generate } from 'selfsigned';
 import { azdRemoteBuild, azdZipEntries, listFiles, readAzureYaml } from '../../build/azd';
 import type { LoadReport } from '../../build/loadPackage';
 import { bootPackage, developmentOnlyPackages, PACKAGE_DIR, type PackageReport } from '../../build/package';
-import { PROJECT_ROOT } from '../../local/project';
+import { PROJECT_ROOT } from '../../cli/project';
 import { type LocalServiceBus, start as startServiceBus } from '../../local/servicebus/amqp';
 import { scaledClock } from '../../local/servicebus/clock';
 import { functionNameOf, topology } from '../../src/topology';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { RuleTester } from 'eslint';
 
 import { ENTRIES, importFloors } from '../../build/importFloors.cjs';
-import { PROJECT_ROOT } from '../../local/project';
+import { PROJECT_ROOT } from '../../cli/project';
 
 /**
  * The lint rule that keeps imports pointing one way (eslint.config.mjs; `npm run lint` runs it over

@@ -3,7 +3,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { PROJECT_ROOT } from '../../local/project';
+import { PROJECT_ROOT } from '../../cli/project';
 
 /**
  * npm's own settings only: under `npm test` the environment carries the outer npm's configuration as

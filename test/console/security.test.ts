@@ -7,7 +7,7 @@ import { request } from 'node:http';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { PROJECT_ROOT } from '../../local/project';
+import { PROJECT_ROOT } from '../../cli/project';
 import { StartedApp, userEnvironment } from '../support/npmStart';
 
 jest.setTimeout(60_000);

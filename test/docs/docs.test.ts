@@ -10,7 +10,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import ts from 'typescript';
 import { parse } from 'yaml';
 
-import { PROJECT_ROOT } from '../../local/project';
+import { PROJECT_ROOT } from '../../cli/project';
 import { withoutSamplePassages } from '../../tools/sampleDocs';
 import {
   anchors,

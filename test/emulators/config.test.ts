@@ -8,6 +8,7 @@ import path from 'node:path';
 
 import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
 
+import { PROJECT_ROOT } from '../../cli/project';
 import type { EmulatorConfig, EmulatorTopic } from '../../emulators/generateConfig';
 import {
   AZURE_ENTITY_SETTINGS,
@@ -15,7 +16,6 @@ import {
   emulatorConfig,
   renderEmulatorConfig,
 } from '../../emulators/generateConfig';
-import { PROJECT_ROOT } from '../../local/project';
 import { type Topology, topology } from '../../src/topology';
 
 const seconds = (duration: string): number => parseDurationSeconds(duration, 'test');

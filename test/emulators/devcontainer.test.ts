@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../../local/project';
+import { PROJECT_ROOT } from '../../cli/project';
 
 interface DevContainer {
   image: string;

@@ -8,7 +8,7 @@ import path from 'node:path';
 
 import { parse } from 'yaml';
 
-import { PROJECT_ROOT } from '../../local/project';
+import { PROJECT_ROOT } from '../../cli/project';
 
 interface Step {
   name?: string;

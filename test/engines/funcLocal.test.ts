@@ -7,9 +7,9 @@ import { promisify } from 'node:util';
 
 import { loadSettings } from '@idempotent-consumers/inbox/internal';
 
+import { PROJECT_ROOT } from '../../cli/project';
 import { COSMOS_EXTENSION_CONNECTION_MODE, type LocalSettingsFile } from '../../emulators/localSettings';
 import { DEFAULT_KEY } from '../../local/cosmos/server';
-import { PROJECT_ROOT } from '../../local/project';
 import { topology } from '../../src/topology';
 import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
 import { StartedApp, userEnvironment } from '../support/npmStart';

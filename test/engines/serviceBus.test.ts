@@ -5,13 +5,13 @@ import { promisify } from 'node:util';
 
 import { ServiceBusClient, type ServiceBusReceivedMessage } from '@azure/service-bus';
 
+import { PROJECT_ROOT } from '../../cli/project';
 import {
   ServiceBusTriggers,
   type TriggerDelivery,
   triggerSettings,
 } from '../../local/host/serviceBusTriggers';
 import { loadFunctionApp, type ServiceBusFunction } from '../../local/host/worker';
-import { PROJECT_ROOT } from '../../local/project';
 import { type LocalServiceBus, start } from '../../local/servicebus/amqp';
 import { seen } from '../local/host/fixtureApp';
 import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';

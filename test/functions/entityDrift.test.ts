@@ -3,8 +3,8 @@ import path from 'node:path';
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
 import { longestRetryDelaySeconds, METRIC_NAMES, resolvedPolicy } from '@idempotent-consumers/inbox/internal';
 
+import { PROJECT_ROOT } from '../../cli/project';
 import { loadFunctionApp } from '../../local/host/worker';
-import { PROJECT_ROOT } from '../../local/project';
 import { inboxRuntime, registeredConsumers } from '../../src/app';
 import { deployedEntitiesReader } from '../../src/serviceBusEntities';
 import { bindingOf, topology } from '../../src/topology';

@@ -9,6 +9,7 @@ import {
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
 
+import { appFunctions } from '../../cli/project';
 import { retryDelays } from '../../local/host/changeFeedTrigger';
 import { jsonNetDate } from '../../local/host/toRpcCosmosDB';
 import { loadFunctionApp } from '../../local/host/worker';
@@ -107,7 +108,7 @@ describe('the outbox relay function', () => {
   });
 
   it('retries a page for as long as the READMEs say before the sweeper takes over', async () => {
-    const relay = (await loadFunctionApp()).cosmosDB.find((f) => f.name === 'outbox-relay');
+    const relay = (await loadFunctionApp(appFunctions())).cosmosDB.find((f) => f.name === 'outbox-relay');
     const policy = relay?.retry;
     if (!policy) throw new Error('the relay has no retry policy');
     // The host's exponential backoff, its jitter at the middle of its range.

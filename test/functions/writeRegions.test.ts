@@ -1,3 +1,4 @@
+import { appFunctions } from '../../cli/project';
 import { loadFunctionApp } from '../../local/host/worker';
 import { checkWriteRegions, inboxRuntime } from '../../src/app';
 import { useLocalStack } from '../support/localStack';
@@ -13,7 +14,7 @@ const stack = useLocalStack();
 it('does not start on an account with two write regions, and says why', async () => {
   await stack.server.setWriteRegions(['westeurope', 'northeurope']);
 
-  await expect(loadFunctionApp()).rejects.toThrow(
+  await expect(loadFunctionApp(appFunctions())).rejects.toThrow(
     /Invalid configuration:\n {2}- The Cosmos DB account accepts writes in 2 regions \(westeurope, northeurope\)/,
   );
 });
@@ -21,7 +22,7 @@ it('does not start on an account with two write regions, and says why', async ()
 it('is not checked by a tool that only reads what the app registered (npm run new:consumer, send)', async () => {
   await stack.server.setWriteRegions(['westeurope', 'northeurope']);
 
-  const app = await loadFunctionApp(undefined, { definitionsOnly: true });
+  const app = await loadFunctionApp(appFunctions(), { definitionsOnly: true });
 
   // The template's own functions, there whatever consumers the project has.
   expect(app.functions.map((f) => f.name)).toEqual(

@@ -1,7 +1,7 @@
 import { appendFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../../local/project';
+import { PROJECT_ROOT } from '../../cli/project';
 import { type Topology, validateTopology } from '../../src/topology';
 import { withSubscription } from '../../tools/newConsumer';
 import {

@@ -1,5 +1,6 @@
 import { CircuitBreaker } from '@idempotent-consumers/inbox/internal';
 
+import { appFunctions } from '../../cli/project';
 import {
   type FunctionApp,
   type InvocationResult,
@@ -17,7 +18,7 @@ export type DeliveryOptions = Omit<ServiceBusDelivery, 'body'>;
 
 let loaded: Promise<FunctionApp> | undefined;
 /** The app (functions/*.ts), loaded through the worker path once per test file. */
-const functionApp = (): Promise<FunctionApp> => (loaded ??= loadFunctionApp());
+export const loadApp = (): Promise<FunctionApp> => (loaded ??= loadFunctionApp(appFunctions()));
 
 /**
  * Delivers `body` (an object is sent as JSON text) to the registered function `functionName` the
@@ -31,7 +32,7 @@ export async function deliver(
   options: DeliveryOptions = {},
   logs: LogLine[] = [],
 ): Promise<{ settled: 'completed' | 'abandoned'; error?: Error }> {
-  const app = await functionApp();
+  const app = await loadApp();
   // Each delivery here stands alone: a closed breaker whose backoff takes no time. The breaker's
   // own behaviour is tested in packages/inbox/test/breaker.test.ts and in the outage scenario.
   const runtime = inboxRuntime();
@@ -63,10 +64,10 @@ export async function relayChanges(
   documents: readonly unknown[],
   retry: { retryCount: number; maxRetryCount: number } = { retryCount: 0, maxRetryCount: 8 },
 ): Promise<InvocationResult> {
-  return (await functionApp()).invokeCosmosDB(functionName, documents, retry);
+  return (await loadApp()).invokeCosmosDB(functionName, documents, retry);
 }
 
 /** Runs the registered timer function `functionName` once, as the host does on its schedule. */
 export async function runTimer(functionName: string, run: TimerRun = {}): Promise<InvocationResult> {
-  return (await functionApp()).invokeTimer(functionName, run);
+  return (await loadApp()).invokeTimer(functionName, run);
 }

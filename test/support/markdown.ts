@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { PROJECT_ROOT } from '../../local/project';
+import { PROJECT_ROOT } from '../../cli/project';
 
 /** Every markdown file of the repository, as a path relative to PROJECT_ROOT. */
 export { markdownFiles } from '../../tools/sampleDocs';

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 
+import { PROJECT_ROOT } from '../../cli/project';
 import { type Command, runTool, type ToolContext } from '../../cli/tool';
-import { PROJECT_ROOT } from '../../local/project';
 import { main } from '../../tools/deadLetters';
 import { main as peekMain } from '../../tools/peek';
 

@@ -17,9 +17,9 @@ import {
   runPurge,
 } from '@idempotent-consumers/inbox/internal';
 
+import { PROJECT_ROOT } from '../../cli/project';
 import { runTool } from '../../cli/tool';
 import { ensureAppContainer } from '../../local/cosmos/appContainer';
-import { PROJECT_ROOT } from '../../local/project';
 import { Broker, Subscription } from '../../local/servicebus/broker';
 import { virtualClock } from '../../local/servicebus/clock';
 import { costReport, main } from '../../tools/cost';

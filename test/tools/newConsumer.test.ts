@@ -6,7 +6,7 @@ import simpleImportSort from 'eslint-plugin-simple-import-sort';
 import { parser } from 'typescript-eslint';
 
 import { UsageError } from '../../cli/errors';
-import { PROJECT_ROOT } from '../../local/project';
+import { PROJECT_ROOT } from '../../cli/project';
 import {
   checkedRequest,
   consumerFiles,

@@ -22,6 +22,7 @@ import {
 } from '../../build/localRun';
 import { buildPackage } from '../../build/package';
 import { bounded, EnvironmentError } from '../../cli/errors';
+import { PROJECT_ROOT } from '../../cli/project';
 import { listening } from '../../cli/serve';
 import {
   commandWithFlags,
@@ -45,7 +46,6 @@ import {
 } from '../../local/host/serviceBusTriggers';
 import { TimerTriggers } from '../../local/host/timers';
 import { type FunctionApp, loadFunctionApp, reloadFunctionApp } from '../../local/host/worker';
-import { PROJECT_ROOT } from '../../local/project';
 import { type LocalServiceBus, start as startServiceBus } from '../../local/servicebus/amqp/server';
 import type { TopologyChanges } from '../../local/servicebus/broker';
 import { scaledClock } from '../../local/servicebus/clock';

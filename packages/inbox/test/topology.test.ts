@@ -1,3 +1,4 @@
+import { appFunctions } from '../../../cli/project';
 import { loadFunctionApp, type ServiceBusFunction } from '../../../local/host/worker';
 import { registeredConsumers } from '../../../src/app';
 import {
@@ -55,14 +56,14 @@ function topologyProblems(functions: readonly ServiceBusFunction[], declared: To
 
 describe('the function app against src/topology.json', () => {
   it('reads every declared subscription with the function named after its consumer, and nothing undeclared', async () => {
-    const app = await loadFunctionApp();
+    const app = await loadFunctionApp(appFunctions());
 
     expect(topologyProblems(app.serviceBus, topology)).toEqual([]);
     expect(app.serviceBus.length).toBe(topology.topics.flatMap((t) => t.subscriptions).length);
   });
 
   it('records every consumer it registers, under its own name, which is its subscription', async () => {
-    await loadFunctionApp();
+    await loadFunctionApp(appFunctions());
     const declared = topology.topics.flatMap((t) => t.subscriptions.map((s) => s.name));
 
     expect([...registeredConsumers().keys()].sort()).toEqual(declared.sort());

@@ -1,5 +1,6 @@
 import type { ServiceBusReceiver } from '@azure/service-bus';
 
+import { appFunctions } from '../../../cli/project';
 import { type FunctionApp, loadFunctionApp, loggedOutcome } from '../../../local/host/worker';
 import { useLocalStack } from '../../../test/support/localStack';
 import { PAYMENTS, peekAll, PEER_TOPOLOGY, receive, TOPIC, usePeer } from '../../../test/support/peer';
@@ -36,7 +37,7 @@ let env: Record<string, string>;
 let run = 0;
 
 beforeAll(async () => {
-  app = await loadFunctionApp();
+  app = await loadFunctionApp(appFunctions());
 });
 beforeEach(() => {
   run++;

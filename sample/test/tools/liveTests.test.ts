@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 
+import { appFunctions, PROJECT_ROOT } from '../../../cli/project';
 import { FunctionsHost } from '../../../local/host/brokerHost';
 import { loadFunctionApp } from '../../../local/host/worker';
-import { PROJECT_ROOT } from '../../../local/project';
 import { type LocalServiceBus, start } from '../../../local/servicebus/amqp';
 import { useLocalStack } from '../../../test/support/localStack';
 import { captured } from '../../../test/support/tools';
@@ -57,7 +57,9 @@ describe('the end-to-end check, run offline', () => {
   it('passes when the app applies the payment once although it was published twice', async () => {
     // The deployed app, offline: the host model invokes the registered functions, through the worker
     // path, on the peer's broker.
-    host = new FunctionsHost(peer.broker, (await loadFunctionApp()).serviceBus, { clock: peer.clock });
+    host = new FunctionsHost(peer.broker, (await loadFunctionApp(appFunctions())).serviceBus, {
+      clock: peer.clock,
+    });
     host.start();
     const run = captured(liveEnv());
 

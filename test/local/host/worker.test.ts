@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { app } from '@azure/functions';
 import { toDelivery } from '@idempotent-consumers/inbox/internal';
 
+import { appFunctions, PROJECT_ROOT } from '../../../cli/project';
 import { loadFunctionApp, loggedOutcome, type ServiceBusDelivery } from '../../../local/host/worker';
-import { PROJECT_ROOT } from '../../../local/project';
 import { functionNameOf, topology } from '../../../src/topology';
 import { useLocalStack } from '../../support/localStack';
 import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../support/probeFunction';
@@ -57,13 +57,13 @@ afterEach(() => onDelivery(() => Promise.resolve()));
 
 describe('loading the app through the worker path', () => {
   it('registers every function with the binding metadata the host reads, without a test-mode warning', async () => {
-    const loaded = await loadFunctionApp();
+    const loaded = await loadFunctionApp(appFunctions());
     // This file also registers the probe functions; the app's are those loaded from functions/.
-    const appFunctions = loaded.functions.filter(
+    const registered = loaded.functions.filter(
       (f) => f.metadata.directory === join(PROJECT_ROOT, 'functions'),
     );
     const triggers = Object.fromEntries(
-      appFunctions.map((f) => [f.name, Object.values(f.metadata.bindings)] as const),
+      registered.map((f) => [f.name, Object.values(f.metadata.bindings)] as const),
     );
     const subscriptions = topology.topics.flatMap((topic) =>
       topic.subscriptions.map((subscription) => ({
@@ -102,7 +102,7 @@ describe('loading the app through the worker path', () => {
       }),
     ]);
     // The relay's retry policy is function metadata the host reads (RpcFunctionMetadata.retryOptions).
-    expect(appFunctions.find((f) => f.name === 'outbox-relay')?.metadata.retryOptions).toEqual(
+    expect(registered.find((f) => f.name === 'outbox-relay')?.metadata.retryOptions).toEqual(
       expect.objectContaining({ strategy: 'exponentialBackoff', maxRetryCount: 8 }),
     );
     const others = [triggers['purge-expired-markers'], triggers['outbox-sweeper'], triggers['outbox-relay']];
@@ -113,12 +113,12 @@ describe('loading the app through the worker path', () => {
         subscriptions.map((subscription): unknown[] => [expect.objectContaining(subscription)]),
       ),
     );
-    for (const f of appFunctions) expect(f.metadata.scriptFile).toBe(`${f.name}.ts`);
+    for (const f of registered) expect(f.metadata.scriptFile).toBe(`${f.name}.ts`);
   });
 
   it('in a plain Node.js process, registers the functions; without the worker, the library says it is in test mode', async () => {
     const withWorker = await node(
-      `require('./local/host/worker.ts').loadFunctionApp().then((app) =>
+      `require('./local/host/worker.ts').loadFunctionApp(require('./cli/project.ts').appFunctions()).then((app) =>
          console.log(JSON.stringify({ names: app.functions.map((f) => f.name), warnings: app.warnings })))`,
     );
     const withoutWorker = await node(`require('./functions/purge-expired-markers.ts')`);
@@ -132,7 +132,7 @@ describe('loading the app through the worker path', () => {
   it('reports the warnings of a library that settled on test mode before the worker module was there', async () => {
     const { stdout } = await node(
       `require('@azure/functions').app.timer('early', { schedule: '0 0 * * * *', handler: () => undefined });
-       require('./local/host/worker.ts').loadFunctionApp().then((app) =>
+       require('./local/host/worker.ts').loadFunctionApp(require('./cli/project.ts').appFunctions()).then((app) =>
          console.log(JSON.stringify({ names: app.functions.map((f) => f.name), warnings: app.warnings })))`,
     );
     const loaded = JSON.parse(stdout) as { names: string[]; warnings: string[] };
