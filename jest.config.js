@@ -16,6 +16,7 @@ const SLOW = [
   '<rootDir>/test/tools/localUsage.test.ts',
   '<rootDir>/test/tools/ownConsumer.test.ts',
   '<rootDir>/test/engines/',
+  '<rootDir>/packages/local-azure/test/engines/',
   '<rootDir>/sample/test/scenario/',
   '<rootDir>/sample/test/commands.test.ts',
   '<rootDir>/sample/test/package.test.ts',
@@ -36,9 +37,9 @@ const suite = {
     ...(existsSync(join(__dirname, 'sample')) ? ['<rootDir>/sample'] : []),
   ],
   setupFiles: ['<rootDir>/test/support/setup.ts'],
-  // The module the Azure Functions Node.js worker injects (see local/host/worker.ts, which
+  // The module the Azure Functions Node.js worker injects (see packages/local-azure/src/host/worker.ts, which
   // does the same for plain Node.js): jest does not go through Module.prototype.require.
-  moduleNameMapper: { '^@azure/functions-core$': '<rootDir>/local/host/core.ts' },
+  moduleNameMapper: { '^@azure/functions-core$': '<rootDir>/packages/local-azure/src/host/core.ts' },
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
 };
 

@@ -2,7 +2,7 @@
 /**
  * The ESLint rule that keeps imports pointing one way (eslint.config.mjs runs it on every file):
  *
- *   library (packages/inbox/src) → app (src, functions, sample/src) → local Azure (local)
+ *   library (packages/inbox/src) → app (src, functions, sample/src) → local Azure (packages/local-azure/src)
  *     → kit and build (cli, build) → commands (tools, emulators, the sample's demo and benchmarks)
  *
  * A file may import its own floor and those below it, never one above: the library knows nothing of
@@ -18,13 +18,13 @@ const { dirname, relative, resolve } = require('node:path');
 const FLOORS = [
   { floor: 0, name: 'the library', prefixes: ['packages/inbox/src/'] },
   { floor: 1, name: 'the app', prefixes: ['src/', 'functions/', 'sample/src/'] },
-  { floor: 2, name: 'local Azure', prefixes: ['local/'] },
+  { floor: 2, name: 'local Azure', prefixes: ['packages/local-azure/src/'] },
   { floor: 3, name: 'the CLI kit and the build', prefixes: ['cli/', 'build/'] },
   { floor: 4, name: 'the commands', prefixes: ['tools/', 'emulators/', 'sample/'] },
 ];
 
 /** Tests import whatever they test. */
-const UNRESTRICTED = ['test/', 'sample/test/', 'packages/inbox/test/'];
+const UNRESTRICTED = ['test/', 'sample/test/', 'packages/inbox/test/', 'packages/local-azure/test/'];
 
 /** The library's entries (packages/inbox/package.json "exports"). */
 const ENTRIES = {

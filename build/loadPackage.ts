@@ -7,7 +7,7 @@ import {
   loadFunctionApp,
   loggedOutcome,
   type ServiceBusDelivery,
-} from '../local/host/worker';
+} from '../packages/local-azure/src/host/worker';
 
 /**
  * Boots a deployment package in this (fresh) process the way the Azure Functions Node.js worker

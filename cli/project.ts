@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { type FunctionAppEntry, functionSources } from '../local/host/worker';
+import { type FunctionAppEntry, functionSources } from '../packages/local-azure/src/host/worker';
 import { type Topology, validateTopology } from '../src/topology';
 import { formatted } from './formatted';
 

@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { CosmosClient } from '@azure/cosmos';
 
-import { ensureAppContainer } from '../local/cosmos/appContainer';
+import { ensureAppContainer } from '../packages/local-azure/src/cosmos/appContainer';
 
 /** The emulator of docker-compose.yml: plain http, and the published (public, local-only) emulator key. */
 export const COSMOS_EMULATOR = {

@@ -68,7 +68,7 @@ async function cosmosConformance(context: ToolContext): Promise<Result> {
   }
   context.out(`Cosmos DB conformance suite against ${COSMOS_ENDPOINT}:`);
   const exitCode = await new Promise<number | null>((resolve, reject) => {
-    const child = spawn('npx', ['jest', 'test/local/cosmos/conformance', '--runInBand'], {
+    const child = spawn('npx', ['jest', 'packages/local-azure/test/cosmos/conformance', '--runInBand'], {
       env: { ...process.env, ...context.env },
       stdio: 'inherit',
     });

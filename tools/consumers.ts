@@ -1,12 +1,12 @@
 import type { Consumer } from '@idempotent-consumers/inbox/internal';
 
 import { appFunctions } from '../cli/project';
-import { loadFunctionApp } from '../local/host/worker';
+import { loadFunctionApp } from '../packages/local-azure/src/host/worker';
 import type * as App from '../src/app';
 
 /**
  * The app's consumers, found as the host finds its functions: functions/*.ts loaded through the
- * worker path (local/host/worker.ts), each registering its consumer with consumerTrigger.
+ * worker path (packages/local-azure/src/host/worker.ts), each registering its consumer with consumerTrigger.
  * There is no other list of consumers.
  *
  * Loading src/app.ts validates the app's settings. A tool that only reads the consumers'

@@ -105,7 +105,7 @@ export interface CostReport {
 
 const BASIS =
   "Request units from Microsoft's rules of thumb (https://learn.microsoft.com/azure/cosmos-db/request-units), " +
-  'the rules the local Cosmos DB server charges by (local/cosmos/requestCharge.ts): estimates for sizing, not a bill.';
+  'the rules the local Cosmos DB server charges by (packages/local-azure/src/cosmos/requestCharge.ts): estimates for sizing, not a bill.';
 
 /** The report for the flags' typical event: what `npm run cost` prints. */
 export function costReport(

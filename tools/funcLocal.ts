@@ -18,9 +18,12 @@ import {
   SAMPLE_PATH,
 } from '../emulators/localSettings';
 import { provisionAppContainer } from '../emulators/provisionCosmos';
-import { DEFAULT_KEY } from '../local/cosmos/server';
-import { startInWorker } from '../local/cosmos/threadHost';
-import { connectionStringFor, start as startServiceBus } from '../local/servicebus/amqp/server';
+import { DEFAULT_KEY } from '../packages/local-azure/src/cosmos/server';
+import { startInWorker } from '../packages/local-azure/src/cosmos/threadHost';
+import {
+  connectionStringFor,
+  start as startServiceBus,
+} from '../packages/local-azure/src/servicebus/amqp/server';
 import { topology } from '../src/topology';
 
 const USAGE = `Usage: npm run func:local -- [--cosmos-port 8081] [--servicebus-port 5672] [--settings local.settings.json]

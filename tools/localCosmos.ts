@@ -3,8 +3,8 @@ import { CosmosClient } from '@azure/cosmos';
 import { type LocalServer, serverCommand } from '../cli/serve';
 import { runCommand } from '../cli/tool';
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';
-import { ensureAppContainer } from '../local/cosmos/appContainer';
-import { DEFAULT_KEY, start } from '../local/cosmos/server';
+import { ensureAppContainer } from '../packages/local-azure/src/cosmos/appContainer';
+import { DEFAULT_KEY, start } from '../packages/local-azure/src/cosmos/server';
 
 const USAGE = `Usage: npm run cosmos -- [--port 8081] [--host 127.0.0.1] [--key <base64>] [--latency-ms 0]
                           [--throughput <RU/s>] [--database app] [--container state] [--no-provision]

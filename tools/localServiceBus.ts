@@ -7,7 +7,7 @@ import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
 import { type LocalServer, serverCommand } from '../cli/serve';
 import { runCommand } from '../cli/tool';
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';
-import { start } from '../local/servicebus/amqp/server';
+import { start } from '../packages/local-azure/src/servicebus/amqp/server';
 
 const USAGE = `Usage: npx tsx tools/localServiceBus.ts [--port 5672] [--host 127.0.0.1]
          [--duplicate-window PT1H] [--lock-duration PT1M] [--max-delivery-count 10] [--queue <name>]...
@@ -16,7 +16,7 @@ const USAGE = `Usage: npx tsx tools/localServiceBus.ts [--port 5672] [--host 127
 Serves the Service Bus model (topics and subscriptions from src/topology.json, in memory, real time)
 over AMQP 1.0 without TLS, for a client given its UseDevelopmentEmulator=true connection string:
 @azure/service-bus (the tools in tools/) and Azure.Messaging.ServiceBus, the Functions host's
-Service Bus extension (test/engines/serviceBus.test.ts). npm run func:local starts it for func start.
+Service Bus extension (packages/local-azure/test/engines/serviceBus.test.ts). npm run func:local starts it for func start.
 --queue serves a queue of that name too (repeat it for more): no filter, otherwise as a subscription.
 --session-queue serves a queue that requires sessions (RequiresSession): messages must carry a
 SessionId and are received with acceptSession / acceptNextSession.

@@ -708,7 +708,7 @@ const testPreamble = (
   siblingImport?: string,
 ): string => `import { PoisonMessageError } from '@idempotent-consumers/inbox';
 
-import { loggedOutcome } from '../../local/host/worker';
+import { loggedOutcome } from '../../packages/local-azure/src/host/worker';
 ${consumerImport}
 import { deliver, type LogLine } from '../support/deliveries';
 import { useLocalStack } from '../support/localStack';${siblingImport === undefined ? '' : `\n${siblingImport}`}
@@ -762,7 +762,7 @@ function fanOutTest({ name, subject }: ConsumerRequest, fanOut: FanOut): string 
   const identifier = camelCase(functionName);
   return `import { PoisonMessageError } from '@idempotent-consumers/inbox';
 
-import { loggedOutcome } from '../../local/host/worker';
+import { loggedOutcome } from '../../packages/local-azure/src/host/worker';
 import { registeredConsumers } from '../../src/app';
 import { ${identifier}TallyId } from '../../src/consumers/${functionName}';
 import { deliver, loadApp, type LogLine } from '../support/deliveries';

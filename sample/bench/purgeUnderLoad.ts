@@ -17,8 +17,8 @@ import {
   runCommand,
   type ToolContext,
 } from '../../cli/tool';
-import { type ClientUsage, start } from '../../local/cosmos';
-import { ensureAppContainer } from '../../local/cosmos/appContainer';
+import { type ClientUsage, start } from '../../packages/local-azure/src/cosmos';
+import { ensureAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
 import { paymentApplier } from '../src';
 
 /**

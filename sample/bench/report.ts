@@ -27,7 +27,7 @@ export interface Row {
 /**
  * The outbox relay on what one run of (f) left: the container's change feed read from the
  * beginning, 100 changes a page, each page relayed (sent, then each message marked dispatched by a
- * conditional patch). Request units are the local server's estimates (local/cosmos/requestCharge.ts).
+ * conditional patch). Request units are the local server's estimates (packages/local-azure/src/cosmos/requestCharge.ts).
  */
 export interface RelayFigures {
   /** Messages the relay sent: one per payment. */

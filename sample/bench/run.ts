@@ -22,9 +22,9 @@ import {
   runCommand,
   type ToolContext,
 } from '../../cli/tool';
-import { freshAppContainer } from '../../local/cosmos/appContainer';
-import { startInWorker } from '../../local/cosmos/threadHost';
-import { integer, seededRandom } from '../../local/random';
+import { freshAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
+import { startInWorker } from '../../packages/local-azure/src/cosmos/threadHost';
+import { integer, seededRandom } from '../../packages/local-azure/src/random';
 import {
   medianBy,
   pairedRatio,

@@ -1,6 +1,6 @@
 import { DUPLICATE_CAUSES, SUSPECTED_PRODUCER_DUPLICATE } from '@idempotent-consumers/inbox/internal';
 
-import type { DeliveryRecord } from '../../local/host/brokerHost';
+import type { DeliveryRecord } from '../../packages/local-azure/src/host/brokerHost';
 
 /**
  * Duplicate causes in a scenario run (issue 24): for each duplicate an inbox consumer absorbed, the

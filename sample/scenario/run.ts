@@ -16,24 +16,35 @@ import {
 } from '@idempotent-consumers/inbox/internal';
 
 import { appFunctions } from '../../cli/project';
-import { type FaultHandle, type LocalCosmos, start as startCosmos } from '../../local/cosmos';
-import { freshAppContainer } from '../../local/cosmos/appContainer';
-import { type DeliveryRecord, FunctionsHost, type HostFaults } from '../../local/host/brokerHost';
-import { type ChangeFeedFaults, ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
+import {
+  type FaultHandle,
+  type LocalCosmos,
+  start as startCosmos,
+} from '../../packages/local-azure/src/cosmos';
+import { freshAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
+import {
+  type DeliveryRecord,
+  FunctionsHost,
+  type HostFaults,
+} from '../../packages/local-azure/src/host/brokerHost';
+import {
+  type ChangeFeedFaults,
+  ChangeFeedTrigger,
+} from '../../packages/local-azure/src/host/changeFeedTrigger';
 import {
   type CosmosDBFunction,
   type FunctionApp,
   loadFunctionApp,
   type LogLine,
-} from '../../local/host/worker';
-import { seededRandom } from '../../local/random';
-import { Broker, type Topic } from '../../local/servicebus/broker';
-import type { Clock } from '../../local/servicebus/clock';
+} from '../../packages/local-azure/src/host/worker';
+import { seededRandom } from '../../packages/local-azure/src/random';
+import { Broker, type Topic } from '../../packages/local-azure/src/servicebus/broker';
+import type { Clock } from '../../packages/local-azure/src/servicebus/clock';
 import {
   BrokerPublisher,
   BrokerRetryScheduler,
   type PublisherFaults,
-} from '../../local/servicebus/publisher';
+} from '../../packages/local-azure/src/servicebus/publisher';
 import type * as App from '../../src/app';
 import { functionNameOf, topology } from '../../src/topology';
 import { brokerMessageKey, type CauseTable, duplicateCauses, type MarkerWrite } from './causes';

@@ -10,9 +10,9 @@ import {
   SUSPECTED_PRODUCER_DUPLICATE,
 } from '@idempotent-consumers/inbox/internal';
 
-import type { DeliveryRecord } from '../../local/host/brokerHost';
-import type { Broker, BrokerMessage } from '../../local/servicebus/broker';
-import type { PublishRecord, ScheduleRecord } from '../../local/servicebus/publisher';
+import type { DeliveryRecord } from '../../packages/local-azure/src/host/brokerHost';
+import type { Broker, BrokerMessage } from '../../packages/local-azure/src/servicebus/broker';
+import type { PublishRecord, ScheduleRecord } from '../../packages/local-azure/src/servicebus/publisher';
 import { topology } from '../../src/topology';
 import type { Backorder, Invoice, InvoiceStatus, Product, Shipment, UnappliedPayment } from '../src';
 import { invoiceStatusProjector, SAMPLE_EVENTS, shipmentPlanner, stockReserver, SUBJECTS } from '../src';

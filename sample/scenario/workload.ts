@@ -1,4 +1,4 @@
-import { integer, pick, seededRandom } from '../../local/random';
+import { integer, pick, seededRandom } from '../../packages/local-azure/src/random';
 import {
   CURRENCIES,
   type Invoice,

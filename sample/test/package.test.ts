@@ -26,8 +26,11 @@ import { azdRemoteBuild, azdZipEntries, listFiles, readAzureYaml } from '../../b
 import type { LoadReport } from '../../build/loadPackage';
 import { bootPackage, developmentOnlyPackages, PACKAGE_DIR, type PackageReport } from '../../build/package';
 import { PROJECT_ROOT } from '../../cli/project';
-import { type LocalServiceBus, start as startServiceBus } from '../../local/servicebus/amqp';
-import { scaledClock } from '../../local/servicebus/clock';
+import {
+  type LocalServiceBus,
+  start as startServiceBus,
+} from '../../packages/local-azure/src/servicebus/amqp';
+import { scaledClock } from '../../packages/local-azure/src/servicebus/clock';
 import { functionNameOf, topology } from '../../src/topology';
 import { appSettings, describeInfra } from '../../test/support/bicep';
 import { delivery, dependencies, documentsIn } from '../../test/support/inbox';

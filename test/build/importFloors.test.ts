@@ -49,10 +49,13 @@ describe('the import-floors rule', () => {
           'sample/src/paymentApplier.ts',
           "import { defineInboxConsumer } from '@idempotent-consumers/inbox';",
         ),
-        at('local/host/worker.ts', "import { topology } from '../../src/topology';"),
-        at('build/loadPackage.ts', "import { loadFunctionApp } from '../local/host/worker';"),
+        at('packages/local-azure/src/host/worker.ts', "import { topology } from '../../../../src/topology';"),
+        at(
+          'build/loadPackage.ts',
+          "import { loadFunctionApp } from '../packages/local-azure/src/host/worker';",
+        ),
         at('tools/send.ts', "import { runTool } from '../cli/tool';"),
-        at('tools/send.ts', "import { start } from '../local/cosmos';"),
+        at('tools/send.ts', "import { start } from '../packages/local-azure/src/cosmos';"),
         at('packages/inbox/src/process.ts', "import { markerId } from './marker';"),
         at('functions/billing-payment-applier.ts', "import { paymentApplier } from '../sample/src';"),
         at('sample/demo.ts', "import { ScenarioEnvironment } from './scenario/run';"),
@@ -68,7 +71,10 @@ describe('the import-floors rule', () => {
           ],
         },
         {
-          ...at('local/cosmos/server.ts', "import { runTool } from '../../cli/tool';"),
+          ...at(
+            'packages/local-azure/src/cosmos/server.ts',
+            "import { runTool } from '../../../../cli/tool';",
+          ),
           errors: [{ message: /is local Azure, which may not import the CLI kit and the build/ }],
         },
         {
@@ -93,7 +99,10 @@ describe('the import-floors rule', () => {
           errors: [{ message: /through its entries/ }],
         },
         {
-          ...at('local/servicebus/broker.ts', "import { SUBJECTS } from '../../sample/src';"),
+          ...at(
+            'packages/local-azure/src/servicebus/broker.ts',
+            "import { SUBJECTS } from '../../../../sample/src';",
+          ),
           errors: [{ message: /may not import the sample/ }],
         },
         {

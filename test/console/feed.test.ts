@@ -1,6 +1,6 @@
 import { Feed } from '../../tools/console/feed';
 
-/** A delivery as the trigger model reports it (local/host/serviceBusTriggers.ts). */
+/** A delivery as the trigger model reports it (packages/local-azure/src/host/serviceBusTriggers.ts). */
 function delivery(n: number, overrides: Record<string, unknown> = {}) {
   return {
     function: 'billing-payment-applier',

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CosmosClient } from '@azure/cosmos';
 
 import { provisionAppContainer } from '../../emulators/provisionCosmos';
-import { DEFAULT_KEY, type LocalCosmos, start } from '../../local/cosmos';
+import { DEFAULT_KEY, type LocalCosmos, start } from '../../packages/local-azure/src/cosmos';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

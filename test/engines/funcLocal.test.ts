@@ -9,7 +9,7 @@ import { loadSettings } from '@idempotent-consumers/inbox/internal';
 
 import { PROJECT_ROOT } from '../../cli/project';
 import { COSMOS_EXTENSION_CONNECTION_MODE, type LocalSettingsFile } from '../../emulators/localSettings';
-import { DEFAULT_KEY } from '../../local/cosmos/server';
+import { DEFAULT_KEY } from '../../packages/local-azure/src/cosmos/server';
 import { topology } from '../../src/topology';
 import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
 import { StartedApp, userEnvironment } from '../support/npmStart';

@@ -10,7 +10,7 @@ import {
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
 
-import { type FunctionApp, loadFunctionApp, type LogLine } from '../../local/host/worker';
+import { type FunctionApp, loadFunctionApp, type LogLine } from '../../packages/local-azure/src/host/worker';
 import { inboxRuntime } from '../../src/app';
 import { relayChanges, runTimer } from '../support/deliveries';
 import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';

@@ -6,9 +6,9 @@ import {
   RETRY_SUBJECT,
 } from '@idempotent-consumers/inbox/internal';
 
-import { FunctionsHost, type HostFaults } from '../../local/host/brokerHost';
-import { loadFunctionApp } from '../../local/host/worker';
-import { scaledClock } from '../../local/servicebus/clock';
+import { FunctionsHost, type HostFaults } from '../../packages/local-azure/src/host/brokerHost';
+import { loadFunctionApp } from '../../packages/local-azure/src/host/worker';
+import { scaledClock } from '../../packages/local-azure/src/servicebus/clock';
 import { inboxRuntime } from '../../src/app';
 import {
   bystanderSaw,
@@ -323,7 +323,7 @@ it('dead-letters the last copy once its deliveries run out, with the failure not
 });
 
 /**
- * The host lays a JSON body's top-level properties over the trigger metadata (local/host/toRpcServiceBus.ts),
+ * The host lays a JSON body's top-level properties over the trigger metadata (packages/local-azure/src/host/toRpcServiceBus.ts),
  * so a body with `subject` and `label` hides the broker's Subject, `inbox.retry` included. A copy is
  * known by what a body cannot hide: its family properties and its MessageId.
  */

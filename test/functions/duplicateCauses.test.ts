@@ -7,8 +7,8 @@ import {
   retryCopy,
 } from '@idempotent-consumers/inbox/internal';
 
-import { type FunctionApp, loadFunctionApp, type LogLine } from '../../local/host/worker';
-import { integer, pick, seededRandom } from '../../local/random';
+import { type FunctionApp, loadFunctionApp, type LogLine } from '../../packages/local-azure/src/host/worker';
+import { integer, pick, seededRandom } from '../../packages/local-azure/src/random';
 import { inboxRuntime } from '../../src/app';
 import { delivery } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';

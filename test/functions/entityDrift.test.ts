@@ -4,7 +4,7 @@ import { ServiceBusAdministrationClient } from '@azure/service-bus';
 import { longestRetryDelaySeconds, METRIC_NAMES, resolvedPolicy } from '@idempotent-consumers/inbox/internal';
 
 import { PROJECT_ROOT } from '../../cli/project';
-import { loadFunctionApp } from '../../local/host/worker';
+import { loadFunctionApp } from '../../packages/local-azure/src/host/worker';
 import { inboxRuntime, registeredConsumers } from '../../src/app';
 import { deployedEntitiesReader } from '../../src/serviceBusEntities';
 import { bindingOf, topology } from '../../src/topology';

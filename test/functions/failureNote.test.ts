@@ -8,7 +8,7 @@ import {
   PoisonMessageError,
 } from '@idempotent-consumers/inbox/internal';
 
-import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
+import { type FunctionApp, loadFunctionApp } from '../../packages/local-azure/src/host/worker';
 import { documentsIn, testConsumer, TestMessage } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';

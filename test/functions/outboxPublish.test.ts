@@ -5,7 +5,7 @@ import {
   relayOutbox,
 } from '@idempotent-consumers/inbox/internal';
 
-import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
+import { type FunctionApp, loadFunctionApp } from '../../packages/local-azure/src/host/worker';
 import { inboxRuntime } from '../../src/app';
 import { documentsIn } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';

@@ -10,9 +10,9 @@ import {
 } from '@idempotent-consumers/inbox/internal';
 
 import { appFunctions } from '../../cli/project';
-import { retryDelays } from '../../local/host/changeFeedTrigger';
-import { jsonNetDate } from '../../local/host/toRpcCosmosDB';
-import { loadFunctionApp } from '../../local/host/worker';
+import { retryDelays } from '../../packages/local-azure/src/host/changeFeedTrigger';
+import { jsonNetDate } from '../../packages/local-azure/src/host/toRpcCosmosDB';
+import { loadFunctionApp } from '../../packages/local-azure/src/host/worker';
 import { inboxRuntime } from '../../src/app';
 import { relayChanges } from '../support/deliveries';
 import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';

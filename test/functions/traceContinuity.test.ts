@@ -14,8 +14,8 @@ import {
 } from '@idempotent-consumers/inbox/internal';
 import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
 
-import { type FunctionApp, loadFunctionApp } from '../../local/host/worker';
-import { pick, seededRandom } from '../../local/random';
+import { type FunctionApp, loadFunctionApp } from '../../packages/local-azure/src/host/worker';
+import { pick, seededRandom } from '../../packages/local-azure/src/random';
 import { toServiceBusMessage } from '../../src/serviceBusPublisher';
 import { documentsIn, OUTBOX_SETTINGS } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';

@@ -1,5 +1,5 @@
 import { appFunctions } from '../../cli/project';
-import { loadFunctionApp } from '../../local/host/worker';
+import { loadFunctionApp } from '../../packages/local-azure/src/host/worker';
 import { checkWriteRegions, inboxRuntime } from '../../src/app';
 import { useLocalStack } from '../support/localStack';
 

@@ -8,7 +8,7 @@ import path from 'node:path';
 
 import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
 
-import { type RuleFilter, subjectsFilter } from '../../local/servicebus/rules';
+import { type RuleFilter, subjectsFilter } from '../../packages/local-azure/src/servicebus/rules';
 import {
   appRoleAssignments,
   armGuid,
@@ -396,7 +396,7 @@ describeInfra(
       describe('with delayedRetry on some subscriptions', () => {
         const retryCopies = (name: string): string =>
           ` OR sys.Label = '${RETRY_SUBJECT}' AND ${RETRY_PROPERTIES.for} = '${name}'`;
-        /** The local peer's $Default (local/servicebus/rules.ts), as the ARM rule's properties. */
+        /** The local peer's $Default (packages/local-azure/src/servicebus/rules.ts), as the ARM rule's properties. */
         const asArm = (filter: RuleFilter): unknown =>
           filter.kind === 'correlation'
             ? { filterType: 'CorrelationFilter', correlationFilter: { label: filter.subject } }

@@ -8,7 +8,7 @@ import {
   type UniqueKeyPolicy,
 } from '@azure/cosmos';
 
-import { type LocalCosmos, start } from '../../local/cosmos';
+import { type LocalCosmos, start } from '../../packages/local-azure/src/cosmos';
 import { namedCosmosAccount } from './setup';
 
 /**

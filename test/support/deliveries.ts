@@ -8,7 +8,7 @@ import {
   type LogLine,
   type ServiceBusDelivery,
   type TimerRun,
-} from '../../local/host/worker';
+} from '../../packages/local-azure/src/host/worker';
 import { inboxRuntime } from '../../src/app';
 
 export type { LogLine };

@@ -1,4 +1,4 @@
-// The test-only .NET harnesses of test/engines (ServiceBus, Cosmos): whether `dotnet` is here, and
+// The test-only .NET harnesses of packages/local-azure/test/engines (ServiceBus, Cosmos): whether `dotnet` is here, and
 // each harness built before a suite runs it. Several suites run the same harness, in jest workers
 // side by side; two `dotnet build`s of one project at once collide in its obj/ folder, so a build
 // takes a lock file first (the second build then finds the first's output and takes seconds).
@@ -29,7 +29,7 @@ export function warnWhenSkipped(file: string, checks: string): void {
   console.warn(`Skipped ${file}: no dotnet on PATH (install the .NET SDK 10 to ${checks}).`);
 }
 
-/** Builds test/engines/<harness> (a first build restores its packages from NuGet) and returns its dll. */
+/** Builds packages/local-azure/test/engines/<harness> (a first build restores its packages from NuGet) and returns its dll. */
 export async function buildHarness(harness: Harness): Promise<string> {
   const output = join(PROJECT_ROOT, '.cache', 'engines', harness);
   mkdirSync(join(PROJECT_ROOT, '.cache', 'engines'), { recursive: true });
@@ -38,7 +38,15 @@ export async function buildHarness(harness: Harness): Promise<string> {
   try {
     await run(
       'dotnet',
-      ['build', join(PROJECT_ROOT, 'test', 'engines', harness), '-o', output, '--nologo', '-v', 'quiet'],
+      [
+        'build',
+        join(PROJECT_ROOT, 'packages', 'local-azure', 'test', 'engines', harness),
+        '-o',
+        output,
+        '--nologo',
+        '-v',
+        'quiet',
+      ],
       {
         timeout: 300_000,
       },

@@ -1,8 +1,8 @@
 import type { Container } from '@azure/cosmos';
 import { CosmosClient } from '@azure/cosmos';
 
-import { type LocalCosmos, type LocalCosmosOptions, start } from '../../local/cosmos';
-import { ensureAppContainer } from '../../local/cosmos/appContainer';
+import { type LocalCosmos, type LocalCosmosOptions, start } from '../../packages/local-azure/src/cosmos';
+import { ensureAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
 
 export interface LocalStack {
   server: LocalCosmos;

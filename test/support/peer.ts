@@ -7,8 +7,12 @@ import {
 } from '@azure/service-bus';
 import Long from 'long';
 
-import { type LocalServiceBus, type LocalServiceBusOptions, start } from '../../local/servicebus/amqp';
-import { type ScaledClock, scaledClock } from '../../local/servicebus/clock';
+import {
+  type LocalServiceBus,
+  type LocalServiceBusOptions,
+  start,
+} from '../../packages/local-azure/src/servicebus/amqp';
+import { type ScaledClock, scaledClock } from '../../packages/local-azure/src/servicebus/clock';
 import type { Topology } from '../../src/topology';
 
 export const TOPIC = 'business-events';

@@ -7,12 +7,12 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 
-import { seededRandom } from '../../local/random';
+import { seededRandom } from '../../packages/local-azure/src/random';
 
 /**
  * The spans the code under test ends, kept in memory (no Azure): a tracer provider registered as
  * the global one for the test file, as the Azure Monitor distro registers its own in Azure. With a
- * seed, trace and span ids come from local/random.ts's seeded generator, so a replayed seed makes
+ * seed, trace and span ids come from packages/local-azure/src/random.ts's seeded generator, so a replayed seed makes
  * the same ids.
  */
 export function useSpanExporter(seed?: number): {

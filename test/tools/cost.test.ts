@@ -1,7 +1,7 @@
 // npm run cost's model against what the local servers count for the same work: the request units
 // the local Cosmos DB server charges when each outcome runs through the real library, and the sends,
 // filter evaluations, receives and settlements of the local Service Bus broker for one event of
-// each subject. The server's charges are themselves a model of Azure's (local/cosmos/requestCharge.ts),
+// each subject. The server's charges are themselves a model of Azure's (packages/local-azure/src/cosmos/requestCharge.ts),
 // so this checks that the cost model counts the requests and sizes the library really makes.
 
 import { readFileSync } from 'node:fs';
@@ -19,9 +19,9 @@ import {
 
 import { PROJECT_ROOT } from '../../cli/project';
 import { runTool } from '../../cli/tool';
-import { ensureAppContainer } from '../../local/cosmos/appContainer';
-import { Broker, Subscription } from '../../local/servicebus/broker';
-import { virtualClock } from '../../local/servicebus/clock';
+import { ensureAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
+import { Broker, Subscription } from '../../packages/local-azure/src/servicebus/broker';
+import { virtualClock } from '../../packages/local-azure/src/servicebus/clock';
 import { costReport, main } from '../../tools/cost';
 import { cosmosInputs, type TypicalEvent } from '../../tools/cost/inputs';
 import {

@@ -1,4 +1,4 @@
-import type { TimerRunReport } from '../../local/host/timers';
+import type { TimerRunReport } from '../../packages/local-azure/src/host/timers';
 import { LiveOutput } from '../../tools/start/output';
 
 describe("npm start's output", () => {

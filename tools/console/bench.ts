@@ -12,9 +12,9 @@ import { ServiceBusClient } from '@azure/service-bus';
 import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
 
 import { median } from '../../build/package';
-import { ensureAppContainer } from '../../local/cosmos/appContainer';
-import { startInWorker } from '../../local/cosmos/threadHost';
-import { start as startServiceBus } from '../../local/servicebus/amqp/server';
+import { ensureAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
+import { startInWorker } from '../../packages/local-azure/src/cosmos/threadHost';
+import { start as startServiceBus } from '../../packages/local-azure/src/servicebus/amqp/server';
 import { topology } from '../../src/topology';
 import { findChromium, launchBrowser } from './browser';
 import { Feed } from './feed';

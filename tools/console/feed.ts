@@ -1,6 +1,6 @@
 import { bounded } from '../../cli/errors';
-import type { TriggerDelivery } from '../../local/host/serviceBusTriggers';
-import type { BrokerMessage, OutgoingMessage } from '../../local/servicebus/broker';
+import type { TriggerDelivery } from '../../packages/local-azure/src/host/serviceBusTriggers';
+import type { BrokerMessage, OutgoingMessage } from '../../packages/local-azure/src/servicebus/broker';
 import { bodyDigest, wroteOf } from '../start/output';
 import { PAGE_BODY_BYTES } from './body';
 import type { FeedEvent, FeedPage } from './types';

@@ -1,7 +1,7 @@
 import type { LocalRun } from '../../build/localRun';
-import { parseSchedule } from '../../local/host/timers';
-import type { FunctionApp } from '../../local/host/worker';
-import type { LocalServiceBus } from '../../local/servicebus/amqp/server';
+import { parseSchedule } from '../../packages/local-azure/src/host/timers';
+import type { FunctionApp } from '../../packages/local-azure/src/host/worker';
+import type { LocalServiceBus } from '../../packages/local-azure/src/servicebus/amqp/server';
 import type { Topology } from '../../src/topology';
 import { connectInbox } from '../inboxState';
 import { ConsoleBackend, type CountsRead } from './backend';

@@ -5,7 +5,7 @@ import type { Topology } from '../../src/topology';
  * (packages/inbox/src/process.ts, transaction.ts, purge.ts, relay.ts). The request-unit rules are Microsoft's
  * rules of thumb (https://learn.microsoft.com/azure/cosmos-db/request-units: a point read of a 1 KB
  * item is 1 RU; a write of a 1 KB item about 5 RU with the default indexing policy), the same rules
- * the local Cosmos DB server charges by (local/cosmos/requestCharge.ts), so a test can check the
+ * the local Cosmos DB server charges by (packages/local-azure/src/cosmos/requestCharge.ts), so a test can check the
  * model against the charges the server reports. Neither is Azure's bill: real charges depend on
  * the indexing policy, the item's shape and the consistency level.
  */

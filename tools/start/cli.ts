@@ -35,20 +35,27 @@ import {
   type ToolContext,
   usageError,
 } from '../../cli/tool';
-import { ensureAppContainer } from '../../local/cosmos/appContainer';
-import { DEFAULT_KEY } from '../../local/cosmos/server';
-import { startInWorker } from '../../local/cosmos/threadHost';
-import { ChangeFeedTrigger } from '../../local/host/changeFeedTrigger';
+import { ensureAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
+import { DEFAULT_KEY } from '../../packages/local-azure/src/cosmos/server';
+import { startInWorker } from '../../packages/local-azure/src/cosmos/threadHost';
+import { ChangeFeedTrigger } from '../../packages/local-azure/src/host/changeFeedTrigger';
 import {
   ServiceBusTriggers,
   type TriggerSettings,
   triggerSettings,
-} from '../../local/host/serviceBusTriggers';
-import { TimerTriggers } from '../../local/host/timers';
-import { type FunctionApp, loadFunctionApp, reloadFunctionApp } from '../../local/host/worker';
-import { type LocalServiceBus, start as startServiceBus } from '../../local/servicebus/amqp/server';
-import type { TopologyChanges } from '../../local/servicebus/broker';
-import { scaledClock } from '../../local/servicebus/clock';
+} from '../../packages/local-azure/src/host/serviceBusTriggers';
+import { TimerTriggers } from '../../packages/local-azure/src/host/timers';
+import {
+  type FunctionApp,
+  loadFunctionApp,
+  reloadFunctionApp,
+} from '../../packages/local-azure/src/host/worker';
+import {
+  type LocalServiceBus,
+  start as startServiceBus,
+} from '../../packages/local-azure/src/servicebus/amqp/server';
+import type { TopologyChanges } from '../../packages/local-azure/src/servicebus/broker';
+import { scaledClock } from '../../packages/local-azure/src/servicebus/clock';
 import { type Topology, topology, validateTopology } from '../../src/topology';
 import { Feed } from '../console/feed';
 import { startLocalConsole } from '../console/local';

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 
 import { bounded } from '../../cli/errors';
-import type { ChangeFeedInvocation } from '../../local/host/changeFeedTrigger';
-import type { TriggerDelivery } from '../../local/host/serviceBusTriggers';
-import type { TimerRunReport } from '../../local/host/timers';
-import type { LogLine } from '../../local/host/worker';
-import type { BrokerMessage, OutgoingMessage } from '../../local/servicebus/broker';
+import type { ChangeFeedInvocation } from '../../packages/local-azure/src/host/changeFeedTrigger';
+import type { TriggerDelivery } from '../../packages/local-azure/src/host/serviceBusTriggers';
+import type { TimerRunReport } from '../../packages/local-azure/src/host/timers';
+import type { LogLine } from '../../packages/local-azure/src/host/worker';
+import type { BrokerMessage, OutgoingMessage } from '../../packages/local-azure/src/servicebus/broker';
 
 /**
  * What `npm start` prints while it runs: one line per delivery, per message the broker drops or

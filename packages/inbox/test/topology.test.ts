@@ -1,5 +1,4 @@
 import { appFunctions } from '../../../cli/project';
-import { loadFunctionApp, type ServiceBusFunction } from '../../../local/host/worker';
 import { registeredConsumers } from '../../../src/app';
 import {
   bindingOf,
@@ -11,6 +10,7 @@ import {
   topology,
   validateTopology,
 } from '../../../src/topology';
+import { loadFunctionApp, type ServiceBusFunction } from '../../local-azure/src/host/worker';
 
 /**
  * Where the function app (functions/*.ts, as the worker loads it) and src/topology.json disagree,

@@ -1,4 +1,4 @@
-import { loggedOutcome } from '../../../local/host/worker';
+import { loggedOutcome } from '../../../packages/local-azure/src/host/worker';
 import { deliver, type LogLine } from '../../../test/support/deliveries';
 import { useLocalStack } from '../../../test/support/localStack';
 import { type Invoice, invoicePartition, type UnappliedPayment } from '../../src';

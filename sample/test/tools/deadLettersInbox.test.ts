@@ -1,7 +1,11 @@
 import type { ServiceBusReceiver } from '@azure/service-bus';
 
 import { appFunctions } from '../../../cli/project';
-import { type FunctionApp, loadFunctionApp, loggedOutcome } from '../../../local/host/worker';
+import {
+  type FunctionApp,
+  loadFunctionApp,
+  loggedOutcome,
+} from '../../../packages/local-azure/src/host/worker';
 import { useLocalStack } from '../../../test/support/localStack';
 import { PAYMENTS, peekAll, PEER_TOPOLOGY, receive, TOPIC, usePeer } from '../../../test/support/peer';
 import { captured, deadLetters } from '../../../test/support/tools';

@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 
 import { appFunctions, PROJECT_ROOT } from '../../../cli/project';
-import { FunctionsHost } from '../../../local/host/brokerHost';
-import { loadFunctionApp } from '../../../local/host/worker';
-import { type LocalServiceBus, start } from '../../../local/servicebus/amqp';
+import { FunctionsHost } from '../../../packages/local-azure/src/host/brokerHost';
+import { loadFunctionApp } from '../../../packages/local-azure/src/host/worker';
+import { type LocalServiceBus, start } from '../../../packages/local-azure/src/servicebus/amqp';
 import { useLocalStack } from '../../../test/support/localStack';
 import { captured } from '../../../test/support/tools';
 import { endToEnd } from '../../liveTests';
