@@ -186,13 +186,22 @@ describe('npm run package', () => {
 
   it('bundles every runtime dependency and no development-only one, the heavy ones off the start-up file', () => {
     // esbuild marks each module it bundles with a `// node_modules/<package>/...` comment.
+    // A workspace package is bundled from its own folder (packages/<name>/), not from node_modules.
+    const lock = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { resolved?: string; link?: boolean }>;
+    };
+    const workspaces = new Map(
+      Object.entries(lock.packages)
+        .filter(([, entry]) => entry.link === true && entry.resolved !== undefined)
+        .map(([path, entry]) => [entry.resolved!, path.slice('node_modules/'.length)]),
+    );
     const bundledIn = (file: string): Set<string> =>
       new Set(
         [
           ...readFileSync(join(extracted, file), 'utf8').matchAll(
-            /^\/\/ node_modules\/((?:@[^/\n]+\/)?[^/\n]+)\//gm,
+            /^\/\/ (?:node_modules\/((?:@[^/\n]+\/)?[^/\n]+)|(packages\/[^/\n]+))\//gm,
           ),
-        ].map((match) => match[1]!),
+        ].map((match) => match[1] ?? workspaces.get(match[2]!) ?? match[2]!),
       );
     const files = ['app.js', 'azureMonitor.js', 'serviceBusPublisher.js'];
     const bundled = new Set(files.flatMap((file) => [...bundledIn(file)]));

@@ -54,7 +54,8 @@ export function copyProject(): ProjectCopy {
   // A fresh clone has no .cache until something writes there: a link to nothing would make the
   // copy's tools fail to create anything in it.
   mkdirSync(path.join(PROJECT_ROOT, '.cache'), { recursive: true });
-  for (const name of linked) symlinkSync(path.join(PROJECT_ROOT, name), path.join(root, name));
+  symlinkSync(path.join(PROJECT_ROOT, '.cache'), path.join(root, '.cache'));
+  linkNodeModules(root);
   const env = { ...process.env, APPLICATIONINSIGHTS_CONNECTION_STRING: '', FORCE_COLOR: '0' };
   return {
     root,
@@ -78,6 +79,38 @@ export function copyProject(): ProjectCopy {
     read: (file) => readFileSync(path.join(root, file), 'utf8'),
     remove: () => rmSync(root, { recursive: true, force: true }),
   };
+}
+
+/**
+ * The copy's node_modules: each of this checkout's installed packages linked, as `npm ci` would have
+ * installed them, but the workspace packages linked to the copy's own packages/ (as npm links
+ * them), so that the copy runs its own library, not this checkout's.
+ */
+function linkNodeModules(root: string): void {
+  const lock = JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { resolved?: string; link?: boolean }>;
+  };
+  const workspaces = Object.entries(lock.packages)
+    .filter(([, entry]) => entry.link === true && entry.resolved !== undefined)
+    .map(([installed, entry]) => ({ installed, folder: entry.resolved! }));
+  const scopes = new Set(workspaces.map(({ installed }) => path.dirname(installed)));
+  const installed = path.join(PROJECT_ROOT, 'node_modules');
+  mkdirSync(path.join(root, 'node_modules'));
+  for (const name of readdirSync(installed)) {
+    if (scopes.has(`node_modules/${name}`)) continue;
+    symlinkSync(path.join(installed, name), path.join(root, 'node_modules', name));
+  }
+  for (const scope of scopes) {
+    mkdirSync(path.join(root, scope), { recursive: true });
+    for (const name of readdirSync(path.join(PROJECT_ROOT, scope))) {
+      const link = `${scope}/${name}`;
+      const workspace = workspaces.find(({ installed: entry }) => entry === link);
+      const target = workspace
+        ? path.relative(path.join(root, scope), path.join(root, workspace.folder))
+        : path.join(PROJECT_ROOT, link);
+      symlinkSync(target, path.join(root, link));
+    }
+  }
 }
 
 /**
