@@ -4,7 +4,7 @@ import prettier from 'eslint-config-prettier';
 import simpleImportSort from 'eslint-plugin-simple-import-sort';
 import tseslint from 'typescript-eslint';
 
-import { importFloors } from './build/importFloors.cjs';
+import { importFloors } from './packages/devkit/src/build/importFloors.cjs';
 
 export default tseslint.config(
   { ignores: ['dist/', 'coverage/', '.cache/', '.scratch/', 'node_modules/'] },

@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs';
 import { dirname, extname } from 'node:path';
 
-import { formatted, writeFormatted } from '../cli/formatted';
+import { formatted, writeFormatted } from '../packages/devkit/src/cli/formatted';
 import {
   commandWithFlags,
   duplicateWindowFlag,
@@ -12,7 +12,7 @@ import {
   runCommand,
   type ToolContext,
   usageError,
-} from '../cli/tool';
+} from '../packages/devkit/src/cli/tool';
 import { topology } from '../src/topology';
 import { causesIn, type CauseTable } from './scenario/causes';
 import { demoDefaults, replayCommand } from './scenario/replay';

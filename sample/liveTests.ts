@@ -8,7 +8,7 @@ import { createCosmosClient } from '@idempotent-consumers/inbox/internal';
 import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
 import { loadSettings } from '@idempotent-consumers/inbox/internal';
 
-import { UsageError } from '../cli/errors';
+import { UsageError } from '../packages/devkit/src/cli/errors';
 import {
   type Command,
   EXIT_CODES,
@@ -16,8 +16,8 @@ import {
   parseFlags,
   runCommand,
   type ToolContext,
-} from '../cli/tool';
-import { connectServiceBus, topicFor, toServiceBusMessage } from '../tools/serviceBus';
+} from '../packages/devkit/src/cli/tool';
+import { connectServiceBus, topicFor, toServiceBusMessage } from '../packages/devkit/src/tools/serviceBus';
 import { type Invoice, invoicePartition, toMinorUnits } from './src/documents';
 import { SAMPLE_EVENTS } from './src/events';
 

@@ -359,7 +359,7 @@ function ensureAzureMonitor(): void {
   azureMonitorStarted = true;
   // Without a connection string nothing would be sent: the SDK is not even loaded.
   if (!process.env.APPLICATIONINSIGHTS_CONNECTION_STRING?.trim()) return;
-  // A separate file in the deployment package (see build/package.ts), loaded only now.
+  // A separate file in the deployment package (see packages/devkit/src/build/package.ts), loaded only now.
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- deferred on purpose
   const { startAzureMonitor } = require('./azureMonitor') as AzureMonitorModule;
   startAzureMonitor(process.env);

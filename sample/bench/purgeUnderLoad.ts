@@ -8,7 +8,7 @@ import {
   runPurge,
 } from '@idempotent-consumers/inbox/internal';
 
-import { writeFormatted } from '../../cli/formatted';
+import { writeFormatted } from '../../packages/devkit/src/cli/formatted';
 import {
   commandWithFlags,
   EXIT_CODES,
@@ -16,7 +16,7 @@ import {
   type FlagValues,
   runCommand,
   type ToolContext,
-} from '../../cli/tool';
+} from '../../packages/devkit/src/cli/tool';
 import { type ClientUsage, start } from '../../packages/local-azure/src/cosmos';
 import { ensureAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
 import { paymentApplier } from '../src';

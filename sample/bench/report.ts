@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 
-import { writeFormatted } from '../../cli/formatted';
+import { writeFormatted } from '../../packages/devkit/src/cli/formatted';
 import type { Strategy } from './strategies';
 
 /** One strategy on one workload: the median trial by throughput, and the median CPU per message. */

@@ -12,8 +12,8 @@ import {
   relayOutbox,
 } from '@idempotent-consumers/inbox/internal';
 
-import { UsageError } from '../../cli/errors';
-import { startProgress } from '../../cli/progress';
+import { UsageError } from '../../packages/devkit/src/cli/errors';
+import { startProgress } from '../../packages/devkit/src/cli/progress';
 import {
   type Command,
   EXIT_CODES,
@@ -21,7 +21,7 @@ import {
   parseFlags,
   runCommand,
   type ToolContext,
-} from '../../cli/tool';
+} from '../../packages/devkit/src/cli/tool';
 import { freshAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
 import { startInWorker } from '../../packages/local-azure/src/cosmos/threadHost';
 import { integer, seededRandom } from '../../packages/local-azure/src/random';

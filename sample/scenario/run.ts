@@ -15,7 +15,7 @@ import {
   survivableOutageSeconds,
 } from '@idempotent-consumers/inbox/internal';
 
-import { appFunctions } from '../../cli/project';
+import { appFunctions } from '../../packages/devkit/src/cli/project';
 import {
   type FaultHandle,
   type LocalCosmos,

@@ -19,7 +19,7 @@ describe.each(committed)('sample/bench/$name', ({ markdownPath, results }) => {
   const workloads = [...new Set(results.rows.map((row) => row.workload))];
 
   it('.md is what the bench writes for the .json, formatted', () => {
-    // prettier's CLI formats as cli/formatted.ts does (its API does not load inside jest).
+    // prettier's CLI formats as packages/devkit/src/cli/formatted.ts does (its API does not load inside jest).
     const markdown = spawnSync(
       process.execPath,
       [require.resolve('prettier/bin/prettier.cjs'), '--stdin-filepath', markdownPath],

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 
 import type { Browser, Page } from 'playwright-core';
 
-import { PROJECT_ROOT } from '../../cli/project';
+import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
 import { CHROMIUM, launchBrowser, warnWhenNoBrowser } from '../../test/support/browser';
 import { StartedApp, userEnvironment } from '../../test/support/npmStart';
 

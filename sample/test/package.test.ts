@@ -22,10 +22,15 @@ import {
 import { unzipSync } from 'fflate';
 import { generate } from 'selfsigned';
 
-import { azdRemoteBuild, azdZipEntries, listFiles, readAzureYaml } from '../../build/azd';
-import type { LoadReport } from '../../build/loadPackage';
-import { bootPackage, developmentOnlyPackages, PACKAGE_DIR, type PackageReport } from '../../build/package';
-import { PROJECT_ROOT } from '../../cli/project';
+import { azdRemoteBuild, azdZipEntries, listFiles, readAzureYaml } from '../../packages/devkit/src/build/azd';
+import type { LoadReport } from '../../packages/devkit/src/build/loadPackage';
+import {
+  bootPackage,
+  developmentOnlyPackages,
+  PACKAGE_DIR,
+  type PackageReport,
+} from '../../packages/devkit/src/build/package';
+import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
 import {
   type LocalServiceBus,
   start as startServiceBus,
@@ -67,7 +72,7 @@ beforeAll(async () => {
     process.execPath,
     [
       require.resolve('tsx/cli'),
-      'build/package.ts',
+      'packages/devkit/src/build/package.ts',
       '--out',
       packageDir,
       '--zip',
@@ -92,7 +97,7 @@ describe('azure.yaml', () => {
   it('deploys the folder npm run build writes, as is, and names the azd it needs', () => {
     expect(readAzureYaml(PROJECT_ROOT).requiredVersions?.azd).toBe('>= 1.23.5');
     expect(service).toMatchObject({ project: '.', host: 'function', language: 'ts', dist: PACKAGE_DIR });
-    expect(manifest.scripts.build).toBe('tsx build/package.ts --build-only');
+    expect(manifest.scripts.build).toBe('tsx packages/devkit/src/build/package.ts --build-only');
     expect(manifest.main).toBe(`${PACKAGE_DIR}/app.js`);
   });
 
@@ -223,7 +228,7 @@ describe('npm run package', () => {
   it('refuses a bad option with its usage and exit code 2, before building anything', async () => {
     const failed = await run(
       process.execPath,
-      [require.resolve('tsx/cli'), 'build/package.ts', '--samples', 'x'],
+      [require.resolve('tsx/cli'), 'packages/devkit/src/build/package.ts', '--samples', 'x'],
       {
         cwd: PROJECT_ROOT,
         encoding: 'utf8',

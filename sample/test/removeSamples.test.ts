@@ -1,6 +1,9 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
+import { withoutSamples } from '../../packages/devkit/src/tools/removeSamples';
+import { markdownFiles, withoutSamplePassages } from '../../packages/devkit/src/tools/sampleDocs';
+import { SAMPLE } from '../../packages/devkit/src/tools/samples';
 import { type Topology, topology } from '../../src/topology';
 import {
   checkProject,
@@ -10,9 +13,6 @@ import {
   unusedConsumer,
   useProjectCopy,
 } from '../../test/support/projectCopy';
-import { withoutSamples } from '../../tools/removeSamples';
-import { markdownFiles, withoutSamplePassages } from '../../tools/sampleDocs';
-import { SAMPLE } from '../../tools/samples';
 
 /**
  * `npm run remove:samples` as a user runs it on a fresh clone, in a copy of this checkout (with
@@ -21,7 +21,7 @@ import { SAMPLE } from '../../tools/samples';
  * what the removal changes (the docs test, the roles test that reads the live test, the commands'
  * usage, a consumer of your own under npm start), what the Bicep deploys, and a consumer of the
  * user's own added with new:consumer. The fast set runs in such a copy in
- * test/scaffold/staysGreen.test.ts. The other infra suites do not read anything the removal
+ * packages/devkit/test/scaffold/staysGreen.test.ts. The other infra suites do not read anything the removal
  * changes but src/topology.json, whose deployment is checked here with bicep snapshot; running them
  * again (minutes on two cores) would test nothing new.
  */
@@ -33,11 +33,11 @@ describe('npm run remove:samples in a copy of the project', () => {
     const remaining = declaredSubscriptions(copy()).filter(
       (entity) => !SAMPLE.consumers.some((name) => entity.endsWith(`/${name}`)),
     );
-    const dryRun = copy().tool('tools/removeSamples.ts', ['--dry-run']);
+    const dryRun = copy().tool('packages/devkit/src/tools/removeSamples.ts', ['--dry-run']);
     expect(dryRun.status).toBe(0);
     expect(existsSync(path.join(copy().root, 'sample'))).toBe(true);
 
-    const removed = copy().tool('tools/removeSamples.ts', []);
+    const removed = copy().tool('packages/devkit/src/tools/removeSamples.ts', []);
 
     expect([removed.status, removed.stderr]).toEqual([0, '']);
     expect(removed.stdout).toContain(dryRun.stdout.split('\n').slice(1, 4).join('\n'));
@@ -60,7 +60,9 @@ describe('npm run remove:samples in a copy of the project', () => {
     );
     expect(suggested.length).toBeGreaterThan(0);
     expect(suggested.filter((script) => !scripts.includes(script!))).toEqual([]);
-    expect(copy().tool('tools/removeSamples.ts', []).stdout).toContain('nothing to remove');
+    expect(copy().tool('packages/devkit/src/tools/removeSamples.ts', []).stdout).toContain(
+      'nothing to remove',
+    );
 
     const markedDocs = markdownFiles(copy().root).filter((file) => {
       const text = copy().read(file);
@@ -74,9 +76,9 @@ describe('npm run remove:samples in a copy of the project', () => {
     const suites = jestIn(copy(), [
       'test/docs',
       'test/infra/roles.test.ts',
-      'test/tools/usage.test.ts',
-      'test/tools/localUsage.test.ts',
-      'test/tools/ownConsumer.test.ts',
+      'packages/devkit/test/tools/usage.test.ts',
+      'packages/devkit/test/tools/localUsage.test.ts',
+      'packages/devkit/test/tools/ownConsumer.test.ts',
     ]);
     expect(suites.ok ? 'passed' : suites.output).toBe('passed');
     expect((await deployedSubscriptions(copy())).subscriptions).toEqual(remaining);
@@ -86,7 +88,7 @@ describe('npm run remove:samples in a copy of the project', () => {
       topic: 'shipping-events',
       subject: 'ParcelShipped',
     });
-    const added = copy().tool('tools/newConsumer.ts', [
+    const added = copy().tool('packages/devkit/src/tools/newConsumer.ts', [
       ...['--name', own.name, '--topic', own.topic, '--subject', own.subject],
     ]);
     expect([added.status, added.stderr]).toEqual([0, '']);
@@ -137,7 +139,7 @@ describe('npm run remove:samples in a copy of the project', () => {
 
   it('refuses an unknown flag with its usage and exit code 2, removing nothing', () => {
     const before = copy().read('src/topology.json');
-    const result = copy().tool('tools/removeSamples.ts', ['--all']);
+    const result = copy().tool('packages/devkit/src/tools/removeSamples.ts', ['--all']);
 
     expect(result.status).toBe(2);
     expect(result.stderr).toContain('Usage:\n  npm run remove:samples');

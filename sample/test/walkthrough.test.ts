@@ -13,11 +13,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
+import { SAMPLE } from '../../packages/devkit/src/tools/samples';
 import type { Topology } from '../../src/topology';
 import { readMarkdown } from '../../test/support/markdown';
 import { StartedApp, userEnvironment } from '../../test/support/npmStart';
 import { useProjectCopy } from '../../test/support/projectCopy';
-import { SAMPLE } from '../../tools/samples';
 
 const run = promisify(execFile);
 const HEADING = '### Watch it work: `npm start`';
@@ -129,7 +129,7 @@ it('runs the README walkthrough against npm start', async () => {
   const adding = commands.find((command) => command.startsWith('npm run new:consumer -- --name'));
   expect(adding).toBeDefined();
   for (const name of clashing(adding!)) {
-    const removed = copy().tool('tools/newConsumer.ts', ['--remove', name, '--force']);
+    const removed = copy().tool('packages/devkit/src/tools/newConsumer.ts', ['--remove', name, '--force']);
     expect([name, removed.status, removed.stderr]).toEqual([name, 0, '']);
   }
 

@@ -5,8 +5,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../../cli/project';
-import { PRICES } from '../../tools/cost/prices';
+import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
+import { PRICES } from '../../packages/devkit/src/tools/cost/prices';
 
 interface Row {
   item: string;
@@ -96,7 +96,7 @@ describe('infra/README.md, "Cost"', () => {
     expect(amount(timerRow.quantity)).toBe(gbSeconds - 100_000);
   });
 
-  it('quotes the list prices npm run cost uses (tools/cost/prices.ts)', () => {
+  it('quotes the list prices npm run cost uses (packages/devkit/src/tools/cost/prices.ts)', () => {
     const prices = tables().flatMap((rows) => rows.map((row) => row.price));
 
     expect(prices).toContain(`${PRICES.cosmosServerlessPerMillionRu.usd} per million RU`);

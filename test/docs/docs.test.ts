@@ -10,8 +10,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 import ts from 'typescript';
 import { parse } from 'yaml';
 
-import { PROJECT_ROOT } from '../../cli/project';
-import { withoutSamplePassages } from '../../tools/sampleDocs';
+import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
+import { withoutSamplePassages } from '../../packages/devkit/src/tools/sampleDocs';
 import {
   anchors,
   inlineCode,

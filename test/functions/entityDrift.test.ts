@@ -3,7 +3,7 @@ import path from 'node:path';
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
 import { longestRetryDelaySeconds, METRIC_NAMES, resolvedPolicy } from '@idempotent-consumers/inbox/internal';
 
-import { PROJECT_ROOT } from '../../cli/project';
+import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
 import { loadFunctionApp } from '../../packages/local-azure/src/host/worker';
 import { inboxRuntime, registeredConsumers } from '../../src/app';
 import { deployedEntitiesReader } from '../../src/serviceBusEntities';

@@ -9,7 +9,7 @@ import {
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
 
-import { appFunctions } from '../../cli/project';
+import { appFunctions } from '../../packages/devkit/src/cli/project';
 import { retryDelays } from '../../packages/local-azure/src/host/changeFeedTrigger';
 import { jsonNetDate } from '../../packages/local-azure/src/host/toRpcCosmosDB';
 import { loadFunctionApp } from '../../packages/local-azure/src/host/worker';

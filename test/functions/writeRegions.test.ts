@@ -1,4 +1,4 @@
-import { appFunctions } from '../../cli/project';
+import { appFunctions } from '../../packages/devkit/src/cli/project';
 import { loadFunctionApp } from '../../packages/local-azure/src/host/worker';
 import { checkWriteRegions, inboxRuntime } from '../../src/app';
 import { useLocalStack } from '../support/localStack';

@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../../cli/project';
+import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
 import { pinnedBicepVersion } from '../support/bicep';
 
 function sandbox(): { bin: string; env: NodeJS.ProcessEnv; remove: () => void } {

@@ -7,7 +7,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../../cli/project';
+import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
 import {
   appRoleAssignments,
   appSettings,

@@ -12,7 +12,7 @@ import path from 'node:path';
 
 import { parse } from 'yaml';
 
-import { PROJECT_ROOT } from '../../cli/project';
+import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
 import { AZD_TOKEN, type FakeAzd, type HookRun, runHookScript } from '../support/azdHook';
 import { at, describeInfra } from '../support/bicep';
 

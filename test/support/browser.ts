@@ -1,8 +1,8 @@
-// The console's tests in a real browser: tools/console/browser.ts finds and launches Chromium.
+// The console's tests in a real browser: packages/devkit/src/tools/console/browser.ts finds and launches Chromium.
 
 import type { Browser } from 'playwright-core';
 
-import { findChromium, launchBrowser as launch } from '../../tools/console/browser';
+import { findChromium, launchBrowser as launch } from '../../packages/devkit/src/tools/console/browser';
 
 /** The Chromium binary, when this machine has one. */
 export const CHROMIUM = findChromium();

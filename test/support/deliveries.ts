@@ -1,6 +1,6 @@
 import { CircuitBreaker } from '@idempotent-consumers/inbox/internal';
 
-import { appFunctions } from '../../cli/project';
+import { appFunctions } from '../../packages/devkit/src/cli/project';
 import {
   type FunctionApp,
   type InvocationResult,

@@ -4,10 +4,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { PROJECT_ROOT } from '../../cli/project';
+import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
 
 /** Every markdown file of the repository, as a path relative to PROJECT_ROOT. */
-export { markdownFiles } from '../../tools/sampleDocs';
+export { markdownFiles } from '../../packages/devkit/src/tools/sampleDocs';
 
 export interface CodeBlock {
   /** The fence's info string: `ts`, `ts fragment`, `bash`... */

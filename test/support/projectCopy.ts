@@ -13,7 +13,7 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../../cli/project';
+import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
 import { functionNameOf, type Topology } from '../../src/topology';
 import { azdEnvironment, azdParameters, build, locateBicep, resources, snapshot } from './bicep';
 
@@ -181,7 +181,7 @@ export function jestIn(copy: ProjectCopy, suites: readonly string[]): { ok: bool
 
 /**
  * Makes the copy a git work tree on this checkout's history, as a clone is, for the suites that read
- * it (test/build/mutateChanged.test.ts): the objects shared with this checkout, not copied; the
+ * it (packages/devkit/test/build/mutateChanged.test.ts): the objects shared with this checkout, not copied; the
  * copy's files as they are, so a change not committed here shows as one there.
  */
 export function withHistory(copy: ProjectCopy): void {

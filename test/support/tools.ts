@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 
-import { PROJECT_ROOT } from '../../cli/project';
-import { type Command, runTool, type ToolContext } from '../../cli/tool';
-import { main } from '../../tools/deadLetters';
-import { main as peekMain } from '../../tools/peek';
+import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
+import { type Command, runTool, type ToolContext } from '../../packages/devkit/src/cli/tool';
+import { main } from '../../packages/devkit/src/tools/deadLetters';
+import { main as peekMain } from '../../packages/devkit/src/tools/peek';
 
 export interface CapturedContext {
   context: ToolContext;
@@ -41,7 +41,7 @@ export interface CommandRun {
 }
 
 /**
- * A command module's `command` (cli/tool.ts) run in this process the way its entry runs it
+ * A command module's `command` (packages/devkit/src/cli/tool.ts) run in this process the way its entry runs it
  * (runTool: the exit code, errors as one line), with this environment and its output captured. A
  * command line's process does exactly this (`runCommand`), so a test need not spawn one per case.
  */

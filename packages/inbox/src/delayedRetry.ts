@@ -45,11 +45,11 @@ export interface DelayedRetryPolicy {
 }
 
 /** The Subject of every delayed copy; a topology that declares it as a subject is refused. */
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing)
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing)
 export const RETRY_SUBJECT = 'inbox.retry';
 
 /** The application properties of a delayed copy. */
-// Stryker disable next-line ObjectLiteral,StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing)
+// Stryker disable next-line ObjectLiteral,StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing)
 export const RETRY_PROPERTIES = {
   of: 'inboxRetryOf',
   for: 'inboxRetryFor',
@@ -285,7 +285,7 @@ export function asOriginal(delivery: Delivery): Delivery {
 }
 
 /** A copy's MessageId (retryMessageId): a subscription name (at most 50 characters, no colon), then the attempt. */
-// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); delayedRetry.test.ts pins it
+// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); delayedRetry.test.ts pins it
 const COPY_MESSAGE_ID = /:retry:[\w.-]{1,50}:(?:[1-9]|10)$/;
 
 function invalidCopy(delivery: Delivery, problem: string): Delivery {

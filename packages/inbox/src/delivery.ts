@@ -82,7 +82,7 @@ export function toDelivery(message: unknown, context: InvocationContext): Delive
  * they are read (Subject and Label carry the same value, as do ApplicationProperties and
  * UserProperties, EnqueuedTimeUtc and EnqueuedTime).
  */
-// Stryker disable ArrayDeclaration,StringLiteral,ObjectLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); delivery.test.ts pins each name
+// Stryker disable ArrayDeclaration,StringLiteral,ObjectLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); delivery.test.ts pins each name
 const METADATA_NAMES = {
   messageId: ['messageId'],
   deliveryCount: ['deliveryCount'],
@@ -151,7 +151,7 @@ function dateOf(value: unknown): Date | undefined {
   return Number.isNaN(date.getTime()) ? undefined : date;
 }
 
-// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); packages/inbox/test/delivery.test.ts pins it at its bounds
+// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); packages/inbox/test/delivery.test.ts pins it at its bounds
 const ZONELESS_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?$/;
 
 function recordOf(value: unknown): Record<string, unknown> {

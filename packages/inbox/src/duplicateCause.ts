@@ -23,7 +23,7 @@ export type DuplicateCause = (typeof DUPLICATE_CAUSES)[number];
  * duplicateCause's rules: a `duplicate` when the consumer absorbs it, a `processed` or
  * `alternative` when it only flags it.
  */
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (build/README.md#mutation-testing); packages/inbox/test/eventKey.test.ts pins the name
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (packages/devkit/src/build/README.md#mutation-testing); packages/inbox/test/eventKey.test.ts pins the name
 export const SUSPECTED_PRODUCER_DUPLICATE = 'suspected_producer_duplicate';
 /** The `cause` of a delivery: why a duplicate came, or a suspected producer duplicate. */
 export type DeliveryCause = DuplicateCause | typeof SUSPECTED_PRODUCER_DUPLICATE;
@@ -32,14 +32,14 @@ export type DeliveryCause = DuplicateCause | typeof SUSPECTED_PRODUCER_DUPLICATE
  * The application property `npm run dead-letters -- resubmit` sets on each copy it sends: when it
  * resent it (ISO-8601 UTC). Only its presence is read here.
  */
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (build/README.md#mutation-testing); packages/inbox/test/duplicateCause.test.ts pins the name
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (packages/devkit/src/build/README.md#mutation-testing); packages/inbox/test/duplicateCause.test.ts pins the name
 export const RESUBMITTED_AT_PROPERTY = 'inboxResubmittedAt';
 
 /**
  * The application property the outbox relay sets on every message it sends: who sent it (`relay`
  * for the change feed, `sweeper` for the timer's resend). Only its presence is read here.
  */
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (build/README.md#mutation-testing); packages/inbox/test/duplicateCause.test.ts pins the name
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (packages/devkit/src/build/README.md#mutation-testing); packages/inbox/test/duplicateCause.test.ts pins the name
 export const OUTBOX_SENT_BY_PROPERTY = 'outboxSentBy';
 
 export interface DuplicateFacts {

@@ -28,7 +28,7 @@ export const MAX_ECHOED_CHARS = 100;
  * and the full length, so a 1 MB partition key does not make a 1 MB log line. `oneLine` folds
  * whitespace and control characters to single spaces (for a terminal); `compact` ends a cut text
  * with the ellipsis alone, within `max` characters (for a table cell). The one bounding helper: the
- * tools' (cli/errors.ts) is this one, one-line and compact.
+ * tools' (packages/devkit/src/cli/errors.ts) is this one, one-line and compact.
  */
 export function bounded(
   text: string,

@@ -10,7 +10,7 @@ import { bounded, PoisonMessageError, SettingsError } from './errors';
  * can see. Opt-in, per consumer (`eventKey` on defineInboxConsumer); created in the marker's batch,
  * right after it, in the same partition.
  */
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); eventKey.test.ts pins the type
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); eventKey.test.ts pins the type
 export const EVENT_KEY_TYPE = 'inbox-event-key';
 
 /**

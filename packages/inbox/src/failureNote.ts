@@ -18,7 +18,7 @@ import { markerLocation, type ProcessDependencies } from './process';
  * batch, best effort, and expires with the Cosmos DB TTL after INBOX_RETENTION, as long as the
  * marker it stands in for would have been kept.
  */
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing)
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing)
 export const FAILURE_NOTE_TYPE = 'inbox-failure-note';
 
 export type FailureNote = {

@@ -7,7 +7,7 @@ import type { Delivery } from './delivery';
  * logical partition as the business documents the message changes, and is created in the same
  * transactional batch, first; a second delivery's batch fails on it (409) and writes nothing.
  */
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing)
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing)
 export const MARKER_TYPE = 'inbox-marker';
 
 /** A type literal rather than an interface, so that a marker is itself a Cosmos DB document body. */
@@ -137,7 +137,7 @@ export function canonicalJson(value: unknown): string {
 }
 
 /** Characters JSON.stringify escapes (and, to keep the test simple, every surrogate, paired or not). */
-// Stryker disable Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); marker.test.ts pins the escapes
+// Stryker disable Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); marker.test.ts pins the escapes
 // eslint-disable-next-line no-control-regex -- JSON escapes the control characters U+0000 to U+001F
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 // Stryker restore Regex

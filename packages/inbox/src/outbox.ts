@@ -43,7 +43,7 @@ export interface OutgoingMessage {
   applicationProperties?: Record<string, string | number | boolean>;
 }
 
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing)
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing)
 export const OUTBOX_TYPE = 'outbox';
 
 /** What the relay sends: the Service Bus message an outbox document holds. */
@@ -127,12 +127,12 @@ export type OutboxDocument = {
  * properties): Service Bus Standard carries 256 KiB per message, headers included, and the outbox
  * document counts in the 2 MiB batch.
  */
-// Stryker disable next-line ArithmeticOperator: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing)
+// Stryker disable next-line ArithmeticOperator: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing)
 export const MAX_OUTGOING_MESSAGE_BYTES = 192 * 1024;
 /** Service Bus limits MessageId, CorrelationId and Subject to 128 characters. */
 const MAX_PROPERTY_CHARS = 128;
 /** Entity names as Service Bus accepts them (src/topology.ts ENTITY_NAME). */
-// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); outgoing.test.ts pins it at 50 and 51 characters
+// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); outgoing.test.ts pins it at 50 and 51 characters
 const TOPIC_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,48}[A-Za-z0-9])?$/;
 const MAX_APPLICATION_PROPERTIES = 32;
 

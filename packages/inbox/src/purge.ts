@@ -43,9 +43,9 @@ interface ExpiredMarker {
 }
 
 const EXPIRED_QUERY =
-  // Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing), and the purge tests pin what it selects
+  // Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing), and the purge tests pin what it selects
   'SELECT TOP @limit c.id, c.partitionKey, c.expiresAtEpochSeconds, c._etag FROM c ' +
-  // Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing), and the purge tests pin what it selects
+  // Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing), and the purge tests pin what it selects
   'WHERE c.type IN (@type, @eventKeyType) AND c.expiresAtEpochSeconds <= @now';
 
 /**

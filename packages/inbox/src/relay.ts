@@ -98,7 +98,7 @@ export interface SetAside {
  * does not retry them, and neither should a page: the sweeper tries the topic again on its next run.
  * Anything else (a timeout, a busy or unreachable namespace) is taken for transient.
  */
-// Stryker disable ArrayDeclaration,StringLiteral: static: evaluated once when the module loads (build/README.md#mutation-testing); outbox.test.ts pins each code
+// Stryker disable ArrayDeclaration,StringLiteral: static: evaluated once when the module loads (packages/devkit/src/build/README.md#mutation-testing); outbox.test.ts pins each code
 const REFUSALS: ReadonlySet<string> = new Set([
   'MessagingEntityNotFound',
   'UnauthorizedAccess',
@@ -184,9 +184,9 @@ export interface SweepReport extends DispatchReport {
   failure?: Error;
 }
 
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); the sweeper tests pin what it selects
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); the sweeper tests pin what it selects
 const PENDING_FILTER = `c.type = '${OUTBOX_TYPE}' AND c.pendingSinceEpochSeconds <= @cutoff`;
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); the sweeper tests pin what it counts
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); the sweeper tests pin what it counts
 const UNSENDABLE_FILTER = `c.type = '${OUTBOX_TYPE}' AND c.unsendableSinceEpochSeconds <= @cutoff`;
 /** What leaves the documents of topics that failed in this run out of the sweeper's next query. */
 function skipTopics(parameters: readonly string[]): string {

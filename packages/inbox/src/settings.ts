@@ -431,7 +431,7 @@ function breakerProblems({ host, breaker }: Settings): string[] {
 }
 
 /** A connection string for the Service Bus emulator or the local peer, the only ones accepted. */
-// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); settings.test.ts pins it
+// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); settings.test.ts pins it
 export const EMULATOR_FLAG = /(^|;)\s*UseDevelopmentEmulator\s*=\s*true\s*(;|$)/i;
 
 /**

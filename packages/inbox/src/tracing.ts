@@ -33,14 +33,14 @@ export interface TraceCarrier {
 }
 
 /** The application property the Service Bus SDKs and the Functions extension read a message's trace from. */
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (build/README.md#mutation-testing); packages/inbox/test/tracing.test.ts pins the name
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (packages/devkit/src/build/README.md#mutation-testing); packages/inbox/test/tracing.test.ts pins the name
 export const DIAGNOSTIC_ID = 'Diagnostic-Id';
 /** W3C caps tracestate at 512 characters; a longer one is dropped, not cut. */
 const MAX_TRACESTATE_CHARS = 512;
 /** A traceparent is 55 characters (version 00); a future version may add fields, not megabytes. */
 const MAX_TRACEPARENT_CHARS = 256;
 
-// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (build/README.md#mutation-testing)
+// Stryker disable next-line StringLiteral: static: evaluated once when the module loads (packages/devkit/src/build/README.md#mutation-testing)
 const TRACER_NAME = 'idempotent-servicebus-consumers';
 const propagator = new W3CTraceContextPropagator();
 const tracer = trace.getTracer(TRACER_NAME);

@@ -7,7 +7,7 @@ import { buildOutboxDocument, OUTBOX_TYPE, type OutboxSource, type OutgoingMessa
 import { fromStore } from './storeFailure';
 
 /** Ids of the inbox's own documents (markerId, eventKeyId, outboxDocumentId): no handler writes them. */
-// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (build/README.md#mutation-testing); outcomes.test.ts pins the prefixes
+// Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); outcomes.test.ts pins the prefixes
 const RESERVED_ID = /^(?:inbox|outbox)-/;
 
 /**

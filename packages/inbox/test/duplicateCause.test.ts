@@ -27,7 +27,7 @@ function facts(overrides: Partial<DuplicateFacts> = {}): DuplicateFacts {
 const at = (msFromStart: number): Date => new Date(started.getTime() + msFromStart);
 
 describe('duplicateCause: one cause per absorbed duplicate, the first rule that holds', () => {
-  it('reads the marks by the names the resubmit tool and the relay write (tools/deadLetterQueue.ts, relay.ts)', () => {
+  it('reads the marks by the names the resubmit tool and the relay write (packages/devkit/src/tools/deadLetterQueue.ts, relay.ts)', () => {
     expect(
       duplicateCause(facts({ applicationProperties: { inboxResubmittedAt: '2026-12-01T09:00:00Z' } })),
     ).toBe('dead_letter_resubmit');

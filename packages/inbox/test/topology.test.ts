@@ -1,4 +1,3 @@
-import { appFunctions } from '../../../cli/project';
 import { registeredConsumers } from '../../../src/app';
 import {
   bindingOf,
@@ -10,6 +9,7 @@ import {
   topology,
   validateTopology,
 } from '../../../src/topology';
+import { appFunctions } from '../../devkit/src/cli/project';
 import { loadFunctionApp, type ServiceBusFunction } from '../../local-azure/src/host/worker';
 
 /**

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { ServiceBusReceiver } from '@azure/service-bus';
 import { RESUBMITTED_AT_PROPERTY } from '@idempotent-consumers/inbox/internal';
 
-import { writeLocalRun } from '../../../build/localRun';
+import { writeLocalRun } from '../../../packages/devkit/src/build/localRun';
 import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../../../test/support/peer';
 import { captured, deadLetters, UNREACHABLE } from '../../../test/support/tools';
 

@@ -1,6 +1,6 @@
 import type { ServiceBusReceiver } from '@azure/service-bus';
 
-import { appFunctions } from '../../../cli/project';
+import { appFunctions } from '../../../packages/devkit/src/cli/project';
 import {
   type FunctionApp,
   loadFunctionApp,

@@ -1,8 +1,13 @@
 import { z } from 'zod';
 
-import { UsageError } from '../../../cli/errors';
+import { UsageError } from '../../../packages/devkit/src/cli/errors';
+import {
+  loadSubjectRules,
+  parseEvent,
+  parseEventLines,
+  type SubjectRules,
+} from '../../../packages/devkit/src/tools/events';
 import { bindingOf } from '../../../src/topology';
-import { loadSubjectRules, parseEvent, parseEventLines, type SubjectRules } from '../../../tools/events';
 import { SAMPLE_EVENTS, shipmentPlanner } from '../../src';
 
 let rules: Map<string, SubjectRules>;

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 
-import { appFunctions, PROJECT_ROOT } from '../../../cli/project';
+import { appFunctions, PROJECT_ROOT } from '../../../packages/devkit/src/cli/project';
 import { FunctionsHost } from '../../../packages/local-azure/src/host/brokerHost';
 import { loadFunctionApp } from '../../../packages/local-azure/src/host/worker';
 import { type LocalServiceBus, start } from '../../../packages/local-azure/src/servicebus/amqp';

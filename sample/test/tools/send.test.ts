@@ -2,8 +2,11 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { writeLocalRun } from '../../../build/localRun';
-import { runTool, type ToolContext } from '../../../cli/tool';
+import { writeLocalRun } from '../../../packages/devkit/src/build/localRun';
+import { runTool, type ToolContext } from '../../../packages/devkit/src/cli/tool';
+import { ToolSide } from '../../../packages/devkit/src/tools/console/toolSide';
+import { loadSubjectRules, parseEventLines } from '../../../packages/devkit/src/tools/events';
+import { main } from '../../../packages/devkit/src/tools/send';
 import { topology } from '../../../src/topology';
 import {
   ORDERS,
@@ -15,9 +18,6 @@ import {
   usePeer,
 } from '../../../test/support/peer';
 import { captured } from '../../../test/support/tools';
-import { ToolSide } from '../../../tools/console/toolSide';
-import { loadSubjectRules, parseEventLines } from '../../../tools/events';
-import { main } from '../../../tools/send';
 
 const send = (argv: string[], context: ToolContext): Promise<number> => runTool('send', main, argv, context);
 

@@ -91,9 +91,13 @@ describe('start()', () => {
 
 describe('npm run cosmos (the CLI)', () => {
   it('prints the endpoint and key, provisions the app container, serves requests, and stops on SIGINT', async () => {
-    const cli = spawn(process.execPath, [require.resolve('tsx/cli'), 'tools/localCosmos.ts', '--port', '0'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const cli = spawn(
+      process.execPath,
+      [require.resolve('tsx/cli'), 'packages/devkit/src/tools/localCosmos.ts', '--port', '0'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let output = '';
     cli.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     for (let waited = 0; !output.includes('COSMOS_KEY=') && waited < 20_000; waited += 50) await sleep(50);

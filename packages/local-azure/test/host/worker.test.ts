@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import { app } from '@azure/functions';
 import { toDelivery } from '@idempotent-consumers/inbox/internal';
 
-import { appFunctions, PROJECT_ROOT } from '../../../../cli/project';
 import { functionNameOf, topology } from '../../../../src/topology';
 import { useLocalStack } from '../../../../test/support/localStack';
 import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../../../test/support/probeFunction';
+import { appFunctions, PROJECT_ROOT } from '../../../devkit/src/cli/project';
 import { loadFunctionApp, loggedOutcome, type ServiceBusDelivery } from '../../src/host/worker';
 
 // The app reads the Cosmos DB account when it starts (src/app.ts, checkWriteRegions): a local one,

@@ -3,7 +3,7 @@
 // connection mode of AzureFunctionsJobHost__extensions__cosmosDB__connectionMode, gateway when
 // unset as in the extension's CosmosDBUtility.BuildClientOptions), and the containers the outbox
 // relay's trigger names (COSMOS_DATABASE, COSMOS_CONTAINER, COSMOS_LEASE_CONTAINER), which the
-// trigger does not create. Prints what it observed as one JSON object; test/engines/funcLocal.test.ts
+// trigger does not create. Prints what it observed as one JSON object; packages/devkit/test/engines/funcLocal.test.ts
 // asserts on it.
 using System.Text.Json;
 using Microsoft.Azure.Cosmos;

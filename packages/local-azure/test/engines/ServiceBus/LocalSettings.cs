@@ -2,7 +2,7 @@
 // local.settings.json, used as the Functions host's Service Bus extension uses it (a connection
 // string in the emulator's format), to send an event to a topic and take it from a subscription
 // with a processor that completes it. Prints what it observed as one JSON object;
-// test/engines/funcLocal.test.ts asserts on it.
+// packages/devkit/test/engines/funcLocal.test.ts asserts on it.
 //
 // Usage: dotnet run -- --local-settings <local.settings.json> <topic> <subscription> <subject>
 using System.Text.Json;

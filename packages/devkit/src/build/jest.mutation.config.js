@@ -1,0 +1,31 @@
+const { join } = require('node:path');
+
+const { projects, testTimeout } = require('../../../../jest.config.js');
+
+/**
+ * The jest config Stryker runs (packages/devkit/src/build/stryker.config.mjs): the fast set's suites whose business is
+ * the library, its own (packages/inbox/test) and the functions invoked as the host invokes them
+ * (test/functions). A behaviour of packages/inbox/src is pinned when one of them fails without it. The other
+ * fast suites run library code only on their way to something else, and would make every mutant
+ * cost minutes.
+ */
+const LIBRARY_SUITES = ['packages/inbox/test', 'test/functions'];
+
+/**
+ * Suites that read the library's source text rather than run it: Stryker instruments that text in
+ * its sandbox, so they would fail before any mutant is tried, and they pin no behaviour a mutant
+ * can change.
+ */
+const READS_SOURCE_TEXT = ['packages/inbox/test/publicApi.test.ts'];
+
+const fast = projects.find((project) => project.displayName === 'fast');
+
+/** @type {import('jest').Config} */
+module.exports = {
+  ...fast,
+  displayName: 'mutation',
+  rootDir: join(__dirname, '..', '..', '..', '..'),
+  testMatch: LIBRARY_SUITES.map((folder) => `<rootDir>/${folder}/**/*.test.ts`),
+  testPathIgnorePatterns: [...(fast.testPathIgnorePatterns ?? []), ...READS_SOURCE_TEXT],
+  testTimeout,
+};

@@ -1,0 +1,168 @@
+import type { TimerRunReport } from '../../../local-azure/src/host/timers';
+import { LiveOutput } from '../../src/tools/start/output';
+
+describe("npm start's output", () => {
+  it('says when no subscription takes a message, and counts it in the totals once there is one', async () => {
+    const lines: string[] = [];
+    const output = new LiveOutput(
+      (line) => lines.push(line),
+      () => Promise.resolve('inbox markers 0'),
+      'PT1H',
+    );
+
+    await output.printTotals();
+    output.matchedNoSubscription('business-events', {
+      messageId: 'w-1',
+      subject: 'WidgetCounted',
+      body: '{}',
+    });
+    output.stop();
+    await output.printTotals();
+
+    expect(lines[0]).not.toContain('taken by no subscription');
+    expect(lines[1]).toMatch(
+      /^\d\d:\d\d:\d\d business-events: no subscription takes messageId=w-1 \(subject WidgetCounted\); Service Bus accepted it and dropped it\. A new consumer .*Restart npm start/,
+    );
+    expect(lines[2]).toMatch(/totals: 0 deliveries: .*taken by no subscription 1 \| inbox markers 0$/);
+  });
+});
+
+it('says when a topic declares the subject unsubscribed: dropped on purpose, nothing to restart', () => {
+  const lines: string[] = [];
+  const output = new LiveOutput(
+    (line) => lines.push(line),
+    () => Promise.resolve(''),
+    'PT1H',
+    undefined,
+    (topic, subject) => topic === 'shipping-events' && subject === 'ShipmentPlanned',
+  );
+
+  output.matchedNoSubscription('shipping-events', {
+    messageId: 's-1',
+    subject: 'ShipmentPlanned',
+    body: '{}',
+  });
+  output.stop();
+
+  expect(lines[0]?.slice(9)).toBe(
+    'shipping-events: no subscription takes messageId=s-1 (subject ShipmentPlanned); Service Bus accepted it and dropped it, on purpose: ShipmentPlanned is among the unsubscribedSubjects of shipping-events (src/topology.json).',
+  );
+});
+
+describe("npm start's delivery lines", () => {
+  const delivered = (texts: string[]) => ({
+    function: 'billing-payment-applier',
+    messageId: 'p-1',
+    deliveryCount: 1,
+    sequenceNumber: 7,
+    outcome: 'processed',
+    settlement: 'completed' as const,
+    handlerMs: 12.4,
+    logs: texts.map((text) => ({ level: 'debug' as const, category: 'user' as const, text })),
+  });
+
+  it('say which business documents a delivery changed, from its debug line', () => {
+    const lines: string[] = [];
+    const output = new LiveOutput(
+      (line) => lines.push(line),
+      () => Promise.resolve(''),
+      'PT1H',
+    );
+
+    output.delivery(
+      delivered([
+        'Wrote {"consumer":"c","partitionKey":"invoice:INV-1","documents":["patch INV-1","create payment-P1"],"count":2}',
+      ]),
+    );
+    output.delivery(
+      delivered(['Wrote {"consumer":"c","partitionKey":"p","documents":["create a"],"count":3}']),
+    );
+    output.delivery(delivered([]));
+    output.stop();
+
+    expect(lines.map((line) => line.slice(9))).toEqual([
+      'billing-payment-applier #7 delivery 1 messageId=p-1: processed → completed in 12 ms; wrote invoice:INV-1: patch INV-1, create payment-P1',
+      'billing-payment-applier #7 delivery 1 messageId=p-1: processed → completed in 12 ms; wrote p: create a, and 2 more',
+      'billing-payment-applier #7 delivery 1 messageId=p-1: processed → completed in 12 ms',
+    ]);
+  });
+
+  it('name the trace a delivery ran in, its operation_Id in Application Insights', () => {
+    const lines: string[] = [];
+    const output = new LiveOutput(
+      (line) => lines.push(line),
+      () => Promise.resolve(''),
+      'PT1H',
+    );
+
+    output.delivery({ ...delivered([]), traceId: '0af7651916cd43dd8448eb211c80319c' });
+    output.stop();
+
+    expect(lines.map((line) => line.slice(9))).toEqual([
+      'billing-payment-applier #7 delivery 1 messageId=p-1 trace=0af7651916cd43dd8448eb211c80319c: processed → completed in 12 ms',
+    ]);
+  });
+});
+
+describe("npm start's output stays quiet when nothing happens", () => {
+  const run = (
+    texts: string[],
+    level: 'information' | 'warning' = 'information',
+    error?: Error,
+  ): TimerRunReport => ({
+    function: 'purge-expired-markers',
+    runMs: 3,
+    result: {
+      response: {},
+      logs: texts.map((text) => ({ level, category: 'user' as const, text })),
+      ...(error ? { error } : {}),
+    },
+  });
+
+  it('prints a timer run only when it failed, warned, or purged or sent something', () => {
+    const lines: string[] = [];
+    const output = new LiveOutput(
+      (line) => lines.push(line),
+      () => Promise.resolve(''),
+      'PT1H',
+    );
+
+    output.timerRun(run(['Purged 0 expired markers {"purged":0}']));
+    output.timerRun(run(['Outbox: 0 pending {"sent":0,"pending":0}']));
+    output.timerRun(run(['Purged 2 expired markers {"purged":2}']));
+    output.timerRun(run(['Resent 1 outbox messages {"sent":1}']));
+    output.timerRun(run(['Purged 0 expired markers; 1 remain {"purged":0}'], 'warning'));
+    output.timerRun(run([], 'information', new Error('Cosmos DB failed')));
+    output.stop();
+
+    expect(lines.map((line) => line.slice(9))).toEqual([
+      'purge-expired-markers (timer) ran: Purged 2 expired markers {"purged":2} in 3 ms',
+      'purge-expired-markers (timer) ran: Resent 1 outbox messages {"sent":1} in 3 ms',
+      'purge-expired-markers (timer) ran: Purged 0 expired markers; 1 remain {"purged":0} in 3 ms',
+      'purge-expired-markers (timer) failed (Error: Cosmos DB failed) in 3 ms',
+    ]);
+    expect(output.totals.timerRuns).toBe(6);
+  });
+
+  it('prints the totals once things go quiet only when they changed, and always on Ctrl+C', async () => {
+    const lines: string[] = [];
+    let census = 'inbox markers 0';
+    const output = new LiveOutput(
+      (line) => lines.push(line),
+      () => Promise.resolve(census),
+      'PT1H',
+    );
+
+    await output.printTotals({ always: false });
+    await output.printTotals({ always: false });
+    census = 'inbox markers 1';
+    await output.printTotals({ always: false });
+    await output.printTotals();
+
+    expect(lines.map((line) => line.replace(/^.* \| /, ''))).toEqual([
+      'inbox markers 0',
+      'inbox markers 1',
+      'inbox markers 1',
+    ]);
+  });
+});
