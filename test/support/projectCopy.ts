@@ -19,7 +19,7 @@ import { azdEnvironment, azdParameters, build, locateBicep, resources, snapshot 
 
 /**
  * A copy of this checkout in a temporary directory: the files git knows (committed or not, ignored
- * ones left out), with node_modules and .cache (the Bicep CLI) linked, so the copy's own scripts
+ * ones left out), with node_modules copied and .cache (the Bicep CLI) linked, so the copy's own scripts
  * run there as in a fresh clone after `npm ci`.
  */
 export interface ProjectCopy {
@@ -39,7 +39,7 @@ export interface ProjectCopy {
 export function copyProject(): ProjectCopy {
   const root = mkdtempSync(path.join(tmpdir(), 'template-copy-'));
   const files = projectFiles();
-  // node_modules and .cache are linked below (in a worktree they may be symlinks git does not ignore).
+  // node_modules and .cache are made below (in a worktree they may be symlinks git does not ignore).
   const linked = new Set(['node_modules', '.cache']);
   for (const file of files.filter((name) => !linked.has(name))) {
     const source = path.join(PROJECT_ROOT, file);
@@ -55,7 +55,7 @@ export function copyProject(): ProjectCopy {
   // copy's tools fail to create anything in it.
   mkdirSync(path.join(PROJECT_ROOT, '.cache'), { recursive: true });
   symlinkSync(path.join(PROJECT_ROOT, '.cache'), path.join(root, '.cache'));
-  linkNodeModules(root);
+  copyNodeModules(root);
   const env = { ...process.env, APPLICATIONINSIGHTS_CONNECTION_STRING: '', FORCE_COLOR: '0' };
   return {
     root,
@@ -82,35 +82,20 @@ export function copyProject(): ProjectCopy {
 }
 
 /**
- * The copy's node_modules: each of this checkout's installed packages linked, as `npm ci` would have
- * installed them, but the workspace packages linked to the copy's own packages/ (as npm links
- * them), so that the copy runs its own library, not this checkout's.
+ * The copy's node_modules, as `npm ci` would have installed it: this checkout's, hard-linked file by
+ * file (copied where the temporary directory is on another file system), never written to. Its
+ * workspace packages are npm's relative links (node_modules/@idempotent-consumers/inbox ->
+ * ../../packages/inbox), so in the copy they are the copy's own packages/, not this checkout's; and
+ * npm reads the other packages as installed, not linked.
  */
-function linkNodeModules(root: string): void {
-  const lock = JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package-lock.json'), 'utf8')) as {
-    packages: Record<string, { resolved?: string; link?: boolean }>;
-  };
-  const workspaces = Object.entries(lock.packages)
-    .filter(([, entry]) => entry.link === true && entry.resolved !== undefined)
-    .map(([installed, entry]) => ({ installed, folder: entry.resolved! }));
-  const scopes = new Set(workspaces.map(({ installed }) => path.dirname(installed)));
-  const installed = path.join(PROJECT_ROOT, 'node_modules');
-  mkdirSync(path.join(root, 'node_modules'));
-  for (const name of readdirSync(installed)) {
-    if (scopes.has(`node_modules/${name}`)) continue;
-    symlinkSync(path.join(installed, name), path.join(root, 'node_modules', name));
+function copyNodeModules(root: string): void {
+  const target = path.join(root, 'node_modules');
+  mkdirSync(target);
+  const source = `${path.join(PROJECT_ROOT, 'node_modules')}/.`;
+  for (const flags of ['-al', '-a']) {
+    if (spawnSync('cp', [flags, source, target], { stdio: 'ignore' }).status === 0) return;
   }
-  for (const scope of scopes) {
-    mkdirSync(path.join(root, scope), { recursive: true });
-    for (const name of readdirSync(path.join(PROJECT_ROOT, scope))) {
-      const link = `${scope}/${name}`;
-      const workspace = workspaces.find(({ installed: entry }) => entry === link);
-      const target = workspace
-        ? path.relative(path.join(root, scope), path.join(root, workspace.folder))
-        : path.join(PROJECT_ROOT, link);
-      symlinkSync(target, path.join(root, link));
-    }
-  }
+  throw new Error(`Could not copy ${source} to ${target}.`);
 }
 
 /**

@@ -1,6 +1,7 @@
-const { join } = require('node:path');
+const { join, posix } = require('node:path');
 
 const { projects, testTimeout } = require('../../../../jest.config.js');
+const library = require('../../../inbox/package.json');
 
 /**
  * The jest config Stryker runs (packages/devkit/src/build/stryker.config.mjs): the fast set's suites whose business is
@@ -20,6 +21,19 @@ const READS_SOURCE_TEXT = ['packages/inbox/test/publicApi.test.ts'];
 
 const fast = projects.find((project) => project.displayName === 'fast');
 
+/**
+ * The library by its package name, from the sandbox Stryker mutates: node_modules is linked from
+ * the project, so `@idempotent-consumers/inbox` would resolve to the project's unmutated
+ * packages/inbox, and a test would run two copies of the library (no mutant reached, and an error
+ * class of one copy not an instance of the other's).
+ */
+const LIBRARY_ENTRIES = Object.fromEntries(
+  Object.entries(library.exports).map(([entry, file]) => [
+    `^${posix.join(library.name, entry).replace(/[/.]/g, '\\$&')}$`,
+    `<rootDir>/${posix.join('packages/inbox', file)}`,
+  ]),
+);
+
 /** @type {import('jest').Config} */
 module.exports = {
   ...fast,
@@ -27,5 +41,6 @@ module.exports = {
   rootDir: join(__dirname, '..', '..', '..', '..'),
   testMatch: LIBRARY_SUITES.map((folder) => `<rootDir>/${folder}/**/*.test.ts`),
   testPathIgnorePatterns: [...(fast.testPathIgnorePatterns ?? []), ...READS_SOURCE_TEXT],
+  moduleNameMapper: { ...fast.moduleNameMapper, ...LIBRARY_ENTRIES },
   testTimeout,
 };

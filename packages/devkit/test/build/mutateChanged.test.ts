@@ -155,3 +155,34 @@ describe('npm run test:mutation:changed', () => {
     expect(stderr).toContain('Usage: npm run test:mutation:changed');
   });
 });
+
+describe('the jest config Stryker runs (packages/devkit/src/build/jest.mutation.config.js)', () => {
+  it('resolves every entry of the library to the mutated sandbox, not to the linked package', () => {
+    // Stryker copies the project into a sandbox but links node_modules: resolved through
+    // node_modules, `@idempotent-consumers/inbox` would be the project's own, unmutated library.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const config = require('../../src/build/jest.mutation.config.js') as {
+      rootDir: string;
+      moduleNameMapper: Record<string, string>;
+    };
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const library = require('../../../inbox/package.json') as {
+      name: string;
+      exports: Record<string, string>;
+    };
+    const specifiers = Object.keys(library.exports).map((entry) => path.posix.join(library.name, entry));
+    expect(specifiers).toEqual(['@idempotent-consumers/inbox', '@idempotent-consumers/inbox/internal']);
+
+    const resolved = specifiers.map((specifier) => {
+      const mapped = Object.entries(config.moduleNameMapper).filter(([pattern]) =>
+        new RegExp(pattern).test(specifier),
+      );
+      return mapped.map(([, target]) =>
+        path.relative(config.rootDir, target.replace('<rootDir>', config.rootDir)),
+      );
+    });
+
+    expect(resolved).toEqual([['packages/inbox/src/index.ts'], ['packages/inbox/src/internal.ts']]);
+    expect(config.rootDir).toBe(path.resolve(__dirname, '..', '..', '..', '..'));
+  });
+});
