@@ -5,8 +5,8 @@ const { join } = require('node:path');
  * The suites that take minutes, not seconds: the Bicep CLI, the docs (compiled), copies of the
  * project (the scaffold, remove:samples, the fast set again in copies made yours), the commands run as a user runs them (usage errors, npm
  * start's walkthrough and its console in a browser, the demo and the benchmark), the deployment
- * package, and the whole-pipeline scenarios with the property test. `npm run test:fast` runs
- * everything else.
+ * package, and the whole-pipeline scenarios with the property test. The projects below run
+ * everything else, by owner.
  */
 const SLOW = [
   '<rootDir>/test/infra/',
@@ -43,15 +43,30 @@ const suite = {
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
 };
 
+/**
+ * One test project per owner. The tiers are package.json's: `npm test` runs `app` and `inbox` (the
+ * app's own suites, the sample's fast ones among them, and the library's fast suites: no .NET, no
+ * browser); `npm run test:all` runs every project (CI runs it).
+ */
+const OWNERS = [
+  {
+    displayName: 'app',
+    roots: ['<rootDir>/test', ...(existsSync(join(__dirname, 'sample')) ? ['<rootDir>/sample'] : [])],
+  },
+  { displayName: 'inbox', roots: ['<rootDir>/packages/inbox'] },
+  { displayName: 'local-azure', roots: ['<rootDir>/packages/local-azure'] },
+  { displayName: 'devkit', roots: ['<rootDir>/packages/devkit'] },
+];
+
 /** @type {import('jest').Config} */
 module.exports = {
   projects: [
-    {
+    ...OWNERS.map((owner) => ({
       ...suite,
-      displayName: 'fast',
+      ...owner,
       testMatch: ['**/*.test.ts'],
       testPathIgnorePatterns: ['/node_modules/', ...SLOW],
-    },
+    })),
     {
       ...suite,
       displayName: 'slow',

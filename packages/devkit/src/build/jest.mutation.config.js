@@ -4,7 +4,7 @@ const { projects, testTimeout } = require('../../../../jest.config.js');
 const library = require('../../../inbox/package.json');
 
 /**
- * The jest config Stryker runs (packages/devkit/src/build/stryker.config.mjs): the fast set's suites whose business is
+ * The jest config Stryker runs (packages/devkit/src/build/stryker.config.mjs): the fast suites whose business is
  * the library, its own (packages/inbox/test) and the functions invoked as the host invokes them
  * (test/functions). A behaviour of packages/inbox/src is pinned when one of them fails without it. The other
  * fast suites run library code only on their way to something else, and would make every mutant
@@ -19,7 +19,7 @@ const LIBRARY_SUITES = ['packages/inbox/test', 'test/functions'];
  */
 const READS_SOURCE_TEXT = ['packages/inbox/test/publicApi.test.ts'];
 
-const fast = projects.find((project) => project.displayName === 'fast');
+const libraryProject = projects.find((project) => project.displayName === 'inbox');
 
 /**
  * The library by its package name, from the sandbox Stryker mutates: node_modules is linked from
@@ -36,11 +36,12 @@ const LIBRARY_ENTRIES = Object.fromEntries(
 
 /** @type {import('jest').Config} */
 module.exports = {
-  ...fast,
+  ...libraryProject,
   displayName: 'mutation',
   rootDir: join(__dirname, '..', '..', '..', '..'),
+  roots: LIBRARY_SUITES.map((folder) => `<rootDir>/${folder}`),
   testMatch: LIBRARY_SUITES.map((folder) => `<rootDir>/${folder}/**/*.test.ts`),
-  testPathIgnorePatterns: [...(fast.testPathIgnorePatterns ?? []), ...READS_SOURCE_TEXT],
-  moduleNameMapper: { ...fast.moduleNameMapper, ...LIBRARY_ENTRIES },
+  testPathIgnorePatterns: [...(libraryProject.testPathIgnorePatterns ?? []), ...READS_SOURCE_TEXT],
+  moduleNameMapper: { ...libraryProject.moduleNameMapper, ...LIBRARY_ENTRIES },
   testTimeout,
 };

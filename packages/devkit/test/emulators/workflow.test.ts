@@ -76,7 +76,7 @@ describe('.github/workflows/ci.yml', () => {
     expect(test.steps.filter((step) => step.run !== undefined)).toHaveLength(1);
   });
 
-  it('.ci/run installs with npm ci, exports the pinned Bicep CLI as BICEP_PATH, then runs npm test', () => {
+  it('.ci/run installs with npm ci, exports the pinned Bicep CLI as BICEP_PATH, then runs npm run test:all', () => {
     const lines = ciRun.split('\n').map((line) => line.trim());
     const line = (predicate: (text: string) => boolean, what: string): number => {
       const index = lines.findIndex(predicate);
@@ -86,9 +86,9 @@ describe('.github/workflows/ci.yml', () => {
     const install = line((text) => text.startsWith('npm ci'), 'running npm ci');
     const bicep = line((text) => text.includes('BICEP_PATH="$(bash infra/find-bicep.sh)"'), 'finding Bicep');
     const exported = line((text) => text.includes('export BICEP_PATH'), 'exporting BICEP_PATH');
-    const npmTest = line((text) => text === 'npm test', 'running npm test');
+    const npmTest = line((text) => text === 'npm run test:all', 'running npm run test:all');
 
-    expect(packageJson.scripts['test']).toBeDefined();
+    expect(packageJson.scripts['test:all']).toBeDefined();
     expect(install).toBeLessThan(bicep);
     expect(bicep).toBeLessThanOrEqual(exported);
     expect(exported).toBeLessThan(npmTest);

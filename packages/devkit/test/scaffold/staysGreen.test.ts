@@ -7,8 +7,8 @@ import {
 } from '../../../../test/support/projectCopy';
 
 /**
- * The project stays green when it becomes yours (issue 41): the whole fast set (`npm run
- * test:fast`) passes in a copy of this checkout, with its history as a clone has it, after the first
+ * The project stays green when it becomes yours (issue 41): every fast suite (every jest project
+ * but `slow`, the root tier's and the packages') passes in a copy of this checkout, with its history as a clone has it, after the first
  * things a user does: `npm run new:consumer`, `npm run remove:samples`, and both. Each test that
  * fails there is named, with its suite and the copy. The copies run one after the other, each on
  * two cores: three runs of the fast set side by side would only share the same two.
