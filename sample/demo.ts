@@ -1,18 +1,20 @@
 import { statSync } from 'node:fs';
 import { dirname, extname } from 'node:path';
 
-import { formatted, writeFormatted } from '../packages/devkit/src/cli/formatted';
 import {
   commandWithFlags,
   duplicateWindowFlag,
   EXIT_CODES,
   type ExitCode,
   type FlagValues,
+  formatted,
   numberFlag,
   runCommand,
   type ToolContext,
   usageError,
-} from '../packages/devkit/src/cli/tool';
+  writeFormatted,
+} from '@idempotent-consumers/devkit';
+
 import { topology } from '../src/topology';
 import { causesIn, type CauseTable } from './scenario/causes';
 import { demoDefaults, replayCommand } from './scenario/replay';

@@ -4,11 +4,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ParseArgsConfig } from 'node:util';
 
 import type { Container } from '@azure/cosmos';
-import { createCosmosClient } from '@idempotent-consumers/inbox/internal';
-import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
-import { loadSettings } from '@idempotent-consumers/inbox/internal';
-
-import { UsageError } from '../packages/devkit/src/cli/errors';
 import {
   type Command,
   EXIT_CODES,
@@ -16,7 +11,12 @@ import {
   parseFlags,
   runCommand,
   type ToolContext,
-} from '../packages/devkit/src/cli/tool';
+  UsageError,
+} from '@idempotent-consumers/devkit';
+import { createCosmosClient } from '@idempotent-consumers/inbox/internal';
+import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
+import { loadSettings } from '@idempotent-consumers/inbox/internal';
+
 import { connectServiceBus, topicFor, toServiceBusMessage } from '../packages/devkit/src/tools/serviceBus';
 import { type Invoice, invoicePartition, toMinorUnits } from './src/documents';
 import { SAMPLE_EVENTS } from './src/events';

@@ -2,23 +2,26 @@ import { join } from 'node:path';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
 import {
-  processDelivery,
-  type ProcessDependencies,
-  type PurgeReport,
-  runPurge,
-} from '@idempotent-consumers/inbox/internal';
-
-import { writeFormatted } from '../../packages/devkit/src/cli/formatted';
-import {
   commandWithFlags,
   EXIT_CODES,
   type ExitCode,
   type FlagValues,
   runCommand,
   type ToolContext,
-} from '../../packages/devkit/src/cli/tool';
-import { type ClientUsage, start } from '../../packages/local-azure/src/cosmos';
-import { ensureAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
+  writeFormatted,
+} from '@idempotent-consumers/devkit';
+import {
+  processDelivery,
+  type ProcessDependencies,
+  type PurgeReport,
+  runPurge,
+} from '@idempotent-consumers/inbox/internal';
+import {
+  type ClientUsage,
+  ensureAppContainer,
+  startCosmos as start,
+} from '@idempotent-consumers/local-azure';
+
 import { paymentApplier } from '../src';
 
 /**

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 
-import { writeFormatted } from '../../packages/devkit/src/cli/formatted';
+import { writeFormatted } from '@idempotent-consumers/devkit';
+
 import type { Strategy } from './strategies';
 
 /** One strategy on one workload: the median trial by throughput, and the median CPU per message. */

@@ -5,26 +5,24 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { ChangeFeedStartFrom, type Container, CosmosClient, StatusCodes } from '@azure/cosmos';
 import {
+  type Command,
+  EXIT_CODES,
+  type ExitCode,
+  parseFlags,
+  runCommand,
+  startProgress,
+  type ToolContext,
+  UsageError,
+} from '@idempotent-consumers/devkit';
+import {
   type Delivery,
   type OutboxMessage,
   type OutboxPublisher,
   type ProcessDependencies,
   relayOutbox,
 } from '@idempotent-consumers/inbox/internal';
+import { freshAppContainer, integer, seededRandom, startInWorker } from '@idempotent-consumers/local-azure';
 
-import { UsageError } from '../../packages/devkit/src/cli/errors';
-import { startProgress } from '../../packages/devkit/src/cli/progress';
-import {
-  type Command,
-  EXIT_CODES,
-  type ExitCode,
-  parseFlags,
-  runCommand,
-  type ToolContext,
-} from '../../packages/devkit/src/cli/tool';
-import { freshAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
-import { startInWorker } from '../../packages/local-azure/src/cosmos/threadHost';
-import { integer, seededRandom } from '../../packages/local-azure/src/random';
 import {
   medianBy,
   pairedRatio,

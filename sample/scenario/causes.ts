@@ -1,6 +1,5 @@
 import { DUPLICATE_CAUSES, SUSPECTED_PRODUCER_DUPLICATE } from '@idempotent-consumers/inbox/internal';
-
-import type { DeliveryRecord } from '../../packages/local-azure/src/host/brokerHost';
+import { type DeliveryRecord } from '@idempotent-consumers/local-azure';
 
 /**
  * Duplicate causes in a scenario run (issue 24): for each duplicate an inbox consumer absorbed, the

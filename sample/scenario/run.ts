@@ -7,6 +7,7 @@ import {
   type PluginConfig,
   PluginOn,
 } from '@azure/cosmos';
+import { appFunctions } from '@idempotent-consumers/devkit';
 import {
   CircuitBreaker,
   type InboxRuntime,
@@ -14,37 +15,29 @@ import {
   OUTBOX_TYPE,
   survivableOutageSeconds,
 } from '@idempotent-consumers/inbox/internal';
-
-import { appFunctions } from '../../packages/devkit/src/cli/project';
 import {
-  type FaultHandle,
-  type LocalCosmos,
-  start as startCosmos,
-} from '../../packages/local-azure/src/cosmos';
-import { freshAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
-import {
-  type DeliveryRecord,
-  FunctionsHost,
-  type HostFaults,
-} from '../../packages/local-azure/src/host/brokerHost';
-import {
-  type ChangeFeedFaults,
-  ChangeFeedTrigger,
-} from '../../packages/local-azure/src/host/changeFeedTrigger';
-import {
-  type CosmosDBFunction,
-  type FunctionApp,
-  loadFunctionApp,
-  type LogLine,
-} from '../../packages/local-azure/src/host/worker';
-import { seededRandom } from '../../packages/local-azure/src/random';
-import { Broker, type Topic } from '../../packages/local-azure/src/servicebus/broker';
-import type { Clock } from '../../packages/local-azure/src/servicebus/clock';
-import {
+  Broker,
   BrokerPublisher,
   BrokerRetryScheduler,
+  type ChangeFeedFaults,
+  ChangeFeedTrigger,
+  type Clock,
+  type CosmosDBFunction,
+  type DeliveryRecord,
+  type FaultHandle,
+  freshAppContainer,
+  type FunctionApp,
+  FunctionsHost,
+  type HostFaults,
+  loadFunctionApp,
+  type LocalCosmos,
+  type LogLine,
   type PublisherFaults,
-} from '../../packages/local-azure/src/servicebus/publisher';
+  seededRandom,
+  startCosmos,
+  type Topic,
+} from '@idempotent-consumers/local-azure';
+
 import type * as App from '../../src/app';
 import { functionNameOf, topology } from '../../src/topology';
 import { brokerMessageKey, type CauseTable, duplicateCauses, type MarkerWrite } from './causes';

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 
-import { type VirtualClock, virtualClock } from '../../packages/local-azure/src/servicebus/clock';
+import { type VirtualClock, virtualClock } from '@idempotent-consumers/local-azure';
 
 /**
  * The driver of a deterministic scenario run. The parties (the runner's publisher, the host's

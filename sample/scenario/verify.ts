@@ -9,10 +9,14 @@ import {
   RETRY_SUBJECT,
   SUSPECTED_PRODUCER_DUPLICATE,
 } from '@idempotent-consumers/inbox/internal';
+import {
+  type Broker,
+  type BrokerMessage,
+  type DeliveryRecord,
+  type PublishRecord,
+  type ScheduleRecord,
+} from '@idempotent-consumers/local-azure';
 
-import type { DeliveryRecord } from '../../packages/local-azure/src/host/brokerHost';
-import type { Broker, BrokerMessage } from '../../packages/local-azure/src/servicebus/broker';
-import type { PublishRecord, ScheduleRecord } from '../../packages/local-azure/src/servicebus/publisher';
 import { topology } from '../../src/topology';
 import type { Backorder, Invoice, InvoiceStatus, Product, Shipment, UnappliedPayment } from '../src';
 import { invoiceStatusProjector, SAMPLE_EVENTS, shipmentPlanner, stockReserver, SUBJECTS } from '../src';

@@ -1,4 +1,5 @@
-import { integer, pick, seededRandom } from '../../packages/local-azure/src/random';
+import { integer, pick, seededRandom } from '@idempotent-consumers/local-azure';
+
 import {
   CURRENCIES,
   type Invoice,

@@ -10,9 +10,9 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 import type { Browser, Page } from 'playwright-core';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
 import { CHROMIUM, launchBrowser, warnWhenNoBrowser } from '../../test/support/browser';
 import { StartedApp, userEnvironment } from '../../test/support/npmStart';
 

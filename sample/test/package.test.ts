@@ -13,12 +13,14 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 import {
   METRIC_NAMES,
   OUTBOX_TYPE,
   outgoingMessageId,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
+import { type LocalServiceBus, scaledClock, startServiceBus } from '@idempotent-consumers/local-azure';
 import { unzipSync } from 'fflate';
 import { generate } from 'selfsigned';
 
@@ -30,12 +32,6 @@ import {
   PACKAGE_DIR,
   type PackageReport,
 } from '../../packages/devkit/src/build/package';
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
-import {
-  type LocalServiceBus,
-  start as startServiceBus,
-} from '../../packages/local-azure/src/servicebus/amqp';
-import { scaledClock } from '../../packages/local-azure/src/servicebus/clock';
 import { functionNameOf, topology } from '../../src/topology';
 import { appSettings, describeInfra } from '../../test/support/bicep';
 import { delivery, dependencies, documentsIn } from '../../test/support/inbox';
@@ -212,10 +208,17 @@ describe('npm run package', () => {
     const bundled = new Set(files.flatMap((file) => [...bundledIn(file)]));
 
     expect(Object.keys(manifest.dependencies).filter((name) => !bundled.has(name))).toEqual([]);
-    // package-lock.json marks what only development needs (`dev: true`); none of it may ship. The
-    // local Cosmos DB server's query engine is one: the app never needs it.
+    // What a production install would not have (outside what package.json's dependencies need) may
+    // not ship: local Azure and the dev kit (workspace packages the app only devDepends on), and what
+    // only they need, such as the local Cosmos DB server's query engine.
     const developmentOnly = developmentOnlyPackages();
-    expect(developmentOnly).toContain('@zeit/cosmosdb-query');
+    expect(developmentOnly).toEqual(
+      expect.arrayContaining([
+        '@idempotent-consumers/local-azure',
+        '@idempotent-consumers/devkit',
+        '@zeit/cosmosdb-query',
+      ]),
+    );
     expect([...bundled].filter((name) => developmentOnly.includes(name))).toEqual([]);
     // The OpenTelemetry SDK and the Service Bus client load after registration (src/app.ts).
     const startup = bundledIn('app.js');

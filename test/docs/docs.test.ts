@@ -7,10 +7,10 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 import ts from 'typescript';
 import { parse } from 'yaml';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
 import { withoutSamplePassages } from '../../packages/devkit/src/tools/sampleDocs';
 import {
   anchors,

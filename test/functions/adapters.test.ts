@@ -9,8 +9,8 @@ import {
   PoisonMessageError,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
+import { type FunctionApp, loadFunctionApp, type LogLine } from '@idempotent-consumers/local-azure';
 
-import { type FunctionApp, loadFunctionApp, type LogLine } from '../../packages/local-azure/src/host/worker';
 import { inboxRuntime } from '../../src/app';
 import { relayChanges, runTimer } from '../support/deliveries';
 import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';

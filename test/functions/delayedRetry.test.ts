@@ -5,10 +5,13 @@ import {
   RETRY_PROPERTIES,
   RETRY_SUBJECT,
 } from '@idempotent-consumers/inbox/internal';
+import {
+  FunctionsHost,
+  type HostFaults,
+  loadFunctionApp,
+  scaledClock,
+} from '@idempotent-consumers/local-azure';
 
-import { FunctionsHost, type HostFaults } from '../../packages/local-azure/src/host/brokerHost';
-import { loadFunctionApp } from '../../packages/local-azure/src/host/worker';
-import { scaledClock } from '../../packages/local-azure/src/servicebus/clock';
 import { inboxRuntime } from '../../src/app';
 import {
   bystanderSaw,

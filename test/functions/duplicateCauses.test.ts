@@ -6,9 +6,15 @@ import {
   RESUBMITTED_AT_PROPERTY,
   retryCopy,
 } from '@idempotent-consumers/inbox/internal';
+import {
+  type FunctionApp,
+  integer,
+  loadFunctionApp,
+  type LogLine,
+  pick,
+  seededRandom,
+} from '@idempotent-consumers/local-azure';
 
-import { type FunctionApp, loadFunctionApp, type LogLine } from '../../packages/local-azure/src/host/worker';
-import { integer, pick, seededRandom } from '../../packages/local-azure/src/random';
 import { inboxRuntime } from '../../src/app';
 import { delivery } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';

@@ -1,10 +1,10 @@
 import path from 'node:path';
 
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 import { longestRetryDelaySeconds, METRIC_NAMES, resolvedPolicy } from '@idempotent-consumers/inbox/internal';
+import { loadFunctionApp } from '@idempotent-consumers/local-azure';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
-import { loadFunctionApp } from '../../packages/local-azure/src/host/worker';
 import { inboxRuntime, registeredConsumers } from '../../src/app';
 import { deployedEntitiesReader } from '../../src/serviceBusEntities';
 import { bindingOf, topology } from '../../src/topology';

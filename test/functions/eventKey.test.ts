@@ -1,6 +1,6 @@
 import { METRIC_NAMES } from '@idempotent-consumers/inbox/internal';
+import { type FunctionApp, loadFunctionApp, type LogLine } from '@idempotent-consumers/local-azure';
 
-import { type FunctionApp, loadFunctionApp, type LogLine } from '../../packages/local-azure/src/host/worker';
 import { EVENT_KEY_PROBE } from '../support/eventKeyProbe';
 import { documentsIn } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';

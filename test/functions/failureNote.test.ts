@@ -7,8 +7,8 @@ import {
   markerLocation,
   PoisonMessageError,
 } from '@idempotent-consumers/inbox/internal';
+import { type FunctionApp, loadFunctionApp } from '@idempotent-consumers/local-azure';
 
-import { type FunctionApp, loadFunctionApp } from '../../packages/local-azure/src/host/worker';
 import { documentsIn, testConsumer, TestMessage } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';

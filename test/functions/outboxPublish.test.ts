@@ -4,8 +4,8 @@ import {
   type OutgoingMessage,
   relayOutbox,
 } from '@idempotent-consumers/inbox/internal';
+import { type FunctionApp, loadFunctionApp } from '@idempotent-consumers/local-azure';
 
-import { type FunctionApp, loadFunctionApp } from '../../packages/local-azure/src/host/worker';
 import { inboxRuntime } from '../../src/app';
 import { documentsIn } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+import { appFunctions } from '@idempotent-consumers/devkit';
 import {
   OUTBOX_TYPE,
   type OutboxDocument,
@@ -8,11 +9,8 @@ import {
   type OutboxPublisher,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
+import { jsonNetDate, loadFunctionApp, retryDelays } from '@idempotent-consumers/local-azure';
 
-import { appFunctions } from '../../packages/devkit/src/cli/project';
-import { retryDelays } from '../../packages/local-azure/src/host/changeFeedTrigger';
-import { jsonNetDate } from '../../packages/local-azure/src/host/toRpcCosmosDB';
-import { loadFunctionApp } from '../../packages/local-azure/src/host/worker';
 import { inboxRuntime } from '../../src/app';
 import { relayChanges } from '../support/deliveries';
 import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';

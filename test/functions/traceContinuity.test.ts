@@ -12,10 +12,9 @@ import {
   relayOutbox,
   sweepOutbox,
 } from '@idempotent-consumers/inbox/internal';
+import { type FunctionApp, loadFunctionApp, pick, seededRandom } from '@idempotent-consumers/local-azure';
 import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
 
-import { type FunctionApp, loadFunctionApp } from '../../packages/local-azure/src/host/worker';
-import { pick, seededRandom } from '../../packages/local-azure/src/random';
 import { toServiceBusMessage } from '../../src/serviceBusPublisher';
 import { documentsIn, OUTBOX_SETTINGS } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';

@@ -1,5 +1,6 @@
-import { appFunctions } from '../../packages/devkit/src/cli/project';
-import { loadFunctionApp } from '../../packages/local-azure/src/host/worker';
+import { appFunctions } from '@idempotent-consumers/devkit';
+import { loadFunctionApp } from '@idempotent-consumers/local-azure';
+
 import { checkWriteRegions, inboxRuntime } from '../../src/app';
 import { useLocalStack } from '../support/localStack';
 

@@ -7,7 +7,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
+
 import { type CliResult, describeInfra, infraDir, lint, unformattedFiles } from '../support/bicep';
 
 const findBicepScript = path.join(infraDir, 'find-bicep.sh');

@@ -7,7 +7,8 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
+
 import { pinnedBicepVersion } from '../support/bicep';
 
 function sandbox(): { bin: string; env: NodeJS.ProcessEnv; remove: () => void } {

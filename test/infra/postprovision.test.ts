@@ -10,9 +10,9 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 import { parse } from 'yaml';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
 import { AZD_TOKEN, type FakeAzd, type HookRun, runHookScript } from '../support/azdHook';
 import { at, describeInfra } from '../support/bicep';
 

@@ -7,8 +7,8 @@
 import path from 'node:path';
 
 import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
+import { type RuleFilter, subjectsFilter } from '@idempotent-consumers/local-azure';
 
-import { type RuleFilter, subjectsFilter } from '../../packages/local-azure/src/servicebus/rules';
 import {
   appRoleAssignments,
   armGuid,

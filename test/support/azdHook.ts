@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 
 /**
  * The azd hook scripts (infra/scripts/*.mjs) run as azd runs them, with Node.js: a fake `azd` on

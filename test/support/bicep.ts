@@ -19,7 +19,7 @@ import {
 import path from 'node:path';
 import { promisify } from 'node:util';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 
 const run = promisify(execFile);
 

@@ -8,7 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
+
 import { locateBicepShowingProgress, skippedInfraTests } from './bicep';
 
 /** The part of jest's global config this reads. */

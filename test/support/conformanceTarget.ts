@@ -7,8 +7,8 @@ import {
   type PartitionKeyDefinition,
   type UniqueKeyPolicy,
 } from '@azure/cosmos';
+import { type LocalCosmos, startCosmos as start } from '@idempotent-consumers/local-azure';
 
-import { type LocalCosmos, start } from '../../packages/local-azure/src/cosmos';
 import { namedCosmosAccount } from './setup';
 
 /**

@@ -1,6 +1,5 @@
+import { appFunctions } from '@idempotent-consumers/devkit';
 import { CircuitBreaker } from '@idempotent-consumers/inbox/internal';
-
-import { appFunctions } from '../../packages/devkit/src/cli/project';
 import {
   type FunctionApp,
   type InvocationResult,
@@ -8,7 +7,8 @@ import {
   type LogLine,
   type ServiceBusDelivery,
   type TimerRun,
-} from '../../packages/local-azure/src/host/worker';
+} from '@idempotent-consumers/local-azure';
+
 import { inboxRuntime } from '../../src/app';
 
 export type { LogLine };

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 
 const run = promisify(execFile);
 const HARNESSES = { ServiceBus: 'ServiceBusEngine.dll', Cosmos: 'CosmosEngine.dll' } as const;

@@ -1,8 +1,11 @@
 import type { Container } from '@azure/cosmos';
 import { CosmosClient } from '@azure/cosmos';
-
-import { type LocalCosmos, type LocalCosmosOptions, start } from '../../packages/local-azure/src/cosmos';
-import { ensureAppContainer } from '../../packages/local-azure/src/cosmos/appContainer';
+import {
+  ensureAppContainer,
+  type LocalCosmos,
+  type LocalCosmosOptions,
+  startCosmos as start,
+} from '@idempotent-consumers/local-azure';
 
 export interface LocalStack {
   server: LocalCosmos;

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 
 /** Every markdown file of the repository, as a path relative to PROJECT_ROOT. */
 export { markdownFiles } from '../../packages/devkit/src/tools/sampleDocs';

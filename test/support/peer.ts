@@ -5,14 +5,15 @@ import {
   type ServiceBusReceivedMessage,
   type ServiceBusReceiver,
 } from '@azure/service-bus';
-import Long from 'long';
-
 import {
   type LocalServiceBus,
   type LocalServiceBusOptions,
-  start,
-} from '../../packages/local-azure/src/servicebus/amqp';
-import { type ScaledClock, scaledClock } from '../../packages/local-azure/src/servicebus/clock';
+  type ScaledClock,
+  scaledClock,
+  startServiceBus as start,
+} from '@idempotent-consumers/local-azure';
+import Long from 'long';
+
 import type { Topology } from '../../src/topology';
 
 export const TOPIC = 'business-events';

@@ -13,7 +13,8 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
+
 import { functionNameOf, type Topology } from '../../src/topology';
 import { azdEnvironment, azdParameters, build, locateBicep, resources, snapshot } from './bicep';
 

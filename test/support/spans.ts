@@ -1,3 +1,4 @@
+import { seededRandom } from '@idempotent-consumers/local-azure';
 import { trace } from '@opentelemetry/api';
 import {
   BasicTracerProvider,
@@ -6,8 +7,6 @@ import {
   type ReadableSpan,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-
-import { seededRandom } from '../../packages/local-azure/src/random';
 
 /**
  * The spans the code under test ends, kept in memory (no Azure): a tracer provider registered as

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 
-import { PROJECT_ROOT } from '../../packages/devkit/src/cli/project';
-import { type Command, runTool, type ToolContext } from '../../packages/devkit/src/cli/tool';
+import { type Command, PROJECT_ROOT, runTool, type ToolContext } from '@idempotent-consumers/devkit';
+
 import { main } from '../../packages/devkit/src/tools/deadLetters';
 import { main as peekMain } from '../../packages/devkit/src/tools/peek';
 

@@ -3,9 +3,9 @@ import path from 'node:path';
 
 import { InvocationContext } from '@azure/functions';
 import { type Delivery, markerId, payloadHash, toDelivery } from '@idempotent-consumers/inbox/internal';
+import { loadFunctionApp, type ServiceBusDelivery } from '@idempotent-consumers/local-azure';
 
 import { PROBE_FUNCTION, received } from '../../../test/support/probeFunction';
-import { loadFunctionApp, type ServiceBusDelivery } from '../../local-azure/src/host/worker';
 
 /** What the trigger adapter makes of one delivery, run through the worker path to the probe function. */
 async function adapted(delivery: ServiceBusDelivery): Promise<Delivery> {

@@ -1,3 +1,6 @@
+import { appFunctions } from '@idempotent-consumers/devkit';
+import { loadFunctionApp, type ServiceBusFunction } from '@idempotent-consumers/local-azure';
+
 import { registeredConsumers } from '../../../src/app';
 import {
   bindingOf,
@@ -9,8 +12,6 @@ import {
   topology,
   validateTopology,
 } from '../../../src/topology';
-import { appFunctions } from '../../devkit/src/cli/project';
-import { loadFunctionApp, type ServiceBusFunction } from '../../local-azure/src/host/worker';
 
 /**
  * Where the function app (functions/*.ts, as the worker loads it) and src/topology.json disagree,

@@ -1,4 +1,5 @@
-import { loggedOutcome } from '../../../packages/local-azure/src/host/worker';
+import { loggedOutcome } from '@idempotent-consumers/local-azure';
+
 import { deliver, type LogLine } from '../../../test/support/deliveries';
 import { useLocalStack } from '../../../test/support/localStack';
 import { type Invoice, invoicePartition, type UnappliedPayment } from '../../src';

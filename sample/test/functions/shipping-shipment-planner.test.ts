@@ -1,7 +1,7 @@
 import { PoisonMessageError } from '@idempotent-consumers/inbox';
 import { type OutboxDocument, outboxEntryOf } from '@idempotent-consumers/inbox/internal';
+import { loggedField, loggedOutcome } from '@idempotent-consumers/local-azure';
 
-import { loggedField, loggedOutcome } from '../../../packages/local-azure/src/host/worker';
 import { bindingOf, outboxRoutesOf, publishersOf, topicsPublishedBy } from '../../../src/topology';
 import { deliver, type LogLine } from '../../../test/support/deliveries';
 import { useLocalStack } from '../../../test/support/localStack';

@@ -1,6 +1,6 @@
+import { startProgress } from '@idempotent-consumers/devkit';
 import fc from 'fast-check';
 
-import { startProgress } from '../../../packages/devkit/src/cli/progress';
 import { topology } from '../../../src/topology';
 import { replayCommand } from '../../scenario/replay';
 import { ScenarioEnvironment, type ScenarioOptions } from '../../scenario/run';

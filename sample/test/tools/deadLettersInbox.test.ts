@@ -1,11 +1,7 @@
 import type { ServiceBusReceiver } from '@azure/service-bus';
+import { appFunctions } from '@idempotent-consumers/devkit';
+import { type FunctionApp, loadFunctionApp, loggedOutcome } from '@idempotent-consumers/local-azure';
 
-import { appFunctions } from '../../../packages/devkit/src/cli/project';
-import {
-  type FunctionApp,
-  loadFunctionApp,
-  loggedOutcome,
-} from '../../../packages/local-azure/src/host/worker';
 import { useLocalStack } from '../../../test/support/localStack';
 import { PAYMENTS, peekAll, PEER_TOPOLOGY, receive, TOPIC, usePeer } from '../../../test/support/peer';
 import { captured, deadLetters } from '../../../test/support/tools';

@@ -1,6 +1,6 @@
+import { UsageError } from '@idempotent-consumers/devkit';
 import { z } from 'zod';
 
-import { UsageError } from '../../../packages/devkit/src/cli/errors';
 import {
   loadSubjectRules,
   parseEvent,

@@ -1,9 +1,13 @@
 import { spawn } from 'node:child_process';
 
-import { appFunctions, PROJECT_ROOT } from '../../../packages/devkit/src/cli/project';
-import { FunctionsHost } from '../../../packages/local-azure/src/host/brokerHost';
-import { loadFunctionApp } from '../../../packages/local-azure/src/host/worker';
-import { type LocalServiceBus, start } from '../../../packages/local-azure/src/servicebus/amqp';
+import { appFunctions, PROJECT_ROOT } from '@idempotent-consumers/devkit';
+import {
+  FunctionsHost,
+  loadFunctionApp,
+  type LocalServiceBus,
+  startServiceBus as start,
+} from '@idempotent-consumers/local-azure';
+
 import { useLocalStack } from '../../../test/support/localStack';
 import { captured } from '../../../test/support/tools';
 import { endToEnd } from '../../liveTests';

@@ -2,8 +2,9 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { runTool, type ToolContext } from '@idempotent-consumers/devkit';
+
 import { writeLocalRun } from '../../../packages/devkit/src/build/localRun';
-import { runTool, type ToolContext } from '../../../packages/devkit/src/cli/tool';
 import { ToolSide } from '../../../packages/devkit/src/tools/console/toolSide';
 import { loadSubjectRules, parseEventLines } from '../../../packages/devkit/src/tools/events';
 import { main } from '../../../packages/devkit/src/tools/send';

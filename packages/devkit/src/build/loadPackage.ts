@@ -7,7 +7,7 @@ import {
   loadFunctionApp,
   loggedOutcome,
   type ServiceBusDelivery,
-} from '../../../local-azure/src/host/worker';
+} from '@idempotent-consumers/local-azure';
 
 /**
  * Boots a deployment package in this (fresh) process the way the Azure Functions Node.js worker

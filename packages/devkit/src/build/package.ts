@@ -157,14 +157,58 @@ export async function buildPackage(
   return listFiles(out);
 }
 
-/** Packages package-lock.json marks as needed only for development (`dev: true`). */
+interface LockEntry {
+  link?: boolean;
+  resolved?: string;
+  dependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
+  peerDependencies?: Record<string, string>;
+}
+
+/**
+ * The installed packages a production install of the app would not have: package-lock.json's
+ * top-level packages outside what package.json's `dependencies` need, followed through each
+ * package's own dependencies as Node.js finds them (nested node_modules first) and through the
+ * workspace packages' links. (npm's `dev: true` no longer says it: a workspace package's
+ * dependencies are never marked dev, even when only a devDependency of the app needs them.)
+ */
 export function developmentOnlyPackages(root = PROJECT_ROOT): string[] {
   const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
-    packages: Record<string, { dev?: boolean }>;
+    packages: Record<string, LockEntry>;
   };
-  return Object.entries(lock.packages)
-    .filter(([path, entry]) => entry.dev === true && /^node_modules\/(?:@[^/]+\/)?[^/]+$/.test(path))
-    .map(([path]) => path.slice('node_modules/'.length));
+  const locate = (from: string, name: string): string | undefined => {
+    for (
+      let at = from;
+      ;
+      at = at.includes('/node_modules/') ? at.slice(0, at.lastIndexOf('/node_modules/')) : ''
+    ) {
+      const candidate = `${at === '' ? '' : `${at}/`}node_modules/${name}`;
+      if (lock.packages[candidate] !== undefined) return candidate;
+      if (at === '') return undefined;
+    }
+  };
+  const needed = new Set<string>();
+  const queue: [string, string][] = Object.keys(lock.packages['']?.dependencies ?? {}).map((name) => [
+    '',
+    name,
+  ]);
+  for (let next = queue.pop(); next !== undefined; next = queue.pop()) {
+    const found = locate(...next);
+    if (found === undefined || needed.has(found)) continue;
+    needed.add(found);
+    const linked = lock.packages[found]!.link === true ? lock.packages[found]!.resolved : undefined;
+    const at = linked ?? found;
+    const entry = lock.packages[at] ?? {};
+    for (const name of Object.keys({
+      ...entry.dependencies,
+      ...entry.optionalDependencies,
+      ...entry.peerDependencies,
+    }))
+      queue.push([at, name]);
+  }
+  return Object.keys(lock.packages)
+    .filter((path) => /^node_modules\/(?:@[^/]+\/)?[^/]+$/.test(path) && !needed.has(path))
+    .map((path) => path.slice('node_modules/'.length));
 }
 
 /** src/app.ts requires DEFERRED_MODULES lazily; in the package each is its separate file, kept external. */

@@ -1,8 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { type FunctionAppEntry, functionSources } from '@idempotent-consumers/local-azure';
+
 import { type Topology, validateTopology } from '../../../../src/topology';
-import { type FunctionAppEntry, functionSources } from '../../../local-azure/src/host/worker';
 import { formatted } from './formatted';
 
 /**

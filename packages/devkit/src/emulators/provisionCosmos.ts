@@ -11,8 +11,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { CosmosClient } from '@azure/cosmos';
-
-import { ensureAppContainer } from '../../../local-azure/src/cosmos/appContainer';
+import { ensureAppContainer } from '@idempotent-consumers/local-azure';
 
 /** The emulator of docker-compose.yml: plain http, and the published (public, local-only) emulator key. */
 export const COSMOS_EMULATOR = {

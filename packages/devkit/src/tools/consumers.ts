@@ -1,7 +1,7 @@
 import type { Consumer } from '@idempotent-consumers/inbox/internal';
+import { loadFunctionApp } from '@idempotent-consumers/local-azure';
 
 import type * as App from '../../../../src/app';
-import { loadFunctionApp } from '../../../local-azure/src/host/worker';
 import { appFunctions } from '../cli/project';
 
 /**

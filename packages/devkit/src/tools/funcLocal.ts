@@ -5,14 +5,14 @@ import { relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { loadSettings, SettingsError } from '@idempotent-consumers/inbox/internal';
-
-import { topology } from '../../../../src/topology';
-import { DEFAULT_KEY } from '../../../local-azure/src/cosmos/server';
-import { startInWorker } from '../../../local-azure/src/cosmos/threadHost';
 import {
   connectionStringFor,
-  start as startServiceBus,
-} from '../../../local-azure/src/servicebus/amqp/server';
+  DEFAULT_KEY,
+  startInWorker,
+  startServiceBus,
+} from '@idempotent-consumers/local-azure';
+
+import { topology } from '../../../../src/topology';
 import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../build/localRun';
 import { EnvironmentError } from '../cli/errors';
 import { PROJECT_ROOT } from '../cli/project';

@@ -1,7 +1,6 @@
 import { CosmosClient } from '@azure/cosmos';
+import { DEFAULT_KEY, ensureAppContainer, startCosmos as start } from '@idempotent-consumers/local-azure';
 
-import { ensureAppContainer } from '../../../local-azure/src/cosmos/appContainer';
-import { DEFAULT_KEY, start } from '../../../local-azure/src/cosmos/server';
 import { type LocalServer, serverCommand } from '../cli/serve';
 import { runCommand } from '../cli/tool';
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';

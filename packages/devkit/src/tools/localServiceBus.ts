@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
+import { startServiceBus as start } from '@idempotent-consumers/local-azure';
 
-import { start } from '../../../local-azure/src/servicebus/amqp/server';
 import { type LocalServer, serverCommand } from '../cli/serve';
 import { runCommand } from '../cli/tool';
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';

@@ -6,8 +6,8 @@ import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { CosmosClient } from '@azure/cosmos';
+import { DEFAULT_KEY, type LocalCosmos, startCosmos as start } from '@idempotent-consumers/local-azure';
 
-import { DEFAULT_KEY, type LocalCosmos, start } from '../../../local-azure/src/cosmos';
 import { provisionAppContainer } from '../../src/emulators/provisionCosmos';
 
 async function freePort(): Promise<number> {

@@ -6,11 +6,11 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 import { loadSettings } from '@idempotent-consumers/inbox/internal';
+import { DEFAULT_KEY } from '@idempotent-consumers/local-azure';
 
 import { topology } from '../../../../src/topology';
 import { buildHarness, DOTNET, warnWhenSkipped } from '../../../../test/support/engines';
 import { StartedApp, userEnvironment } from '../../../../test/support/npmStart';
-import { DEFAULT_KEY } from '../../../local-azure/src/cosmos/server';
 import { PROJECT_ROOT } from '../../src/cli/project';
 import { COSMOS_EXTENSION_CONNECTION_MODE, type LocalSettingsFile } from '../../src/emulators/localSettings';
 

@@ -16,14 +16,12 @@ import {
   relayOutbox,
   runPurge,
 } from '@idempotent-consumers/inbox/internal';
+import { Broker, ensureAppContainer, Subscription, virtualClock } from '@idempotent-consumers/local-azure';
 
 import { delivery, dependencies, OUTBOX_SETTINGS, testConsumer } from '../../../../test/support/inbox';
 import { useLocalStack } from '../../../../test/support/localStack';
 import { PEER_TOPOLOGY } from '../../../../test/support/peer';
 import { captured } from '../../../../test/support/tools';
-import { ensureAppContainer } from '../../../local-azure/src/cosmos/appContainer';
-import { Broker, Subscription } from '../../../local-azure/src/servicebus/broker';
-import { virtualClock } from '../../../local-azure/src/servicebus/clock';
 import { PROJECT_ROOT } from '../../src/cli/project';
 import { runTool } from '../../src/cli/tool';
 import { costReport, main } from '../../src/tools/cost';

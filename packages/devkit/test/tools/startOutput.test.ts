@@ -1,4 +1,5 @@
-import type { TimerRunReport } from '../../../local-azure/src/host/timers';
+import { type TimerRunReport } from '@idempotent-consumers/local-azure';
+
 import { LiveOutput } from '../../src/tools/start/output';
 
 describe("npm start's output", () => {

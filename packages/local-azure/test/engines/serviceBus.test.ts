@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 import { ServiceBusClient, type ServiceBusReceivedMessage } from '@azure/service-bus';
+import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 
 import { buildHarness, DOTNET, warnWhenSkipped } from '../../../../test/support/engines';
 import { PAYMENTS, PEER_TOPOLOGY, TOPIC } from '../../../../test/support/peer';
-import { PROJECT_ROOT } from '../../../devkit/src/cli/project';
 import { ServiceBusTriggers, type TriggerDelivery, triggerSettings } from '../../src/host/serviceBusTriggers';
 import { loadFunctionApp, type ServiceBusFunction } from '../../src/host/worker';
 import { type LocalServiceBus, start } from '../../src/servicebus/amqp';

@@ -2,12 +2,12 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 
 import { app } from '@azure/functions';
+import { appFunctions, PROJECT_ROOT } from '@idempotent-consumers/devkit';
 import { toDelivery } from '@idempotent-consumers/inbox/internal';
 
 import { functionNameOf, topology } from '../../../../src/topology';
 import { useLocalStack } from '../../../../test/support/localStack';
 import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../../../test/support/probeFunction';
-import { appFunctions, PROJECT_ROOT } from '../../../devkit/src/cli/project';
 import { loadFunctionApp, loggedOutcome, type ServiceBusDelivery } from '../../src/host/worker';
 
 // The app reads the Cosmos DB account when it starts (src/app.ts, checkWriteRegions): a local one,

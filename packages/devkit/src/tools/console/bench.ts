@@ -10,11 +10,9 @@ import { parseArgs } from 'node:util';
 import { CosmosClient } from '@azure/cosmos';
 import { ServiceBusClient } from '@azure/service-bus';
 import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
+import { ensureAppContainer, startInWorker, startServiceBus } from '@idempotent-consumers/local-azure';
 
 import { topology } from '../../../../../src/topology';
-import { ensureAppContainer } from '../../../../local-azure/src/cosmos/appContainer';
-import { startInWorker } from '../../../../local-azure/src/cosmos/threadHost';
-import { start as startServiceBus } from '../../../../local-azure/src/servicebus/amqp/server';
 import { median } from '../../build/package';
 import { findChromium, launchBrowser } from './browser';
 import { Feed } from './feed';

@@ -1,5 +1,9 @@
-import type { TriggerDelivery } from '../../../../local-azure/src/host/serviceBusTriggers';
-import type { BrokerMessage, OutgoingMessage } from '../../../../local-azure/src/servicebus/broker';
+import {
+  type BrokerMessage,
+  type OutgoingMessage,
+  type TriggerDelivery,
+} from '@idempotent-consumers/local-azure';
+
 import { bounded } from '../../cli/errors';
 import { bodyDigest, wroteOf } from '../start/output';
 import { PAGE_BODY_BYTES } from './body';

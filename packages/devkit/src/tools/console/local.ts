@@ -1,7 +1,6 @@
+import { type FunctionApp, type LocalServiceBus, parseSchedule } from '@idempotent-consumers/local-azure';
+
 import type { Topology } from '../../../../../src/topology';
-import { parseSchedule } from '../../../../local-azure/src/host/timers';
-import type { FunctionApp } from '../../../../local-azure/src/host/worker';
-import type { LocalServiceBus } from '../../../../local-azure/src/servicebus/amqp/server';
 import type { LocalRun } from '../../build/localRun';
 import { connectInbox } from '../inboxState';
 import { ConsoleBackend, type CountsRead } from './backend';

@@ -12,29 +12,25 @@ import {
   type Settings,
   SettingsError,
 } from '@idempotent-consumers/inbox/internal';
-
-import { type Topology, topology, validateTopology } from '../../../../../src/topology';
-import { ensureAppContainer } from '../../../../local-azure/src/cosmos/appContainer';
-import { DEFAULT_KEY } from '../../../../local-azure/src/cosmos/server';
-import { startInWorker } from '../../../../local-azure/src/cosmos/threadHost';
-import { ChangeFeedTrigger } from '../../../../local-azure/src/host/changeFeedTrigger';
 import {
-  ServiceBusTriggers,
-  type TriggerSettings,
-  triggerSettings,
-} from '../../../../local-azure/src/host/serviceBusTriggers';
-import { TimerTriggers } from '../../../../local-azure/src/host/timers';
-import {
+  ChangeFeedTrigger,
+  DEFAULT_KEY,
+  ensureAppContainer,
   type FunctionApp,
   loadFunctionApp,
-  reloadFunctionApp,
-} from '../../../../local-azure/src/host/worker';
-import {
   type LocalServiceBus,
-  start as startServiceBus,
-} from '../../../../local-azure/src/servicebus/amqp/server';
-import type { TopologyChanges } from '../../../../local-azure/src/servicebus/broker';
-import { scaledClock } from '../../../../local-azure/src/servicebus/clock';
+  reloadFunctionApp,
+  scaledClock,
+  ServiceBusTriggers,
+  startInWorker,
+  startServiceBus,
+  TimerTriggers,
+  type TopologyChanges,
+  type TriggerSettings,
+  triggerSettings,
+} from '@idempotent-consumers/local-azure';
+
+import { type Topology, topology, validateTopology } from '../../../../../src/topology';
 import {
   type LocalRun,
   localRunPath,

@@ -1,10 +1,14 @@
 import { createHash } from 'node:crypto';
 
-import type { ChangeFeedInvocation } from '../../../../local-azure/src/host/changeFeedTrigger';
-import type { TriggerDelivery } from '../../../../local-azure/src/host/serviceBusTriggers';
-import type { TimerRunReport } from '../../../../local-azure/src/host/timers';
-import type { LogLine } from '../../../../local-azure/src/host/worker';
-import type { BrokerMessage, OutgoingMessage } from '../../../../local-azure/src/servicebus/broker';
+import {
+  type BrokerMessage,
+  type ChangeFeedInvocation,
+  type LogLine,
+  type OutgoingMessage,
+  type TimerRunReport,
+  type TriggerDelivery,
+} from '@idempotent-consumers/local-azure';
+
 import { bounded } from '../../cli/errors';
 
 /**

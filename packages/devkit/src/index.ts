@@ -1,0 +1,26 @@
+/**
+ * The dev kit's one entry (@idempotent-consumers/devkit): the CLI kit every command is built on
+ * (flags, exit codes, errors, progress, tables, formatted reports; src/cli/README.md) and the
+ * project it works on. The commands themselves run from package.json's scripts.
+ */
+export { bounded, EnvironmentError, ToolError, UsageError } from './cli/errors';
+export { formatted, writeFormatted } from './cli/formatted';
+export { type Progress, type ProgressOptions, startProgress } from './cli/progress';
+export { appFunctions, PROJECT_ROOT, relative, TOPOLOGY_PATH, writeTopology } from './cli/project';
+export { listening, type LocalServer, serverCommand } from './cli/serve';
+export { table } from './cli/table';
+export {
+  type Command,
+  commandWithFlags,
+  duplicateWindowFlag,
+  EXIT_CODES,
+  type ExitCode,
+  type FlagValues,
+  numberFlag,
+  parseFlags,
+  processContext,
+  runCommand,
+  runTool,
+  type ToolContext,
+  usageError,
+} from './cli/tool';
