@@ -29,7 +29,7 @@ export interface CauseTable {
   offDiagonal: string[];
   /**
    * Duplicates of versioned consumers, left out: they keep no marker, so the rules can date none
-   * of them (README.md#why-duplicates: `redelivery` above DeliveryCount 1, else `unknown`), and a
+   * of them (docs/monitor.md#why-duplicates: `redelivery` above DeliveryCount 1, else `unknown`), and a
    * stale version arriving late counts as a duplicate too.
    */
   versioned: number;

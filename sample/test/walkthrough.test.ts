@@ -1,7 +1,7 @@
-// The README's walkthrough ("Watch it work: `npm start`"), run as a user runs it: `npm start` in
+// The sample's walkthrough (sample/README.md, "The walkthrough: `npm start`"), run as a user runs it: `npm start` in
 // one process group, the second terminal's commands one by one through bash, the first terminal's
 // output checked after each, then Ctrl+C (SIGINT to the group) and a clean stop. The commands are
-// read from the README, so the docs and this test cannot drift apart; only free ports, a temporary
+// read from sample/README.md, so the docs and this test cannot drift apart; only free ports, a temporary
 // build folder, a temporary settings file (LOCAL_RUN_FILE) and --watch (which a terminal gets by
 // default; this test's output is no terminal) are added. It runs in a copy of the project: the
 // walkthrough adds a consumer, and npm start's watch mode must see it. Consumers of the user's own
@@ -20,7 +20,7 @@ import { StartedApp, userEnvironment } from '../../test/support/npmStart';
 import { useProjectCopy } from '../../test/support/projectCopy';
 
 const run = promisify(execFile);
-const HEADING = '### Watch it work: `npm start`';
+const HEADING = '## The walkthrough: `npm start`';
 const work = mkdtempSync(join(tmpdir(), 'walkthrough-'));
 const runFile = join(work, 'local-run.json');
 const copy = useProjectCopy();
@@ -29,9 +29,9 @@ const env = userEnvironment(runFile);
 
 /** The walkthrough's two code blocks: the first terminal's command and the second's. */
 function walkthrough(): { start: string; commands: string[] } {
-  const readme = readMarkdown('README.md');
+  const readme = readMarkdown('sample/README.md');
   const heading = readme.prose.find(({ text }) => text === HEADING);
-  if (!heading) throw new Error(`README.md has no heading '${HEADING}'.`);
+  if (!heading) throw new Error(`sample/README.md has no heading '${HEADING}'.`);
   const [first, second] = readme.blocks.filter((block) => block.line > heading.line);
   const lines = (text = ''): string[] =>
     text

@@ -140,6 +140,12 @@ describe('the docs', () => {
     expect(missing).toEqual([]);
   });
 
+  it('keeps the README a front page: at most 200 lines, the long tables in docs/ and the packages', () => {
+    const lines = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8').trimEnd().split('\n');
+
+    expect(lines.length).toBeLessThanOrEqual(200);
+  });
+
   it('states the Node.js and azd versions the project requires', () => {
     const node = /^>=(\d+)$/.exec(packageJson.engines.node)![1];
     const azure = parse(readFileSync(join(PROJECT_ROOT, 'azure.yaml'), 'utf8')) as {

@@ -132,7 +132,7 @@ describe('a delivery through the worker path', () => {
   });
 });
 
-describe("the README's Follow an event", () => {
+describe("docs/monitor.md's Follow an event", () => {
   it('queries only the span names and attributes the code emits', async () => {
     publishOnce();
     const result = await app.invokeServiceBus('publisherProbe', {
@@ -148,8 +148,8 @@ describe("the README's Follow an event", () => {
       now: () => new Date(),
       settings: OUTBOX_SETTINGS,
     });
-    const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
-    const section = /### Follow an event\n([\s\S]*?)\n### /.exec(readme)?.[1] ?? '';
+    const readme = readFileSync(join(__dirname, '..', '..', 'docs', 'monitor.md'), 'utf8');
+    const section = /## Follow an event\n([\s\S]*?)\n## /.exec(readme)?.[1] ?? '';
     const queried = [...section.matchAll(/customDimensions\["([^"]+)"\]/g)].map((m) => m[1]);
     const spans = exporter.getFinishedSpans();
     // The Azure Monitor exporter writes span links as _MS.links.

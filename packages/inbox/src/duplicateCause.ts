@@ -3,7 +3,7 @@
  * (nor those it drops), so the inbox names one cause for each duplicate it absorbs, from facts it
  * holds when it sees the duplicate: this delivery (its DeliveryCount, the marks the resubmit tool
  * and the outbox relay put in its application properties) and the stored marker (when the first
- * delivery wrote it). README.md#why-duplicates says how to read each cause and where it can be wrong.
+ * delivery wrote it). docs/monitor.md#why-duplicates says how to read each cause and where it can be wrong.
  */
 export const DUPLICATE_CAUSES = [
   'lock_overlap',

@@ -284,9 +284,9 @@ describe('Service Bus operations per event, against the local broker', () => {
 });
 
 describe('npm run cost', () => {
-  it("runs as the README's \"What a message costs\" shows it, and the README's rules are the model's", async () => {
-    const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
-    const section = /^### What a message costs\n([\s\S]*?)(?=^## )/m.exec(readme)?.[1] ?? '';
+  it('runs as docs/monitor.md\'s "What a message costs" shows it, and its rules are the model\'s', async () => {
+    const readme = readFileSync(join(PROJECT_ROOT, 'docs', 'monitor.md'), 'utf8');
+    const section = /^## What a message costs\n([\s\S]*?)(?=^## |(?![\s\S]))/m.exec(readme)?.[1] ?? '';
     const args = /^npm run cost -- (.*)$/m.exec(section)?.[1]?.split(' ') ?? [];
     const run = captured({});
 

@@ -56,7 +56,7 @@ export class LiveOutput {
     const outcome = d.outcome ?? (d.error === undefined ? 'no outcome logged' : 'failed');
     this.totals.outcomes[outcome] = (this.totals.outcomes[outcome] ?? 0) + 1;
     const error = d.error === undefined ? '' : ` (${bounded(`${d.error.name}: ${d.error.message}`, 160)})`;
-    // The trace id is the delivery's operation_Id in Application Insights (README, "Follow an event").
+    // The trace id is the delivery's operation_Id in Application Insights (docs/monitor.md, "Follow an event").
     const traced = d.traceId === undefined ? '' : ` trace=${d.traceId}`;
     this.line(
       `${d.function} #${d.sequenceNumber} delivery ${d.deliveryCount} messageId=${id(d.messageId)}${traced}: ` +

@@ -983,7 +983,7 @@ async function start(): Promise<void> {
       h(
         'p',
         {},
-        "The live feed is npm start's. Against a deployment, follow each event in Application Insights by its trace id (README: Follow an event).",
+        "The live feed is npm start's. Against a deployment, follow each event in Application Insights by its trace id (docs/monitor.md, Follow an event).",
       ),
     );
   }
