@@ -49,7 +49,7 @@ const liveTestCalls = [
   { call: /\.createReceiver\(/, serviceBus: role.serviceBusDataReceiver },
 ] as const;
 // npm run remove:samples removes the sample's live test: its roles are then checked against the next.
-const liveTestsFile = path.join(PROJECT_ROOT, 'tools', 'liveTests.ts');
+const liveTestsFile = path.join(PROJECT_ROOT, 'sample', 'liveTests.ts');
 const liveTestsSource = existsSync(liveTestsFile) ? readFileSync(liveTestsFile, 'utf8') : '';
 const liveTestsUse = liveTestCalls.filter(({ call }) => call.test(liveTestsSource));
 const describeLiveTests = liveTestsSource === '' ? describe.skip : describe;
