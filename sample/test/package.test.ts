@@ -315,7 +315,7 @@ describeInfra(
       );
       // The change feed page the host would hand the relay: the product, the marker, the outbox document.
       const page = await documentsIn(stack.container, productPartition(staged.productId));
-      serviceBus = await startServiceBus({ port: 0, clock: scaledClock(1) });
+      serviceBus = await startServiceBus({ port: 0, clock: scaledClock(1), topology });
       const plan = join(work, 'plan.json');
       writeFileSync(
         plan,

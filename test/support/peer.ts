@@ -47,7 +47,7 @@ export interface PeerFixture {
 }
 
 /** The local peer on a free port, and the real @azure/service-bus client connected to it. */
-export async function startPeer(options: LocalServiceBusOptions = {}): Promise<PeerFixture> {
+export async function startPeer(options: Partial<LocalServiceBusOptions> = {}): Promise<PeerFixture> {
   const clock = scaledClock(1);
   const peer = await start({ port: 0, clock, topology: PEER_TOPOLOGY, ...options });
   const client = new ServiceBusClient(peer.connectionString, { retryOptions: { maxRetries: 0 } });
@@ -74,7 +74,7 @@ export interface PeerHandle extends PeerFixture {
  * A fresh peer for each test of the file (or describe block) that calls this, stopped after the
  * test with the receivers it opened. The handle's fields are set once a test runs.
  */
-export function usePeer(options: LocalServiceBusOptions = {}): PeerHandle {
+export function usePeer(options: Partial<LocalServiceBusOptions> = {}): PeerHandle {
   const receivers: ServiceBusReceiver[] = [];
   const handle = {
     receiver: (subscription: string, deadLetter = false): ServiceBusReceiver => {

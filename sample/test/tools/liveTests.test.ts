@@ -8,6 +8,7 @@ import {
   startServiceBus as start,
 } from '@idempotent-consumers/local-azure';
 
+import { topology } from '../../../src/topology';
 import { useLocalStack } from '../../../test/support/localStack';
 import { captured } from '../../../test/support/tools';
 import { endToEnd } from '../../liveTests';
@@ -45,7 +46,7 @@ describe('the end-to-end check, run offline', () => {
   let host: FunctionsHost | undefined;
 
   beforeEach(async () => {
-    peer = await start({ port: 0 });
+    peer = await start({ port: 0, topology });
   });
   afterEach(async () => {
     await host?.stop();

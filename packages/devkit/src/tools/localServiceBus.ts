@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
 import { startServiceBus as start } from '@idempotent-consumers/local-azure';
 
+import { topology } from '../../../../src/topology';
 import { type LocalServer, serverCommand } from '../cli/serve';
 import { runCommand } from '../cli/tool';
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';
@@ -70,6 +71,7 @@ async function startLocalServiceBus(
   const peer = await start({
     port,
     host: values.host,
+    topology,
     duplicateWindowMs,
     lockDurationMs,
     maxDeliveryCount,

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 
-import type { Topology } from '../../../../src/topology';
 import type { Clock } from './clock';
 import {
   checkRuleName,
@@ -84,8 +83,24 @@ export interface LockedMessage {
   deliveryNumber: number;
 }
 
+/**
+ * The topics and subscriptions to serve: an app's declared topology (its src/topology.json), given
+ * as data. A subscription declared with `delayedRetry` also takes its own delayed copies; the
+ * policy's numbers are the app's business, not the broker's.
+ */
+export interface BrokerTopology {
+  readonly topics: readonly {
+    readonly name: string;
+    readonly subscriptions: readonly {
+      readonly name: string;
+      readonly subjects: readonly string[];
+      readonly delayedRetry?: unknown;
+    }[];
+  }[];
+}
+
 export interface BrokerOptions {
-  topology: Topology;
+  topology: BrokerTopology;
   clock: Clock;
   /** Duplicate detection history window, model ms; default one hour (PT1H). */
   duplicateWindowMs?: number;
@@ -816,7 +831,7 @@ export class Broker {
    * and a subscription whose subjects changed, or which gained or lost delayedRetry, gets the new
    * filter, keeping what it holds (the policy's numbers are not in the filter: they change nothing).
    */
-  declare(topology: Topology): TopologyChanges {
+  declare(topology: BrokerTopology): TopologyChanges {
     const changes: TopologyChanges = { added: [], removed: [], refiltered: [] };
     const declaredTopics = new Set(topology.topics.map((t) => t.name));
     for (const name of [...this.topics.keys()].filter((n) => !declaredTopics.has(n))) {

@@ -35,7 +35,7 @@ async function main(): Promise<void> {
   const chromium = findChromium();
   if (chromium === undefined) throw new Error('No Chromium: apt-get install chromium, or set CHROMIUM_PATH.');
   const cosmos = await startInWorker({ port: 0 });
-  const serviceBus = await startServiceBus({ port: 0 });
+  const serviceBus = await startServiceBus({ port: 0, topology });
   const cosmosClient = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
   const database = (await cosmosClient.databases.createIfNotExists({ id: 'app' })).database;
   const container = await ensureAppContainer(database, 'state');

@@ -290,6 +290,7 @@ async function startEverything(
       startServiceBus({
         port: request.serviceBusPort,
         host: HOST,
+        topology,
         duplicateWindowMs: request.duplicateWindowSeconds * 1000,
         lockDurationMs: settings.redelivery.lockDurationSeconds * 1000,
         maxDeliveryCount: settings.redelivery.maxDeliveryCount,

@@ -4,11 +4,17 @@ import { type AddressInfo, createServer, type Socket } from 'node:net';
 
 import { type Connection, create_container, type EventContext, type Receiver, type Sender } from 'rhea';
 
-import { type Topology, topology as declaredTopology } from '../../../../../src/topology';
 import { localCertificate } from '../administration/certificate';
 import { administrationEndpoint } from '../administration/endpoint';
 import { LOCAL_NAMESPACE_RESOURCE_ID, resourceManagerEndpoint } from '../administration/resourceManager';
-import { Broker, type BrokerObserver, type BrokerOptions, type Entity, type Topic } from '../broker';
+import {
+  Broker,
+  type BrokerObserver,
+  type BrokerOptions,
+  type BrokerTopology,
+  type Entity,
+  type Topic,
+} from '../broker';
 import { type Clock, MAX_TIMEOUT_MS, scaledClock } from '../clock';
 import {
   findEntity,
@@ -99,8 +105,8 @@ export interface LocalServiceBusOptions {
   port?: number;
   /** Default 127.0.0.1. */
   host?: string;
-  /** Default src/topology.json. */
-  topology?: Topology;
+  /** The topics and subscriptions to serve: the app's declared topology (src/topology.json), as data. */
+  topology: BrokerTopology;
   /**
    * Default real time: scaledClock(1). The client's own timers (lock renewal, lockedUntilUtc) run on
    * the wall clock, so keep the scale at 1; a test passes its own to jump with `advance`.
@@ -188,11 +194,11 @@ class AttachedLinks {
   }
 }
 
-export async function start(options: LocalServiceBusOptions = {}): Promise<LocalServiceBus> {
+export async function start(options: LocalServiceBusOptions): Promise<LocalServiceBus> {
   const host = options.host ?? '127.0.0.1';
   const clock = options.clock ?? scaledClock(1);
   const brokerOptions: BrokerOptions = {
-    topology: options.topology ?? declaredTopology,
+    topology: options.topology,
     clock,
     ...(options.duplicateWindowMs === undefined ? {} : { duplicateWindowMs: options.duplicateWindowMs }),
     ...(options.lockDurationMs === undefined ? {} : { lockDurationMs: options.lockDurationMs }),
