@@ -1,7 +1,7 @@
+const { readdirSync } = require('node:fs');
 const { join, posix } = require('node:path');
 
 const { projects, testTimeout } = require('../../../../jest.config.js');
-const library = require('../../../inbox/package.json');
 
 /**
  * The jest config Stryker runs (packages/devkit/src/build/stryker.config.mjs): the fast suites whose business is
@@ -22,16 +22,21 @@ const READS_SOURCE_TEXT = ['packages/inbox/test/publicApi.test.ts'];
 const libraryProject = projects.find((project) => project.displayName === 'inbox');
 
 /**
- * The library by its package name, from the sandbox Stryker mutates: node_modules is linked from
+ * Every workspace package by its name, from the sandbox Stryker mutates: node_modules is linked from
  * the project, so `@idempotent-consumers/inbox` would resolve to the project's unmutated
- * packages/inbox, and a test would run two copies of the library (no mutant reached, and an error
- * class of one copy not an instance of the other's).
+ * packages/inbox (no mutant reached, and an error class of one copy no instance of the other's),
+ * and local Azure and the dev kit to the project's own, which load the project's app, not the
+ * sandbox's.
  */
-const LIBRARY_ENTRIES = Object.fromEntries(
-  Object.entries(library.exports).map(([entry, file]) => [
-    `^${posix.join(library.name, entry).replace(/[/.]/g, '\\$&')}$`,
-    `<rootDir>/${posix.join('packages/inbox', file)}`,
-  ]),
+const PACKAGES = join(__dirname, '..', '..', '..');
+const WORKSPACE_ENTRIES = Object.fromEntries(
+  readdirSync(PACKAGES).flatMap((folder) => {
+    const manifest = require(join(PACKAGES, folder, 'package.json'));
+    return Object.entries(manifest.exports).map(([entry, file]) => [
+      `^${posix.join(manifest.name, entry).replace(/[/.]/g, '\\$&')}$`,
+      `<rootDir>/${posix.join('packages', folder, file)}`,
+    ]);
+  }),
 );
 
 /** @type {import('jest').Config} */
@@ -42,6 +47,6 @@ module.exports = {
   roots: LIBRARY_SUITES.map((folder) => `<rootDir>/${folder}`),
   testMatch: LIBRARY_SUITES.map((folder) => `<rootDir>/${folder}/**/*.test.ts`),
   testPathIgnorePatterns: [...(libraryProject.testPathIgnorePatterns ?? []), ...READS_SOURCE_TEXT],
-  moduleNameMapper: { ...libraryProject.moduleNameMapper, ...LIBRARY_ENTRIES },
+  moduleNameMapper: { ...libraryProject.moduleNameMapper, ...WORKSPACE_ENTRIES },
   testTimeout,
 };

@@ -4,7 +4,7 @@
 // file checks what we hand it.
 
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -157,32 +157,42 @@ describe('npm run test:mutation:changed', () => {
 });
 
 describe('the jest config Stryker runs (packages/devkit/src/build/jest.mutation.config.js)', () => {
-  it('resolves every entry of the library to the mutated sandbox, not to the linked package', () => {
+  it('resolves every entry of every workspace package to the sandbox, not to the linked package', () => {
     // Stryker copies the project into a sandbox but links node_modules: resolved through
-    // node_modules, `@idempotent-consumers/inbox` would be the project's own, unmutated library.
+    // node_modules, `@idempotent-consumers/inbox` would be the project's own, unmutated library, and
+    // local Azure and the dev kit would load the project's app instead of the sandbox's.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const config = require('../../src/build/jest.mutation.config.js') as {
       rootDir: string;
       moduleNameMapper: Record<string, string>;
     };
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const library = require('../../../inbox/package.json') as {
-      name: string;
-      exports: Record<string, string>;
-    };
-    const specifiers = Object.keys(library.exports).map((entry) => path.posix.join(library.name, entry));
-    expect(specifiers).toEqual(['@idempotent-consumers/inbox', '@idempotent-consumers/inbox/internal']);
-
-    const resolved = specifiers.map((specifier) => {
-      const mapped = Object.entries(config.moduleNameMapper).filter(([pattern]) =>
-        new RegExp(pattern).test(specifier),
-      );
-      return mapped.map(([, target]) =>
-        path.relative(config.rootDir, target.replace('<rootDir>', config.rootDir)),
-      );
+    const packages = path.join(__dirname, '..', '..', '..');
+    const entries = readdirSync(packages).flatMap((folder) => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const manifest = require(path.join(packages, folder, 'package.json')) as {
+        name: string;
+        exports: Record<string, string>;
+      };
+      return Object.entries(manifest.exports).map(([entry, file]) => ({
+        specifier: path.posix.join(manifest.name, entry),
+        file: path.posix.join('packages', folder, file),
+      }));
     });
+    expect(entries.map(({ specifier }) => specifier)).toEqual(
+      expect.arrayContaining([
+        '@idempotent-consumers/inbox',
+        '@idempotent-consumers/inbox/internal',
+        '@idempotent-consumers/local-azure',
+        '@idempotent-consumers/devkit',
+      ]),
+    );
 
-    expect(resolved).toEqual([['packages/inbox/src/index.ts'], ['packages/inbox/src/internal.ts']]);
+    for (const { specifier, file } of entries) {
+      const mapped = Object.entries(config.moduleNameMapper)
+        .filter(([pattern]) => new RegExp(pattern).test(specifier))
+        .map(([, target]) => path.relative(config.rootDir, target.replace('<rootDir>', config.rootDir)));
+      expect({ specifier, mapped }).toEqual({ specifier, mapped: [file] });
+    }
     expect(config.rootDir).toBe(path.resolve(__dirname, '..', '..', '..', '..'));
   });
 });
