@@ -32,7 +32,6 @@ export {
   type CosmosDBFunction,
   type FunctionApp,
   type FunctionAppEntry,
-  functionSources,
   installCoreModule,
   type InvocationResult,
   loadFunctionApp,

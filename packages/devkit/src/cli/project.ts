@@ -1,7 +1,7 @@
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { type FunctionAppEntry, functionSources } from '@idempotent-consumers/local-azure';
+import type { FunctionAppEntry } from '@idempotent-consumers/local-azure';
 
 import { type Topology, validateTopology } from '../../../../src/topology';
 import { formatted } from './formatted';
@@ -12,8 +12,19 @@ import { formatted } from './formatted';
  */
 export const PROJECT_ROOT = path.join(__dirname, '..', '..', '..', '..');
 
-/** The app's function sources (functions/*.ts), as loadFunctionApp takes them: read at each call. */
-export const appFunctions = (): FunctionAppEntry => functionSources(PROJECT_ROOT);
+/**
+ * The app's function sources, as loadFunctionApp takes them and as the worker would load its built
+ * app: each `.ts` or `.js` file of functions/ (no `.d.ts`), in name order, with the project as the
+ * app directory. Read at each call.
+ */
+export function appFunctions(): FunctionAppEntry {
+  const folder = path.join(PROJECT_ROOT, 'functions');
+  const files = readdirSync(folder)
+    .filter((file) => /\.(ts|js)$/.test(file) && !file.endsWith('.d.ts'))
+    .sort()
+    .map((file) => path.join(folder, file));
+  return { directory: PROJECT_ROOT, files };
+}
 
 export const TOPOLOGY_PATH = path.join(PROJECT_ROOT, 'src', 'topology.json');
 

@@ -105,7 +105,7 @@ export function installCoreModule(): void {
  * Loads the app as the worker does and returns what it registered. `entry` is a function app
  * directory (its package.json `main` is loaded, a `*` in the file name allowed, as the worker's
  * glob), entry point files, or an app directory with the files to load from it (a project's
- * `functions/*.ts` sources: see functionSources). Modules are
+ * `functions/*.ts` sources, as the dev kit's appFunctions lists them). Modules are
  * cached: within one process (or one jest test file) the app is loaded once, and a later call
  * returns the same registrations. `definitionsOnly` loads the app to read what it registered and
  * does not start it: its `appStart` hooks (which may reach Azure) do not run.
@@ -253,19 +253,6 @@ function optional<K extends string>(key: K, value: string | undefined): Partial<
 
 /** What loadFunctionApp loads: a function app directory, entry point files, or both. */
 export type FunctionAppEntry = string | readonly string[] | { directory: string; files: readonly string[] };
-
-/**
- * A project's function sources, as the worker would load its built app: each `.ts` or `.js` file of
- * `<project>/functions` (no `.d.ts`), in name order, with the project as the app directory.
- */
-export function functionSources(project: string): { directory: string; files: string[] } {
-  const folder = join(project, 'functions');
-  const files = readdirSync(folder)
-    .filter((file) => /\.(ts|js)$/.test(file) && !file.endsWith('.d.ts'))
-    .sort()
-    .map((file) => join(folder, file));
-  return { directory: project, files };
-}
 
 function entryPoints(entry: FunctionAppEntry): { directory: string; files: readonly string[] } {
   if (typeof entry === 'object' && 'directory' in entry) return entry;
