@@ -7,7 +7,7 @@ import {
   type PluginConfig,
   PluginOn,
 } from '@azure/cosmos';
-import { appFunctions } from '@idempotent-consumers/devkit';
+import { appFunctions, RETRY_COPIES } from '@idempotent-consumers/devkit';
 import {
   CircuitBreaker,
   type InboxRuntime,
@@ -371,6 +371,7 @@ export class ScenarioEnvironment {
     const faults = options.faults ?? {};
     const broker = new Broker({
       topology,
+      retryCopies: RETRY_COPIES,
       clock,
       duplicateWindowMs: options.duplicateWindowMs ?? 3_600_000,
       lockDurationMs: this.options.lockDurationMs,

@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 
-import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
+import { PROJECT_ROOT, RETRY_COPIES } from '@idempotent-consumers/devkit';
 import {
   METRIC_NAMES,
   OUTBOX_TYPE,
@@ -315,7 +315,12 @@ describeInfra(
       );
       // The change feed page the host would hand the relay: the product, the marker, the outbox document.
       const page = await documentsIn(stack.container, productPartition(staged.productId));
-      serviceBus = await startServiceBus({ port: 0, clock: scaledClock(1), topology });
+      serviceBus = await startServiceBus({
+        port: 0,
+        clock: scaledClock(1),
+        topology,
+        retryCopies: RETRY_COPIES,
+      });
       const plan = join(work, 'plan.json');
       writeFileSync(
         plan,

@@ -6,6 +6,7 @@
 
 import path from 'node:path';
 
+import { RETRY_COPIES } from '@idempotent-consumers/devkit';
 import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
 import { type RuleFilter, subjectsFilter } from '@idempotent-consumers/local-azure';
 
@@ -470,7 +471,9 @@ describeInfra(
               asArm(
                 subjectsFilter(
                   subscription.subjects,
-                  subscription.delayedRetry === undefined ? {} : { retryFor: subscription.name },
+                  subscription.delayedRetry === undefined
+                    ? undefined
+                    : { copies: RETRY_COPIES, for: subscription.name },
                 ),
               ),
             ]),

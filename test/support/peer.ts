@@ -5,6 +5,7 @@ import {
   type ServiceBusReceivedMessage,
   type ServiceBusReceiver,
 } from '@azure/service-bus';
+import { RETRY_COPIES } from '@idempotent-consumers/devkit';
 import {
   type LocalServiceBus,
   type LocalServiceBusOptions,
@@ -49,7 +50,13 @@ export interface PeerFixture {
 /** The local peer on a free port, and the real @azure/service-bus client connected to it. */
 export async function startPeer(options: Partial<LocalServiceBusOptions> = {}): Promise<PeerFixture> {
   const clock = scaledClock(1);
-  const peer = await start({ port: 0, clock, topology: PEER_TOPOLOGY, ...options });
+  const peer = await start({
+    port: 0,
+    clock,
+    topology: PEER_TOPOLOGY,
+    retryCopies: RETRY_COPIES,
+    ...options,
+  });
   const client = new ServiceBusClient(peer.connectionString, { retryOptions: { maxRetries: 0 } });
   return {
     peer,

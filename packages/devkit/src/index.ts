@@ -6,7 +6,14 @@
 export { bounded, EnvironmentError, ToolError, UsageError } from './cli/errors';
 export { formatted, writeFormatted } from './cli/formatted';
 export { type Progress, type ProgressOptions, startProgress } from './cli/progress';
-export { appFunctions, PROJECT_ROOT, relative, TOPOLOGY_PATH, writeTopology } from './cli/project';
+export {
+  appFunctions,
+  PROJECT_ROOT,
+  relative,
+  RETRY_COPIES,
+  TOPOLOGY_PATH,
+  writeTopology,
+} from './cli/project';
 export { listening, type LocalServer, serverCommand } from './cli/serve';
 export { table } from './cli/table';
 export {

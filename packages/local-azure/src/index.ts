@@ -72,4 +72,4 @@ export {
   type PublishRecord,
   type ScheduleRecord,
 } from './servicebus/publisher';
-export { type RuleFilter, subjectsFilter } from './servicebus/rules';
+export { type RetryCopies, type RuleFilter, subjectsFilter } from './servicebus/rules';

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 
-import { appFunctions, PROJECT_ROOT } from '@idempotent-consumers/devkit';
+import { appFunctions, PROJECT_ROOT, RETRY_COPIES } from '@idempotent-consumers/devkit';
 import {
   FunctionsHost,
   loadFunctionApp,
@@ -46,7 +46,7 @@ describe('the end-to-end check, run offline', () => {
   let host: FunctionsHost | undefined;
 
   beforeEach(async () => {
-    peer = await start({ port: 0, topology });
+    peer = await start({ port: 0, topology, retryCopies: RETRY_COPIES });
   });
   afterEach(async () => {
     await host?.stop();

@@ -1,7 +1,8 @@
 import { readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import type { FunctionAppEntry } from '@idempotent-consumers/local-azure';
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
+import type { FunctionAppEntry, RetryCopies } from '@idempotent-consumers/local-azure';
 
 import { type Topology, validateTopology } from '../../../../src/topology';
 import { formatted } from './formatted';
@@ -25,6 +26,12 @@ export function appFunctions(): FunctionAppEntry {
     .map((file) => path.join(folder, file));
   return { directory: PROJECT_ROOT, files };
 }
+
+/**
+ * The library's delayed-retry protocol as local Azure's Service Bus takes it (its retryCopies start
+ * option): a subscription that declares delayedRetry also takes the copies scheduled for it.
+ */
+export const RETRY_COPIES: RetryCopies = { subject: RETRY_SUBJECT, forProperty: RETRY_PROPERTIES.for };
 
 export const TOPOLOGY_PATH = path.join(PROJECT_ROOT, 'src', 'topology.json');
 

@@ -15,7 +15,7 @@ import {
 import { topology } from '../../../../src/topology';
 import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../build/localRun';
 import { EnvironmentError } from '../cli/errors';
-import { PROJECT_ROOT } from '../cli/project';
+import { PROJECT_ROOT, RETRY_COPIES } from '../cli/project';
 import { listening, type LocalServer, serverCommand } from '../cli/serve';
 import { type FlagValues, numberFlag, runCommand, type ToolContext } from '../cli/tool';
 import {
@@ -146,6 +146,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
           port: options.serviceBusPort,
           host: HOST,
           topology,
+          retryCopies: RETRY_COPIES,
           duplicateWindowMs: 3_600_000,
           ...redelivery,
         }),

@@ -6,6 +6,7 @@ import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
 import { startServiceBus as start } from '@idempotent-consumers/local-azure';
 
 import { topology } from '../../../../src/topology';
+import { RETRY_COPIES } from '../cli/project';
 import { type LocalServer, serverCommand } from '../cli/serve';
 import { runCommand } from '../cli/tool';
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';
@@ -72,6 +73,7 @@ async function startLocalServiceBus(
     port,
     host: values.host,
     topology,
+    retryCopies: RETRY_COPIES,
     duplicateWindowMs,
     lockDurationMs,
     maxDeliveryCount,

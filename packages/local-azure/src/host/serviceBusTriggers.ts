@@ -1,8 +1,8 @@
 import { availableParallelism } from 'node:os';
 
 import type { ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver } from '@azure/service-bus';
-import { timeSpanSeconds } from '@idempotent-consumers/inbox/internal';
 
+import { timeSpanSeconds } from '../durations';
 import {
   invokeServiceBus,
   loggedField,

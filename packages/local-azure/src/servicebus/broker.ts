@@ -5,6 +5,7 @@ import {
   checkRuleName,
   DEFAULT_RULE_NAME,
   MAX_RULES,
+  type RetryCopies,
   type Rule,
   RuleError,
   type RuleFilter,
@@ -101,6 +102,8 @@ export interface BrokerTopology {
 
 export interface BrokerOptions {
   topology: BrokerTopology;
+  /** How delayed copies are told apart; required when a subscription declares delayedRetry. */
+  retryCopies?: RetryCopies;
   clock: Clock;
   /** Duplicate detection history window, model ms; default one hour (PT1H). */
   duplicateWindowMs?: number;
@@ -501,13 +504,12 @@ export class Subscription {
       acceptsAll?: boolean;
       /** RequiresSession (sessions.ts); its dead-letter queue never does. Default false. */
       requiresSession?: boolean;
-      /** Declared with delayedRetry: $Default also takes its own delayed copies. Default false. */
-      delayedRetry?: boolean;
+      /** Declared with delayedRetry: $Default also takes its own delayed copies, told apart by these. */
+      retryCopies?: RetryCopies;
     },
   ) {
     this.isQueue = options.queue === true;
-    if (!this.isQueue)
-      this.declareSubjects(options.acceptsAll === true ? [] : subjects, options.delayedRetry === true);
+    if (!this.isQueue) this.declareSubjects(options.acceptsAll === true ? [] : subjects, options.retryCopies);
     const path = options.queue === true ? topic : `${topic}/Subscriptions/${name}`;
     this.deadLetterQueue = new Entity(
       `${path}/$deadletterqueue`,
@@ -540,13 +542,16 @@ export class Subscription {
    * What a redeployment of the Bicep does: $Default is redefined with the subjects' filter, which
    * with delayedRetry also takes the delayed copies scheduled for this subscription.
    */
-  declareSubjects(subjects: readonly string[], delayedRetry = false): void {
+  declareSubjects(subjects: readonly string[], retryCopies?: RetryCopies): void {
     this.subjects = [...subjects];
-    this.delayedRetry = delayedRetry && subjects.length > 0;
+    this.delayedRetry = retryCopies !== undefined && subjects.length > 0;
     const filter: RuleFilter =
       subjects.length === 0
         ? { kind: 'true' }
-        : subjectsFilter(subjects, this.delayedRetry ? { retryFor: this.name } : {});
+        : subjectsFilter(
+            subjects,
+            this.delayedRetry && retryCopies ? { copies: retryCopies, for: this.name } : undefined,
+          );
     this.rulesByName.set(DEFAULT_RULE_NAME, {
       name: DEFAULT_RULE_NAME,
       filter,
@@ -831,6 +836,14 @@ export class Broker {
    * and a subscription whose subjects changed, or which gained or lost delayedRetry, gets the new
    * filter, keeping what it holds (the policy's numbers are not in the filter: they change nothing).
    */
+  private retryCopies(path: string): RetryCopies {
+    if (this.options.retryCopies === undefined)
+      throw new Error(
+        `${path} declares delayedRetry: give the broker retryCopies, the delayed-retry protocol's subject and property (the library's RETRY_SUBJECT and RETRY_PROPERTIES.for).`,
+      );
+    return this.options.retryCopies;
+  }
+
   declare(topology: BrokerTopology): TopologyChanges {
     const changes: TopologyChanges = { added: [], removed: [], refiltered: [] };
     const declaredTopics = new Set(topology.topics.map((t) => t.name));
@@ -854,12 +867,13 @@ export class Broker {
         const path = `${declared.name}/Subscriptions/${name}`;
         const existing = topic.subscriptions.find((s) => s.name === name);
         const retries = delayedRetry !== undefined;
+        const retryCopies = retries ? this.retryCopies(path) : undefined;
         if (existing === undefined) {
           topic.subscriptions.push(
             new Subscription(declared.name, name, [...subjects], this.options.clock, {
               lockDurationMs: this.lockDurationMs,
               maxDeliveryCount: this.maxDeliveryCount,
-              delayedRetry: retries,
+              ...(retryCopies === undefined ? {} : { retryCopies }),
               ...(this.options.observer === undefined ? {} : { observer: this.options.observer }),
             }),
           );
@@ -868,7 +882,7 @@ export class Broker {
           [...existing.subjects].sort().join('\n') !== [...subjects].sort().join('\n') ||
           existing.delayedRetry !== retries
         ) {
-          existing.declareSubjects(subjects, retries);
+          existing.declareSubjects(subjects, retryCopies);
           changes.refiltered.push(path);
         }
       }

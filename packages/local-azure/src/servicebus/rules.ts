@@ -1,5 +1,3 @@
-import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
-
 import type { ApplicationProperties, OutgoingMessage } from './broker';
 
 /**
@@ -73,22 +71,32 @@ export function takes(filter: RuleFilter, message: OutgoingMessage): boolean {
 }
 
 /**
+ * How the delayed copies of a message are told apart, as data from the app's library
+ * (packages/inbox/src/delayedRetry.ts RETRY_SUBJECT and RETRY_PROPERTIES.for): the subject every
+ * copy carries, and the application property that names the subscription it is for.
+ */
+export interface RetryCopies {
+  readonly subject: string;
+  readonly forProperty: string;
+}
+
+/**
  * The filter the Bicep gives a subscription declared with these subjects: a correlation filter on
- * Subject for one, `sys.Label IN (...)` for several. `retryFor`, the name of a subscription that
- * declares delayedRetry (packages/inbox/src/delayedRetry.ts), makes it a SQL filter even for one subject,
- * which also takes the delayed copies scheduled for that subscription and no other's:
+ * Subject for one, `sys.Label IN (...)` for several. `retry`, for a subscription that declares
+ * delayedRetry, makes it a SQL filter even for one subject, which also takes the delayed copies
+ * scheduled for that subscription (`retry.for`, its name) and no other's:
  * `sys.Label IN ('A') OR sys.Label = 'inbox.retry' AND inboxRetryFor = '<name>'` (AND binds
  * tighter than OR, in Service Bus SQL as in sqlFilter below).
  */
 export function subjectsFilter(
   subjects: readonly string[],
-  { retryFor }: { retryFor?: string } = {},
+  retry?: { readonly copies: RetryCopies; readonly for: string },
 ): RuleFilter {
-  if (subjects.length === 1 && retryFor === undefined) return { kind: 'correlation', subject: subjects[0]! };
+  if (subjects.length === 1 && retry === undefined) return { kind: 'correlation', subject: subjects[0]! };
   const retries =
-    retryFor === undefined
+    retry === undefined
       ? ''
-      : ` OR sys.Label = ${sqlString(RETRY_SUBJECT)} AND ${RETRY_PROPERTIES.for} = ${sqlString(retryFor)}`;
+      : ` OR sys.Label = ${sqlString(retry.copies.subject)} AND ${retry.copies.forProperty} = ${sqlString(retry.for)}`;
   return sqlFilter(`sys.Label IN (${subjects.map(sqlString).join(', ')})${retries}`);
 }
 

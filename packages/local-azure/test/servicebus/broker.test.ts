@@ -1,8 +1,11 @@
-import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
-
-import type { Topology } from '../../../../src/topology';
-import { Broker, MessageLockLostError, type OutgoingMessage } from '../../src/servicebus/broker';
+import {
+  Broker,
+  type BrokerTopology as Topology,
+  MessageLockLostError,
+  type OutgoingMessage,
+} from '../../src/servicebus/broker';
 import type { Clock } from '../../src/servicebus/clock';
+import { RETRY_COPIES, RETRY_PROPERTIES, RETRY_SUBJECT } from '../support/retryCopies';
 
 /** A clock the test moves by hand: nothing in the broker waits on real time. */
 function manualClock(): Clock & { advance(ms: number): void } {
@@ -43,6 +46,7 @@ function setup(): { broker: Broker; clock: ReturnType<typeof manualClock> } {
   const clock = manualClock();
   const broker = new Broker({
     topology,
+    retryCopies: RETRY_COPIES,
     clock,
     duplicateWindowMs: 3_600_000,
     lockDurationMs: 60_000,
@@ -134,7 +138,7 @@ describe('delayed retry (a subscription that declares delayedRetry)', () => {
   });
 
   it('gives $Default the filter the Bicep gives it', () => {
-    const broker = new Broker({ topology: retrying, clock: manualClock() });
+    const broker = new Broker({ topology: retrying, retryCopies: RETRY_COPIES, clock: manualClock() });
 
     expect(broker.subscription('events', 'payments').rules.map((r) => [r.name, r.filter])).toEqual([
       [
@@ -152,7 +156,9 @@ describe('delayed retry (a subscription that declares delayedRetry)', () => {
   });
 
   it('routes a copy to the one subscription it is for, and the ordinary subjects as before', () => {
-    const events = new Broker({ topology: retrying, clock: manualClock() }).topic('events');
+    const events = new Broker({ topology: retrying, retryCopies: RETRY_COPIES, clock: manualClock() }).topic(
+      'events',
+    );
 
     expect(events.send(copy('p1:retry:1', 'payments')).deliveredTo).toEqual(['payments']);
     expect(events.send(copy('p2:retry:1', 'audit')).deliveredTo).toEqual(['audit']);
@@ -212,6 +218,17 @@ describe('a new declaration (npm start in watch mode, as a redeployment)', () =>
     expect(
       broker.topic('shipping').send({ messageId: 's1', subject: 'ShipmentPlanned', body: '' }).deliveredTo,
     ).toEqual(['carriers']);
+  });
+
+  it('is refused, with the option to give, by a broker not told how delayed copies are told apart', () => {
+    const declared: Topology = {
+      topics: [{ name: 'events', subscriptions: [{ name: 'payments', subjects: ['A'], delayedRetry: {} }] }],
+    };
+
+    expect(() => new Broker({ topology: declared, clock: manualClock() })).toThrow(
+      'events/Subscriptions/payments declares delayedRetry: give the broker retryCopies',
+    );
+    expect(() => setup().broker.declare(declared)).not.toThrow();
   });
 
   it('refilters a subscription that gains or loses delayedRetry, not one whose policy numbers change', () => {

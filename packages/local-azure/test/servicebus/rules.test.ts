@@ -1,7 +1,6 @@
-import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
-
 import type { OutgoingMessage } from '../../src/servicebus/broker';
 import { correlationFilter, RuleError, sqlFilter, subjectsFilter, takes } from '../../src/servicebus/rules';
+import { RETRY_COPIES, RETRY_PROPERTIES, RETRY_SUBJECT } from '../support/retryCopies';
 
 /** The filter language of the local peer's rules (packages/local-azure/src/servicebus/rules.ts), message by message. */
 const message = (fields: Partial<OutgoingMessage>): OutgoingMessage => ({ body: 'b', ...fields });
@@ -130,23 +129,25 @@ describe("the Bicep's filter of declared subjects", () => {
       });
 
     it('is a SQL filter of its subjects or its own delayed copies, even for one subject', () => {
-      expect(subjectsFilter(['Paid'], { retryFor: 'billing.payment-applier' })).toMatchObject({
+      expect(
+        subjectsFilter(['Paid'], { copies: RETRY_COPIES, for: 'billing.payment-applier' }),
+      ).toMatchObject({
         kind: 'sql',
         expression:
           "sys.Label IN ('Paid') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'billing.payment-applier'",
       });
-      expect(subjectsFilter(['Paid', "Owner's"], { retryFor: 'audit' })).toMatchObject({
+      expect(subjectsFilter(['Paid', "Owner's"], { copies: RETRY_COPIES, for: 'audit' })).toMatchObject({
         kind: 'sql',
         expression:
           "sys.Label IN ('Paid', 'Owner''s') OR sys.Label = 'inbox.retry' AND inboxRetryFor = 'audit'",
       });
-      // Without retryFor, exactly the filter of a subscription without delayedRetry.
-      expect(subjectsFilter(['Paid'], {})).toEqual(subjectsFilter(['Paid']));
+      // Without retry, exactly the filter of a subscription without delayedRetry.
+      expect(subjectsFilter(['Paid'], undefined)).toEqual(subjectsFilter(['Paid']));
     });
 
     it('takes its subjects and the copies scheduled for it, not a copy for another subscription', () => {
-      const one = subjectsFilter(['Paid'], { retryFor: 'billing.payment-applier' });
-      const several = subjectsFilter(['Paid', "Owner's"], { retryFor: 'audit' });
+      const one = subjectsFilter(['Paid'], { copies: RETRY_COPIES, for: 'billing.payment-applier' });
+      const several = subjectsFilter(['Paid', "Owner's"], { copies: RETRY_COPIES, for: 'audit' });
 
       expect(takes(one, message({ subject: 'Paid' }))).toBe(true);
       expect(takes(one, message({ subject: 'Other' }))).toBe(false);

@@ -14,6 +14,7 @@ import { ensureAppContainer, startInWorker, startServiceBus } from '@idempotent-
 
 import { topology } from '../../../../../src/topology';
 import { median } from '../../build/package';
+import { RETRY_COPIES } from '../../cli/project';
 import { findChromium, launchBrowser } from './browser';
 import { Feed } from './feed';
 import { startLocalConsole } from './local';
@@ -35,7 +36,7 @@ async function main(): Promise<void> {
   const chromium = findChromium();
   if (chromium === undefined) throw new Error('No Chromium: apt-get install chromium, or set CHROMIUM_PATH.');
   const cosmos = await startInWorker({ port: 0 });
-  const serviceBus = await startServiceBus({ port: 0, topology });
+  const serviceBus = await startServiceBus({ port: 0, topology, retryCopies: RETRY_COPIES });
   const cosmosClient = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key });
   const database = (await cosmosClient.databases.createIfNotExists({ id: 'app' })).database;
   const container = await ensureAppContainer(database, 'state');

@@ -40,7 +40,7 @@ import {
 } from '../../build/localRun';
 import { buildPackage } from '../../build/package';
 import { bounded, EnvironmentError } from '../../cli/errors';
-import { PROJECT_ROOT } from '../../cli/project';
+import { PROJECT_ROOT, RETRY_COPIES } from '../../cli/project';
 import { listening } from '../../cli/serve';
 import {
   commandWithFlags,
@@ -291,6 +291,7 @@ async function startEverything(
         port: request.serviceBusPort,
         host: HOST,
         topology,
+        retryCopies: RETRY_COPIES,
         duplicateWindowMs: request.duplicateWindowSeconds * 1000,
         lockDurationMs: settings.redelivery.lockDurationSeconds * 1000,
         maxDeliveryCount: settings.redelivery.maxDeliveryCount,

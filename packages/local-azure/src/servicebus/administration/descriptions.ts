@@ -1,5 +1,4 @@
-import { formatDuration, parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
-
+import { formatIsoDuration, isoDurationSeconds } from '../../durations';
 import type { Subscription, Topic } from '../broker';
 import { escapeXml, type XmlElement } from './xml';
 
@@ -31,7 +30,7 @@ const NEVER = 'P10675199DT2H48M5.4775807S';
 const NEVER_MS = 10_675_199 * 86_400_000;
 
 /** A duration of the model as Service Bus writes it: ISO 8601, or TimeSpan.MaxValue for never. */
-export const entityDuration = (ms: number): string => (ms >= NEVER_MS ? NEVER : formatDuration(ms / 1000));
+export const entityDuration = (ms: number): string => (ms >= NEVER_MS ? NEVER : formatIsoDuration(ms / 1000));
 
 /** What a client may set, per kind, with Service Bus's default when it does not. */
 const SETTABLE: Readonly<Record<EntityKind, Readonly<Record<string, string>>>> = {
@@ -159,11 +158,10 @@ function checkValue(name: string, value: string): void {
 }
 
 function durationMs(value: string, name: string): number {
-  try {
-    return Math.min(parseDurationSeconds(value, name) * 1000, NEVER_MS);
-  } catch {
+  const seconds = isoDurationSeconds(value);
+  if (seconds === undefined)
     throw new DescriptionError(`The value of ${name} is not an ISO-8601 duration (for example PT1M).`);
-  }
+  return Math.min(seconds * 1000, NEVER_MS);
 }
 
 /**

@@ -107,6 +107,8 @@ export interface LocalServiceBusOptions {
   host?: string;
   /** The topics and subscriptions to serve: the app's declared topology (src/topology.json), as data. */
   topology: BrokerTopology;
+  /** How delayed copies are told apart (broker.ts BrokerOptions.retryCopies); required when a subscription declares delayedRetry. */
+  retryCopies?: BrokerOptions['retryCopies'];
   /**
    * Default real time: scaledClock(1). The client's own timers (lock renewal, lockedUntilUtc) run on
    * the wall clock, so keep the scale at 1; a test passes its own to jump with `advance`.
@@ -208,6 +210,7 @@ export async function start(options: LocalServiceBusOptions): Promise<LocalServi
       : { messageTimeToLiveMs: options.messageTimeToLiveMs }),
     ...(options.observer === undefined ? {} : { observer: options.observer }),
     ...(options.queues === undefined ? {} : { queues: options.queues }),
+    ...(options.retryCopies === undefined ? {} : { retryCopies: options.retryCopies }),
   };
   const broker = new Broker(brokerOptions);
   keepEncodedMessages();

@@ -1,5 +1,4 @@
 import { isServiceBusError, type ServiceBusMessage } from '@azure/service-bus';
-import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
 
 import {
   ORDERS,
@@ -9,6 +8,7 @@ import {
   startPeer,
   TOPIC,
 } from '../../../../../test/support/peer';
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from '../../support/retryCopies';
 
 /**
  * A subscription's rules as Service Bus has them, through @azure/service-bus's rule manager: the
