@@ -17,8 +17,6 @@ import {
 } from '@idempotent-consumers/inbox/internal';
 import {
   Broker,
-  BrokerPublisher,
-  BrokerRetryScheduler,
   type ChangeFeedFaults,
   ChangeFeedTrigger,
   type Clock,
@@ -32,7 +30,6 @@ import {
   loadFunctionApp,
   type LocalCosmos,
   type LogLine,
-  type PublisherFaults,
   seededRandom,
   startCosmos,
   type Topic,
@@ -41,6 +38,7 @@ import {
 import type * as App from '../../src/app';
 import { functionNameOf, topology } from '../../src/topology';
 import { brokerMessageKey, type CauseTable, duplicateCauses, type MarkerWrite } from './causes';
+import { BrokerPublisher, BrokerRetryScheduler, type PublisherFaults } from './publisher';
 import { Simulation } from './simulation';
 import { type Accounting, type Invariant, retryOriginals, type SweepRecord, verify } from './verify';
 import { generateWorkload, type Workload, type WorkloadOptions } from './workload';

@@ -9,17 +9,12 @@ import {
   RETRY_SUBJECT,
   SUSPECTED_PRODUCER_DUPLICATE,
 } from '@idempotent-consumers/inbox/internal';
-import {
-  type Broker,
-  type BrokerMessage,
-  type DeliveryRecord,
-  type PublishRecord,
-  type ScheduleRecord,
-} from '@idempotent-consumers/local-azure';
+import { type Broker, type BrokerMessage, type DeliveryRecord } from '@idempotent-consumers/local-azure';
 
 import { topology } from '../../src/topology';
 import type { Backorder, Invoice, InvoiceStatus, Product, Shipment, UnappliedPayment } from '../src';
 import { invoiceStatusProjector, SAMPLE_EVENTS, shipmentPlanner, stockReserver, SUBJECTS } from '../src';
+import { type PublishRecord, type ScheduleRecord } from './publisher';
 import type { TopicOutage } from './run';
 import type { Workload, WorkloadEvent } from './workload';
 

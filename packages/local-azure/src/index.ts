@@ -65,11 +65,4 @@ export {
   type VirtualClock,
   virtualClock,
 } from './servicebus/clock';
-export {
-  BrokerPublisher,
-  BrokerRetryScheduler,
-  type PublisherFaults,
-  type PublishRecord,
-  type ScheduleRecord,
-} from './servicebus/publisher';
 export { type RetryCopies, type RuleFilter, subjectsFilter } from './servicebus/rules';

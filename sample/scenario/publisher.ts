@@ -4,8 +4,7 @@ import {
   type RetryScheduler,
   traceProperties,
 } from '@idempotent-consumers/inbox/internal';
-
-import type { Broker, OutgoingMessage } from './broker';
+import type { Broker, OutgoingMessage } from '@idempotent-consumers/local-azure';
 
 /**
  * The outbox relay's publisher on the broker model: what `@azure/service-bus` does for the app in
