@@ -8,7 +8,7 @@ import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 /**
  * Each workspace package is a real package (issue 42): a scoped name, a 0.x version, its entries,
  * a `files` list, its own README, and `npm pack` packs it without its tests; every package its
- * sources import is one it declares.
+ * sources import is one it declares; the library and local Azure declare no workspace package.
  */
 interface Manifest {
   name: string;
@@ -116,16 +116,16 @@ describe('the workspace packages', () => {
     });
   });
 
-  it('leaves the library depending on no other workspace package', () => {
-    const library = manifestOf('inbox');
+  it.each(['inbox', 'local-azure'])('leaves packages/%s depending on no other workspace package', (folder) => {
+    const manifest = manifestOf(folder);
 
     expect(
-      Object.keys({ ...library.dependencies, ...library.peerDependencies }).filter((name) =>
+      Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies }).filter((name) =>
         name.startsWith('@idempotent-consumers/'),
       ),
     ).toEqual([]);
     expect(
-      [...importedPackages('inbox')].filter((name) => name.startsWith('@idempotent-consumers/')),
+      [...importedPackages(folder)].filter((name) => name.startsWith('@idempotent-consumers/')),
     ).toEqual([]);
   });
 });
