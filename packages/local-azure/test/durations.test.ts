@@ -7,7 +7,10 @@ describe('ISO 8601 durations, as the administration endpoint writes them', () =>
     expect(isoDurationSeconds(' P1DT12H ')).toBe(86_400 + 12 * 3_600);
     expect(isoDurationSeconds('P2W')).toBe(2 * 604_800);
     expect(isoDurationSeconds('PT0.5S')).toBe(0.5);
-    expect(isoDurationSeconds('P10675199DT2H48M5.4775807S')).toBeCloseTo(10_675_199 * 86_400 + 10_085.4775807, 3);
+    expect(isoDurationSeconds('P10675199DT2H48M5.4775807S')).toBeCloseTo(
+      10_675_199 * 86_400 + 10_085.4775807,
+      3,
+    );
   });
 
   it('refuses what is not one: years and months, an empty P or T, a stray character', () => {

@@ -116,16 +116,19 @@ describe('the workspace packages', () => {
     });
   });
 
-  it.each(['inbox', 'local-azure'])('leaves packages/%s depending on no other workspace package', (folder) => {
-    const manifest = manifestOf(folder);
+  it.each(['inbox', 'local-azure'])(
+    'leaves packages/%s depending on no other workspace package',
+    (folder) => {
+      const manifest = manifestOf(folder);
 
-    expect(
-      Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies }).filter((name) =>
-        name.startsWith('@idempotent-consumers/'),
-      ),
-    ).toEqual([]);
-    expect(
-      [...importedPackages(folder)].filter((name) => name.startsWith('@idempotent-consumers/')),
-    ).toEqual([]);
-  });
+      expect(
+        Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies }).filter((name) =>
+          name.startsWith('@idempotent-consumers/'),
+        ),
+      ).toEqual([]);
+      expect(
+        [...importedPackages(folder)].filter((name) => name.startsWith('@idempotent-consumers/')),
+      ).toEqual([]);
+    },
+  );
 });
