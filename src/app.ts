@@ -41,11 +41,16 @@ import {
   systemClock,
   type TimerHandler,
 } from '@idempotent-consumers/inbox/internal';
+import {
+  bindingOf,
+  type ConsumerBinding,
+  functionNameOf,
+  outboxRoutesOf,
+} from '@idempotent-consumers/inbox/internal';
 
 import type * as AzureMonitor from './azureMonitor';
 import { deployedEntitiesReader } from './serviceBusEntities';
 import type * as ServiceBusPublisher from './serviceBusPublisher';
-import { bindingOf, type ConsumerBinding, functionNameOf, outboxRoutesOf } from './topology';
 
 /**
  * The composition root: what the function files share. Loading it validates every setting, so an

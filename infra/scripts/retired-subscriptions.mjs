@@ -26,7 +26,7 @@ import { azdToken, bounded, failureOf, reporter, runStep, SettingsMistake, token
 const { say, warn } = reporter('retired-subscriptions');
 const API_VERSION = '2021-11-01';
 const MODES = ['delete', 'report', 'off'];
-/** The names the template gives subscriptions: a consumer's (src/topology.ts CONSUMER_NAME). */
+/** The names the template gives subscriptions: a consumer's (packages/inbox/src/topology.ts CONSUMER_NAME). */
 const CONSUMER_NAME = /^(?=.{3,50}$)[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:\.[a-z][a-z0-9]*(?:-[a-z0-9]+)*)+$/;
 /** Pages of one listing at most: a topic has at most 2,000 subscriptions, and ARM pages hold 100 or more. */
 const MAX_PAGES = 100;

@@ -20,6 +20,7 @@ import {
   outgoingMessageId,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
+import { functionNameOf, topology } from '@idempotent-consumers/inbox/internal';
 import { type LocalServiceBus, scaledClock, startServiceBus } from '@idempotent-consumers/local-azure';
 import { unzipSync } from 'fflate';
 import { generate } from 'selfsigned';
@@ -32,7 +33,6 @@ import {
   PACKAGE_DIR,
   type PackageReport,
 } from '../../packages/devkit/src/build/package';
-import { functionNameOf, topology } from '../../src/topology';
 import { appSettings, describeInfra } from '../../test/support/bicep';
 import { delivery, dependencies, documentsIn } from '../../test/support/inbox';
 import { useLocalStack } from '../../test/support/localStack';

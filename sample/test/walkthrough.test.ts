@@ -13,8 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
+import type { Topology } from '@idempotent-consumers/inbox/internal';
+
 import { SAMPLE } from '../../packages/devkit/src/tools/samples';
-import type { Topology } from '../../src/topology';
 import { readMarkdown } from '../../test/support/markdown';
 import { StartedApp, userEnvironment } from '../../test/support/npmStart';
 import { useProjectCopy } from '../../test/support/projectCopy';

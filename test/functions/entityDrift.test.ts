@@ -3,11 +3,11 @@ import path from 'node:path';
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 import { longestRetryDelaySeconds, METRIC_NAMES, resolvedPolicy } from '@idempotent-consumers/inbox/internal';
+import { bindingOf, topology } from '@idempotent-consumers/inbox/internal';
 import { loadFunctionApp } from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime, registeredConsumers } from '../../src/app';
 import { deployedEntitiesReader } from '../../src/serviceBusEntities';
-import { bindingOf, topology } from '../../src/topology';
 import { DECLARED_CONSUMERS } from '../support/declaredConsumers';
 import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';

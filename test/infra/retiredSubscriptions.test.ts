@@ -4,7 +4,8 @@
 // (the subscriptions of each topic, their counts, the deletes) and a fake `azd` that the real
 // AzureDeveloperCliCredential asks for the token.
 
-import { topology } from '../../src/topology';
+import { topology } from '@idempotent-consumers/inbox/internal';
+
 import {
   type Answer,
   AZD_TOKEN,

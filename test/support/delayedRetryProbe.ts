@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 
 import { app } from '@azure/functions';
 import { type Delivery, serviceBusHandler } from '@idempotent-consumers/inbox/internal';
+import { bindingOf, type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
 
 import { inboxRuntime } from '../../src/app';
-import { bindingOf, type Topology, validateTopology } from '../../src/topology';
 import { testConsumer, type TestMessage } from './inbox';
 
 /**

@@ -6,6 +6,7 @@ import {
   type ServiceBusReceiver,
 } from '@azure/service-bus';
 import { RETRY_COPIES } from '@idempotent-consumers/devkit';
+import type { Topology } from '@idempotent-consumers/inbox/internal';
 import {
   type LocalServiceBus,
   type LocalServiceBusOptions,
@@ -14,8 +15,6 @@ import {
   startServiceBus as start,
 } from '@idempotent-consumers/local-azure';
 import Long from 'long';
-
-import type { Topology } from '../../src/topology';
 
 export const TOPIC = 'business-events';
 export const PAYMENTS = 'billing.payment-applier';

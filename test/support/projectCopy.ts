@@ -14,8 +14,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
+import { functionNameOf, type Topology } from '@idempotent-consumers/inbox/internal';
 
-import { functionNameOf, type Topology } from '../../src/topology';
 import { azdEnvironment, azdParameters, build, locateBicep, resources, snapshot } from './bicep';
 
 /**

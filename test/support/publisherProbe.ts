@@ -4,9 +4,9 @@ import {
   type OutboxRoutes,
   serviceBusHandler,
 } from '@idempotent-consumers/inbox/internal';
+import { outboxRoutesOf, type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
 
 import { inboxRuntime } from '../../src/app';
-import { outboxRoutesOf, type Topology, validateTopology } from '../../src/topology';
 import { testConsumer, type TestMessage } from './inbox';
 
 /**

@@ -134,6 +134,22 @@ export {
 } from './settings';
 export { InboxTelemetry, METRIC_NAMES, type Outcome, OUTCOMES } from './telemetry';
 export {
+  bindingOf,
+  CONSUMER_NAME,
+  type ConsumerBinding,
+  ENTITY_NAME,
+  functionNameOf,
+  outboxRoutesOf,
+  publishersOf,
+  SUBJECT_NAME,
+  type SubscriptionDeclaration,
+  type TopicDeclaration,
+  topicsPublishedBy,
+  type Topology,
+  topology,
+  validateTopology,
+} from './topology';
+export {
   carrierOf,
   contextOf,
   deliveryParent,

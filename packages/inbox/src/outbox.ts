@@ -131,7 +131,7 @@ export type OutboxDocument = {
 export const MAX_OUTGOING_MESSAGE_BYTES = 192 * 1024;
 /** Service Bus limits MessageId, CorrelationId and Subject to 128 characters. */
 const MAX_PROPERTY_CHARS = 128;
-/** Entity names as Service Bus accepts them (src/topology.ts ENTITY_NAME). */
+/** Entity names as Service Bus accepts them (./topology.ts ENTITY_NAME). */
 // Stryker disable next-line Regex: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); outgoing.test.ts pins it at 50 and 51 characters
 const TOPIC_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,48}[A-Za-z0-9])?$/;
 const MAX_APPLICATION_PROPERTIES = 32;

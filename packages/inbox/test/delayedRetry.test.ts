@@ -21,9 +21,9 @@ import {
   retryDecision,
   retryMessageId,
 } from '@idempotent-consumers/inbox/internal';
+import { validateTopology } from '@idempotent-consumers/inbox/internal';
 
 import { checkDelayedRetry } from '../../../src/app';
-import { validateTopology } from '../../../src/topology';
 import { delivery, dependencies, documentsIn, ending, testConsumer } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
 

@@ -1,7 +1,4 @@
 import { appFunctions } from '@idempotent-consumers/devkit';
-import { loadFunctionApp, type ServiceBusFunction } from '@idempotent-consumers/local-azure';
-
-import { registeredConsumers } from '../../../src/app';
 import {
   bindingOf,
   functionNameOf,
@@ -11,7 +8,10 @@ import {
   type Topology,
   topology,
   validateTopology,
-} from '../../../src/topology';
+} from '@idempotent-consumers/inbox/internal';
+import { loadFunctionApp, type ServiceBusFunction } from '@idempotent-consumers/local-azure';
+
+import { registeredConsumers } from '../../../src/app';
 
 /**
  * Where the function app (functions/*.ts, as the worker loads it) and src/topology.json disagree,

@@ -1,8 +1,13 @@
 import { PoisonMessageError } from '@idempotent-consumers/inbox';
 import { type OutboxDocument, outboxEntryOf } from '@idempotent-consumers/inbox/internal';
+import {
+  bindingOf,
+  outboxRoutesOf,
+  publishersOf,
+  topicsPublishedBy,
+} from '@idempotent-consumers/inbox/internal';
 import { loggedField, loggedOutcome } from '@idempotent-consumers/local-azure';
 
-import { bindingOf, outboxRoutesOf, publishersOf, topicsPublishedBy } from '../../../src/topology';
 import { deliver, type LogLine } from '../../../test/support/deliveries';
 import { useLocalStack } from '../../../test/support/localStack';
 import {

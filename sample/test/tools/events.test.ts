@@ -1,4 +1,5 @@
 import { UsageError } from '@idempotent-consumers/devkit';
+import { bindingOf } from '@idempotent-consumers/inbox/internal';
 import { z } from 'zod';
 
 import {
@@ -7,7 +8,6 @@ import {
   parseEventLines,
   type SubjectRules,
 } from '../../../packages/devkit/src/tools/events';
-import { bindingOf } from '../../../src/topology';
 import { SAMPLE_EVENTS, shipmentPlanner } from '../../src';
 
 let rules: Map<string, SubjectRules>;

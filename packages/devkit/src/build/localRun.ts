@@ -1,7 +1,8 @@
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 
-import { type Topology, validateTopology } from '../../../../src/topology';
+import { type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
+
 import { PROJECT_ROOT } from '../cli/project';
 import { processContext, type ToolContext } from '../cli/tool';
 

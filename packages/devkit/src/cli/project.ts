@@ -2,9 +2,9 @@ import { readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
+import { type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
 import type { FunctionAppEntry, RetryCopies } from '@idempotent-consumers/local-azure';
 
-import { type Topology, validateTopology } from '../../../../src/topology';
 import { formatted } from './formatted';
 
 /**

@@ -15,8 +15,8 @@ import {
   RETRY_PROPERTIES,
   RETRY_SUBJECT,
 } from '@idempotent-consumers/inbox/internal';
+import { type Topology, topology as declaredTopology } from '@idempotent-consumers/inbox/internal';
 
-import { type Topology, topology as declaredTopology } from '../../../../src/topology';
 import { PROJECT_ROOT } from '../cli/project';
 import {
   type Command,

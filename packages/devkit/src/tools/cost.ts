@@ -1,6 +1,7 @@
 import type { ParseArgsConfig } from 'node:util';
 
-import { type Topology, topology } from '../../../../src/topology';
+import { type Topology, topology } from '@idempotent-consumers/inbox/internal';
+
 import { bounded } from '../cli/errors';
 import { table } from '../cli/table';
 import {

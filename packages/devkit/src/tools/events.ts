@@ -3,8 +3,8 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 
 import type { Consumer } from '@idempotent-consumers/inbox/internal';
+import { bindingOf } from '@idempotent-consumers/inbox/internal';
 
-import { bindingOf } from '../../../../src/topology';
 import { bounded, UsageError } from '../cli/errors';
 import { PROJECT_ROOT } from '../cli/project';
 import { loadConsumers } from './consumers';

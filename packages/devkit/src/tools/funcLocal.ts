@@ -5,6 +5,7 @@ import { relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { loadSettings, SettingsError } from '@idempotent-consumers/inbox/internal';
+import { topology } from '@idempotent-consumers/inbox/internal';
 import {
   connectionStringFor,
   DEFAULT_KEY,
@@ -12,7 +13,6 @@ import {
   startServiceBus,
 } from '@idempotent-consumers/local-azure';
 
-import { topology } from '../../../../src/topology';
 import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../build/localRun';
 import { EnvironmentError } from '../cli/errors';
 import { PROJECT_ROOT, RETRY_COPIES } from '../cli/project';

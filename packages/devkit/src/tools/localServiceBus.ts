@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
+import { topology } from '@idempotent-consumers/inbox/internal';
 import { startServiceBus as start } from '@idempotent-consumers/local-azure';
 
-import { topology } from '../../../../src/topology';
 import { RETRY_COPIES } from '../cli/project';
 import { type LocalServer, serverCommand } from '../cli/serve';
 import { runCommand } from '../cli/tool';

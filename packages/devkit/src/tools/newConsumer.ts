@@ -8,7 +8,8 @@ import {
   functionNameOf,
   type Topology,
   topology,
-} from '../../../../src/topology';
+} from '@idempotent-consumers/inbox/internal';
+
 import { UsageError } from '../cli/errors';
 import { formatted } from '../cli/formatted';
 import { PROJECT_ROOT, relative, writeTopology } from '../cli/project';

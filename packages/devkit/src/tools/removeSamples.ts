@@ -2,9 +2,14 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ParseArgsConfig } from 'node:util';
 
+import {
+  functionNameOf,
+  topicsPublishedBy,
+  type Topology,
+  topology,
+} from '@idempotent-consumers/inbox/internal';
 import { parseDocument } from 'yaml';
 
-import { functionNameOf, topicsPublishedBy, type Topology, topology } from '../../../../src/topology';
 import { formatted } from '../cli/formatted';
 import { PROJECT_ROOT, writeTopology } from '../cli/project';
 import {

@@ -3,10 +3,10 @@ import type { ParseArgsConfig } from 'node:util';
 
 import type { ServiceBusClient } from '@azure/service-bus';
 import { carrierOf, traceProperties } from '@idempotent-consumers/inbox/internal';
+import { topology } from '@idempotent-consumers/inbox/internal';
 import { ROOT_CONTEXT, SpanKind, trace, type Tracer } from '@opentelemetry/api';
 import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
 
-import { topology } from '../../../../src/topology';
 import { LOCAL_RUN_FILE, type LocalRun, localRunContext } from '../build/localRun';
 import { bounded, UsageError } from '../cli/errors';
 import {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 
-import type { Topology } from '../../../../src/topology';
+import type { Topology } from '@idempotent-consumers/inbox/internal';
+
 import { bounded } from '../cli/errors';
 import type { OutgoingEvent } from './events';
 import { topicFor } from './serviceBus';

@@ -1,8 +1,8 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage } from '@azure/service-bus';
 import { EMULATOR_FLAG } from '@idempotent-consumers/inbox/internal';
+import { type Topology, topology } from '@idempotent-consumers/inbox/internal';
 
-import { type Topology, topology } from '../../../../src/topology';
 import { bounded, EnvironmentError, UsageError } from '../cli/errors';
 import type { OutgoingEvent } from './events';
 

@@ -5,9 +5,9 @@
 import { createHash } from 'node:crypto';
 import { request } from 'node:http';
 
+import type { Topology } from '@idempotent-consumers/inbox/internal';
 import { z } from 'zod';
 
-import type { Topology } from '../../../../src/topology';
 import { PAYMENTS, peekAll, PEER_TOPOLOGY, TOPIC, usePeer } from '../../../../test/support/peer';
 import { ConsoleBackend } from '../../src/tools/console/backend';
 import { type RunningConsole, startConsole } from '../../src/tools/console/server';

@@ -7,8 +7,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
+import { type Topology, topology } from '@idempotent-consumers/inbox/internal';
 
-import { type Topology, topology } from '../../../../src/topology';
 import { PROJECT_ROOT } from '../../src/cli/project';
 import type { EmulatorConfig, EmulatorTopic } from '../../src/emulators/generateConfig';
 import {

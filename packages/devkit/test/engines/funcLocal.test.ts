@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 import { loadSettings } from '@idempotent-consumers/inbox/internal';
+import { topology } from '@idempotent-consumers/inbox/internal';
 import { DEFAULT_KEY } from '@idempotent-consumers/local-azure';
 
-import { topology } from '../../../../src/topology';
 import { buildHarness, DOTNET, warnWhenSkipped } from '../../../../test/support/engines';
 import { StartedApp, userEnvironment } from '../../../../test/support/npmStart';
 import { PROJECT_ROOT } from '../../src/cli/project';

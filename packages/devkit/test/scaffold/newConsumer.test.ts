@@ -1,7 +1,8 @@
 import { appendFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { type Topology, validateTopology } from '../../../../src/topology';
+import { type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
+
 import {
   checkProject,
   declaredSubscriptions,

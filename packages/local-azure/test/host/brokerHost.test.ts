@@ -1,4 +1,5 @@
-import type { Topology } from '../../../../src/topology';
+import type { Topology } from '@idempotent-consumers/inbox/internal';
+
 import { onDelivery, PROBE_FUNCTION, received } from '../../../../test/support/probeFunction';
 import { FunctionsHost, type HostOptions } from '../../src/host/brokerHost';
 import { loadFunctionApp } from '../../src/host/worker';

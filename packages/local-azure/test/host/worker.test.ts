@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { app } from '@azure/functions';
 import { appFunctions, PROJECT_ROOT } from '@idempotent-consumers/devkit';
 import { toDelivery } from '@idempotent-consumers/inbox/internal';
+import { functionNameOf, topology } from '@idempotent-consumers/inbox/internal';
 
-import { functionNameOf, topology } from '../../../../src/topology';
 import { useLocalStack } from '../../../../test/support/localStack';
 import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../../../test/support/probeFunction';
 import { loadFunctionApp, loggedOutcome, type ServiceBusDelivery } from '../../src/host/worker';

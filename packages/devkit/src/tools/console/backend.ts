@@ -1,7 +1,7 @@
 import type { Container } from '@azure/cosmos';
 import { MARKER_TYPE, OUTBOX_TYPE } from '@idempotent-consumers/inbox/internal';
+import { functionNameOf, type Topology } from '@idempotent-consumers/inbox/internal';
 
-import { functionNameOf, type Topology } from '../../../../../src/topology';
 import { bounded } from '../../cli/errors';
 import type { Inbox } from '../inboxState';
 import { bodyForPage, PAGE_BODY_BYTES } from './body';

@@ -10,9 +10,9 @@ import { parseArgs } from 'node:util';
 import { CosmosClient } from '@azure/cosmos';
 import { ServiceBusClient } from '@azure/service-bus';
 import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
+import { topology } from '@idempotent-consumers/inbox/internal';
 import { ensureAppContainer, startInWorker, startServiceBus } from '@idempotent-consumers/local-azure';
 
-import { topology } from '../../../../../src/topology';
 import { median } from '../../build/package';
 import { RETRY_COPIES } from '../../cli/project';
 import { findChromium, launchBrowser } from './browser';

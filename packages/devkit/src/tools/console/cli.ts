@@ -1,7 +1,7 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusAdministrationClient, type ServiceBusClient } from '@azure/service-bus';
+import { functionNameOf, type Topology, topology as declared } from '@idempotent-consumers/inbox/internal';
 
-import { functionNameOf, type Topology, topology as declared } from '../../../../../src/topology';
 import { localRunContext } from '../../build/localRun';
 import { bounded } from '../../cli/errors';
 import { listening, type LocalServer, serverCommand } from '../../cli/serve';

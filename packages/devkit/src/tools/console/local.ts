@@ -1,6 +1,6 @@
+import type { Topology } from '@idempotent-consumers/inbox/internal';
 import { type FunctionApp, type LocalServiceBus, parseSchedule } from '@idempotent-consumers/local-azure';
 
-import type { Topology } from '../../../../../src/topology';
 import type { LocalRun } from '../../build/localRun';
 import { connectInbox } from '../inboxState';
 import { ConsoleBackend, type CountsRead } from './backend';

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 
 import type { ServiceBusClient, ServiceBusReceivedMessage } from '@azure/service-bus';
+import type { Topology } from '@idempotent-consumers/inbox/internal';
 import Long from 'long';
 import { z } from 'zod';
 
-import type { Topology } from '../../../../../src/topology';
 import { bounded } from '../../cli/errors';
 import {
   type DeadLetterQueue,

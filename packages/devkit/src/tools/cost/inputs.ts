@@ -1,6 +1,6 @@
+import type { Topology } from '@idempotent-consumers/inbox/internal';
 import { buildOutboxDocument, type Marker, MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
 
-import type { Topology } from '../../../../../src/topology';
 import { type CosmosInputs, SYSTEM_PROPERTY_BYTES } from './model';
 
 /** What the user says about a typical event and its handler (the cost tool's flags). */

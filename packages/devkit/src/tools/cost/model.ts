@@ -1,4 +1,4 @@
-import type { Topology } from '../../../../../src/topology';
+import type { Topology } from '@idempotent-consumers/inbox/internal';
 
 /**
  * What one message costs, from named inputs and the requests the library makes for each outcome

@@ -12,6 +12,7 @@ import {
   type Settings,
   SettingsError,
 } from '@idempotent-consumers/inbox/internal';
+import { type Topology, topology, validateTopology } from '@idempotent-consumers/inbox/internal';
 import {
   ChangeFeedTrigger,
   DEFAULT_KEY,
@@ -30,7 +31,6 @@ import {
   triggerSettings,
 } from '@idempotent-consumers/local-azure';
 
-import { type Topology, topology, validateTopology } from '../../../../../src/topology';
 import {
   type LocalRun,
   localRunPath,

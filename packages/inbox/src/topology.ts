@@ -1,10 +1,6 @@
-import {
-  type DelayedRetryPolicy,
-  delayedRetryProblems,
-  RETRY_SUBJECT,
-} from '@idempotent-consumers/inbox/internal';
-
-import declaration from './topology.json';
+// eslint-disable-next-line house/import-floors -- moved with its loader; the next commit leaves the loading to the app
+import declaration from '../../../src/topology.json';
+import { type DelayedRetryPolicy, delayedRetryProblems, RETRY_SUBJECT } from './delayedRetry';
 
 /**
  * The topics, their subscriptions and publishers, declared once in topology.json and read by the
