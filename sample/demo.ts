@@ -14,8 +14,8 @@ import {
   usageError,
   writeFormatted,
 } from '@idempotent-consumers/devkit';
-import { topology } from '@idempotent-consumers/inbox/internal';
 
+import { topology } from '../src/topology';
 import { causesIn, type CauseTable } from './scenario/causes';
 import { demoDefaults, replayCommand } from './scenario/replay';
 import {

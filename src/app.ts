@@ -51,6 +51,7 @@ import {
 import type * as AzureMonitor from './azureMonitor';
 import { deployedEntitiesReader } from './serviceBusEntities';
 import type * as ServiceBusPublisher from './serviceBusPublisher';
+import { topology } from './topology';
 
 /**
  * The composition root: what the function files share. Loading it validates every setting, so an
@@ -135,7 +136,7 @@ export async function checkDeployedEntities(): Promise<void> {
 
 /** The topics and subscriptions the registered consumers read from, with their delayed retry. */
 function consumerBindings(): ConsumerBinding[] {
-  return [...consumers.keys()].map((name) => bindingOf(name));
+  return [...consumers.keys()].map((name) => bindingOf(name, topology));
 }
 
 /** Built on first use: one Cosmos DB client and one set of metric instruments per process. */
@@ -158,7 +159,7 @@ export function inboxRuntime(): InboxRuntime {
     random: Math.random,
     onEtagRetry: (consumer) => telemetry.etagRetry(consumer),
     // The Bicep grants the app Data Sender on these topics (and on those of delayedRetry subscriptions) only.
-    outboxRoutes: (consumer) => outboxRoutesOf(consumer),
+    outboxRoutes: (consumer) => outboxRoutesOf(consumer, topology),
     // Looked up per call: the offline host swaps in a breaker on its model clock.
     beforeStore: () => built.breaker.hold(),
     breaker: new CircuitBreaker({
@@ -202,7 +203,7 @@ const consumers = new Map<string, Consumer>();
 export function consumerTrigger(
   consumer: Consumer,
 ): [functionName: string, options: ServiceBusTopicFunctionOptions] {
-  const { topic, subscription, delayedRetry } = bindingOf(consumer.name);
+  const { topic, subscription, delayedRetry } = bindingOf(consumer.name, topology);
   if (delayedRetry !== undefined) checkDelayedRetry(subscription, delayedRetry);
   const handler: ServiceBusHandler = serviceBusHandler(
     consumer,

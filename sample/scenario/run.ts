@@ -15,7 +15,7 @@ import {
   OUTBOX_TYPE,
   survivableOutageSeconds,
 } from '@idempotent-consumers/inbox/internal';
-import { functionNameOf, topology } from '@idempotent-consumers/inbox/internal';
+import { functionNameOf } from '@idempotent-consumers/inbox/internal';
 import {
   Broker,
   type ChangeFeedFaults,
@@ -37,6 +37,7 @@ import {
 } from '@idempotent-consumers/local-azure';
 
 import type * as App from '../../src/app';
+import { topology } from '../../src/topology';
 import { brokerMessageKey, type CauseTable, duplicateCauses, type MarkerWrite } from './causes';
 import { BrokerPublisher, BrokerRetryScheduler, type PublisherFaults } from './publisher';
 import { Simulation } from './simulation';

@@ -9,9 +9,9 @@ import {
   RETRY_SUBJECT,
   SUSPECTED_PRODUCER_DUPLICATE,
 } from '@idempotent-consumers/inbox/internal';
-import { topology } from '@idempotent-consumers/inbox/internal';
 import { type Broker, type BrokerMessage, type DeliveryRecord } from '@idempotent-consumers/local-azure';
 
+import { topology } from '../../src/topology';
 import type { Backorder, Invoice, InvoiceStatus, Product, Shipment, UnappliedPayment } from '../src';
 import { invoiceStatusProjector, SAMPLE_EVENTS, shipmentPlanner, stockReserver, SUBJECTS } from '../src';
 import { type PublishRecord, type ScheduleRecord } from './publisher';

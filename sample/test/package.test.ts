@@ -20,7 +20,7 @@ import {
   outgoingMessageId,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
-import { functionNameOf, topology } from '@idempotent-consumers/inbox/internal';
+import { functionNameOf } from '@idempotent-consumers/inbox/internal';
 import { type LocalServiceBus, scaledClock, startServiceBus } from '@idempotent-consumers/local-azure';
 import { unzipSync } from 'fflate';
 import { generate } from 'selfsigned';
@@ -33,6 +33,7 @@ import {
   PACKAGE_DIR,
   type PackageReport,
 } from '../../packages/devkit/src/build/package';
+import { topology } from '../../src/topology';
 import { appSettings, describeInfra } from '../../test/support/bicep';
 import { delivery, dependencies, documentsIn } from '../../test/support/inbox';
 import { useLocalStack } from '../../test/support/localStack';

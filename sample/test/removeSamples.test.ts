@@ -1,11 +1,12 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
-import { type Topology, topology } from '@idempotent-consumers/inbox/internal';
+import { type Topology } from '@idempotent-consumers/inbox/internal';
 
 import { withoutSamples } from '../../packages/devkit/src/tools/removeSamples';
 import { markdownFiles, withoutSamplePassages } from '../../packages/devkit/src/tools/sampleDocs';
 import { SAMPLE } from '../../packages/devkit/src/tools/samples';
+import { topology } from '../../src/topology';
 import {
   checkProject,
   declaredSubscriptions,

@@ -3,11 +3,12 @@ import path from 'node:path';
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 import { longestRetryDelaySeconds, METRIC_NAMES, resolvedPolicy } from '@idempotent-consumers/inbox/internal';
-import { bindingOf, topology } from '@idempotent-consumers/inbox/internal';
+import { bindingOf } from '@idempotent-consumers/inbox/internal';
 import { loadFunctionApp } from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime, registeredConsumers } from '../../src/app';
 import { deployedEntitiesReader } from '../../src/serviceBusEntities';
+import { topology } from '../../src/topology';
 import { DECLARED_CONSUMERS } from '../support/declaredConsumers';
 import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
@@ -80,7 +81,7 @@ afterAll(async () => {
 
 /** The subscription the tests edit. */
 function watched(): { topic: string; subscription: string } {
-  return bindingOf('test.watched');
+  return bindingOf('test.watched', topology);
 }
 
 /** Edits the subscription as someone in the portal would. */
@@ -113,7 +114,7 @@ it("carries each consumer's longest delayed-retry wait with its subscription, fo
   const deployed = await inboxRuntime().deployedEntities!();
   expect([...registeredConsumers().keys()]).toEqual(['test.watched', 'test.retrying']);
   for (const name of registeredConsumers().keys()) {
-    const { topic, subscription, delayedRetry } = bindingOf(name);
+    const { topic, subscription, delayedRetry } = bindingOf(name, topology);
     expect({
       subscription,
       wait: deployed.subscriptions.find((s) => s.topic === topic && s.subscription === subscription)
@@ -171,7 +172,7 @@ it('pauses the purge when SERVICEBUS_RESOURCE_ID names no namespace Resource Man
     deployedEntitiesReader(
       { ...runtime.settings.serviceBus, resourceId: wrong },
       runtime.settings.cosmos.clientId,
-    )!([...registeredConsumers().keys()].map((name) => bindingOf(name)));
+    )!([...registeredConsumers().keys()].map((name) => bindingOf(name, topology)));
   const unreadable = () => sink.value(METRIC_NAMES.driftChecks, { when: 'purge', result: 'unreadable' });
   const before = await unreadable();
   try {

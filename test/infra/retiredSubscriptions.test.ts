@@ -4,8 +4,7 @@
 // (the subscriptions of each topic, their counts, the deletes) and a fake `azd` that the real
 // AzureDeveloperCliCredential asks for the token.
 
-import { topology } from '@idempotent-consumers/inbox/internal';
-
+import { topology } from '../../src/topology';
 import {
   type Answer,
   AZD_TOKEN,

@@ -1,7 +1,7 @@
 import { app } from '@azure/functions';
-import { topology } from '@idempotent-consumers/inbox/internal';
 
 import { consumerTrigger } from '../../src/app';
+import { topology } from '../../src/topology';
 import { testConsumer } from './inbox';
 
 /**

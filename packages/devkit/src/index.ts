@@ -8,6 +8,7 @@ export { formatted, writeFormatted } from './cli/formatted';
 export { type Progress, type ProgressOptions, startProgress } from './cli/progress';
 export {
   appFunctions,
+  appTopology,
   PROJECT_ROOT,
   relative,
   RETRY_COPIES,

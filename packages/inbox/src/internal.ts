@@ -146,7 +146,6 @@ export {
   type TopicDeclaration,
   topicsPublishedBy,
   type Topology,
-  topology,
   validateTopology,
 } from './topology';
 export {

@@ -1,10 +1,9 @@
-// eslint-disable-next-line house/import-floors -- moved with its loader; the next commit leaves the loading to the app
-import declaration from '../../../src/topology.json';
 import { type DelayedRetryPolicy, delayedRetryProblems, RETRY_SUBJECT } from './delayedRetry';
 
 /**
- * The topics, their subscriptions and publishers, declared once in topology.json and read by the
- * function registrations, the tests, the offline Service Bus model and the Bicep (loadJsonContent).
+ * The schema of an app's topology: the topics, their subscriptions and publishers, which the app
+ * declares once in its src/topology.json (loaded by the app's src/topology.ts, read at run time by
+ * the dev kit, and by the Bicep with loadJsonContent), and the checks a declaration must pass.
  *
  * One consumer, one name: `area.consumer-name` (for example `billing.payment-applier`) is the
  * consumer's id (its marker namespace and telemetry dimension) and the name of the Service Bus
@@ -80,7 +79,7 @@ export function functionNameOf(consumer: string): string {
 }
 
 /** Where a consumer reads from; throws when topology.json does not declare it. */
-export function bindingOf(consumer: string, source: Topology = topology): ConsumerBinding {
+export function bindingOf(consumer: string, source: Topology): ConsumerBinding {
   for (const topic of source.topics) {
     const subscription = topic.subscriptions.find((s) => s.name === consumer);
     if (subscription)
@@ -97,12 +96,12 @@ export function bindingOf(consumer: string, source: Topology = topology): Consum
 }
 
 /** The consumers declared to publish on `topic`; none for a topic that is not declared. */
-export function publishersOf(topic: string, source: Topology = topology): readonly string[] {
+export function publishersOf(topic: string, source: Topology): readonly string[] {
   return source.topics.find((t) => t.name === topic)?.publishers ?? [];
 }
 
 /** The topics `consumer` is declared to publish on, in declaration order. */
-export function topicsPublishedBy(consumer: string, source: Topology = topology): string[] {
+export function topicsPublishedBy(consumer: string, source: Topology): string[] {
   return source.topics.filter((t) => t.publishers?.includes(consumer) === true).map((t) => t.name);
 }
 
@@ -110,10 +109,7 @@ export function topicsPublishedBy(consumer: string, source: Topology = topology)
  * Where `consumer` may publish through its outbox: each topic it is a publisher of, with the
  * subjects that reach someone there (a subscription takes them, or they are declared unsubscribed).
  */
-export function outboxRoutesOf(
-  consumer: string,
-  source: Topology = topology,
-): ReadonlyMap<string, ReadonlySet<string>> {
+export function outboxRoutesOf(consumer: string, source: Topology): ReadonlyMap<string, ReadonlySet<string>> {
   return new Map(
     source.topics
       .filter((t) => t.publishers?.includes(consumer) === true)
@@ -205,5 +201,3 @@ function unsubscribedSubjectProblems(topic: TopicDeclaration): string[] {
   }
   return problems;
 }
-
-export const topology: Topology = validateTopology(declaration);

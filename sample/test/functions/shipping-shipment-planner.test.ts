@@ -8,6 +8,7 @@ import {
 } from '@idempotent-consumers/inbox/internal';
 import { loggedField, loggedOutcome } from '@idempotent-consumers/local-azure';
 
+import { topology } from '../../../src/topology';
 import { deliver, type LogLine } from '../../../test/support/deliveries';
 import { useLocalStack } from '../../../test/support/localStack';
 import {
@@ -71,15 +72,15 @@ const markersOf = async (orderId: string): Promise<number> => {
 
 describe('shipping.shipment-planner', () => {
   it('reads the events the stock reserver publishes, on the topic it publishes them on, and publishes its own on shipping-events (src/topology.json)', () => {
-    expect(topicsPublishedBy('inventory.stock-reserver')).toEqual(['business-events']);
-    expect(publishersOf('business-events')).toContain('inventory.stock-reserver');
-    expect(topicsPublishedBy('shipping.shipment-planner')).toEqual([SHIPPING_EVENTS]);
+    expect(topicsPublishedBy('inventory.stock-reserver', topology)).toEqual(['business-events']);
+    expect(publishersOf('business-events', topology)).toContain('inventory.stock-reserver');
+    expect(topicsPublishedBy('shipping.shipment-planner', topology)).toEqual([SHIPPING_EVENTS]);
     // No subscription here reads ShipmentPlanned: it is declared so, or tx.publish would refuse it.
     // (A consumer of the user's own on shipping-events adds the subjects it reads to the routes.)
-    const routes = outboxRoutesOf('shipping.shipment-planner');
+    const routes = outboxRoutesOf('shipping.shipment-planner', topology);
     expect([...routes.keys()]).toEqual([SHIPPING_EVENTS]);
     expect(routes.get(SHIPPING_EVENTS)?.has('ShipmentPlanned')).toBe(true);
-    expect(bindingOf('shipping.shipment-planner')).toEqual({
+    expect(bindingOf('shipping.shipment-planner', topology)).toEqual({
       topic: 'business-events',
       subscription: 'shipping.shipment-planner',
       subjects: ['StockReserved', 'BackorderCreated'],

@@ -1,7 +1,7 @@
 import { startProgress } from '@idempotent-consumers/devkit';
-import { topology } from '@idempotent-consumers/inbox/internal';
 import fc from 'fast-check';
 
+import { topology } from '../../../src/topology';
 import { replayCommand } from '../../scenario/replay';
 import { ScenarioEnvironment, type ScenarioOptions } from '../../scenario/run';
 

@@ -8,6 +8,7 @@ import {
   parseEventLines,
   type SubjectRules,
 } from '../../../packages/devkit/src/tools/events';
+import { topology } from '../../../src/topology';
 import { SAMPLE_EVENTS, shipmentPlanner } from '../../src';
 
 let rules: Map<string, SubjectRules>;
@@ -25,7 +26,7 @@ describe('the subjects the send tool knows', () => {
     // add their subjects, and their schemas to a subject they read too (fan-out).
     const sample = [
       ...Object.values(SAMPLE_EVENTS).map((event) => ({ subject: event.subject, consumer: event.consumer })),
-      ...bindingOf(shipmentPlanner.name).subjects.map((subject) => ({
+      ...bindingOf(shipmentPlanner.name, topology).subjects.map((subject) => ({
         subject,
         consumer: shipmentPlanner.name,
       })),

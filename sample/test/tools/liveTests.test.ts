@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 
 import { appFunctions, PROJECT_ROOT, RETRY_COPIES } from '@idempotent-consumers/devkit';
-import { topology } from '@idempotent-consumers/inbox/internal';
 import {
   FunctionsHost,
   loadFunctionApp,
@@ -9,6 +8,7 @@ import {
   startServiceBus as start,
 } from '@idempotent-consumers/local-azure';
 
+import { topology } from '../../../src/topology';
 import { useLocalStack } from '../../../test/support/localStack';
 import { captured } from '../../../test/support/tools';
 import { endToEnd } from '../../liveTests';

@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { runTool, type ToolContext } from '@idempotent-consumers/devkit';
-import { topology } from '@idempotent-consumers/inbox/internal';
 
 import { writeLocalRun } from '../../../packages/devkit/src/build/localRun';
 import { ToolSide } from '../../../packages/devkit/src/tools/console/toolSide';
 import { loadSubjectRules, parseEventLines } from '../../../packages/devkit/src/tools/events';
 import { main } from '../../../packages/devkit/src/tools/send';
+import { topology } from '../../../src/topology';
 import {
   ORDERS,
   PAYMENTS,

@@ -1,4 +1,4 @@
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
@@ -34,6 +34,11 @@ export function appFunctions(): FunctionAppEntry {
 export const RETRY_COPIES: RetryCopies = { subject: RETRY_SUBJECT, forProperty: RETRY_PROPERTIES.for };
 
 export const TOPOLOGY_PATH = path.join(PROJECT_ROOT, 'src', 'topology.json');
+
+/** The app's topology: src/topology.json, read now and checked against the library's schema. */
+export function appTopology(): Topology {
+  return validateTopology(JSON.parse(readFileSync(TOPOLOGY_PATH, 'utf8')) as unknown);
+}
 
 /** Validates `topology` and writes it to src/topology.json, formatted. */
 export async function writeTopology(topology: Topology): Promise<void> {

@@ -15,8 +15,9 @@ import {
   RETRY_PROPERTIES,
   RETRY_SUBJECT,
 } from '@idempotent-consumers/inbox/internal';
-import { type Topology, topology as declaredTopology } from '@idempotent-consumers/inbox/internal';
+import { type Topology } from '@idempotent-consumers/inbox/internal';
 
+import { appTopology } from '../cli/project';
 import { PROJECT_ROOT } from '../cli/project';
 import {
   type Command,
@@ -26,6 +27,8 @@ import {
   runCommand,
   type ToolContext,
 } from '../cli/tool';
+
+const declaredTopology = appTopology();
 
 export const CONFIG_PATH = path.join(PROJECT_ROOT, 'emulators', 'servicebus-config.json');
 

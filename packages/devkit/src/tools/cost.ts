@@ -1,8 +1,9 @@
 import type { ParseArgsConfig } from 'node:util';
 
-import { type Topology, topology } from '@idempotent-consumers/inbox/internal';
+import { type Topology } from '@idempotent-consumers/inbox/internal';
 
 import { bounded } from '../cli/errors';
+import { appTopology } from '../cli/project';
 import { table } from '../cli/table';
 import {
   type Command,
@@ -27,6 +28,8 @@ import {
   sustainableEventsPerSecond,
 } from './cost/model';
 import { type ListPrice, type PriceName, PRICES } from './cost/prices';
+
+const topology = appTopology();
 
 const USAGE = `Usage:
   npm run cost -- [--rate 10] [--reads 1] [--writes 1] [--document-bytes 500] [--publishes 0] [--event-bytes 300] [--json]

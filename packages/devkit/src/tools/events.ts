@@ -6,7 +6,7 @@ import type { Consumer } from '@idempotent-consumers/inbox/internal';
 import { bindingOf } from '@idempotent-consumers/inbox/internal';
 
 import { bounded, UsageError } from '../cli/errors';
-import { PROJECT_ROOT } from '../cli/project';
+import { appTopology, PROJECT_ROOT } from '../cli/project';
 import { loadConsumers } from './consumers';
 
 /**
@@ -73,7 +73,7 @@ export function sampleShortcuts(): Record<string, EventShortcut> {
 export async function loadSubjectRules(): Promise<Map<string, SubjectRules>> {
   const rules = new Map<string, SubjectRules>();
   for (const consumer of (await loadConsumers({ definitionsOnly: true })).values()) {
-    for (const subject of bindingOf(consumer.name).subjects) {
+    for (const subject of bindingOf(consumer.name, appTopology()).subjects) {
       const entry = rules.get(subject) ?? { schemas: new Map() };
       entry.schemas.set(consumer.name, consumer.schema);
       rules.set(subject, entry);

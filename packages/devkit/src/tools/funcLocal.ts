@@ -5,7 +5,6 @@ import { relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { loadSettings, SettingsError } from '@idempotent-consumers/inbox/internal';
-import { topology } from '@idempotent-consumers/inbox/internal';
 import {
   connectionStringFor,
   DEFAULT_KEY,
@@ -15,6 +14,7 @@ import {
 
 import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../build/localRun';
 import { EnvironmentError } from '../cli/errors';
+import { appTopology } from '../cli/project';
 import { PROJECT_ROOT, RETRY_COPIES } from '../cli/project';
 import { listening, type LocalServer, serverCommand } from '../cli/serve';
 import { type FlagValues, numberFlag, runCommand, type ToolContext } from '../cli/tool';
@@ -25,6 +25,8 @@ import {
   SAMPLE_PATH,
 } from '../emulators/localSettings';
 import { provisionAppContainer } from '../emulators/provisionCosmos';
+
+const topology = appTopology();
 
 const USAGE = `Usage: npm run func:local -- [--cosmos-port 8081] [--servicebus-port 5672] [--settings local.settings.json]
                              [--force] [--no-azurite]

@@ -3,13 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
-import { topology } from '@idempotent-consumers/inbox/internal';
 import { startServiceBus as start } from '@idempotent-consumers/local-azure';
 
+import { appTopology } from '../cli/project';
 import { RETRY_COPIES } from '../cli/project';
 import { type LocalServer, serverCommand } from '../cli/serve';
 import { runCommand } from '../cli/tool';
 import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';
+
+const topology = appTopology();
 
 const USAGE = `Usage: npx tsx packages/devkit/src/tools/localServiceBus.ts [--port 5672] [--host 127.0.0.1]
          [--duplicate-window PT1H] [--lock-duration PT1M] [--max-delivery-count 10] [--queue <name>]...

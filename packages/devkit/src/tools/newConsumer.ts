@@ -7,12 +7,11 @@ import {
   ENTITY_NAME,
   functionNameOf,
   type Topology,
-  topology,
 } from '@idempotent-consumers/inbox/internal';
 
 import { UsageError } from '../cli/errors';
 import { formatted } from '../cli/formatted';
-import { PROJECT_ROOT, relative, writeTopology } from '../cli/project';
+import { appTopology, PROJECT_ROOT, relative, writeTopology } from '../cli/project';
 import {
   type Command,
   EXIT_CODES,
@@ -23,6 +22,8 @@ import {
 } from '../cli/tool';
 import { writeEmulatorConfig } from '../emulators/generateConfig';
 import { loadConsumers } from './consumers';
+
+const topology = appTopology();
 
 const USAGE = `Usage:
   npm run new:consumer -- --name <area.consumer> --topic <topic> --subject <Subject> [--kind inbox|versioned]

@@ -2,15 +2,11 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ParseArgsConfig } from 'node:util';
 
-import {
-  functionNameOf,
-  topicsPublishedBy,
-  type Topology,
-  topology,
-} from '@idempotent-consumers/inbox/internal';
+import { functionNameOf, topicsPublishedBy, type Topology } from '@idempotent-consumers/inbox/internal';
 import { parseDocument } from 'yaml';
 
 import { formatted } from '../cli/formatted';
+import { appTopology } from '../cli/project';
 import { PROJECT_ROOT, writeTopology } from '../cli/project';
 import {
   type Command,
@@ -23,6 +19,8 @@ import {
 import { writeEmulatorConfig } from '../emulators/generateConfig';
 import { markdownFiles, withoutSamplePassages } from './sampleDocs';
 import { SAMPLE } from './samples';
+
+const topology = appTopology();
 
 const USAGE = `Usage:
   npm run remove:samples [-- --dry-run]
@@ -90,7 +88,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     topology.topics.some((topic) => topic.subscriptions.some((s) => s.name === name)),
   );
   const publishers = SAMPLE.consumers.flatMap((name) =>
-    topicsPublishedBy(name).map((topic) => ({ name, topic })),
+    topicsPublishedBy(name, topology).map((topic) => ({ name, topic })),
   );
   const packageFile = path.join(PROJECT_ROOT, 'package.json');
   const manifest = JSON.parse(readFileSync(packageFile, 'utf8')) as { scripts: Record<string, string> };

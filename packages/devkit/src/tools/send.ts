@@ -3,12 +3,12 @@ import type { ParseArgsConfig } from 'node:util';
 
 import type { ServiceBusClient } from '@azure/service-bus';
 import { carrierOf, traceProperties } from '@idempotent-consumers/inbox/internal';
-import { topology } from '@idempotent-consumers/inbox/internal';
 import { ROOT_CONTEXT, SpanKind, trace, type Tracer } from '@opentelemetry/api';
 import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
 
 import { LOCAL_RUN_FILE, type LocalRun, localRunContext } from '../build/localRun';
 import { bounded, UsageError } from '../cli/errors';
+import { appTopology } from '../cli/project';
 import {
   type Command,
   EXIT_CODES,
@@ -27,6 +27,8 @@ import {
 } from './events';
 import { planSend, type SendPlan, sendPlanLines } from './sendPlan';
 import { connectServiceBus, routedSubjects, topicFor, toServiceBusMessage } from './serviceBus';
+
+const topology = appTopology();
 
 const SHORTCUTS = sampleShortcuts();
 

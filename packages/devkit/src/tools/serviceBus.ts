@@ -1,10 +1,13 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage } from '@azure/service-bus';
 import { EMULATOR_FLAG } from '@idempotent-consumers/inbox/internal';
-import { type Topology, topology } from '@idempotent-consumers/inbox/internal';
+import { type Topology } from '@idempotent-consumers/inbox/internal';
 
 import { bounded, EnvironmentError, UsageError } from '../cli/errors';
+import { appTopology } from '../cli/project';
 import type { OutgoingEvent } from './events';
+
+const topology = appTopology();
 
 /**
  * How the tools reach Service Bus. A real namespace only through identity: SERVICEBUS_NAMESPACE and

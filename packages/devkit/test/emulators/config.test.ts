@@ -6,8 +6,9 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { appTopology } from '@idempotent-consumers/devkit';
 import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
-import { type Topology, topology } from '@idempotent-consumers/inbox/internal';
+import { type Topology } from '@idempotent-consumers/inbox/internal';
 
 import { PROJECT_ROOT } from '../../src/cli/project';
 import type { EmulatorConfig, EmulatorTopic } from '../../src/emulators/generateConfig';
@@ -17,6 +18,8 @@ import {
   emulatorConfig,
   renderEmulatorConfig,
 } from '../../src/emulators/generateConfig';
+
+const topology = appTopology();
 
 const seconds = (duration: string): number => parseDurationSeconds(duration, 'test');
 

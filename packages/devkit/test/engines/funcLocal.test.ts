@@ -5,14 +5,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
+import { appTopology } from '@idempotent-consumers/devkit';
 import { loadSettings } from '@idempotent-consumers/inbox/internal';
-import { topology } from '@idempotent-consumers/inbox/internal';
 import { DEFAULT_KEY } from '@idempotent-consumers/local-azure';
 
 import { buildHarness, DOTNET, warnWhenSkipped } from '../../../../test/support/engines';
 import { StartedApp, userEnvironment } from '../../../../test/support/npmStart';
 import { PROJECT_ROOT } from '../../src/cli/project';
 import { COSMOS_EXTENSION_CONNECTION_MODE, type LocalSettingsFile } from '../../src/emulators/localSettings';
+
+const topology = appTopology();
 
 /**
  * `npm run func:local`, as Azure Functions Core Tools' host would use it: the servers it starts and

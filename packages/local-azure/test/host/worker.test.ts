@@ -2,9 +2,8 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 
 import { app } from '@azure/functions';
-import { appFunctions, PROJECT_ROOT } from '@idempotent-consumers/devkit';
-import { toDelivery } from '@idempotent-consumers/inbox/internal';
-import { functionNameOf, topology } from '@idempotent-consumers/inbox/internal';
+import { appFunctions, appTopology, PROJECT_ROOT } from '@idempotent-consumers/devkit';
+import { functionNameOf, toDelivery } from '@idempotent-consumers/inbox/internal';
 
 import { useLocalStack } from '../../../../test/support/localStack';
 import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../../../test/support/probeFunction';
@@ -13,6 +12,8 @@ import { loadFunctionApp, loggedOutcome, type ServiceBusDelivery } from '../../s
 // The app reads the Cosmos DB account when it starts (src/app.ts, checkWriteRegions): a local one,
 // with one write region, as the Bicep deploys it.
 useLocalStack();
+
+const topology = appTopology();
 
 /**
  * functions/<name>.ts, in the order the worker loads them: one per subscription, the purge timer,

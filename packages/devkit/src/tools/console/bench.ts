@@ -10,14 +10,16 @@ import { parseArgs } from 'node:util';
 import { CosmosClient } from '@azure/cosmos';
 import { ServiceBusClient } from '@azure/service-bus';
 import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
-import { topology } from '@idempotent-consumers/inbox/internal';
 import { ensureAppContainer, startInWorker, startServiceBus } from '@idempotent-consumers/local-azure';
 
 import { median } from '../../build/package';
+import { appTopology } from '../../cli/project';
 import { RETRY_COPIES } from '../../cli/project';
 import { findChromium, launchBrowser } from './browser';
 import { Feed } from './feed';
 import { startLocalConsole } from './local';
+
+const topology = appTopology();
 
 const { values } = parseArgs({
   options: {

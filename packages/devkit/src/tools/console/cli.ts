@@ -1,9 +1,10 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusAdministrationClient, type ServiceBusClient } from '@azure/service-bus';
-import { functionNameOf, type Topology, topology as declared } from '@idempotent-consumers/inbox/internal';
+import { functionNameOf, type Topology } from '@idempotent-consumers/inbox/internal';
 
 import { localRunContext } from '../../build/localRun';
 import { bounded } from '../../cli/errors';
+import { appTopology } from '../../cli/project';
 import { listening, type LocalServer, serverCommand } from '../../cli/serve';
 import { type FlagValues, numberFlag, runCommand, type ToolContext } from '../../cli/tool';
 import { peekQueue } from '../deadLetterQueue';
@@ -20,6 +21,8 @@ import { ConsoleBackend, type CountsRead, type SubscriptionCounts } from './back
 import { explainRefusal } from './errors';
 import { startConsole } from './server';
 import { startToolThread, type ToolCalls } from './toolThread';
+
+const declared = appTopology();
 
 const USAGE = `Usage: npm run console -- [--port 7072] [--allow-actions]
 

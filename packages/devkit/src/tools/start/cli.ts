@@ -12,7 +12,7 @@ import {
   type Settings,
   SettingsError,
 } from '@idempotent-consumers/inbox/internal';
-import { type Topology, topology, validateTopology } from '@idempotent-consumers/inbox/internal';
+import { type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
 import {
   ChangeFeedTrigger,
   DEFAULT_KEY,
@@ -40,6 +40,7 @@ import {
 } from '../../build/localRun';
 import { buildPackage } from '../../build/package';
 import { bounded, EnvironmentError } from '../../cli/errors';
+import { appTopology } from '../../cli/project';
 import { PROJECT_ROOT, RETRY_COPIES } from '../../cli/project';
 import { listening } from '../../cli/serve';
 import {
@@ -57,6 +58,8 @@ import { Feed } from '../console/feed';
 import { startLocalConsole } from '../console/local';
 import { LiveOutput } from './output';
 import { SourceWatcher } from './watch';
+
+const topology = appTopology();
 
 const USAGE = `Usage: npm start -- [--duplicate-window PT1H] [--cosmos-port 8081] [--servicebus-port 5672] [--console-port 7070 | --no-console] [--app dist] [--watch | --no-watch]
 
