@@ -6,18 +6,20 @@ import type { ParseArgsConfig } from 'node:util';
 import type { Container } from '@azure/cosmos';
 import {
   type Command,
+  connectServiceBus,
   EXIT_CODES,
   type ExitCode,
   parseFlags,
   runCommand,
   type ToolContext,
+  topicFor,
+  toServiceBusMessage,
   UsageError,
 } from '@idempotent-consumers/devkit';
 import { createCosmosClient } from '@idempotent-consumers/inbox/internal';
 import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
 import { loadSettings } from '@idempotent-consumers/inbox/internal';
 
-import { connectServiceBus, topicFor, toServiceBusMessage } from '../packages/devkit/src/tools/serviceBus';
 import { type Invoice, invoicePartition, toMinorUnits } from './src/documents';
 import { SAMPLE_EVENTS } from './src/events';
 

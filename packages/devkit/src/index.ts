@@ -32,3 +32,4 @@ export {
   type ToolContext,
   usageError,
 } from './cli/tool';
+export { connectServiceBus, topicFor, toServiceBusMessage } from './tools/serviceBus';

@@ -1,7 +1,9 @@
 const { readdirSync } = require('node:fs');
 const { join, posix } = require('node:path');
 
-const { projects, testTimeout } = require('../../../../jest.config.js');
+/** The project's root (this file is run from the repository, where the library lives). */
+const ROOT = join(__dirname, '..', '..', '..', '..');
+const { projects, testTimeout } = require(join(ROOT, 'jest.config.js'));
 
 /**
  * The jest config Stryker runs (packages/devkit/src/build/stryker.config.mjs): the fast suites whose business is
@@ -43,7 +45,7 @@ const WORKSPACE_ENTRIES = Object.fromEntries(
 module.exports = {
   ...libraryProject,
   displayName: 'mutation',
-  rootDir: join(__dirname, '..', '..', '..', '..'),
+  rootDir: ROOT,
   roots: LIBRARY_SUITES.map((folder) => `<rootDir>/${folder}`),
   testMatch: LIBRARY_SUITES.map((folder) => `<rootDir>/${folder}/**/*.test.ts`),
   testPathIgnorePatterns: [...(libraryProject.testPathIgnorePatterns ?? []), ...READS_SOURCE_TEXT],

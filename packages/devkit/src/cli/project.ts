@@ -1,17 +1,31 @@
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
 import { type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
 import type { FunctionAppEntry, RetryCopies } from '@idempotent-consumers/local-azure';
 
+import { bounded } from './errors';
 import { formatted } from './formatted';
 
 /**
- * The project's root: the checkout whose functions/ the tools load, and which the build and the
- * tools read and change. The one place it is worked out.
+ * The project's root: the app whose functions/ the tools load, and which the build and the tools
+ * read and change: the nearest folder, from where the command runs up, with the app's package.json
+ * and host.json (npm runs a script from there, wherever the dev kit is installed). The one place
+ * it is worked out.
  */
-export const PROJECT_ROOT = path.join(__dirname, '..', '..', '..', '..');
+export const PROJECT_ROOT = projectRoot(process.cwd());
+
+function projectRoot(start: string): string {
+  for (let folder = path.resolve(start); ; folder = path.dirname(folder)) {
+    if (existsSync(path.join(folder, 'host.json')) && existsSync(path.join(folder, 'package.json')))
+      return folder;
+    if (path.dirname(folder) === folder)
+      throw new Error(
+        `No Functions app here: neither ${bounded(start, 200)} nor a folder above it has host.json and package.json. Run the command from the app's folder.`,
+      );
+  }
+}
 
 /**
  * The app's function sources, as loadFunctionApp takes them and as the worker would load its built

@@ -1,8 +1,9 @@
+import path from 'node:path';
+
 import type { Consumer } from '@idempotent-consumers/inbox/internal';
 import { loadFunctionApp } from '@idempotent-consumers/local-azure';
 
-import type * as App from '../../../../src/app';
-import { appFunctions } from '../cli/project';
+import { appFunctions, PROJECT_ROOT } from '../cli/project';
 
 /**
  * The app's consumers, found as the host finds its functions: functions/*.ts loaded through the
@@ -27,10 +28,16 @@ export async function loadConsumers(
   } finally {
     for (const [name] of placeholders) delete process.env[name];
   }
-  // The module the function files loaded (a static import would validate the settings first).
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded after the app on purpose
-  const { registeredConsumers } = require('../../../../src/app') as typeof App;
-  return registeredConsumers();
+  // The app's module the function files loaded, read at run time (a static import would validate
+  // the settings first, and tie the dev kit to one app).
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the app's, loaded after it on purpose
+  const app = require(path.join(PROJECT_ROOT, 'src', 'app')) as AppModule;
+  return app.registeredConsumers();
+}
+
+/** What the dev kit reads of the app's src/app.ts. */
+interface AppModule {
+  registeredConsumers(): ReadonlyMap<string, Consumer>;
 }
 
 const PLACEHOLDER_SETTINGS = {

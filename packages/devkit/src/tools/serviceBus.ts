@@ -7,8 +7,6 @@ import { bounded, EnvironmentError, UsageError } from '../cli/errors';
 import { appTopology } from '../cli/project';
 import type { OutgoingEvent } from './events';
 
-const topology = appTopology();
-
 /**
  * How the tools reach Service Bus. A real namespace only through identity: SERVICEBUS_NAMESPACE and
  * DefaultAzureCredential (az login, a managed identity, AZURE_CLIENT_ID...). The Bicep disables
@@ -73,7 +71,7 @@ export function fullyQualified(namespace: string): string {
  * The topic that carries a subject in `declared` (src/topology.json, or the running npm start's),
  * unless the operator names one.
  */
-export function topicFor(subject: string, override?: string, declared: Topology = topology): string {
+export function topicFor(subject: string, override?: string, declared: Topology = appTopology()): string {
   if (override) return override;
   const topic = declared.topics.find((t) => t.subscriptions.some((s) => s.subjects.includes(subject)));
   if (!topic) {
@@ -87,6 +85,7 @@ export function topicFor(subject: string, override?: string, declared: Topology 
 /** The topic a subscription belongs to (src/topology.json), unless the operator names one. */
 export function topicOfSubscription(subscription: string, override?: string): string {
   if (override) return override;
+  const topology = appTopology();
   const topic = topology.topics.find((t) => t.subscriptions.some((s) => s.name === subscription));
   if (!topic) {
     const known = topology.topics.flatMap((t) => t.subscriptions.map((s) => s.name));
@@ -102,7 +101,7 @@ export function topicOfSubscription(subscription: string, override?: string): st
  * as the subscriptions' correlation filters). A message with any other Subject is accepted by the
  * topic, copied to no subscription, and gone.
  */
-export function routedSubjects(topic: string, source: Topology = topology): ReadonlySet<string> {
+export function routedSubjects(topic: string, source: Topology = appTopology()): ReadonlySet<string> {
   const declared = source.topics.find((t) => t.name === topic);
   return new Set(declared?.subscriptions.flatMap((s) => s.subjects) ?? []);
 }
@@ -112,7 +111,11 @@ export function routedSubjects(topic: string, source: Topology = topology): Read
  * inboxRetryFor its name): it declares `delayedRetry` in src/topology.json, whose filter the Bicep
  * deploys (packages/inbox/src/delayedRetry.ts).
  */
-export function takesRetryCopies(topic: string, subscription: string, source: Topology = topology): boolean {
+export function takesRetryCopies(
+  topic: string,
+  subscription: string,
+  source: Topology = appTopology(),
+): boolean {
   const declared = source.topics.find((t) => t.name === topic);
   return (
     declared?.subscriptions.some((s) => s.name === subscription && s.delayedRetry !== undefined) ?? false
