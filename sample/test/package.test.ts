@@ -15,6 +15,19 @@ import { gunzipSync } from 'node:zlib';
 
 import { PROJECT_ROOT, RETRY_COPIES } from '@idempotent-consumers/devkit';
 import {
+  azdRemoteBuild,
+  azdZipEntries,
+  listFiles,
+  readAzureYaml,
+} from '@idempotent-consumers/devkit/internal/build/azd';
+import type { LoadReport } from '@idempotent-consumers/devkit/internal/build/loadPackage';
+import {
+  bootPackage,
+  developmentOnlyPackages,
+  PACKAGE_DIR,
+  type PackageReport,
+} from '@idempotent-consumers/devkit/internal/build/package';
+import {
   METRIC_NAMES,
   OUTBOX_TYPE,
   outgoingMessageId,
@@ -25,14 +38,6 @@ import { type LocalServiceBus, scaledClock, startServiceBus } from '@idempotent-
 import { unzipSync } from 'fflate';
 import { generate } from 'selfsigned';
 
-import { azdRemoteBuild, azdZipEntries, listFiles, readAzureYaml } from '../../packages/devkit/src/build/azd';
-import type { LoadReport } from '../../packages/devkit/src/build/loadPackage';
-import {
-  bootPackage,
-  developmentOnlyPackages,
-  PACKAGE_DIR,
-  type PackageReport,
-} from '../../packages/devkit/src/build/package';
 import { topology } from '../../src/topology';
 import { appSettings, describeInfra } from '../../test/support/bicep';
 import { delivery, dependencies, documentsIn } from '../../test/support/inbox';
@@ -94,7 +99,9 @@ describe('azure.yaml', () => {
   it('deploys the folder npm run build writes, as is, and names the azd it needs', () => {
     expect(readAzureYaml(PROJECT_ROOT).requiredVersions?.azd).toBe('>= 1.23.5');
     expect(service).toMatchObject({ project: '.', host: 'function', language: 'ts', dist: PACKAGE_DIR });
-    expect(manifest.scripts.build).toBe('tsx packages/devkit/src/build/package.ts --build-only');
+    expect(manifest.scripts.build).toBe(
+      'tsx node_modules/@idempotent-consumers/devkit/src/build/package.ts --build-only',
+    );
     expect(manifest.main).toBe(`${PACKAGE_DIR}/app.js`);
   });
 

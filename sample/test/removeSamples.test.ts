@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
+import { withoutSamples } from '@idempotent-consumers/devkit/internal/tools/removeSamples';
+import { markdownFiles, withoutSamplePassages } from '@idempotent-consumers/devkit/internal/tools/sampleDocs';
+import { SAMPLE } from '@idempotent-consumers/devkit/internal/tools/samples';
 import { type Topology } from '@idempotent-consumers/inbox/internal';
 
-import { withoutSamples } from '../../packages/devkit/src/tools/removeSamples';
-import { markdownFiles, withoutSamplePassages } from '../../packages/devkit/src/tools/sampleDocs';
-import { SAMPLE } from '../../packages/devkit/src/tools/samples';
 import { topology } from '../../src/topology';
 import {
   checkProject,

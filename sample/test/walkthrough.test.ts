@@ -13,9 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
+import { SAMPLE } from '@idempotent-consumers/devkit/internal/tools/samples';
 import type { Topology } from '@idempotent-consumers/inbox/internal';
 
-import { SAMPLE } from '../../packages/devkit/src/tools/samples';
 import { readMarkdown } from '../../test/support/markdown';
 import { StartedApp, userEnvironment } from '../../test/support/npmStart';
 import { useProjectCopy } from '../../test/support/projectCopy';

@@ -6,8 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
-
-import { PRICES } from '../../packages/devkit/src/tools/cost/prices';
+import { PRICES } from '@idempotent-consumers/devkit/internal/tools/cost/prices';
 
 interface Row {
   item: string;

@@ -8,10 +8,10 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
+import { withoutSamplePassages } from '@idempotent-consumers/devkit/internal/tools/sampleDocs';
 import ts from 'typescript';
 import { parse } from 'yaml';
 
-import { withoutSamplePassages } from '../../packages/devkit/src/tools/sampleDocs';
 import {
   anchors,
   inlineCode,

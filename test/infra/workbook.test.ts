@@ -6,8 +6,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { DUPLICATE_CAUSES } from '../../packages/inbox/src/duplicateCause';
-import { METRIC_NAMES, OUTCOMES } from '../../packages/inbox/src/telemetry';
+import { DUPLICATE_CAUSES } from '@idempotent-consumers/inbox/internal';
+import { METRIC_NAMES, OUTCOMES } from '@idempotent-consumers/inbox/internal';
 
 interface Item {
   type: number;

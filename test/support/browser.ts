@@ -1,8 +1,10 @@
 // The console's tests in a real browser: packages/devkit/src/tools/console/browser.ts finds and launches Chromium.
 
+import {
+  findChromium,
+  launchBrowser as launch,
+} from '@idempotent-consumers/devkit/internal/tools/console/browser';
 import type { Browser } from 'playwright-core';
-
-import { findChromium, launchBrowser as launch } from '../../packages/devkit/src/tools/console/browser';
 
 /** The Chromium binary, when this machine has one. */
 export const CHROMIUM = findChromium();

@@ -1,4 +1,5 @@
 import type { Container } from '@azure/cosmos';
+import type { Delivery } from '@idempotent-consumers/inbox/internal';
 import {
   type InboxConsumer,
   PoisonMessageError,
@@ -7,8 +8,6 @@ import {
   TransientStoreError,
 } from '@idempotent-consumers/inbox/internal';
 import { z } from 'zod';
-
-import type { Delivery } from '../../packages/inbox/src/delivery';
 
 /** The outbox settings the relay and sweeper tests run with: the app's defaults (packages/inbox/src/settings.ts). */
 export const OUTBOX_SETTINGS = {

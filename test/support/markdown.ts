@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 
 /** Every markdown file of the repository, as a path relative to PROJECT_ROOT. */
-export { markdownFiles } from '../../packages/devkit/src/tools/sampleDocs';
+export { markdownFiles } from '@idempotent-consumers/devkit/internal/tools/sampleDocs';
 
 export interface CodeBlock {
   /** The fence's info string: `ts`, `ts fragment`, `bash`... */

@@ -1,9 +1,8 @@
 import { join } from 'node:path';
 
 import { type Command, PROJECT_ROOT, runTool, type ToolContext } from '@idempotent-consumers/devkit';
-
-import { main } from '../../packages/devkit/src/tools/deadLetters';
-import { main as peekMain } from '../../packages/devkit/src/tools/peek';
+import { main } from '@idempotent-consumers/devkit/internal/tools/deadLetters';
+import { main as peekMain } from '@idempotent-consumers/devkit/internal/tools/peek';
 
 export interface CapturedContext {
   context: ToolContext;

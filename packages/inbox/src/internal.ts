@@ -46,7 +46,7 @@ export {
   retryMessageId,
   type RetryScheduler,
 } from './delayedRetry';
-export { toDelivery } from './delivery';
+export { type Delivery, toDelivery } from './delivery';
 export {
   type DeliveryCause,
   DUPLICATE_CAUSES,

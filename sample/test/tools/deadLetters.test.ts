@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import type { ServiceBusReceiver } from '@azure/service-bus';
+import { writeLocalRun } from '@idempotent-consumers/devkit/internal/build/localRun';
 import { RESUBMITTED_AT_PROPERTY } from '@idempotent-consumers/inbox/internal';
 
-import { writeLocalRun } from '../../../packages/devkit/src/build/localRun';
 import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../../../test/support/peer';
 import { captured, deadLetters, UNREACHABLE } from '../../../test/support/tools';
 

@@ -1,13 +1,13 @@
 import { UsageError } from '@idempotent-consumers/devkit';
-import { bindingOf } from '@idempotent-consumers/inbox/internal';
-import { z } from 'zod';
-
 import {
   loadSubjectRules,
   parseEvent,
   parseEventLines,
   type SubjectRules,
-} from '../../../packages/devkit/src/tools/events';
+} from '@idempotent-consumers/devkit/internal/tools/events';
+import { bindingOf } from '@idempotent-consumers/inbox/internal';
+import { z } from 'zod';
+
 import { topology } from '../../../src/topology';
 import { SAMPLE_EVENTS, shipmentPlanner } from '../../src';
 

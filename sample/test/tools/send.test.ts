@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { runTool, type ToolContext } from '@idempotent-consumers/devkit';
+import { writeLocalRun } from '@idempotent-consumers/devkit/internal/build/localRun';
+import { ToolSide } from '@idempotent-consumers/devkit/internal/tools/console/toolSide';
+import { loadSubjectRules, parseEventLines } from '@idempotent-consumers/devkit/internal/tools/events';
+import { main } from '@idempotent-consumers/devkit/internal/tools/send';
 
-import { writeLocalRun } from '../../../packages/devkit/src/build/localRun';
-import { ToolSide } from '../../../packages/devkit/src/tools/console/toolSide';
-import { loadSubjectRules, parseEventLines } from '../../../packages/devkit/src/tools/events';
-import { main } from '../../../packages/devkit/src/tools/send';
 import { topology } from '../../../src/topology';
 import {
   ORDERS,
