@@ -34,13 +34,13 @@ import {
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
 import { functionNameOf } from '@idempotent-consumers/inbox/internal';
+import { delivery, dependencies, documentsIn } from '@idempotent-consumers/inbox/testing';
 import { type LocalServiceBus, scaledClock, startServiceBus } from '@idempotent-consumers/local-azure';
 import { unzipSync } from 'fflate';
 import { generate } from 'selfsigned';
 
 import { topology } from '../../src/topology';
 import { appSettings, describeInfra } from '../../test/support/bicep';
-import { delivery, dependencies, documentsIn } from '../../test/support/inbox';
 import { useLocalStack } from '../../test/support/localStack';
 import {
   type Invoice,

@@ -9,11 +9,11 @@ import {
   PoisonMessageError,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
+import { delivery, dependencies, documentsIn, testConsumer } from '@idempotent-consumers/inbox/testing';
 import { type FunctionApp, loadFunctionApp, type LogLine } from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime } from '../../src/app';
 import { relayChanges, runTimer } from '../support/deliveries';
-import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';

@@ -6,6 +6,7 @@ import {
   RESUBMITTED_AT_PROPERTY,
   retryCopy,
 } from '@idempotent-consumers/inbox/internal';
+import { delivery } from '@idempotent-consumers/inbox/testing';
 import {
   type FunctionApp,
   integer,
@@ -16,7 +17,6 @@ import {
 } from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime } from '../../src/app';
-import { delivery } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';

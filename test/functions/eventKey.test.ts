@@ -1,8 +1,8 @@
 import { METRIC_NAMES } from '@idempotent-consumers/inbox/internal';
+import { documentsIn } from '@idempotent-consumers/inbox/testing';
 import { type FunctionApp, loadFunctionApp, type LogLine } from '@idempotent-consumers/local-azure';
 
 import { EVENT_KEY_PROBE } from '../support/eventKeyProbe';
-import { documentsIn } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
 

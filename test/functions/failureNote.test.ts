@@ -7,9 +7,9 @@ import {
   markerLocation,
   PoisonMessageError,
 } from '@idempotent-consumers/inbox/internal';
+import { documentsIn, testConsumer, TestMessage } from '@idempotent-consumers/inbox/testing';
 import { type FunctionApp, loadFunctionApp } from '@idempotent-consumers/local-azure';
 
-import { documentsIn, testConsumer, TestMessage } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 

@@ -4,10 +4,10 @@ import {
   type OutgoingMessage,
   relayOutbox,
 } from '@idempotent-consumers/inbox/internal';
+import { documentsIn } from '@idempotent-consumers/inbox/testing';
 import { type FunctionApp, loadFunctionApp } from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime } from '../../src/app';
-import { documentsIn } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 

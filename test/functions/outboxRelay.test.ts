@@ -9,11 +9,11 @@ import {
   type OutboxPublisher,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
+import { delivery, dependencies, documentsIn, testConsumer } from '@idempotent-consumers/inbox/testing';
 import { jsonNetDate, loadFunctionApp, retryDelays } from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime } from '../../src/app';
 import { relayChanges } from '../support/deliveries';
-import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 
 /**

@@ -6,11 +6,11 @@ import {
   type OutboxPublisher,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
+import { delivery, dependencies, documentsIn, testConsumer } from '@idempotent-consumers/inbox/testing';
 
 import { inboxRuntime } from '../../src/app';
 import { serviceBusPublisher } from '../../src/serviceBusPublisher';
 import { relayChanges, runTimer } from '../support/deliveries';
-import { delivery, dependencies, documentsIn, testConsumer } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { MetricsSink } from '../support/metrics';
 import { ORDERS, type PeerFixture, receive, startPeer, TOPIC } from '../support/peer';

@@ -12,11 +12,11 @@ import {
   relayOutbox,
   sweepOutbox,
 } from '@idempotent-consumers/inbox/internal';
+import { documentsIn, OUTBOX_SETTINGS } from '@idempotent-consumers/inbox/testing';
 import { type FunctionApp, loadFunctionApp, pick, seededRandom } from '@idempotent-consumers/local-azure';
 import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
 
 import { toServiceBusMessage } from '../../src/serviceBusPublisher';
-import { documentsIn, OUTBOX_SETTINGS } from '../support/inbox';
 import { useLocalStack } from '../support/localStack';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 import { spansNamed, useSpanExporter } from '../support/spans';

@@ -1,8 +1,8 @@
 import { app } from '@azure/functions';
+import { testConsumer } from '@idempotent-consumers/inbox/testing';
 
 import { consumerTrigger } from '../../src/app';
 import { topology } from '../../src/topology';
-import { testConsumer } from './inbox';
 
 /**
  * A consumer function for each subscription src/topology.json declares, registered as a function

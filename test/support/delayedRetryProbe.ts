@@ -3,9 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { app } from '@azure/functions';
 import { type Delivery, serviceBusHandler } from '@idempotent-consumers/inbox/internal';
 import { bindingOf, type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
+import { testConsumer, type TestMessage } from '@idempotent-consumers/inbox/testing';
 
 import { inboxRuntime } from '../../src/app';
-import { testConsumer, type TestMessage } from './inbox';
 
 /**
  * Two consumer functions on one topic, registered as src/app.ts registers a consumer (the library's

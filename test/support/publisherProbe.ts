@@ -5,9 +5,9 @@ import {
   serviceBusHandler,
 } from '@idempotent-consumers/inbox/internal';
 import { outboxRoutesOf, type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
+import { testConsumer, type TestMessage } from '@idempotent-consumers/inbox/testing';
 
 import { inboxRuntime } from '../../src/app';
-import { testConsumer, type TestMessage } from './inbox';
 
 /**
  * A consumer function whose handler the test writes (`onHandle`), registered as src/app.ts

@@ -15,7 +15,7 @@ import {
   TransientStoreError,
 } from '@idempotent-consumers/inbox/internal';
 
-import { testConsumer } from '../../../test/support/inbox';
+import { testConsumer } from '../src/testing';
 
 /** Virtual time: timers fire only when the test advances it, in due order. */
 class ManualClock implements BreakerClock {

@@ -24,8 +24,8 @@ import {
 import { validateTopology } from '@idempotent-consumers/inbox/internal';
 
 import { checkDelayedRetry } from '../../../src/app';
-import { delivery, dependencies, documentsIn, ending, testConsumer } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
+import { delivery, dependencies, documentsIn, ending, testConsumer } from '../src/testing';
 
 /**
  * Delayed retry's decisions (packages/inbox/src/delayedRetry.ts), each branch pinned: the policy's checks

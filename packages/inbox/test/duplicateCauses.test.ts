@@ -5,8 +5,8 @@ import {
   RESUBMITTED_AT_PROPERTY,
 } from '@idempotent-consumers/inbox/internal';
 
-import { delivery, dependencies, testConsumer } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
+import { delivery, dependencies, testConsumer } from '../src/testing';
 
 /**
  * The causes as processing names them: real deliveries through processDelivery against the local

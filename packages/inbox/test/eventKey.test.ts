@@ -20,8 +20,8 @@ import {
 } from '@idempotent-consumers/inbox/internal';
 import { z } from 'zod';
 
-import { delivery, dependencies, documentsIn, ending } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
+import { delivery, dependencies, documentsIn, ending } from '../src/testing';
 
 /**
  * The opt-in event key (a consumer's `eventKey`): a producer that sends one event again under a

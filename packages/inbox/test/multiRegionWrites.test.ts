@@ -1,8 +1,8 @@
 import { type Container, CosmosClient } from '@azure/cosmos';
 import { processDelivery, type ProcessResult } from '@idempotent-consumers/inbox/internal';
 
-import { delivery, dependencies, testConsumer, type TestMessage } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
+import { delivery, dependencies, testConsumer, type TestMessage } from '../src/testing';
 
 /**
  * Why the app refuses an account with several write regions (issue 25; the guard is

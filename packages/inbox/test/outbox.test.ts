@@ -20,14 +20,8 @@ import {
   type SweepReport,
 } from '@idempotent-consumers/inbox/internal';
 
-import {
-  delivery,
-  dependencies,
-  documentsIn,
-  OUTBOX_SETTINGS,
-  testConsumer,
-} from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
+import { delivery, dependencies, documentsIn, OUTBOX_SETTINGS, testConsumer } from '../src/testing';
 
 const stack = useLocalStack();
 

@@ -14,15 +14,8 @@ import {
 import { z } from 'zod';
 
 import { dependencyFailures } from '../../../test/support/dependencyFailures';
-import {
-  delivery,
-  dependencies,
-  documentsIn,
-  ending,
-  testConsumer,
-  TestMessage,
-} from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
+import { delivery, dependencies, documentsIn, ending, testConsumer, TestMessage } from '../src/testing';
 
 /**
  * Every branch of processDelivery that decides a delivery's outcome, each pinned by what a user

@@ -14,8 +14,8 @@ import {
   type ProcessDependencies,
 } from '@idempotent-consumers/inbox/internal';
 
-import { delivery, dependencies, documentsIn, testConsumer } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
+import { delivery, dependencies, documentsIn, testConsumer } from '../src/testing';
 
 /**
  * The limits tx.publish holds an outgoing message to (Service Bus's), each at its boundary: the

@@ -7,9 +7,9 @@ import {
 } from '@idempotent-consumers/inbox/internal';
 import { z } from 'zod';
 
-import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
 import { MAX_BATCH_BYTES, MAX_BODY_DEPTH } from '../src/process';
+import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from '../src/testing';
 
 const stack = useLocalStack();
 

@@ -3,8 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CosmosClient } from '@azure/cosmos';
 import { MARKER_TYPE, processDelivery, runPurge } from '@idempotent-consumers/inbox/internal';
 
-import { delivery, dependencies, testConsumer } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
+import { delivery, dependencies, testConsumer } from '../src/testing';
 
 const stack = useLocalStack();
 afterEach(async () => {

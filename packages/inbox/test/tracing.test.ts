@@ -18,15 +18,9 @@ import {
 import { ROOT_CONTEXT, SpanStatusCode, trace } from '@opentelemetry/api';
 
 import { toServiceBusMessage } from '../../../src/serviceBusPublisher';
-import {
-  delivery,
-  dependencies,
-  documentsIn,
-  OUTBOX_SETTINGS,
-  testConsumer,
-} from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
 import { spansNamed, useSpanExporter } from '../../../test/support/spans';
+import { delivery, dependencies, documentsIn, OUTBOX_SETTINGS, testConsumer } from '../src/testing';
 
 /**
  * Trace continuity through the outbox (issue 24): the delivery's trace context goes into each

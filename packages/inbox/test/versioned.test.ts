@@ -7,8 +7,8 @@ import {
 } from '@idempotent-consumers/inbox/internal';
 import { z } from 'zod';
 
-import { delivery, dependencies, documentsIn, ending } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
+import { delivery, dependencies, documentsIn, ending } from '../src/testing';
 import { writeIfNewer } from '../src/versioned';
 
 /**

@@ -4,10 +4,10 @@ import {
   type OutboxMessage,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
+import { delivery, dependencies, testConsumer } from '@idempotent-consumers/inbox/testing';
 
 import { inboxRuntime } from '../../../src/app';
 import { deliver, runTimer } from '../../../test/support/deliveries';
-import { delivery, dependencies, testConsumer } from '../../../test/support/inbox';
 import { useLocalStack } from '../../../test/support/localStack';
 import { MetricsSink } from '../../../test/support/metrics';
 import { type Invoice, invoicePartition, type Product, productPartition } from '../../src';

@@ -45,6 +45,7 @@ const UNRESTRICTED = [
 const ENTRIES = {
   '@idempotent-consumers/inbox': 'packages/inbox/src/index.ts',
   '@idempotent-consumers/inbox/internal': 'packages/inbox/src/internal.ts',
+  '@idempotent-consumers/inbox/testing': 'packages/inbox/src/testing.ts',
 };
 
 const LIBRARY = 'packages/inbox/src/';

@@ -16,9 +16,9 @@ import {
   relayOutbox,
   runPurge,
 } from '@idempotent-consumers/inbox/internal';
+import { delivery, dependencies, OUTBOX_SETTINGS, testConsumer } from '@idempotent-consumers/inbox/testing';
 import { Broker, ensureAppContainer, Subscription, virtualClock } from '@idempotent-consumers/local-azure';
 
-import { delivery, dependencies, OUTBOX_SETTINGS, testConsumer } from '../../../../test/support/inbox';
 import { useLocalStack } from '../../../../test/support/localStack';
 import { PEER_TOPOLOGY } from '../../../../test/support/peer';
 import { captured } from '../../../../test/support/tools';

@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import type { ServiceBusMessage, ServiceBusReceivedMessage, ServiceBusReceiver } from '@azure/service-bus';
 import { markerLocation, RESUBMITTED_AT_PROPERTY, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
 import { type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
+import { delivery, testConsumer } from '@idempotent-consumers/inbox/testing';
 
 import { toServiceBusMessage } from '../../../../src/serviceBusPublisher';
-import { delivery, testConsumer } from '../../../../test/support/inbox';
 import { peekAll, receive, usePeer } from '../../../../test/support/peer';
 import { captured, deadLetters } from '../../../../test/support/tools';
 import { retryCopy } from '../../../inbox/src/delayedRetry';

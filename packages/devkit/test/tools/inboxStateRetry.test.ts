@@ -5,9 +5,9 @@ import {
   failureNote,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
+import { delivery, dependencies, testConsumer } from '@idempotent-consumers/inbox/testing';
 import Long from 'long';
 
-import { delivery, dependencies, testConsumer } from '../../../../test/support/inbox';
 import { useLocalStack } from '../../../../test/support/localStack';
 import { retryCopy } from '../../../inbox/src/delayedRetry';
 import { type Inbox, inboxStateOf } from '../../src/tools/inboxState';

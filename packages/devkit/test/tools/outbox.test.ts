@@ -6,14 +6,14 @@ import {
   processDelivery,
   relayOutbox,
 } from '@idempotent-consumers/inbox/internal';
-
 import {
   delivery,
   dependencies,
   documentsIn,
   OUTBOX_SETTINGS,
   testConsumer,
-} from '../../../../test/support/inbox';
+} from '@idempotent-consumers/inbox/testing';
+
 import { useLocalStack } from '../../../../test/support/localStack';
 import { captured } from '../../../../test/support/tools';
 import { runTool, type ToolContext } from '../../src/cli/tool';

@@ -1,13 +1,18 @@
+/**
+ * The library's testing entry (`@idempotent-consumers/inbox/testing`): what tests of consumers and
+ * of the library itself build on. A delivery with defaults, the process's dependencies on a
+ * container, a consumer defined in the test, every document of a partition, and what a delivery
+ * ended in. It imports zod (an optional peer dependency: a consumer's app has it).
+ *
+ * @packageDocumentation
+ */
 import type { Container } from '@azure/cosmos';
-import type { Delivery } from '@idempotent-consumers/inbox/internal';
-import {
-  type InboxConsumer,
-  PoisonMessageError,
-  type ProcessDependencies,
-  type ProcessResult,
-  TransientStoreError,
-} from '@idempotent-consumers/inbox/internal';
 import { z } from 'zod';
+
+import type { InboxConsumer } from './consumer';
+import type { Delivery } from './delivery';
+import { PoisonMessageError, TransientStoreError } from './errors';
+import type { ProcessDependencies, ProcessResult } from './process';
 
 /** The outbox settings the relay and sweeper tests run with: the app's defaults (packages/inbox/src/settings.ts). */
 export const OUTBOX_SETTINGS = {
