@@ -1,10 +1,9 @@
 // @ts-check
 import eslint from '@eslint/js';
+import { boundaries } from '@idempotent-consumers/devkit/eslint';
 import prettier from 'eslint-config-prettier';
 import simpleImportSort from 'eslint-plugin-simple-import-sort';
 import tseslint from 'typescript-eslint';
-
-import { importFloors } from './packages/devkit/src/build/importFloors.cjs';
 
 export default tseslint.config(
   { ignores: ['dist/', 'coverage/', '.cache/', '.scratch/', 'node_modules/'] },
@@ -16,10 +15,10 @@ export default tseslint.config(
     },
     plugins: {
       'simple-import-sort': simpleImportSort,
-      house: { rules: { 'import-floors': importFloors } },
+      house: { rules: { boundaries } },
     },
     rules: {
-      'house/import-floors': 'error',
+      'house/boundaries': 'error',
       'simple-import-sort/imports': 'error',
       'simple-import-sort/exports': 'error',
       '@typescript-eslint/consistent-type-imports': 'error',

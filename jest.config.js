@@ -54,7 +54,12 @@ const OWNERS = [
     roots: ['<rootDir>/test', ...(existsSync(join(__dirname, 'sample')) ? ['<rootDir>/sample'] : [])],
   },
   { displayName: 'inbox', roots: ['<rootDir>/packages/inbox'] },
-  { displayName: 'local-azure', roots: ['<rootDir>/packages/local-azure'] },
+  {
+    displayName: 'local-azure',
+    roots: ['<rootDir>/packages/local-azure'],
+    // The account a live run names, read before the project's setup replaces it.
+    setupFiles: ['<rootDir>/packages/local-azure/test/support/namedAccount.ts', ...suite.setupFiles],
+  },
   { displayName: 'devkit', roots: ['<rootDir>/packages/devkit'] },
 ];
 

@@ -16,9 +16,7 @@ import {
   toServiceBusMessage,
   UsageError,
 } from '@idempotent-consumers/devkit';
-import { createCosmosClient } from '@idempotent-consumers/inbox/internal';
-import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
-import { loadSettings } from '@idempotent-consumers/inbox/internal';
+import { createCosmosClient, loadSettings, MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
 
 import { type Invoice, invoicePartition, toMinorUnits } from './src/documents';
 import { SAMPLE_EVENTS } from './src/events';

@@ -11,16 +11,19 @@ import {
 import {
   assertNoUnsafeDrift,
   assertWriteRegions,
+  bindingOf,
   bounded,
   breakerLimits,
   CircuitBreaker,
   type Consumer,
+  type ConsumerBinding,
   createCosmosClient,
   type DelayedRetryPolicy,
   delayedRetryProblems,
   type Drift,
   entityDrift,
   formatDuration,
+  functionNameOf,
   hostJsonProblems,
   type InboxRuntime,
   InboxTelemetry,
@@ -28,6 +31,7 @@ import {
   longestRetryDelaySeconds,
   type OutboxPublisher,
   outboxRelayHandler,
+  outboxRoutesOf,
   outboxSweepHandler,
   purgeTimerHandler,
   resolvedPolicy,
@@ -40,12 +44,6 @@ import {
   sweepSchedule,
   systemClock,
   type TimerHandler,
-} from '@idempotent-consumers/inbox/internal';
-import {
-  bindingOf,
-  type ConsumerBinding,
-  functionNameOf,
-  outboxRoutesOf,
 } from '@idempotent-consumers/inbox/internal';
 
 import type * as AzureMonitor from './azureMonitor';

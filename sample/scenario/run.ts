@@ -10,12 +10,12 @@ import {
 import { appFunctions, RETRY_COPIES } from '@idempotent-consumers/devkit';
 import {
   CircuitBreaker,
+  functionNameOf,
   type InboxRuntime,
   MARKER_TYPE,
   OUTBOX_TYPE,
   survivableOutageSeconds,
 } from '@idempotent-consumers/inbox/internal';
-import { functionNameOf } from '@idempotent-consumers/inbox/internal';
 import {
   Broker,
   type ChangeFeedFaults,

@@ -12,8 +12,19 @@ import {
 import { type Broker, type BrokerMessage, type DeliveryRecord } from '@idempotent-consumers/local-azure';
 
 import { topology } from '../../src/topology';
-import type { Backorder, Invoice, InvoiceStatus, Product, Shipment, UnappliedPayment } from '../src';
-import { invoiceStatusProjector, SAMPLE_EVENTS, shipmentPlanner, stockReserver, SUBJECTS } from '../src';
+import {
+  type Backorder,
+  type Invoice,
+  type InvoiceStatus,
+  invoiceStatusProjector,
+  type Product,
+  SAMPLE_EVENTS,
+  type Shipment,
+  shipmentPlanner,
+  stockReserver,
+  SUBJECTS,
+  type UnappliedPayment,
+} from '../src';
 import { type PublishRecord, type ScheduleRecord } from './publisher';
 import type { TopicOutage } from './run';
 import type { Workload, WorkloadEvent } from './workload';

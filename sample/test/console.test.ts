@@ -11,10 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
+import { StartedApp, userEnvironment } from '@idempotent-consumers/devkit/internal/testing/npmStart';
 import type { Browser, Page } from 'playwright-core';
 
 import { CHROMIUM, launchBrowser, warnWhenNoBrowser } from '../../test/support/browser';
-import { StartedApp, userEnvironment } from '../../test/support/npmStart';
 
 const work = mkdtempSync(join(tmpdir(), 'console-'));
 const SCREENSHOTS = process.env['CONSOLE_SCREENSHOTS'];

@@ -27,21 +27,25 @@ import {
   PACKAGE_DIR,
   type PackageReport,
 } from '@idempotent-consumers/devkit/internal/build/package';
+import { appSettings, describeInfra } from '@idempotent-consumers/devkit/internal/testing/bicep';
 import {
+  functionNameOf,
   METRIC_NAMES,
   OUTBOX_TYPE,
   outgoingMessageId,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
-import { functionNameOf } from '@idempotent-consumers/inbox/internal';
 import { delivery, dependencies, documentsIn } from '@idempotent-consumers/inbox/testing';
-import { type LocalServiceBus, scaledClock, startServiceBus } from '@idempotent-consumers/local-azure';
+import {
+  type LocalServiceBus,
+  scaledClock,
+  startServiceBus,
+  useLocalStack,
+} from '@idempotent-consumers/local-azure';
 import { unzipSync } from 'fflate';
 import { generate } from 'selfsigned';
 
 import { topology } from '../../src/topology';
-import { appSettings, describeInfra } from '../../test/support/bicep';
-import { useLocalStack } from '../../test/support/localStack';
 import {
   type Invoice,
   invoicePartition,

@@ -1,12 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
-import { withoutSamples } from '@idempotent-consumers/devkit/internal/tools/removeSamples';
-import { markdownFiles, withoutSamplePassages } from '@idempotent-consumers/devkit/internal/tools/sampleDocs';
-import { SAMPLE } from '@idempotent-consumers/devkit/internal/tools/samples';
-import { type Topology } from '@idempotent-consumers/inbox/internal';
-
-import { topology } from '../../src/topology';
 import {
   checkProject,
   declaredSubscriptions,
@@ -14,7 +8,13 @@ import {
   jestIn,
   unusedConsumer,
   useProjectCopy,
-} from '../../test/support/projectCopy';
+} from '@idempotent-consumers/devkit/internal/testing/projectCopy';
+import { withoutSamples } from '@idempotent-consumers/devkit/internal/tools/removeSamples';
+import { markdownFiles, withoutSamplePassages } from '@idempotent-consumers/devkit/internal/tools/sampleDocs';
+import { SAMPLE } from '@idempotent-consumers/devkit/internal/tools/samples';
+import { type Topology } from '@idempotent-consumers/inbox/internal';
+
+import { topology } from '../../src/topology';
 
 /**
  * `npm run remove:samples` as a user runs it on a fresh clone, in a copy of this checkout (with

@@ -13,12 +13,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
+import { StartedApp, userEnvironment } from '@idempotent-consumers/devkit/internal/testing/npmStart';
+import { useProjectCopy } from '@idempotent-consumers/devkit/internal/testing/projectCopy';
 import { SAMPLE } from '@idempotent-consumers/devkit/internal/tools/samples';
 import type { Topology } from '@idempotent-consumers/inbox/internal';
 
 import { readMarkdown } from '../../test/support/markdown';
-import { StartedApp, userEnvironment } from '../../test/support/npmStart';
-import { useProjectCopy } from '../../test/support/projectCopy';
 
 const run = promisify(execFile);
 const HEADING = '## The walkthrough: `npm start`';

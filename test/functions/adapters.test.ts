@@ -10,12 +10,16 @@ import {
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
 import { delivery, dependencies, documentsIn, testConsumer } from '@idempotent-consumers/inbox/testing';
-import { type FunctionApp, loadFunctionApp, type LogLine } from '@idempotent-consumers/local-azure';
+import {
+  type FunctionApp,
+  loadFunctionApp,
+  type LogLine,
+  MetricsSink,
+  useLocalStack,
+} from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime } from '../../src/app';
 import { relayChanges, runTimer } from '../support/deliveries';
-import { useLocalStack } from '../support/localStack';
-import { MetricsSink } from '../support/metrics';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 
 /**

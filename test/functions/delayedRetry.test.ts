@@ -1,4 +1,5 @@
 import type { ServiceBusSender } from '@azure/service-bus';
+import { RETRY_COPIES } from '@idempotent-consumers/devkit';
 import {
   type Delivery,
   METRIC_NAMES,
@@ -6,10 +7,15 @@ import {
   RETRY_SUBJECT,
 } from '@idempotent-consumers/inbox/internal';
 import {
+  dependencyFailures,
   FunctionsHost,
   type HostFaults,
   loadFunctionApp,
+  MetricsSink,
+  type PeerFixture,
   scaledClock,
+  startPeer,
+  useLocalStack,
 } from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime } from '../../src/app';
@@ -20,10 +26,6 @@ import {
   RETRY_TOPIC,
   RETRY_TOPOLOGY,
 } from '../support/delayedRetryProbe';
-import { dependencyFailures } from '../support/dependencyFailures';
-import { useLocalStack } from '../support/localStack';
-import { MetricsSink } from '../support/metrics';
-import { type PeerFixture, startPeer } from '../support/peer';
 
 /**
  * Delayed retry (issue 25, packages/inbox/src/delayedRetry.ts) as Azure runs it: the host model receives
@@ -50,6 +52,7 @@ let sink: MetricsSink;
 
 beforeAll(async () => {
   fixture = await startPeer({
+    retryCopies: RETRY_COPIES,
     topology: RETRY_TOPOLOGY,
     clock,
     lockDurationMs: LOCK_MS,

@@ -12,13 +12,13 @@ import {
   integer,
   loadFunctionApp,
   type LogLine,
+  MetricsSink,
   pick,
   seededRandom,
+  useLocalStack,
 } from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime } from '../../src/app';
-import { useLocalStack } from '../support/localStack';
-import { MetricsSink } from '../support/metrics';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 
 /**

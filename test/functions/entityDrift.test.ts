@@ -1,18 +1,25 @@
 import path from 'node:path';
 
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
-import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
-import { longestRetryDelaySeconds, METRIC_NAMES, resolvedPolicy } from '@idempotent-consumers/inbox/internal';
-import { bindingOf } from '@idempotent-consumers/inbox/internal';
-import { loadFunctionApp } from '@idempotent-consumers/local-azure';
+import { PROJECT_ROOT, RETRY_COPIES } from '@idempotent-consumers/devkit';
+import {
+  bindingOf,
+  longestRetryDelaySeconds,
+  METRIC_NAMES,
+  resolvedPolicy,
+} from '@idempotent-consumers/inbox/internal';
+import {
+  loadFunctionApp,
+  MetricsSink,
+  type PeerFixture,
+  startPeer,
+  useLocalStack,
+} from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime, registeredConsumers } from '../../src/app';
 import { deployedEntitiesReader } from '../../src/serviceBusEntities';
 import { topology } from '../../src/topology';
 import { DECLARED_CONSUMERS } from '../support/declaredConsumers';
-import { useLocalStack } from '../support/localStack';
-import { MetricsSink } from '../support/metrics';
-import { type PeerFixture, startPeer } from '../support/peer';
 
 /**
  * The live drift guard (issue 25), through the worker's start-up path and the purge timer: the app
@@ -51,6 +58,7 @@ let sink: MetricsSink;
 beforeAll(async () => {
   sink = MetricsSink.register(); // before the runtime builds its instruments
   fixture = await startPeer({
+    retryCopies: RETRY_COPIES,
     topology,
     lockDurationMs: 60_000,
     maxDeliveryCount: 10,

@@ -1,10 +1,14 @@
 import { METRIC_NAMES } from '@idempotent-consumers/inbox/internal';
 import { documentsIn } from '@idempotent-consumers/inbox/testing';
-import { type FunctionApp, loadFunctionApp, type LogLine } from '@idempotent-consumers/local-azure';
+import {
+  type FunctionApp,
+  loadFunctionApp,
+  type LogLine,
+  MetricsSink,
+  useLocalStack,
+} from '@idempotent-consumers/local-azure';
 
 import { EVENT_KEY_PROBE } from '../support/eventKeyProbe';
-import { useLocalStack } from '../support/localStack';
-import { MetricsSink } from '../support/metrics';
 
 /**
  * A producer that re-mints MessageIds, as the host delivers to a consumer that declares an event

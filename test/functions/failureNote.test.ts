@@ -8,9 +8,8 @@ import {
   PoisonMessageError,
 } from '@idempotent-consumers/inbox/internal';
 import { documentsIn, testConsumer, TestMessage } from '@idempotent-consumers/inbox/testing';
-import { type FunctionApp, loadFunctionApp } from '@idempotent-consumers/local-azure';
+import { type FunctionApp, loadFunctionApp, useLocalStack } from '@idempotent-consumers/local-azure';
 
-import { useLocalStack } from '../support/localStack';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 
 /**

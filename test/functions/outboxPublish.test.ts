@@ -5,10 +5,9 @@ import {
   relayOutbox,
 } from '@idempotent-consumers/inbox/internal';
 import { documentsIn } from '@idempotent-consumers/inbox/testing';
-import { type FunctionApp, loadFunctionApp } from '@idempotent-consumers/local-azure';
+import { type FunctionApp, loadFunctionApp, useLocalStack } from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime } from '../../src/app';
-import { useLocalStack } from '../support/localStack';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 
 /**

@@ -10,11 +10,10 @@ import {
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
 import { delivery, dependencies, documentsIn, testConsumer } from '@idempotent-consumers/inbox/testing';
-import { jsonNetDate, loadFunctionApp, retryDelays } from '@idempotent-consumers/local-azure';
+import { jsonNetDate, loadFunctionApp, retryDelays, useLocalStack } from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime } from '../../src/app';
 import { relayChanges } from '../support/deliveries';
-import { useLocalStack } from '../support/localStack';
 
 /**
  * The outbox relay as Azure runs it: the function registered by functions/outbox-relay.ts, handed a

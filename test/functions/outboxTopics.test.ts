@@ -7,13 +7,19 @@ import {
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
 import { delivery, dependencies, documentsIn, testConsumer } from '@idempotent-consumers/inbox/testing';
+import {
+  MetricsSink,
+  ORDERS,
+  type PeerFixture,
+  receive,
+  startPeer,
+  TOPIC,
+  useLocalStack,
+} from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime } from '../../src/app';
 import { serviceBusPublisher } from '../../src/serviceBusPublisher';
 import { relayChanges, runTimer } from '../support/deliveries';
-import { useLocalStack } from '../support/localStack';
-import { MetricsSink } from '../support/metrics';
-import { ORDERS, type PeerFixture, receive, startPeer, TOPIC } from '../support/peer';
 
 /**
  * One broken topic does not hold the others: the outbox relay and sweeper functions through the

@@ -13,13 +13,19 @@ import {
   sweepOutbox,
 } from '@idempotent-consumers/inbox/internal';
 import { documentsIn, OUTBOX_SETTINGS } from '@idempotent-consumers/inbox/testing';
-import { type FunctionApp, loadFunctionApp, pick, seededRandom } from '@idempotent-consumers/local-azure';
+import {
+  type FunctionApp,
+  loadFunctionApp,
+  pick,
+  seededRandom,
+  spansNamed,
+  useLocalStack,
+  useSpanExporter,
+} from '@idempotent-consumers/local-azure';
 import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
 
 import { toServiceBusMessage } from '../../src/serviceBusPublisher';
-import { useLocalStack } from '../support/localStack';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
-import { spansNamed, useSpanExporter } from '../support/spans';
 
 /**
  * Trace continuity end to end, through the real @azure/functions invocation path (the host's RPC

@@ -1,8 +1,7 @@
 import { appFunctions } from '@idempotent-consumers/devkit';
-import { loadFunctionApp } from '@idempotent-consumers/local-azure';
+import { loadFunctionApp, useLocalStack } from '@idempotent-consumers/local-azure';
 
 import { checkWriteRegions, inboxRuntime } from '../../src/app';
-import { useLocalStack } from '../support/localStack';
 
 /**
  * The app refuses to start against a Cosmos DB account that accepts writes in two regions (issue

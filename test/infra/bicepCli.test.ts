@@ -8,8 +8,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
-
-import { type CliResult, describeInfra, infraDir, lint, unformattedFiles } from '../support/bicep';
+import {
+  type CliResult,
+  describeInfra,
+  infraDir,
+  lint,
+  unformattedFiles,
+} from '@idempotent-consumers/devkit/internal/testing/bicep';
 
 const findBicepScript = path.join(infraDir, 'find-bicep.sh');
 const pinnedBicepVersion = /BICEP_VERSION="\$\{BICEP_VERSION:-([0-9.]+)\}"/.exec(

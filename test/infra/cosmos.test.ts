@@ -9,17 +9,17 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
-
-import type { PredictedResource, Snapshot } from '../support/bicep';
 import {
   appPrincipal,
   at,
   describeInfra,
   only,
+  type PredictedResource,
   premiumProvisionedVariant,
   resources,
   role,
-} from '../support/bicep';
+  type Snapshot,
+} from '@idempotent-consumers/devkit/internal/testing/bicep';
 
 /** The purge query as packages/inbox/src/purge.ts writes it (string literals joined with +). */
 function purgeQuery(): string {

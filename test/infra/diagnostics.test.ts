@@ -3,8 +3,14 @@
 // every resource log category to it. Whether a category exists for a resource is Azure's to say;
 // `allLogs` takes whatever it offers.
 
-import type { PredictedResource } from '../support/bicep';
-import { at, describeInfra, moduleOutput, only, resources } from '../support/bicep';
+import {
+  at,
+  describeInfra,
+  moduleOutput,
+  only,
+  type PredictedResource,
+  resources,
+} from '@idempotent-consumers/devkit/internal/testing/bicep';
 
 describeInfra(
   'logs',

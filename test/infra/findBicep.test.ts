@@ -8,8 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
-
-import { pinnedBicepVersion } from '../support/bicep';
+import { pinnedBicepVersion } from '@idempotent-consumers/devkit/internal/testing/bicep';
 
 function sandbox(): { bin: string; env: NodeJS.ProcessEnv; remove: () => void } {
   const root = mkdtempSync(path.join(tmpdir(), 'no-bicep-'));

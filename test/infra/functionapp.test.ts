@@ -8,7 +8,6 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
-
 import {
   appRoleAssignments,
   appSettings,
@@ -22,7 +21,7 @@ import {
   roleAssignmentScope,
   roleDefinitionId,
   type Snapshot,
-} from '../support/bicep';
+} from '@idempotent-consumers/devkit/internal/testing/bicep';
 
 describeInfra(
   'the function app',

@@ -7,8 +7,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { DUPLICATE_CAUSES, METRIC_NAMES } from '@idempotent-consumers/inbox/internal';
-
 import {
   appRoleAssignments,
   armGuid,
@@ -26,7 +24,8 @@ import {
   roleAssignmentScope,
   roleDefinitionId,
   type Snapshot,
-} from '../support/bicep';
+} from '@idempotent-consumers/devkit/internal/testing/bicep';
+import { DUPLICATE_CAUSES, METRIC_NAMES } from '@idempotent-consumers/inbox/internal';
 
 /**
  * The scheduled query rule whose name ends with `suffix`, with its one criterion and its query, and

@@ -4,7 +4,7 @@
 // endpoint). Disabled is passed to all four, and refused with a Standard namespace, which has no
 // private endpoints.
 
-import { at, describeInfra, only } from '../support/bicep';
+import { at, describeInfra, only } from '@idempotent-consumers/devkit/internal/testing/bicep';
 
 const publicServices = [
   'Microsoft.ServiceBus/namespaces',

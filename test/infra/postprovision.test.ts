@@ -11,10 +11,10 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
+import { at, describeInfra } from '@idempotent-consumers/devkit/internal/testing/bicep';
 import { parse } from 'yaml';
 
 import { AZD_TOKEN, type FakeAzd, type HookRun, runHookScript } from '../support/azdHook';
-import { at, describeInfra } from '../support/bicep';
 
 const scriptPath = 'infra/scripts/wait-for-deployment-storage.mjs';
 const scripts = ['common.mjs', 'wait-for-deployment-storage.mjs', 'retired-subscriptions.mjs'].map((file) =>

@@ -3,12 +3,17 @@
 // one at or below it, saying why.
 
 import {
+  appSettings,
+  azdEnvironment,
+  azdParameters,
+  describeInfra,
+  only,
+} from '@idempotent-consumers/devkit/internal/testing/bicep';
+import {
   loadSettings,
   parseDurationSeconds,
   retentionBoundSeconds,
 } from '@idempotent-consumers/inbox/internal';
-
-import { appSettings, azdEnvironment, azdParameters, describeInfra, only } from '../support/bicep';
 
 describeInfra(
   'inbox retention bound',

@@ -8,8 +8,6 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
-
-import type { PredictedResource, Snapshot } from '../support/bicep';
 import {
   appRoleAssignments,
   armGuid,
@@ -20,13 +18,15 @@ import {
   grants,
   moduleOutput,
   only,
+  type PredictedResource,
   resources,
   role,
   roleAssignments,
   roleAssignmentScope,
   roleDefinitionId,
   sendingTopics,
-} from '../support/bicep';
+  type Snapshot,
+} from '@idempotent-consumers/devkit/internal/testing/bicep';
 
 const testPrincipalId = '7e2c1b0e-2222-4333-8444-955566667777';
 /** Azure RBAC roles that can write blobs (Storage Blob Data Contributor is not used by the template). */

@@ -7,9 +7,6 @@
 import path from 'node:path';
 
 import { RETRY_COPIES } from '@idempotent-consumers/devkit';
-import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
-import { type RuleFilter, subjectsFilter } from '@idempotent-consumers/local-azure';
-
 import {
   appRoleAssignments,
   armGuid,
@@ -32,7 +29,9 @@ import {
   type Snapshot,
   type Topology,
   topology,
-} from '../support/bicep';
+} from '@idempotent-consumers/devkit/internal/testing/bicep';
+import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
+import { type RuleFilter, subjectsFilter } from '@idempotent-consumers/local-azure';
 
 /** Parameters of modules/servicebus.bicep, evaluated on its own with other declarations than src/. */
 const serviceBusModuleParameters = (topics: Topology['topics']): Record<string, unknown> => ({

@@ -5,8 +5,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
-
-import { describeInfra, environmentName, only } from '../support/bicep';
+import { describeInfra, environmentName, only } from '@idempotent-consumers/devkit/internal/testing/bicep';
 
 describeInfra(
   'parameters, outputs and tags',

@@ -6,8 +6,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { DUPLICATE_CAUSES } from '@idempotent-consumers/inbox/internal';
-import { METRIC_NAMES, OUTCOMES } from '@idempotent-consumers/inbox/internal';
+import { DUPLICATE_CAUSES, METRIC_NAMES, OUTCOMES } from '@idempotent-consumers/inbox/internal';
 
 interface Item {
   type: number;

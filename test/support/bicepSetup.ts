@@ -9,8 +9,10 @@ import { existsSync, readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
-
-import { locateBicepShowingProgress, skippedInfraTests } from './bicep';
+import {
+  locateBicepShowingProgress,
+  skippedInfraTests,
+} from '@idempotent-consumers/devkit/internal/testing/bicep';
 
 /** The part of jest's global config this reads. */
 interface RunConfig {

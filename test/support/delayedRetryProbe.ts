@@ -1,8 +1,13 @@
 import { randomUUID } from 'node:crypto';
 
 import { app } from '@azure/functions';
-import { type Delivery, serviceBusHandler } from '@idempotent-consumers/inbox/internal';
-import { bindingOf, type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
+import {
+  bindingOf,
+  type Delivery,
+  serviceBusHandler,
+  type Topology,
+  validateTopology,
+} from '@idempotent-consumers/inbox/internal';
 import { testConsumer, type TestMessage } from '@idempotent-consumers/inbox/testing';
 
 import { inboxRuntime } from '../../src/app';

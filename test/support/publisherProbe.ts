@@ -2,9 +2,11 @@ import { app } from '@azure/functions';
 import {
   type InboxConsumer,
   type OutboxRoutes,
+  outboxRoutesOf,
   serviceBusHandler,
+  type Topology,
+  validateTopology,
 } from '@idempotent-consumers/inbox/internal';
-import { outboxRoutesOf, type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
 import { testConsumer, type TestMessage } from '@idempotent-consumers/inbox/testing';
 
 import { inboxRuntime } from '../../src/app';

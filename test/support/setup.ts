@@ -3,15 +3,6 @@
 // Tests never send telemetry to Azure, whatever the shell has.
 delete process.env.APPLICATIONINSIGHTS_CONNECTION_STRING;
 
-/**
- * The Cosmos DB account the shell names (COSMOS_ENDPOINT and COSMOS_KEY, as `npm run test:live`
- * sets them for the conformance suite), read before the placeholders below replace it.
- */
-export const namedCosmosAccount: { endpoint: string; key: string } | undefined =
-  process.env.COSMOS_ENDPOINT && process.env.COSMOS_KEY
-    ? { endpoint: process.env.COSMOS_ENDPOINT, key: process.env.COSMOS_KEY }
-    : undefined;
-
 // Loading src/app.ts validates the settings, so a test file that loads function modules needs a
 // valid configuration before its first import; its local stack (localStack.ts) then points the app
 // at a local Cosmos server before the first delivery builds the app's client. The placeholder

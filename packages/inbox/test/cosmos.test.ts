@@ -2,8 +2,7 @@ import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 import { createCosmosClient } from '@idempotent-consumers/inbox/internal';
-
-import { useLocalStack } from '../../../test/support/localStack';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
 const stack = useLocalStack();
 

@@ -20,11 +20,12 @@ import {
   retryCopy,
   retryDecision,
   retryMessageId,
+  validateTopology,
 } from '@idempotent-consumers/inbox/internal';
-import { validateTopology } from '@idempotent-consumers/inbox/internal';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
+// eslint-disable-next-line house/boundaries -- the app's start-up check of delayedRetry: this part moves to the app's tests
 import { checkDelayedRetry } from '../../../src/app';
-import { useLocalStack } from '../../../test/support/localStack';
 import { delivery, dependencies, documentsIn, ending, testConsumer } from '../src/testing';
 
 /**

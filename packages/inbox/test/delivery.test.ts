@@ -5,7 +5,8 @@ import { InvocationContext } from '@azure/functions';
 import { type Delivery, markerId, payloadHash, toDelivery } from '@idempotent-consumers/inbox/internal';
 import { loadFunctionApp, type ServiceBusDelivery } from '@idempotent-consumers/local-azure';
 
-import { PROBE_FUNCTION, received } from '../../../test/support/probeFunction';
+// eslint-disable-next-line house/boundaries -- the probe function file local Azure's host model loads: to move into local Azure's testing entry
+import { PROBE_FUNCTION, received } from '../../local-azure/test/support/probeFunction';
 
 /** What the trigger adapter makes of one delivery, run through the worker path to the probe function. */
 async function adapted(delivery: ServiceBusDelivery): Promise<Delivery> {

@@ -4,8 +4,8 @@ import {
   type ProcessResult,
   RESUBMITTED_AT_PROPERTY,
 } from '@idempotent-consumers/inbox/internal';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
-import { useLocalStack } from '../../../test/support/localStack';
 import { delivery, dependencies, testConsumer } from '../src/testing';
 
 /**

@@ -7,9 +7,8 @@ import {
   SettingsError,
   unsafeDriftProblem,
 } from '@idempotent-consumers/inbox/internal';
+import { MetricsSink } from '@idempotent-consumers/local-azure';
 import { metrics } from '@opentelemetry/api';
-
-import { MetricsSink } from '../../../test/support/metrics';
 
 /**
  * The drift guard's decision (issue 25): each ARM property of the deployed entities against the

@@ -18,9 +18,9 @@ import {
   SUSPECTED_PRODUCER_DUPLICATE,
   TransientStoreError,
 } from '@idempotent-consumers/inbox/internal';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 import { z } from 'zod';
 
-import { useLocalStack } from '../../../test/support/localStack';
 import { delivery, dependencies, documentsIn, ending } from '../src/testing';
 
 /**

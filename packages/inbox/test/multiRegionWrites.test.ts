@@ -1,7 +1,7 @@
 import { type Container, CosmosClient } from '@azure/cosmos';
 import { processDelivery, type ProcessResult } from '@idempotent-consumers/inbox/internal';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
-import { useLocalStack } from '../../../test/support/localStack';
 import { delivery, dependencies, testConsumer, type TestMessage } from '../src/testing';
 
 /**

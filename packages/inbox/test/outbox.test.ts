@@ -1,5 +1,4 @@
 import type { Container } from '@azure/cosmos';
-import type { PartitionTransaction } from '@idempotent-consumers/inbox/internal';
 import {
   buildOutboxDocument,
   discardUnsendable,
@@ -11,6 +10,7 @@ import {
   type OutboxMessage,
   type OutboxPublisher,
   outgoingMessageId,
+  type PartitionTransaction,
   PoisonMessageError,
   processDelivery,
   type RelayDependencies,
@@ -19,8 +19,8 @@ import {
   sweepOutbox,
   type SweepReport,
 } from '@idempotent-consumers/inbox/internal';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
-import { useLocalStack } from '../../../test/support/localStack';
 import { delivery, dependencies, documentsIn, OUTBOX_SETTINGS, testConsumer } from '../src/testing';
 
 const stack = useLocalStack();

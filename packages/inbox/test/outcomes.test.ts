@@ -11,10 +11,9 @@ import {
   type ProcessResult,
   TransientStoreError,
 } from '@idempotent-consumers/inbox/internal';
+import { dependencyFailures, useLocalStack } from '@idempotent-consumers/local-azure';
 import { z } from 'zod';
 
-import { dependencyFailures } from '../../../test/support/dependencyFailures';
-import { useLocalStack } from '../../../test/support/localStack';
 import { delivery, dependencies, documentsIn, ending, testConsumer, TestMessage } from '../src/testing';
 
 /**

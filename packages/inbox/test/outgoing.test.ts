@@ -13,8 +13,8 @@ import {
   processDelivery,
   type ProcessDependencies,
 } from '@idempotent-consumers/inbox/internal';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
-import { useLocalStack } from '../../../test/support/localStack';
 import { delivery, dependencies, documentsIn, testConsumer } from '../src/testing';
 
 /**

@@ -5,9 +5,9 @@ import {
   processDelivery,
   TransientStoreError,
 } from '@idempotent-consumers/inbox/internal';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 import { z } from 'zod';
 
-import { useLocalStack } from '../../../test/support/localStack';
 import { MAX_BATCH_BYTES, MAX_BODY_DEPTH } from '../src/process';
 import { delivery, dependencies, documentsIn, testConsumer, TestMessage } from '../src/testing';
 

@@ -2,8 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { CosmosClient } from '@azure/cosmos';
 import { MARKER_TYPE, processDelivery, runPurge } from '@idempotent-consumers/inbox/internal';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
-import { useLocalStack } from '../../../test/support/localStack';
 import { delivery, dependencies, testConsumer } from '../src/testing';
 
 const stack = useLocalStack();

@@ -9,9 +9,7 @@ import {
   purgeTimerHandler,
   systemClock,
 } from '@idempotent-consumers/inbox/internal';
-
-import { useLocalStack } from '../../../test/support/localStack';
-import { MetricsSink } from '../../../test/support/metrics';
+import { MetricsSink, useLocalStack } from '@idempotent-consumers/local-azure';
 
 /**
  * The purge timer's drift check (issue 25, packages/inbox/src/azureFunctions.ts purgeTimerHandler), on the

@@ -536,7 +536,7 @@ describe('start-up', () => {
       let error: unknown;
       jest.isolateModules(() => {
         try {
-          // eslint-disable-next-line @typescript-eslint/no-require-imports -- loads the module fresh, as the host would
+          // eslint-disable-next-line @typescript-eslint/no-require-imports, house/boundaries -- loads the app's purge function fresh, as the host would: this part moves to the app's tests
           require('../../../functions/purge-expired-markers');
         } catch (caught) {
           error = caught;

@@ -1,6 +1,6 @@
 import { InboxError, PoisonMessageError, TransientStoreError } from '@idempotent-consumers/inbox';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
-import { useLocalStack } from '../../../test/support/localStack';
 import { fromStore, storeFailure } from '../src/storeFailure';
 
 /**

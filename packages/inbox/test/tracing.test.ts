@@ -15,11 +15,11 @@ import {
   type TraceCarrier,
   traceProperties,
 } from '@idempotent-consumers/inbox/internal';
+import { spansNamed, useLocalStack, useSpanExporter } from '@idempotent-consumers/local-azure';
 import { ROOT_CONTEXT, SpanStatusCode, trace } from '@opentelemetry/api';
 
+// eslint-disable-next-line house/boundaries -- the app's publisher carries the trace: this part moves to the app's tests
 import { toServiceBusMessage } from '../../../src/serviceBusPublisher';
-import { useLocalStack } from '../../../test/support/localStack';
-import { spansNamed, useSpanExporter } from '../../../test/support/spans';
 import { delivery, dependencies, documentsIn, OUTBOX_SETTINGS, testConsumer } from '../src/testing';
 
 /**

@@ -5,9 +5,9 @@ import {
   processDelivery,
   type VersionedConsumer,
 } from '@idempotent-consumers/inbox/internal';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 import { z } from 'zod';
 
-import { useLocalStack } from '../../../test/support/localStack';
 import { delivery, dependencies, documentsIn, ending } from '../src/testing';
 import { writeIfNewer } from '../src/versioned';
 

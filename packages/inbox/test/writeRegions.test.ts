@@ -1,7 +1,7 @@
 import { CosmosClient } from '@azure/cosmos';
 import { SettingsError } from '@idempotent-consumers/inbox/internal';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
-import { useLocalStack } from '../../../test/support/localStack';
 import { assertWriteRegions, writeRegionsProblem } from '../src/writeRegions';
 
 /**

@@ -66,3 +66,24 @@ export {
   virtualClock,
 } from './servicebus/clock';
 export { type RetryCopies, type RuleFilter, subjectsFilter } from './servicebus/rules';
+/**
+ * For tests (jest): local Azure started around a test file, the real SDK clients connected to it, and
+ * in-memory sinks for the telemetry Azure Monitor would receive.
+ */
+export { dependencyFailures } from './testing/dependencyFailures';
+export { type LocalStack, useLocalStack } from './testing/localStack';
+export { MetricsSink } from './testing/metrics';
+export {
+  ORDERS,
+  PAYMENTS,
+  peekAll,
+  PEER_TOPOLOGY,
+  type PeerFixture,
+  type PeerHandle,
+  rawExchange,
+  receive,
+  startPeer,
+  TOPIC,
+  usePeer,
+} from './testing/peer';
+export { spansNamed, useSpanExporter } from './testing/spans';

@@ -6,11 +6,11 @@ import { connect } from 'node:net';
 import { CosmosClient } from '@azure/cosmos';
 import { ServiceBusAdministrationClient } from '@azure/service-bus';
 
-import { rawRequest } from '../../../test/support/conformanceTarget';
-import { PEER_TOPOLOGY, TOPIC } from '../../../test/support/peer';
 import { type LocalCosmos, start as startCosmos } from '../src/cosmos';
 import { LOCAL_NAMESPACE_RESOURCE_ID } from '../src/servicebus/administration/resourceManager';
 import { type LocalServiceBus, start as startPeer } from '../src/servicebus/amqp';
+import { PEER_TOPOLOGY, TOPIC } from '../src/testing/peer';
+import { rawRequest } from './support/conformanceTarget';
 
 /**
  * Every local HTTP endpoint (the Cosmos DB server, the Service Bus administration endpoint, the

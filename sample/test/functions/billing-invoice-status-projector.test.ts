@@ -1,5 +1,6 @@
+import { useLocalStack } from '@idempotent-consumers/local-azure';
+
 import { deliver, type LogLine } from '../../../test/support/deliveries';
-import { useLocalStack } from '../../../test/support/localStack';
 import { invoicePartition, type InvoiceStatus, invoiceStatusId } from '../../src';
 
 const stack = useLocalStack();

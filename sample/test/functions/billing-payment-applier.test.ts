@@ -1,7 +1,6 @@
-import { loggedOutcome } from '@idempotent-consumers/local-azure';
+import { loggedOutcome, useLocalStack } from '@idempotent-consumers/local-azure';
 
 import { deliver, type LogLine } from '../../../test/support/deliveries';
-import { useLocalStack } from '../../../test/support/localStack';
 import { type Invoice, invoicePartition, type UnappliedPayment } from '../../src';
 
 const stack = useLocalStack();

@@ -1,7 +1,7 @@
 import { PoisonMessageError, TransientStoreError } from '@idempotent-consumers/inbox';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
 import { deliver, type LogLine } from '../../../test/support/deliveries';
-import { useLocalStack } from '../../../test/support/localStack';
 import { type Invoice, invoicePartition } from '../../src';
 
 /** How the payment applier behaves when Cosmos DB or the message goes wrong, seen as the host sees it. */

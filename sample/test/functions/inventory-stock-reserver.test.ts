@@ -1,7 +1,7 @@
 import { type OutboxDocument, outboxEntryOf, type OutboxMessage } from '@idempotent-consumers/inbox/internal';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
 import { deliver } from '../../../test/support/deliveries';
-import { useLocalStack } from '../../../test/support/localStack';
 import { type Backorder, type Product, productPartition } from '../../src';
 
 const stack = useLocalStack();

@@ -1,16 +1,16 @@
 import { PoisonMessageError } from '@idempotent-consumers/inbox';
-import { type OutboxDocument, outboxEntryOf } from '@idempotent-consumers/inbox/internal';
 import {
   bindingOf,
+  type OutboxDocument,
+  outboxEntryOf,
   outboxRoutesOf,
   publishersOf,
   topicsPublishedBy,
 } from '@idempotent-consumers/inbox/internal';
-import { loggedField, loggedOutcome } from '@idempotent-consumers/local-azure';
+import { loggedField, loggedOutcome, useLocalStack } from '@idempotent-consumers/local-azure';
 
 import { topology } from '../../../src/topology';
 import { deliver, type LogLine } from '../../../test/support/deliveries';
-import { useLocalStack } from '../../../test/support/localStack';
 import {
   BackorderCreated,
   OrderCreated,

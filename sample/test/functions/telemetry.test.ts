@@ -5,11 +5,10 @@ import {
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
 import { delivery, dependencies, testConsumer } from '@idempotent-consumers/inbox/testing';
+import { MetricsSink, useLocalStack } from '@idempotent-consumers/local-azure';
 
 import { inboxRuntime } from '../../../src/app';
 import { deliver, runTimer } from '../../../test/support/deliveries';
-import { useLocalStack } from '../../../test/support/localStack';
-import { MetricsSink } from '../../../test/support/metrics';
 import { type Invoice, invoicePartition, type Product, productPartition } from '../../src';
 
 /** The metrics the app emits, read through an in-memory OpenTelemetry reader. */

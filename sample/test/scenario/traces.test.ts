@@ -1,4 +1,5 @@
-import { useSpanExporter } from '../../../test/support/spans';
+import { useSpanExporter } from '@idempotent-consumers/local-azure';
+
 import { ScenarioEnvironment, type ScenarioOptions } from '../../scenario/run';
 import { traceContinuity as continuity } from '../../scenario/traces';
 

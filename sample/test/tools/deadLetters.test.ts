@@ -4,10 +4,9 @@ import { join } from 'node:path';
 
 import type { ServiceBusReceiver } from '@azure/service-bus';
 import { writeLocalRun } from '@idempotent-consumers/devkit/internal/build/localRun';
+import { captured, deadLetters, UNREACHABLE } from '@idempotent-consumers/devkit/internal/testing/tools';
 import { RESUBMITTED_AT_PROPERTY } from '@idempotent-consumers/inbox/internal';
-
-import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../../../test/support/peer';
-import { captured, deadLetters, UNREACHABLE } from '../../../test/support/tools';
+import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '@idempotent-consumers/local-azure';
 
 /**
  * The operator's dead-letter workflow against the local peer: list on Monday, resubmit on Thursday.

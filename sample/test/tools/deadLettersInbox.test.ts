@@ -1,10 +1,18 @@
 import type { ServiceBusReceiver } from '@azure/service-bus';
 import { appFunctions } from '@idempotent-consumers/devkit';
-import { type FunctionApp, loadFunctionApp, loggedOutcome } from '@idempotent-consumers/local-azure';
-
-import { useLocalStack } from '../../../test/support/localStack';
-import { PAYMENTS, peekAll, PEER_TOPOLOGY, receive, TOPIC, usePeer } from '../../../test/support/peer';
-import { captured, deadLetters } from '../../../test/support/tools';
+import { captured, deadLetters } from '@idempotent-consumers/devkit/internal/testing/tools';
+import {
+  type FunctionApp,
+  loadFunctionApp,
+  loggedOutcome,
+  PAYMENTS,
+  peekAll,
+  PEER_TOPOLOGY,
+  receive,
+  TOPIC,
+  useLocalStack,
+  usePeer,
+} from '@idempotent-consumers/local-azure';
 
 /**
  * The dead-letter tool with the consumers' inbox: the local AMQP peer holds the dead letters, the

@@ -1,16 +1,16 @@
 import { spawn } from 'node:child_process';
 
 import { appFunctions, PROJECT_ROOT, RETRY_COPIES } from '@idempotent-consumers/devkit';
+import { captured } from '@idempotent-consumers/devkit/internal/testing/tools';
 import {
   FunctionsHost,
   loadFunctionApp,
   type LocalServiceBus,
   startServiceBus as start,
+  useLocalStack,
 } from '@idempotent-consumers/local-azure';
 
 import { topology } from '../../../src/topology';
-import { useLocalStack } from '../../../test/support/localStack';
-import { captured } from '../../../test/support/tools';
 import { endToEnd } from '../../liveTests';
 
 function runScript(

@@ -4,11 +4,10 @@ import { join } from 'node:path';
 
 import { runTool, type ToolContext } from '@idempotent-consumers/devkit';
 import { writeLocalRun } from '@idempotent-consumers/devkit/internal/build/localRun';
+import { captured } from '@idempotent-consumers/devkit/internal/testing/tools';
 import { ToolSide } from '@idempotent-consumers/devkit/internal/tools/console/toolSide';
 import { loadSubjectRules, parseEventLines } from '@idempotent-consumers/devkit/internal/tools/events';
 import { main } from '@idempotent-consumers/devkit/internal/tools/send';
-
-import { topology } from '../../../src/topology';
 import {
   ORDERS,
   PAYMENTS,
@@ -17,8 +16,9 @@ import {
   startPeer,
   TOPIC,
   usePeer,
-} from '../../../test/support/peer';
-import { captured } from '../../../test/support/tools';
+} from '@idempotent-consumers/local-azure';
+
+import { topology } from '../../../src/topology';
 
 const send = (argv: string[], context: ToolContext): Promise<number> => runTool('send', main, argv, context);
 

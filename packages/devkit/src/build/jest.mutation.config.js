@@ -34,9 +34,10 @@ const PACKAGES = join(__dirname, '..', '..', '..');
 const WORKSPACE_ENTRIES = Object.fromEntries(
   readdirSync(PACKAGES).flatMap((folder) => {
     const manifest = require(join(PACKAGES, folder, 'package.json'));
+    // A pattern entry (`./internal/*` → `./src/*.ts`) maps what its `*` stands for.
     return Object.entries(manifest.exports).map(([entry, file]) => [
-      `^${posix.join(manifest.name, entry).replace(/[/.]/g, '\\$&')}$`,
-      `<rootDir>/${posix.join('packages', folder, file)}`,
+      `^${posix.join(manifest.name, entry).replace(/[/.]/g, '\\$&').replace('*', '(.*)')}$`,
+      `<rootDir>/${posix.join('packages', folder, file).replace('*', '$1')}`,
     ]);
   }),
 );

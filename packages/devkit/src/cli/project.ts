@@ -1,8 +1,12 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { RETRY_PROPERTIES, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
-import { type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
+import {
+  RETRY_PROPERTIES,
+  RETRY_SUBJECT,
+  type Topology,
+  validateTopology,
+} from '@idempotent-consumers/inbox/internal';
 import type { FunctionAppEntry, RetryCopies } from '@idempotent-consumers/local-azure';
 
 import { bounded } from './errors';

@@ -14,11 +14,10 @@ import {
   parseDurationSeconds,
   RETRY_PROPERTIES,
   RETRY_SUBJECT,
+  type Topology,
 } from '@idempotent-consumers/inbox/internal';
-import { type Topology } from '@idempotent-consumers/inbox/internal';
 
-import { appTopology } from '../cli/project';
-import { PROJECT_ROOT } from '../cli/project';
+import { appTopology, PROJECT_ROOT } from '../cli/project';
 import {
   type Command,
   EXIT_CODES,

@@ -2,8 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
-import type { Consumer } from '@idempotent-consumers/inbox/internal';
-import { bindingOf } from '@idempotent-consumers/inbox/internal';
+import { bindingOf, type Consumer } from '@idempotent-consumers/inbox/internal';
 
 import { bounded, UsageError } from '../cli/errors';
 import { appTopology, PROJECT_ROOT } from '../cli/project';

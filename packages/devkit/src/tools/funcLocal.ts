@@ -14,8 +14,7 @@ import {
 
 import { localRunPath, readLocalRun, removeLocalRun, writeLocalRun } from '../build/localRun';
 import { EnvironmentError } from '../cli/errors';
-import { appTopology } from '../cli/project';
-import { PROJECT_ROOT, RETRY_COPIES } from '../cli/project';
+import { appTopology, PROJECT_ROOT, RETRY_COPIES } from '../cli/project';
 import { listening, type LocalServer, serverCommand } from '../cli/serve';
 import { type FlagValues, numberFlag, runCommand, type ToolContext } from '../cli/tool';
 import {

@@ -2,8 +2,7 @@ import { CosmosClient } from '@azure/cosmos';
 import { DEFAULT_KEY, ensureAppContainer, startCosmos as start } from '@idempotent-consumers/local-azure';
 
 import { type LocalServer, serverCommand } from '../cli/serve';
-import { runCommand } from '../cli/tool';
-import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';
+import { type FlagValues, numberFlag, runCommand, type ToolContext, usageError } from '../cli/tool';
 
 const USAGE = `Usage: npm run cosmos -- [--port 8081] [--host 127.0.0.1] [--key <base64>] [--latency-ms 0]
                           [--throughput <RU/s>] [--database app] [--container state] [--no-provision]

@@ -5,11 +5,9 @@ import { join } from 'node:path';
 import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
 import { startServiceBus as start } from '@idempotent-consumers/local-azure';
 
-import { appTopology } from '../cli/project';
-import { RETRY_COPIES } from '../cli/project';
+import { appTopology, RETRY_COPIES } from '../cli/project';
 import { type LocalServer, serverCommand } from '../cli/serve';
-import { runCommand } from '../cli/tool';
-import { type FlagValues, numberFlag, type ToolContext, usageError } from '../cli/tool';
+import { type FlagValues, numberFlag, runCommand, type ToolContext, usageError } from '../cli/tool';
 
 const topology = appTopology();
 

@@ -715,11 +715,10 @@ const testPreamble = (
   consumerImport: string,
   siblingImport?: string,
 ): string => `import { PoisonMessageError } from '@idempotent-consumers/inbox';
+import { loggedOutcome, useLocalStack } from '@idempotent-consumers/local-azure';
 
-import { loggedOutcome } from '../../packages/local-azure/src/host/worker';
 ${consumerImport}
-import { deliver, type LogLine } from '../support/deliveries';
-import { useLocalStack } from '../support/localStack';${siblingImport === undefined ? '' : `\n${siblingImport}`}
+import { deliver, type LogLine } from '../support/deliveries';${siblingImport === undefined ? '' : `\n${siblingImport}`}
 
 const stack = useLocalStack();`;
 
@@ -769,12 +768,11 @@ function fanOutTest({ name, subject }: ConsumerRequest, fanOut: FanOut): string 
   const functionName = functionNameOf(name);
   const identifier = camelCase(functionName);
   return `import { PoisonMessageError } from '@idempotent-consumers/inbox';
+import { loggedOutcome, useLocalStack } from '@idempotent-consumers/local-azure';
 
-import { loggedOutcome } from '../../packages/local-azure/src/host/worker';
 import { registeredConsumers } from '../../src/app';
 import { ${identifier}TallyId } from '../../src/consumers/${functionName}';
 import { deliver, loadApp, type LogLine } from '../support/deliveries';
-import { useLocalStack } from '../support/localStack';
 // A ${subject} that ${fanOut.from}'s schema takes (new:consumer's --example-body).
 import example from './${functionName}.example.json';
 

@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import type { ParseArgsConfig } from 'node:util';
 
 import type { Container } from '@azure/cosmos';
-import { formatDuration } from '@idempotent-consumers/inbox/internal';
 import {
   discardUnsendable,
+  formatDuration,
   OUTBOX_TYPE,
   type OutboxDocument,
   outboxEntryOf,

@@ -6,8 +6,7 @@ import { functionNameOf, topicsPublishedBy, type Topology } from '@idempotent-co
 import { parseDocument } from 'yaml';
 
 import { formatted } from '../cli/formatted';
-import { appTopology } from '../cli/project';
-import { PROJECT_ROOT, writeTopology } from '../cli/project';
+import { appTopology, PROJECT_ROOT, writeTopology } from '../cli/project';
 import {
   type Command,
   EXIT_CODES,

@@ -1,7 +1,6 @@
 import { DefaultAzureCredential } from '@azure/identity';
 import { ServiceBusClient, type ServiceBusMessage } from '@azure/service-bus';
-import { EMULATOR_FLAG } from '@idempotent-consumers/inbox/internal';
-import { type Topology } from '@idempotent-consumers/inbox/internal';
+import { EMULATOR_FLAG, type Topology } from '@idempotent-consumers/inbox/internal';
 
 import { bounded, EnvironmentError, UsageError } from '../cli/errors';
 import { appTopology } from '../cli/project';

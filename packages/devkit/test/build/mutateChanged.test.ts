@@ -8,8 +8,8 @@ import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { runCommandModule } from '../../../../test/support/tools';
 import { changedLibraryLines, changedLines, mutateArgument } from '../../src/build/mutateChanged';
+import { runCommandModule } from '../../src/testing/tools';
 
 const diff = [
   'diff --git a/src/inbox/outbox.ts b/src/inbox/outbox.ts',
@@ -173,9 +173,10 @@ describe('the jest config Stryker runs (packages/devkit/src/build/jest.mutation.
         name: string;
         exports: Record<string, string>;
       };
+      // A pattern entry is tried with one module it exposes.
       return Object.entries(manifest.exports).map(([entry, file]) => ({
-        specifier: path.posix.join(manifest.name, entry),
-        file: path.posix.join('packages', folder, file),
+        specifier: path.posix.join(manifest.name, entry).replace('*', 'cli/project'),
+        file: path.posix.join('packages', folder, file).replace('*', 'cli/project'),
       }));
     });
     expect(entries.map(({ specifier }) => specifier)).toEqual(
@@ -190,7 +191,12 @@ describe('the jest config Stryker runs (packages/devkit/src/build/jest.mutation.
     for (const { specifier, file } of entries) {
       const mapped = Object.entries(config.moduleNameMapper)
         .filter(([pattern]) => new RegExp(pattern).test(specifier))
-        .map(([, target]) => path.relative(config.rootDir, target.replace('<rootDir>', config.rootDir)));
+        .map(([pattern, target]) =>
+          path.relative(
+            config.rootDir,
+            specifier.replace(new RegExp(pattern), target).replace('<rootDir>', config.rootDir),
+          ),
+        );
       expect({ specifier, mapped }).toEqual({ specifier, mapped: [file] });
     }
     expect(config.rootDir).toBe(path.resolve(__dirname, '..', '..', '..', '..'));

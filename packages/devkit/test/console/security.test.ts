@@ -7,8 +7,8 @@ import { request } from 'node:http';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { StartedApp, userEnvironment } from '../../../../test/support/npmStart';
 import { PROJECT_ROOT } from '../../src/cli/project';
+import { StartedApp, userEnvironment } from '../../src/testing/npmStart';
 
 jest.setTimeout(60_000);
 

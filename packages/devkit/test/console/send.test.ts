@@ -6,9 +6,9 @@ import { createHash } from 'node:crypto';
 import { request } from 'node:http';
 
 import type { Topology } from '@idempotent-consumers/inbox/internal';
+import { PAYMENTS, peekAll, PEER_TOPOLOGY, TOPIC, usePeer } from '@idempotent-consumers/local-azure';
 import { z } from 'zod';
 
-import { PAYMENTS, peekAll, PEER_TOPOLOGY, TOPIC, usePeer } from '../../../../test/support/peer';
 import { ConsoleBackend } from '../../src/tools/console/backend';
 import { type RunningConsole, startConsole } from '../../src/tools/console/server';
 import { ToolSide } from '../../src/tools/console/toolSide';

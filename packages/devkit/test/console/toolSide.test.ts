@@ -1,6 +1,6 @@
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
+import { PAYMENTS, peekAll, PEER_TOPOLOGY, receive, TOPIC, usePeer } from '@idempotent-consumers/local-azure';
 
-import { PAYMENTS, peekAll, PEER_TOPOLOGY, receive, TOPIC, usePeer } from '../../../../test/support/peer';
 import { ConsoleError } from '../../src/tools/console/errors';
 import { ToolSide } from '../../src/tools/console/toolSide';
 import { sequenceOf } from '../../src/tools/deadLetterQueue';

@@ -7,15 +7,15 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { appTopology } from '@idempotent-consumers/devkit';
-import { parseDurationSeconds } from '@idempotent-consumers/inbox/internal';
-import { type Topology } from '@idempotent-consumers/inbox/internal';
+import { parseDurationSeconds, type Topology } from '@idempotent-consumers/inbox/internal';
 
 import { PROJECT_ROOT } from '../../src/cli/project';
-import type { EmulatorConfig, EmulatorTopic } from '../../src/emulators/generateConfig';
 import {
   AZURE_ENTITY_SETTINGS,
   CONFIG_PATH,
+  type EmulatorConfig,
   emulatorConfig,
+  type EmulatorTopic,
   renderEmulatorConfig,
 } from '../../src/emulators/generateConfig';
 

@@ -7,10 +7,10 @@ import path from 'node:path';
 
 import { loadSettings } from '@idempotent-consumers/inbox/internal';
 
-import type { LocalSettingsFile } from '../../src/emulators/localSettings';
 import {
   COSMOS_EMULATOR_CONNECTION_STRING,
   emulatorLocalSettings,
+  type LocalSettingsFile,
   SAMPLE_PATH,
   SERVICE_BUS_EMULATOR_CONNECTION_STRING,
 } from '../../src/emulators/localSettings';

@@ -9,10 +9,11 @@ import { appTopology } from '@idempotent-consumers/devkit';
 import { loadSettings } from '@idempotent-consumers/inbox/internal';
 import { DEFAULT_KEY } from '@idempotent-consumers/local-azure';
 
-import { buildHarness, DOTNET, warnWhenSkipped } from '../../../../test/support/engines';
-import { StartedApp, userEnvironment } from '../../../../test/support/npmStart';
+// eslint-disable-next-line house/boundaries -- local Azure's .NET harnesses are its tests' own; this check of the dev kit's func:local runs them until they are a package of their own
+import { buildHarness, DOTNET, warnWhenSkipped } from '../../../local-azure/test/support/engines';
 import { PROJECT_ROOT } from '../../src/cli/project';
 import { COSMOS_EXTENSION_CONNECTION_MODE, type LocalSettingsFile } from '../../src/emulators/localSettings';
+import { StartedApp, userEnvironment } from '../../src/testing/npmStart';
 
 const topology = appTopology();
 

@@ -3,6 +3,7 @@ import path from 'node:path';
 
 import { type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
 
+import { PROJECT_ROOT } from '../../src/cli/project';
 import {
   checkProject,
   declaredSubscriptions,
@@ -11,8 +12,7 @@ import {
   type NewConsumer,
   unusedConsumer,
   useProjectCopy,
-} from '../../../../test/support/projectCopy';
-import { PROJECT_ROOT } from '../../src/cli/project';
+} from '../../src/testing/projectCopy';
 import { withSubscription } from '../../src/tools/newConsumer';
 
 /**

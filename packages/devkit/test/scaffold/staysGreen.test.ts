@@ -4,7 +4,7 @@ import {
   type ProjectCopy,
   unusedConsumer,
   withHistory,
-} from '../../../../test/support/projectCopy';
+} from '../../src/testing/projectCopy';
 
 /**
  * The project stays green when it becomes yours (issue 41): every fast suite (every jest project

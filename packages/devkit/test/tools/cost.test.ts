@@ -17,13 +17,18 @@ import {
   runPurge,
 } from '@idempotent-consumers/inbox/internal';
 import { delivery, dependencies, OUTBOX_SETTINGS, testConsumer } from '@idempotent-consumers/inbox/testing';
-import { Broker, ensureAppContainer, Subscription, virtualClock } from '@idempotent-consumers/local-azure';
+import {
+  Broker,
+  ensureAppContainer,
+  PEER_TOPOLOGY,
+  Subscription,
+  useLocalStack,
+  virtualClock,
+} from '@idempotent-consumers/local-azure';
 
-import { useLocalStack } from '../../../../test/support/localStack';
-import { PEER_TOPOLOGY } from '../../../../test/support/peer';
-import { captured } from '../../../../test/support/tools';
 import { PROJECT_ROOT } from '../../src/cli/project';
 import { runTool } from '../../src/cli/tool';
+import { captured } from '../../src/testing/tools';
 import { costReport, main } from '../../src/tools/cost';
 import { cosmosInputs, type TypicalEvent } from '../../src/tools/cost/inputs';
 import {

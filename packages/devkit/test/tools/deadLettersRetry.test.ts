@@ -3,15 +3,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import type { ServiceBusMessage, ServiceBusReceivedMessage, ServiceBusReceiver } from '@azure/service-bus';
-import { markerLocation, RESUBMITTED_AT_PROPERTY, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
-import { type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
+import { RETRY_COPIES } from '@idempotent-consumers/devkit';
+import {
+  markerLocation,
+  RESUBMITTED_AT_PROPERTY,
+  RETRY_SUBJECT,
+  type Topology,
+  validateTopology,
+} from '@idempotent-consumers/inbox/internal';
+import { retryCopy } from '@idempotent-consumers/inbox/internal';
 import { delivery, testConsumer } from '@idempotent-consumers/inbox/testing';
+import { peekAll, receive, usePeer } from '@idempotent-consumers/local-azure';
 
+// eslint-disable-next-line house/boundaries -- a delayed copy as the app's publisher sends it: this test moves to the app's tests
 import { toServiceBusMessage } from '../../../../src/serviceBusPublisher';
-import { peekAll, receive, usePeer } from '../../../../test/support/peer';
-import { captured, deadLetters } from '../../../../test/support/tools';
-import { retryCopy } from '../../../inbox/src/delayedRetry';
 import { writeLocalRun } from '../../src/build/localRun';
+import { captured, deadLetters } from '../../src/testing/tools';
 import { deliveryOf } from '../../src/tools/deadLetterIdentity';
 
 /**
@@ -47,7 +54,7 @@ const topologyWith = (delayedRetry: boolean): Topology =>
     ],
   });
 
-const fixture = usePeer({ topology: topologyWith(true) });
+const fixture = usePeer({ topology: topologyWith(true), retryCopies: RETRY_COPIES });
 const receivers: ServiceBusReceiver[] = [];
 let directory: string;
 let run = 0;

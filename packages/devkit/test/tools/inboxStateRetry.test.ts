@@ -5,11 +5,11 @@ import {
   failureNote,
   processDelivery,
 } from '@idempotent-consumers/inbox/internal';
+import { retryCopy } from '@idempotent-consumers/inbox/internal';
 import { delivery, dependencies, testConsumer } from '@idempotent-consumers/inbox/testing';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 import Long from 'long';
 
-import { useLocalStack } from '../../../../test/support/localStack';
-import { retryCopy } from '../../../inbox/src/delayedRetry';
 import { type Inbox, inboxStateOf } from '../../src/tools/inboxState';
 
 /**

@@ -3,8 +3,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { PAYMENTS, TOPIC, usePeer } from '../../../../test/support/peer';
-import { captured, peek } from '../../../../test/support/tools';
+import { PAYMENTS, TOPIC, usePeer } from '@idempotent-consumers/local-azure';
+
 import {
   DEFAULT_LOCAL_RUN_FILE,
   type LocalRun,
@@ -14,6 +14,7 @@ import {
   removeLocalRun,
   writeLocalRun,
 } from '../../src/build/localRun';
+import { captured, peek } from '../../src/testing/tools';
 
 /**
  * The settings file npm start writes, as the tools read it. Every test writes its own file in a

@@ -4,7 +4,7 @@ import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { runCommandModule } from '../../../../test/support/tools';
+import { runCommandModule } from '../../src/testing/tools';
 
 /**
  * The command-line tools of local Azure and the sample read their flags through packages/devkit/src/cli/tool.ts: a usage error prints

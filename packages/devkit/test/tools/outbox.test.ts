@@ -13,10 +13,10 @@ import {
   OUTBOX_SETTINGS,
   testConsumer,
 } from '@idempotent-consumers/inbox/testing';
+import { useLocalStack } from '@idempotent-consumers/local-azure';
 
-import { useLocalStack } from '../../../../test/support/localStack';
-import { captured } from '../../../../test/support/tools';
 import { runTool, type ToolContext } from '../../src/cli/tool';
+import { captured } from '../../src/testing/tools';
 import { main } from '../../src/tools/outbox';
 
 /**

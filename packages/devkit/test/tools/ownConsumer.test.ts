@@ -6,8 +6,8 @@ import { promisify } from 'node:util';
 
 import { ServiceBusClient } from '@azure/service-bus';
 
-import { StartedApp, userEnvironment } from '../../../../test/support/npmStart';
-import { unusedConsumer, useProjectCopy } from '../../../../test/support/projectCopy';
+import { StartedApp, userEnvironment } from '../../src/testing/npmStart';
+import { unusedConsumer, useProjectCopy } from '../../src/testing/projectCopy';
 
 /**
  * A consumer of your own, from scratch, in a copy of the project: added with new:consumer while

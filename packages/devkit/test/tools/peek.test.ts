@@ -1,5 +1,6 @@
-import { PAYMENTS, receive, TOPIC, usePeer } from '../../../../test/support/peer';
-import { captured, peek, UNREACHABLE } from '../../../../test/support/tools';
+import { PAYMENTS, receive, TOPIC, usePeer } from '@idempotent-consumers/local-azure';
+
+import { captured, peek, UNREACHABLE } from '../../src/testing/tools';
 
 /**
  * `npm run peek` against the local peer through the real SDK. --topic names the peer's topic, so

@@ -1,9 +1,9 @@
 import type { ServiceBusReceivedMessage } from '@azure/service-bus';
 import { markerLocation, RESUBMITTED_AT_PROPERTY, RETRY_SUBJECT } from '@idempotent-consumers/inbox/internal';
+import { retryCopy } from '@idempotent-consumers/inbox/internal';
 import { delivery, testConsumer } from '@idempotent-consumers/inbox/testing';
 import Long from 'long';
 
-import { retryCopy } from '../../../inbox/src/delayedRetry';
 import { byFamily, deliveryOf, familyText, retryFamilyOf } from '../../src/tools/deadLetterIdentity';
 import { planResubmit, resubmittedCopy, routeOf } from '../../src/tools/deadLetterQueue';
 import type { InboxState } from '../../src/tools/inboxState';

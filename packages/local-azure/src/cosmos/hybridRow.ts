@@ -1,7 +1,6 @@
 import { crc32 } from 'node:zlib';
 
-import type { BatchOperationResult } from './batch';
-import { MAX_BATCH_OPERATIONS } from './batch';
+import { type BatchOperationResult, MAX_BATCH_OPERATIONS } from './batch';
 import { badRequest } from './errors';
 
 /**

@@ -1,7 +1,7 @@
 import { CosmosClient, type Database, type OfferDefinition } from '@azure/cosmos';
 
-import { rawRequest, statusOf } from '../../../../test/support/conformanceTarget';
 import { type LocalCosmos, start } from '../../src/cosmos';
+import { rawRequest, statusOf } from '../support/conformanceTarget';
 
 /**
  * Offers through @azure/cosmos, as a provisioned-throughput account keeps them: a database or

@@ -4,12 +4,12 @@ import { promisify } from 'node:util';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
 
-import { buildHarness, DOTNET, warnWhenSkipped } from '../../../../test/support/engines';
 import { type LocalCosmos, start } from '../../src/cosmos/server';
 import { ChangeFeedTrigger } from '../../src/host/changeFeedTrigger';
 import { type CosmosDBFunction, loadFunctionApp } from '../../src/host/worker';
 import { scaledClock } from '../../src/servicebus/clock';
 import { onInvocation, received } from '../host/changeFeedFixtureApp';
+import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
 /**
  * The local Cosmos DB server against the SDK the Functions host's Cosmos DB extension runs:
  * Microsoft.Azure.Cosmos 3.64.0 in gateway mode, other options at their defaults, driven by the

@@ -4,14 +4,15 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 import { ServiceBusClient, type ServiceBusReceivedMessage } from '@azure/service-bus';
+// eslint-disable-next-line house/boundaries -- the engines compare the trigger under the app's own host.json
 import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 
-import { buildHarness, DOTNET, warnWhenSkipped } from '../../../../test/support/engines';
-import { PAYMENTS, PEER_TOPOLOGY, TOPIC } from '../../../../test/support/peer';
 import { ServiceBusTriggers, type TriggerDelivery, triggerSettings } from '../../src/host/serviceBusTriggers';
 import { loadFunctionApp, type ServiceBusFunction } from '../../src/host/worker';
 import { type LocalServiceBus, start } from '../../src/servicebus/amqp';
+import { PAYMENTS, PEER_TOPOLOGY, TOPIC } from '../../src/testing/peer';
 import { seen } from '../host/fixtureApp';
+import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
 /**
  * The local Service Bus peer against the engine the Functions host runs: Azure.Messaging.ServiceBus
  * 7.21.0 (the .NET client of the Service Bus extension), with its default options, driven by the

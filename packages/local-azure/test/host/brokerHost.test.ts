@@ -1,12 +1,11 @@
-import type { Topology } from '@idempotent-consumers/inbox/internal';
-
-import { onDelivery, PROBE_FUNCTION, received } from '../../../../test/support/probeFunction';
 import { FunctionsHost, type HostOptions } from '../../src/host/brokerHost';
 import { loadFunctionApp } from '../../src/host/worker';
+import type { BrokerTopology } from '../../src/servicebus/broker';
 import { Broker } from '../../src/servicebus/broker';
 import { type ScaledClock, scaledClock } from '../../src/servicebus/clock';
+import { onDelivery, PROBE_FUNCTION, received } from '../support/probeFunction';
 
-const topology: Topology = {
+const topology: BrokerTopology = {
   topics: [{ name: 'events', subscriptions: [{ name: 'sub', subjects: ['S'] }] }],
 };
 

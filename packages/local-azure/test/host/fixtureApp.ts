@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { app } from '@azure/functions';
 
-import { PAYMENTS, TOPIC } from '../../../../test/support/peer';
+import { PAYMENTS, TOPIC } from '../../src/testing/peer';
 
 /**
  * A function app for the trigger tests, independent of the sample: one Service Bus trigger whose

@@ -4,7 +4,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { PAYMENTS, TOPIC, usePeer } from '../../../../test/support/peer';
 import {
   ServiceBusTriggers,
   type TriggerDelivery,
@@ -12,6 +11,7 @@ import {
   triggerSettings,
 } from '../../src/host/serviceBusTriggers';
 import { loadFunctionApp, type ServiceBusFunction } from '../../src/host/worker';
+import { PAYMENTS, TOPIC, usePeer } from '../../src/testing/peer';
 import { seen } from './fixtureApp';
 
 const peer = usePeer({ maxDeliveryCount: 3, lockDurationMs: 5_000 });

@@ -2,12 +2,14 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 
 import { app } from '@azure/functions';
+// eslint-disable-next-line house/boundaries -- loads the app's function files: this part moves to the app's tests
 import { appFunctions, appTopology, PROJECT_ROOT } from '@idempotent-consumers/devkit';
+// eslint-disable-next-line house/boundaries -- as above
 import { functionNameOf, toDelivery } from '@idempotent-consumers/inbox/internal';
 
-import { useLocalStack } from '../../../../test/support/localStack';
-import { onDelivery, PROBE_FUNCTION, type Received, received } from '../../../../test/support/probeFunction';
 import { loadFunctionApp, loggedOutcome, type ServiceBusDelivery } from '../../src/host/worker';
+import { useLocalStack } from '../../src/testing/localStack';
+import { onDelivery, PROBE_FUNCTION, type Received, received } from '../support/probeFunction';
 
 // The app reads the Cosmos DB account when it starts (src/app.ts, checkWriteRegions): a local one,
 // with one write region, as the Bicep deploys it.

@@ -1,6 +1,10 @@
 import type { Container } from '@azure/cosmos';
-import { MARKER_TYPE, OUTBOX_TYPE } from '@idempotent-consumers/inbox/internal';
-import { functionNameOf, type Topology } from '@idempotent-consumers/inbox/internal';
+import {
+  functionNameOf,
+  MARKER_TYPE,
+  OUTBOX_TYPE,
+  type Topology,
+} from '@idempotent-consumers/inbox/internal';
 
 import { bounded } from '../../cli/errors';
 import type { Inbox } from '../inboxState';

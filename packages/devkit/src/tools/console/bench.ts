@@ -13,8 +13,7 @@ import { MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
 import { ensureAppContainer, startInWorker, startServiceBus } from '@idempotent-consumers/local-azure';
 
 import { median } from '../../build/package';
-import { appTopology } from '../../cli/project';
-import { RETRY_COPIES } from '../../cli/project';
+import { appTopology, RETRY_COPIES } from '../../cli/project';
 import { findChromium, launchBrowser } from './browser';
 import { Feed } from './feed';
 import { startLocalConsole } from './local';

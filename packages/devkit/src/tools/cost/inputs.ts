@@ -1,5 +1,9 @@
-import type { Topology } from '@idempotent-consumers/inbox/internal';
-import { buildOutboxDocument, type Marker, MARKER_TYPE } from '@idempotent-consumers/inbox/internal';
+import {
+  buildOutboxDocument,
+  type Marker,
+  MARKER_TYPE,
+  type Topology,
+} from '@idempotent-consumers/inbox/internal';
 
 import { type CosmosInputs, SYSTEM_PROPERTY_BYTES } from './model';
 

@@ -11,8 +11,9 @@ import {
   MARKER_TYPE,
   type Settings,
   SettingsError,
+  type Topology,
+  validateTopology,
 } from '@idempotent-consumers/inbox/internal';
-import { type Topology, validateTopology } from '@idempotent-consumers/inbox/internal';
 import {
   ChangeFeedTrigger,
   DEFAULT_KEY,
@@ -40,8 +41,7 @@ import {
 } from '../../build/localRun';
 import { buildPackage } from '../../build/package';
 import { bounded, EnvironmentError } from '../../cli/errors';
-import { appTopology } from '../../cli/project';
-import { PROJECT_ROOT, RETRY_COPIES } from '../../cli/project';
+import { appTopology, PROJECT_ROOT, RETRY_COPIES } from '../../cli/project';
 import { listening } from '../../cli/serve';
 import {
   commandWithFlags,

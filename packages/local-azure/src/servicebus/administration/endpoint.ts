@@ -15,8 +15,7 @@ import {
   writeDescription,
 } from './descriptions';
 import { readRuleFilter, writeRule } from './ruleDescriptions';
-import type { XmlError } from './xml';
-import { childOf, escapeXml, readXml, textOf, type XmlElement } from './xml';
+import { childOf, escapeXml, readXml, textOf, type XmlElement, type XmlError } from './xml';
 
 /**
  * Service Bus's administration endpoint, the ATOM management protocol that

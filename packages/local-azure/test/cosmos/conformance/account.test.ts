@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 
-import { statusOf, useTarget } from '../../../../../test/support/conformanceTarget';
+import { statusOf, useTarget } from '../../support/conformanceTarget';
 
 const target = useTarget();
 

@@ -1,6 +1,6 @@
 import { CosmosClient } from '@azure/cosmos';
 
-import { rawRequest, statusOf, useTarget } from '../../../../../test/support/conformanceTarget';
+import { rawRequest, statusOf, useTarget } from '../../support/conformanceTarget';
 
 const target = useTarget();
 

@@ -1,6 +1,6 @@
 import { type Container, type OperationInput } from '@azure/cosmos';
 
-import { batchErrorStatus, rawRequest, useTarget } from '../../../../../test/support/conformanceTarget';
+import { batchErrorStatus, rawRequest, useTarget } from '../../support/conformanceTarget';
 
 const target = useTarget();
 let container: Container;

@@ -8,7 +8,7 @@ import {
   StatusCodes,
 } from '@azure/cosmos';
 
-import { local, rawRequest, useTarget } from '../../../../../test/support/conformanceTarget';
+import { local, rawRequest, useTarget } from '../../support/conformanceTarget';
 
 const target = useTarget();
 

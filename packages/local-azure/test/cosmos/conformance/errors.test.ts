@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 
-import { rawRequest, statusOf, type Target, useTarget } from '../../../../../test/support/conformanceTarget';
+import { rawRequest, statusOf, type Target, useTarget } from '../../support/conformanceTarget';
 
 const target = useTarget();
 let docsPath: string;

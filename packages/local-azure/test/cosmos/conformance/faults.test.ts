@@ -1,12 +1,6 @@
 import { type Container } from '@azure/cosmos';
 
-import {
-  batchErrorStatus,
-  local,
-  statusOf,
-  type Target,
-  useTarget,
-} from '../../../../../test/support/conformanceTarget';
+import { batchErrorStatus, local, statusOf, type Target, useTarget } from '../../support/conformanceTarget';
 
 /**
  * Fault injection is a feature of the local server only: against a real account these cases are

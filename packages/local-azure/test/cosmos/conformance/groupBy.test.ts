@@ -1,6 +1,6 @@
 import type { Container } from '@azure/cosmos';
 
-import { local, rawRequest, statusOf, useTarget } from '../../../../../test/support/conformanceTarget';
+import { local, rawRequest, statusOf, useTarget } from '../../support/conformanceTarget';
 
 const target = useTarget();
 let container: Container;

@@ -1,6 +1,6 @@
 import { type Container, type PatchOperation } from '@azure/cosmos';
 
-import { statusOf, useTarget } from '../../../../../test/support/conformanceTarget';
+import { statusOf, useTarget } from '../../support/conformanceTarget';
 
 const target = useTarget();
 let container: Container;

@@ -1,6 +1,6 @@
 import { type Container, type QueryMetrics } from '@azure/cosmos';
 
-import { local, statusOf, useTarget } from '../../../../../test/support/conformanceTarget';
+import { local, statusOf, useTarget } from '../../support/conformanceTarget';
 
 const target = useTarget();
 let container: Container;

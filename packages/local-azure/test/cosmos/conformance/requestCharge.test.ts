@@ -1,4 +1,4 @@
-import { useTarget } from '../../../../../test/support/conformanceTarget';
+import { useTarget } from '../../support/conformanceTarget';
 
 const target = useTarget();
 

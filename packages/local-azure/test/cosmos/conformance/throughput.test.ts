@@ -1,7 +1,7 @@
 import { CosmosClient, type FailedRequestAttemptDiagnostic } from '@azure/cosmos';
 
-import { rawRequest } from '../../../../../test/support/conformanceTarget';
 import { type LocalCosmos, start } from '../../../src/cosmos';
+import { rawRequest } from '../../support/conformanceTarget';
 
 /**
  * Provisioned throughput is a mode of the local server (Azure enforces it on its own): a budget of

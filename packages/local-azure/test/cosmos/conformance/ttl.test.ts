@@ -1,4 +1,4 @@
-import { statusOf, type Target, useTarget } from '../../../../../test/support/conformanceTarget';
+import { statusOf, type Target, useTarget } from '../../support/conformanceTarget';
 
 const target = useTarget();
 

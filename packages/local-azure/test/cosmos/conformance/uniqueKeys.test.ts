@@ -1,4 +1,4 @@
-import { statusOf, useTarget } from '../../../../../test/support/conformanceTarget';
+import { statusOf, useTarget } from '../../support/conformanceTarget';
 
 /**
  * (statusOf: 0 when the operation succeeds, else the status it was refused with.)

@@ -3,7 +3,7 @@ import { request } from 'node:https';
 
 import { isServiceBusError, ServiceBusAdministrationClient } from '@azure/service-bus';
 
-import { PEER_TOPOLOGY, type PeerFixture, receive, startPeer, TOPIC } from '../../../../../test/support/peer';
+import { PEER_TOPOLOGY, type PeerFixture, receive, startPeer, TOPIC } from '../../../src/testing/peer';
 
 /**
  * The peer's administration endpoint (HTTPS on the AMQP port, the ATOM protocol), through

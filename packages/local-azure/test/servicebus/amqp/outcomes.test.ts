@@ -2,8 +2,8 @@ import { once } from 'node:events';
 
 import type { Delivery, Receiver } from 'rhea';
 
-import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../../../../../test/support/peer';
 import type { Entity } from '../../../src/servicebus/broker';
+import { PAYMENTS, peekAll, receive, TOPIC, usePeer } from '../../../src/testing/peer';
 import { connectRhea, type RheaClient } from './rheaClient';
 
 /**

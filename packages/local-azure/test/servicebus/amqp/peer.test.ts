@@ -9,16 +9,8 @@ import {
 } from '@azure/service-bus';
 import Long from 'long';
 
-import {
-  ORDERS,
-  PAYMENTS,
-  peekAll,
-  rawExchange,
-  receive,
-  TOPIC,
-  usePeer,
-} from '../../../../../test/support/peer';
 import { Entity } from '../../../src/servicebus/broker';
+import { ORDERS, PAYMENTS, peekAll, rawExchange, receive, TOPIC, usePeer } from '../../../src/testing/peer';
 import { connectRhea } from './rheaClient';
 
 /**

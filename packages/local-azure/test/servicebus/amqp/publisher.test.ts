@@ -1,7 +1,9 @@
+// eslint-disable-next-line house/boundaries -- the app's publisher against the peer: this test moves to the app's tests
 import { isTopicRefusal, loadSettings, type OutboxMessage } from '@idempotent-consumers/inbox/internal';
 
+// eslint-disable-next-line house/boundaries -- the app's publisher against the peer: this test moves to the app's tests
 import { serviceBusPublisher } from '../../../../../src/serviceBusPublisher';
-import { ORDERS, PAYMENTS, receive, TOPIC, usePeer } from '../../../../../test/support/peer';
+import { ORDERS, PAYMENTS, receive, TOPIC, usePeer } from '../../../src/testing/peer';
 
 /**
  * The outbox relay's publisher (src/serviceBusPublisher.ts), the real @azure/service-bus client,

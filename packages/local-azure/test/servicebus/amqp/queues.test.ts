@@ -5,7 +5,7 @@ import {
   type ServiceBusReceiver,
 } from '@azure/service-bus';
 
-import { type PeerFixture, receive, startPeer } from '../../../../../test/support/peer';
+import { type PeerFixture, receive, startPeer } from '../../../src/testing/peer';
 
 /**
  * Queues on the local peer, through @azure/service-bus: the same semantics as a subscription

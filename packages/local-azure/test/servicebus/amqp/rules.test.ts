@@ -1,14 +1,7 @@
 import { isServiceBusError, type ServiceBusMessage } from '@azure/service-bus';
 
-import {
-  ORDERS,
-  PAYMENTS,
-  type PeerFixture,
-  receive,
-  startPeer,
-  TOPIC,
-} from '../../../../../test/support/peer';
-import { RETRY_PROPERTIES, RETRY_SUBJECT } from '../../support/retryCopies';
+import { ORDERS, PAYMENTS, type PeerFixture, receive, startPeer, TOPIC } from '../../../src/testing/peer';
+import { RETRY_COPIES, RETRY_PROPERTIES, RETRY_SUBJECT } from '../../support/retryCopies';
 
 /**
  * A subscription's rules as Service Bus has them, through @azure/service-bus's rule manager: the
@@ -20,6 +13,7 @@ let fixture: PeerFixture;
 
 beforeEach(async () => {
   fixture = await startPeer({
+    retryCopies: RETRY_COPIES,
     topology: {
       topics: [
         {

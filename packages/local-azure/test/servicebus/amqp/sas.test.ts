@@ -2,9 +2,9 @@ import { createHmac } from 'node:crypto';
 
 import { isServiceBusError, ServiceBusClient } from '@azure/service-bus';
 
-import { PAYMENTS, TOPIC, usePeer } from '../../../../../test/support/peer';
 import { PeerError } from '../../../src/servicebus/amqp/errors';
 import { checkToken, covers, LOCAL_KEY, SAS_TOKEN_TYPE } from '../../../src/servicebus/amqp/sas';
+import { PAYMENTS, TOPIC, usePeer } from '../../../src/testing/peer';
 
 /**
  * Shared access signatures as the local peer checks them: the check itself, and what

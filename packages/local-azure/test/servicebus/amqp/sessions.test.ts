@@ -5,7 +5,7 @@ import {
   type ServiceBusSessionReceiver,
 } from '@azure/service-bus';
 
-import { type PeerFixture, receive, startPeer, TOPIC } from '../../../../../test/support/peer';
+import { type PeerFixture, receive, startPeer, TOPIC } from '../../../src/testing/peer';
 
 /**
  * Message sessions on a queue that requires them, through @azure/service-bus: a session's messages

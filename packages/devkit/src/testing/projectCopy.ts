@@ -13,9 +13,9 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 import { functionNameOf, type Topology } from '@idempotent-consumers/inbox/internal';
 
+import { PROJECT_ROOT } from '../cli/project';
 import { azdEnvironment, azdParameters, build, locateBicep, resources, snapshot } from './bicep';
 
 /**

@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 
-import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
-
 const run = promisify(execFile);
+/** This package's folder: the harnesses are in its test/engines, their builds in its .cache. */
+const PACKAGE = join(__dirname, '..', '..');
 const HARNESSES = { ServiceBus: 'ServiceBusEngine.dll', Cosmos: 'CosmosEngine.dll' } as const;
 export type Harness = keyof typeof HARNESSES;
 
@@ -31,22 +31,14 @@ export function warnWhenSkipped(file: string, checks: string): void {
 
 /** Builds packages/local-azure/test/engines/<harness> (a first build restores its packages from NuGet) and returns its dll. */
 export async function buildHarness(harness: Harness): Promise<string> {
-  const output = join(PROJECT_ROOT, '.cache', 'engines', harness);
-  mkdirSync(join(PROJECT_ROOT, '.cache', 'engines'), { recursive: true });
-  const lock = join(PROJECT_ROOT, '.cache', 'engines', `${harness}.lock`);
+  const output = join(PACKAGE, '.cache', 'engines', harness);
+  mkdirSync(join(PACKAGE, '.cache', 'engines'), { recursive: true });
+  const lock = join(PACKAGE, '.cache', 'engines', `${harness}.lock`);
   await acquire(lock);
   try {
     await run(
       'dotnet',
-      [
-        'build',
-        join(PROJECT_ROOT, 'packages', 'local-azure', 'test', 'engines', harness),
-        '-o',
-        output,
-        '--nologo',
-        '-v',
-        'quiet',
-      ],
+      ['build', join(PACKAGE, 'test', 'engines', harness), '-o', output, '--nologo', '-v', 'quiet'],
       {
         timeout: 300_000,
       },

@@ -19,7 +19,7 @@ import {
 import path from 'node:path';
 import { promisify } from 'node:util';
 
-import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
+import { PROJECT_ROOT } from '../cli/project';
 
 const run = promisify(execFile);
 

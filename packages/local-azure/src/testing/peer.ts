@@ -5,16 +5,10 @@ import {
   type ServiceBusReceivedMessage,
   type ServiceBusReceiver,
 } from '@azure/service-bus';
-import { RETRY_COPIES } from '@idempotent-consumers/devkit';
-import type { Topology } from '@idempotent-consumers/inbox/internal';
-import {
-  type LocalServiceBus,
-  type LocalServiceBusOptions,
-  type ScaledClock,
-  scaledClock,
-  startServiceBus as start,
-} from '@idempotent-consumers/local-azure';
 import Long from 'long';
+
+import { type LocalServiceBus, type LocalServiceBusOptions, start } from '../servicebus/amqp';
+import { type ScaledClock, scaledClock } from '../servicebus/clock';
 
 export const TOPIC = 'business-events';
 export const PAYMENTS = 'billing.payment-applier';
@@ -25,7 +19,10 @@ export const ORDERS = 'inventory.stock-reserver';
  * tests do not change with src/topology.json (npm run new:consumer, npm run remove:samples). The
  * tools' tests that use it send the sample's events, and go with the sample.
  */
-export const PEER_TOPOLOGY: Topology = {
+/** Plain data (mutable arrays), so that it is also an app's Topology for the tools' tests. */
+export const PEER_TOPOLOGY: {
+  topics: { name: string; subscriptions: { name: string; subjects: string[] }[] }[];
+} = {
   topics: [
     {
       name: TOPIC,
@@ -53,7 +50,6 @@ export async function startPeer(options: Partial<LocalServiceBusOptions> = {}): 
     port: 0,
     clock,
     topology: PEER_TOPOLOGY,
-    retryCopies: RETRY_COPIES,
     ...options,
   });
   const client = new ServiceBusClient(peer.connectionString, { retryOptions: { maxRetries: 0 } });

@@ -1,4 +1,3 @@
-import { seededRandom } from '@idempotent-consumers/local-azure';
 import { trace } from '@opentelemetry/api';
 import {
   BasicTracerProvider,
@@ -7,6 +6,8 @@ import {
   type ReadableSpan,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
+
+import { seededRandom } from '../random';
 
 /**
  * The spans the code under test ends, kept in memory (no Azure): a tracer provider registered as

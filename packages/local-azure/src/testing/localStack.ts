@@ -1,11 +1,7 @@
-import type { Container } from '@azure/cosmos';
-import { CosmosClient } from '@azure/cosmos';
-import {
-  ensureAppContainer,
-  type LocalCosmos,
-  type LocalCosmosOptions,
-  startCosmos as start,
-} from '@idempotent-consumers/local-azure';
+import { type Container, CosmosClient } from '@azure/cosmos';
+
+import { type LocalCosmos, type LocalCosmosOptions, start } from '../cosmos';
+import { ensureAppContainer } from '../cosmos/appContainer';
 
 export interface LocalStack {
   server: LocalCosmos;

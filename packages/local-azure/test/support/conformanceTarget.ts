@@ -9,11 +9,11 @@ import {
 } from '@azure/cosmos';
 import { type LocalCosmos, startCosmos as start } from '@idempotent-consumers/local-azure';
 
-import { namedCosmosAccount } from './setup';
+import { namedCosmosAccount } from './namedAccount';
 
 /**
  * Where the conformance suite runs: the local server by default, or a real account / the emulator
- * when the shell sets COSMOS_ENDPOINT and COSMOS_KEY (test/support/setup.ts reads them). Everything is checked through @azure/cosmos (and, for
+ * when the shell sets COSMOS_ENDPOINT and COSMOS_KEY (./namedAccount.ts reads them). Everything is checked through @azure/cosmos (and, for
  * what the SDK refuses to send, through signed raw HTTP), never through the server's internals.
  */
 export interface Target {

@@ -1,8 +1,9 @@
 import { join } from 'node:path';
 
-import { type Command, PROJECT_ROOT, runTool, type ToolContext } from '@idempotent-consumers/devkit';
-import { main } from '@idempotent-consumers/devkit/internal/tools/deadLetters';
-import { main as peekMain } from '@idempotent-consumers/devkit/internal/tools/peek';
+import { PROJECT_ROOT } from '../cli/project';
+import { type Command, runTool, type ToolContext } from '../cli/tool';
+import { main } from '../tools/deadLetters';
+import { main as peekMain } from '../tools/peek';
 
 export interface CapturedContext {
   context: ToolContext;

@@ -1,0 +1,4 @@
+import type { Rule } from 'eslint';
+
+/** See boundaries.cjs. */
+export declare const boundaries: Rule.RuleModule;
