@@ -24,6 +24,7 @@ import type { LoadReport } from '@idempotent-consumers/devkit/internal/build/loa
 import {
   bootPackage,
   developmentOnlyPackages,
+  metafileOf,
   PACKAGE_DIR,
   type PackageReport,
 } from '@idempotent-consumers/devkit/internal/build/package';
@@ -198,8 +199,11 @@ describe('npm run package', () => {
   });
 
   it('bundles every runtime dependency and no development-only one, the heavy ones off the start-up file', () => {
-    // esbuild marks each module it bundles with a `// node_modules/<package>/...` comment.
+    // esbuild's metafile of the build: each output file's inputs, as paths from the project's root.
     // A workspace package is bundled from its own folder (packages/<name>/), not from node_modules.
+    const { outputs } = JSON.parse(readFileSync(metafileOf(packageDir), 'utf8')) as {
+      outputs: Record<string, { inputs: Record<string, unknown> }>;
+    };
     const lock = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package-lock.json'), 'utf8')) as {
       packages: Record<string, { resolved?: string; link?: boolean }>;
     };
@@ -208,14 +212,18 @@ describe('npm run package', () => {
         .filter(([, entry]) => entry.link === true && entry.resolved !== undefined)
         .map(([path, entry]) => [entry.resolved!, path.slice('node_modules/'.length)]),
     );
-    const bundledIn = (file: string): Set<string> =>
-      new Set(
-        [
-          ...readFileSync(join(extracted, file), 'utf8').matchAll(
-            /^\/\/ (?:node_modules\/((?:@[^/\n]+\/)?[^/\n]+)|(packages\/[^/\n]+))\//gm,
-          ),
-        ].map((match) => match[1] ?? workspaces.get(match[2]!) ?? match[2]!),
-      );
+    const packageOf = (input: string): string | undefined => {
+      const installed = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\/(?!.*\/node_modules\/)/.exec(input);
+      if (installed) return installed[1];
+      const workspace = /^(packages\/[^/]+)\//.exec(input);
+      return workspace ? (workspaces.get(workspace[1]!) ?? workspace[1]) : undefined;
+    };
+    const bundledIn = (file: string): Set<string> => {
+      const output = Object.entries(outputs).find(([path]) => path.endsWith(`/${file}`));
+      if (output === undefined)
+        throw new Error(`The metafile has no output ${file}: ${Object.keys(outputs).join(', ')}`);
+      return new Set(Object.keys(output[1].inputs).flatMap((input) => packageOf(input) ?? []));
+    };
     const files = ['app.js', 'azureMonitor.js', 'serviceBusPublisher.js'];
     const bundled = new Set(files.flatMap((file) => [...bundledIn(file)]));
 

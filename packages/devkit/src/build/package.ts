@@ -1,10 +1,10 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
 
-import { build, type BuildOptions, type Plugin } from 'esbuild';
+import { build, type BuildOptions, type Metafile, type Plugin } from 'esbuild';
 import { zipSync } from 'fflate';
 
 import { UsageError } from '../cli/errors';
@@ -108,12 +108,15 @@ export async function buildPackage(
     logLevel: 'warning',
     // Paths in the bundle (and the sources reported) relative to the project, wherever it runs from.
     absWorkingDir: root,
-    metafile: sources !== undefined,
+    // What each output file bundles, kept beside the package (metafileOf): the package test reads it.
+    metafile: true,
     // What a production install would not have stays out too: some runtime packages probe for an
     // optional one (debug for supports-color) that only a development dependency brought in.
     external: ['@azure/functions-core', ...developmentOnlyPackages(root)],
   };
-  const noted = (result: { metafile?: { inputs: Record<string, unknown> } }): void => {
+  const outputs: Record<string, { inputs: Record<string, unknown> }> = {};
+  const noted = (result: { metafile?: Metafile }): void => {
+    Object.assign(outputs, result.metafile?.outputs);
     for (const input of Object.keys(result.metafile?.inputs ?? {})) {
       if (!input.startsWith('<') && !input.split('/').includes('node_modules'))
         sources?.add(join(root, input));
@@ -141,6 +144,8 @@ export async function buildPackage(
       }),
     );
   }
+  mkdirSync(dirname(metafileOf(out)), { recursive: true });
+  writeFileSync(metafileOf(out), `${JSON.stringify({ outputs }, null, 1)}\n`);
   writeFileSync(join(out, 'host.json'), readFileSync(join(root, 'host.json')));
   const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Record<string, unknown>;
   const deployed = {
@@ -156,6 +161,13 @@ export async function buildPackage(
   writeFileSync(join(out, 'package.json'), `${JSON.stringify(deployed, null, 2)}\n`);
   return listFiles(out);
 }
+
+/**
+ * Where buildPackage leaves esbuild's metafile of a package built into `out` (outside it: it is
+ * not deployed): for each output file, the modules it bundles, as paths from the project's root.
+ */
+export const metafileOf = (out: string): string =>
+  join(dirname(out), '.cache', `${basename(out)}.metafile.json`);
 
 interface LockEntry {
   link?: boolean;
