@@ -27,20 +27,23 @@ const SLOW = [
   '<rootDir>/sample/test/purgeUnderLoad.test.ts',
 ];
 
+/** Whether a folder of the project is there: sample/ goes with npm run remove:samples, packages/ in an app that installs them. */
+const here = (folder) => existsSync(join(__dirname, folder));
+
 /** What every suite shares. */
 const suite = {
   testEnvironment: 'node',
-  // sample/ holds the sample's own tests; npm run remove:samples deletes it.
-  roots: [
-    '<rootDir>/test',
-    '<rootDir>/packages',
-    ...(existsSync(join(__dirname, 'sample')) ? ['<rootDir>/sample'] : []),
-  ],
+  roots: ['<rootDir>/test', ...['packages', 'sample'].filter(here).map((folder) => `<rootDir>/${folder}`)],
   setupFiles: ['<rootDir>/test/support/setup.ts'],
-  // The module the Azure Functions Node.js worker injects (see packages/local-azure/src/host/worker.ts, which
+  // The module the Azure Functions Node.js worker injects (see local Azure's host/worker.ts, which
   // does the same for plain Node.js): jest does not go through Module.prototype.require.
-  moduleNameMapper: { '^@azure/functions-core$': '<rootDir>/packages/local-azure/src/host/core.ts' },
+  moduleNameMapper: {
+    '^@azure/functions-core$': '<rootDir>/node_modules/@idempotent-consumers/local-azure/src/host/core.ts',
+  },
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
+  // The workspace packages are TypeScript sources: installed from tarballs (not linked), they are in
+  // node_modules, which jest otherwise leaves untransformed.
+  transformIgnorePatterns: ['/node_modules/(?!@idempotent-consumers/)'],
 };
 
 /**
@@ -49,10 +52,7 @@ const suite = {
  * browser); `npm run test:all` runs every project (CI runs it).
  */
 const OWNERS = [
-  {
-    displayName: 'app',
-    roots: ['<rootDir>/test', ...(existsSync(join(__dirname, 'sample')) ? ['<rootDir>/sample'] : [])],
-  },
+  { displayName: 'app', roots: ['<rootDir>/test', ...(here('sample') ? ['<rootDir>/sample'] : [])] },
   { displayName: 'inbox', roots: ['<rootDir>/packages/inbox'] },
   {
     displayName: 'local-azure',
@@ -66,12 +66,15 @@ const OWNERS = [
 /** @type {import('jest').Config} */
 module.exports = {
   projects: [
-    ...OWNERS.map((owner) => ({
-      ...suite,
-      ...owner,
-      testMatch: ['**/*.test.ts'],
-      testPathIgnorePatterns: ['/node_modules/', ...SLOW],
-    })),
+    // A package's project only where the package is a folder of this project (not installed).
+    ...OWNERS.filter((owner) => owner.roots.every((root) => here(root.replace('<rootDir>/', '')))).map(
+      (owner) => ({
+        ...suite,
+        ...owner,
+        testMatch: ['**/*.test.ts'],
+        testPathIgnorePatterns: ['/node_modules/', ...SLOW],
+      }),
+    ),
     {
       ...suite,
       displayName: 'slow',

@@ -4,14 +4,16 @@
 // script: .npmrc's ignore-scripts makes npm skip every pre- and post-script.
 //
 //   node packages/devkit/src/build/nodeVersion.mjs [version]    (default: this Node.js; exit 1 when it is too old)
-/* global console, URL */
+/* global console */
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** Why this project cannot run on Node.js `version`, or undefined when it can. */
 export function tooOld(version = process.version) {
-  // .nvmrc is the one place the project's Node.js version is written.
-  const required = Number(readFileSync(new URL('../../../../.nvmrc', import.meta.url), 'utf8'));
+  // .nvmrc is the one place the project's Node.js version is written: the app's, where npm runs
+  // the script from (the dev kit may be installed anywhere under it).
+  const required = Number(readFileSync(join(process.cwd(), '.nvmrc'), 'utf8'));
   if (Number(/^v?(\d+)/.exec(version)?.[1] ?? 0) >= required) return undefined;
   return [
     `This project needs Node.js ${required} or later; this is Node.js ${version.slice(0, 20)}.`,

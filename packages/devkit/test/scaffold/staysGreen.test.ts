@@ -7,8 +7,9 @@ import {
 } from '../../src/testing/projectCopy';
 
 /**
- * The project stays green when it becomes yours (issue 41): every fast suite (every jest project
- * but `slow`, the root tier's and the packages') passes in a copy of this checkout, with its history as a clone has it, after the first
+ * The project stays green when it becomes yours (issue 41): the root tier (the jest projects the
+ * copy's `npm test` selects: the app's and the library's fast suites; a copy changes only the app,
+ * issue 42) passes in a copy of this checkout, with its history as a clone has it, after the first
  * things a user does: `npm run new:consumer`, `npm run remove:samples`, and both. Each test that
  * fails there is named, with its suite and the copy. The copies run one after the other, each on
  * two cores: three runs of the fast set side by side would only share the same two.
