@@ -1,9 +1,7 @@
-// eslint-disable-next-line house/boundaries -- the app's publisher against the peer: this test moves to the app's tests
 import { isTopicRefusal, loadSettings, type OutboxMessage } from '@idempotent-consumers/inbox/internal';
+import { ORDERS, PAYMENTS, receive, TOPIC, usePeer } from '@idempotent-consumers/local-azure';
 
-// eslint-disable-next-line house/boundaries -- the app's publisher against the peer: this test moves to the app's tests
-import { serviceBusPublisher } from '../../../../../src/serviceBusPublisher';
-import { ORDERS, PAYMENTS, receive, TOPIC, usePeer } from '../../../src/testing/peer';
+import { serviceBusPublisher } from '../../src/serviceBusPublisher';
 
 /**
  * The outbox relay's publisher (src/serviceBusPublisher.ts), the real @azure/service-bus client,
