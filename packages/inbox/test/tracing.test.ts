@@ -18,8 +18,6 @@ import {
 import { spansNamed, useLocalStack, useSpanExporter } from '@idempotent-consumers/local-azure';
 import { ROOT_CONTEXT, SpanStatusCode, trace } from '@opentelemetry/api';
 
-// eslint-disable-next-line house/boundaries -- the app's publisher carries the trace: this part moves to the app's tests
-import { toServiceBusMessage } from '../../../src/serviceBusPublisher';
 import { delivery, dependencies, documentsIn, OUTBOX_SETTINGS, testConsumer } from '../src/testing';
 
 /**
@@ -209,8 +207,9 @@ describe('the trace through the outbox', () => {
 
     expect(report.sent).toBe(2);
     expect(sent.map((m) => m.trace?.traceparent)).toEqual([TRACEPARENT, OTHER]);
-    const properties = sent.map((m) => toServiceBusMessage(m).applicationProperties);
-    expect(properties.map((p) => [p?.[DIAGNOSTIC_ID], p?.traceparent])).toEqual([
+    // The properties the app's publisher stamps on each message (test/functions/traceContinuity.test.ts).
+    const properties = sent.map((m) => traceProperties(m.trace));
+    expect(properties.map((p) => [p[DIAGNOSTIC_ID], p.traceparent])).toEqual([
       [TRACEPARENT, TRACEPARENT],
       [OTHER, OTHER],
     ]);
