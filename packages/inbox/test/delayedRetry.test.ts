@@ -3,14 +3,12 @@ import { hash } from 'node:crypto';
 import {
   ConcurrencyConflictError,
   PoisonMessageError,
-  SettingsError,
   TransientStoreError,
 } from '@idempotent-consumers/inbox';
 import {
   asOriginal,
   type DelayedRetryPolicy,
   delayedRetryProblems,
-  loadSettings,
   longestRetryDelaySeconds,
   markerId,
   processDelivery,
@@ -24,8 +22,6 @@ import {
 } from '@idempotent-consumers/inbox/internal';
 import { useLocalStack } from '@idempotent-consumers/local-azure';
 
-// eslint-disable-next-line house/boundaries -- the app's start-up check of delayedRetry: this part moves to the app's tests
-import { checkDelayedRetry } from '../../../src/app';
 import { delivery, dependencies, documentsIn, ending, testConsumer } from '../src/testing';
 
 /**
@@ -155,56 +151,7 @@ describe('the policy', () => {
       validateTopology({ topics: [{ name: 't', unsubscribedSubjects: [RETRY_SUBJECT], subscriptions: [] }] }),
     ).toThrow(`topic 't': unsubscribed subject "${RETRY_SUBJECT}" is not a subject name`);
   });
-
-  it('is refused at start when the settings cannot carry it: no delivery left to schedule from, or a retention the longest delay outlives', () => {
-    const settings = (env: Record<string, string> = {}) => loadSettings({ ...BASE_ENV, ...env });
-    expect(() => checkDelayedRetry('a.b', { attempts: 2, firstDelaySeconds: 30 }, settings())).not.toThrow();
-    expect(() =>
-      checkDelayedRetry(
-        'a.b',
-        { attempts: 2, firstDelaySeconds: 30, afterDeliveries: 3 },
-        settings({ SERVICEBUS_MAX_DELIVERY_COUNT: '3' }),
-      ),
-    ).toThrow(
-      "src/topology.json: subscription 'a.b': delayedRetry.afterDeliveries must be a whole number from 1 to 2 (SERVICEBUS_MAX_DELIVERY_COUNT=3)",
-    );
-    // The bound: 1 min × 10 + 14 days + 7 days; an hour's delay (× 1.1 jitter) on top needs more than 21 days 1 h 16 min.
-    const bound = 60 * 10 + 21 * 86_400;
-    const longest = longestRetryDelaySeconds(resolvedPolicy({ attempts: 1, firstDelaySeconds: 3600 }));
-    expect(longest).toBeCloseTo(3960);
-    const atBound = `PT${bound + 3960}S`;
-    let refusal: unknown;
-    try {
-      checkDelayedRetry(
-        'a.b',
-        { attempts: 1, firstDelaySeconds: 3600 },
-        settings({ INBOX_RETENTION: atBound }),
-      );
-    } catch (error) {
-      refusal = error;
-    }
-    expect(refusal).toBeInstanceOf(SettingsError);
-    expect((refusal as SettingsError).problems[0]).toMatch(
-      /^INBOX_RETENTION=.* does not outlive subscription 'a\.b''s delayed retries: .* Raise INBOX_RETENTION above .*, or shorten maxDelaySeconds\.$/,
-    );
-    expect(() =>
-      checkDelayedRetry(
-        'a.b',
-        { attempts: 1, firstDelaySeconds: 3600 },
-        settings({ INBOX_RETENTION: `PT${bound + 3961}S` }),
-      ),
-    ).not.toThrow();
-  });
 });
-
-const BASE_ENV = {
-  COSMOS_ENDPOINT: 'https://account.documents.azure.com:443/',
-  SERVICEBUS_LOCK_DURATION: 'PT1M',
-  SERVICEBUS_MAX_DELIVERY_COUNT: '10',
-  SERVICEBUS_MESSAGE_TTL: 'P14D',
-  INBOX_RESUBMIT_MARGIN: 'P7D',
-  INBOX_RETENTION: 'P30D',
-};
 
 describe('the decision after a failed delivery', () => {
   const at = (deliveryCount: number, attempt?: number, body: unknown = { accountId: 'a', amount: 1 }) =>

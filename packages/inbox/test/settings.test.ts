@@ -527,36 +527,3 @@ describe('ISO-8601 durations', () => {
     ]);
   });
 });
-
-describe('start-up', () => {
-  const loadApp = (env: Record<string, string>): unknown => {
-    const saved = { ...process.env };
-    Object.assign(process.env, env);
-    try {
-      let error: unknown;
-      jest.isolateModules(() => {
-        try {
-          // eslint-disable-next-line @typescript-eslint/no-require-imports, house/boundaries -- loads the app's purge function fresh, as the host would: this part moves to the app's tests
-          require('../../../functions/purge-expired-markers');
-        } catch (caught) {
-          error = caught;
-        }
-      });
-      return error;
-    } finally {
-      process.env = saved;
-    }
-  };
-
-  it('refuses to load the functions with an unsafe retention', () => {
-    const error = loadApp({ INBOX_RETENTION: 'P1D' });
-
-    expect(error).toBeInstanceOf(Error);
-    expect((error as Error).name).toBe('SettingsError');
-    expect((error as Error).message).toContain('INBOX_RETENTION=P1D does not exceed');
-  });
-
-  it('loads them with safe settings', () => {
-    expect(loadApp({ INBOX_RETENTION: 'P60D' })).toBeUndefined();
-  });
-});
