@@ -214,7 +214,7 @@ const helpTexts = new Map<string, string>();
 /** What a script's command says of its flags when asked: our tools' `--help`, or Stryker's. */
 function helpOf(script: string): string {
   const command = packageJson.scripts[script] ?? '';
-  const entry = /^tsx ([\w./-]+\.ts)$/.exec(command)?.[1];
+  const entry = /^tsx ([\w@./-]+\.ts)$/.exec(command)?.[1];
   const cli =
     entry !== undefined
       ? [require.resolve('tsx/cli'), entry]
@@ -234,7 +234,7 @@ function helpOf(script: string): string {
 }
 
 function sourceOf(script: string): string {
-  const entries = [...packageJson.scripts[script]!.matchAll(/[\w./-]+\.(?:ts|js)\b/g)]
+  const entries = [...packageJson.scripts[script]!.matchAll(/[\w@./-]+\.(?:ts|js)\b/g)]
     .map((m) => m[0].replace(/^\.cache\/bench\//, '').replace(/\.js$/, '.ts'))
     .filter((file) => existsSync(join(PROJECT_ROOT, file)));
   return entries

@@ -2,6 +2,7 @@ import { type Container, CosmosClient } from '@azure/cosmos';
 
 import { type LocalCosmos, type LocalCosmosOptions, start } from '../cosmos';
 import { ensureAppContainer } from '../cosmos/appContainer';
+import { testHooks } from './hooks';
 
 export interface LocalStack {
   server: LocalCosmos;
@@ -19,6 +20,7 @@ export interface LocalStack {
 export function useLocalStack(options: LocalCosmosOptions = {}): LocalStack {
   const stack = {} as LocalStack;
   let started: Omit<LocalStack, 'container'> | undefined;
+  const { afterAll, afterEach, beforeAll } = testHooks();
   beforeAll(async () => {
     const server = await start({ seed: 7, ...options });
     const client = new CosmosClient({ endpoint: server.endpoint, key: server.key });

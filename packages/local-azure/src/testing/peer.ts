@@ -9,6 +9,7 @@ import Long from 'long';
 
 import { type LocalServiceBus, type LocalServiceBusOptions, start } from '../servicebus/amqp';
 import { type ScaledClock, scaledClock } from '../servicebus/clock';
+import { testHooks } from './hooks';
 
 export const TOPIC = 'business-events';
 export const PAYMENTS = 'billing.payment-applier';
@@ -88,6 +89,7 @@ export function usePeer(options: Partial<LocalServiceBusOptions> = {}): PeerHand
       return receiver;
     },
   } as PeerHandle;
+  const { afterEach, beforeEach } = testHooks();
   beforeEach(async () => {
     Object.assign(handle, await startPeer(options));
   });

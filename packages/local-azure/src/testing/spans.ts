@@ -8,6 +8,7 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 
 import { seededRandom } from '../random';
+import { testHooks } from './hooks';
 
 /**
  * The spans the code under test ends, kept in memory (no Azure): a tracer provider registered as
@@ -32,6 +33,7 @@ export function useSpanExporter(seed?: number): {
     spanProcessors: [new SimpleSpanProcessor(exporter)],
     ...(seeded ? { idGenerator } : {}),
   });
+  const { afterAll, beforeAll, beforeEach } = testHooks();
   beforeAll(() => {
     trace.setGlobalTracerProvider(provider);
   });
