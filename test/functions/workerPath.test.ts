@@ -119,7 +119,7 @@ describe('loading the app through the worker path', () => {
   it('reports the warnings of a library that settled on test mode before the worker module was there', async () => {
     const { stdout } = await node(
       `require('@azure/functions').app.timer('early', { schedule: '0 0 * * * *', handler: () => undefined });
-       require('./packages/local-azure/src/host/worker.ts').loadFunctionApp(require('./packages/devkit/src/cli/project.ts').appFunctions()).then((app) =>
+       require('@idempotent-consumers/local-azure').loadFunctionApp(require('@idempotent-consumers/devkit').appFunctions()).then((app) =>
          console.log(JSON.stringify({ names: app.functions.map((f) => f.name), warnings: app.warnings })))`,
     );
     const loaded = JSON.parse(stdout) as { names: string[]; warnings: string[] };
