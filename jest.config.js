@@ -37,8 +37,12 @@ const suite = {
   setupFiles: ['<rootDir>/test/support/setup.ts'],
   // The module the Azure Functions Node.js worker injects (see local Azure's host/worker.ts, which
   // does the same for plain Node.js): jest does not go through Module.prototype.require.
+  // Local Azure's own folder where it is one (Stryker's sandbox has its own copy of it, which the
+  // project's node_modules link does not reach), else the installed package.
   moduleNameMapper: {
-    '^@azure/functions-core$': '<rootDir>/node_modules/@idempotent-consumers/local-azure/src/host/core.ts',
+    '^@azure/functions-core$': here('packages/local-azure')
+      ? '<rootDir>/packages/local-azure/src/host/core.ts'
+      : '<rootDir>/node_modules/@idempotent-consumers/local-azure/src/host/core.ts',
   },
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
   // The workspace packages are TypeScript sources: installed from tarballs (not linked), they are in
