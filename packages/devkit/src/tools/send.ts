@@ -83,7 +83,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
   const plans = events.map((event) =>
     planSend(event, {
       // The topic src/topology.json carries the subject on; routed by the running npm start's filters.
-      topic: topicFor(event.subject, values.topic),
+      topic: topicFor(event.subject, values.topic, topology),
       copies: repeat,
       topology: localRun?.topology ?? topology,
     }),
