@@ -3,16 +3,18 @@ import path from 'node:path';
 
 import { InvocationContext } from '@azure/functions';
 import { type Delivery, markerId, payloadHash, toDelivery } from '@idempotent-consumers/inbox/internal';
-import { loadFunctionApp, type ServiceBusDelivery } from '@idempotent-consumers/local-azure';
-
-// eslint-disable-next-line house/boundaries -- the probe function file local Azure's host model loads: to move into local Azure's testing entry
-import { PROBE_FUNCTION, received } from '../../local-azure/test/support/probeFunction';
+import {
+  loadFunctionApp,
+  PROBE_FUNCTION,
+  probeDeliveries,
+  type ServiceBusDelivery,
+} from '@idempotent-consumers/local-azure';
 
 /** What the trigger adapter makes of one delivery, run through the worker path to the probe function. */
 async function adapted(delivery: ServiceBusDelivery): Promise<Delivery> {
   const result = await (await loadFunctionApp(PROBE_FUNCTION)).invokeServiceBus('probe', delivery);
   if (result.error) throw result.error;
-  const { message, context } = received.at(-1)!;
+  const { message, context } = probeDeliveries.at(-1)!;
   return toDelivery(message, context);
 }
 
@@ -42,9 +44,38 @@ describe('toDelivery (the trigger adapter)', () => {
     });
   });
 
+  it('reads the application properties the host camelCased, under the names the host gives', async () => {
+    const delivery = await adapted({
+      body: '{}',
+      applicationProperties: { TenantId: 'contoso', Attempt: 2 },
+    });
+
+    expect(delivery.applicationProperties).toEqual({ tenantId: 'contoso', attempt: 2 });
+  });
+
+  it('gives a MessageId the host parsed as a number back as that number\'s text, flagged: "1e3" arrives as "1000"', async () => {
+    const delivery = await adapted({ body: '{}', messageId: '1e3' });
+
+    expect([delivery.messageId, delivery.messageIdIsLossy]).toEqual(['1000', true]);
+  });
+
+  it("takes no value a JSON body shadowed for the broker's: such a message is poison", async () => {
+    const delivery = await adapted({
+      body: '{"messageId":"from-the-body","DeliveryCount":7,"paid":true}',
+      messageId: 'from-the-broker',
+      deliveryCount: 1,
+    });
+
+    expect(delivery).toMatchObject({
+      messageId: undefined,
+      deliveryCount: 1,
+      shadowedByBody: ['messageId', 'deliveryCount'],
+    });
+  });
+
   it('gives an all-digit MessageId back as a string, flagged: several texts parse to each number', async () => {
     const small = await adapted({ body: '{}', messageId: '12345' });
-    const smallMetadata = received.at(-1)?.context.triggerMetadata;
+    const smallMetadata = probeDeliveries.at(-1)?.context.triggerMetadata;
     const large = await adapted({ body: '{}', messageId: '9007199254740993' });
 
     expect(smallMetadata?.messageId).toBe(12345);
@@ -69,7 +100,7 @@ describe('toDelivery (the trigger adapter)', () => {
   it('reads EnqueuedTimeUtc, which the host writes without a zone designator, as UTC in any time zone', async () => {
     const enqueued = new Date('2026-11-29T10:00:00.12Z');
     await adapted({ body: '{}', messageId: 'tz', enqueuedTimeUtc: enqueued });
-    const hostValue = received.at(-1)?.context.triggerMetadata?.enqueuedTimeUtc;
+    const hostValue = probeDeliveries.at(-1)?.context.triggerMetadata?.enqueuedTimeUtc;
     // A process in a zone 5.5 hours ahead of UTC, where reading the text as local time would be wrong.
     const script = `
       const { InvocationContext } = require('@azure/functions');
@@ -108,7 +139,7 @@ describe('toDelivery (the trigger adapter)', () => {
       applicationProperties: { tenant: 'contoso' },
     });
 
-    expect(received.at(-1)?.context.triggerMetadata).toMatchObject({
+    expect(probeDeliveries.at(-1)?.context.triggerMetadata).toMatchObject({
       subject: 'body',
       correlationId: 'body',
     });

@@ -86,4 +86,5 @@ export {
   TOPIC,
   usePeer,
 } from './testing/peer';
+export { onProbeDelivery, PROBE_FUNCTION, probeDeliveries, type ProbeDelivery } from './testing/probe';
 export { spansNamed, useSpanExporter } from './testing/spans';

@@ -3,7 +3,7 @@ import { loadFunctionApp } from '../../src/host/worker';
 import type { BrokerTopology } from '../../src/servicebus/broker';
 import { Broker } from '../../src/servicebus/broker';
 import { type ScaledClock, scaledClock } from '../../src/servicebus/clock';
-import { onDelivery, PROBE_FUNCTION, received } from '../support/probeFunction';
+import { onProbeDelivery, PROBE_FUNCTION, probeDeliveries } from '../../src/testing/probe';
 
 const topology: BrokerTopology = {
   topics: [{ name: 'events', subscriptions: [{ name: 'sub', subjects: ['S'] }] }],
@@ -29,8 +29,8 @@ async function hostWith(
   clock = scaledClock(options.scale ?? 250);
   const broker = new Broker({ topology, clock, maxDeliveryCount: 3 });
   const seen: Seen[] = [];
-  received.length = 0;
-  onDelivery(async ({ message, context }) => {
+  probeDeliveries.length = 0;
+  onProbeDelivery(async ({ message, context }) => {
     const entry = { body: message, metadata: context.triggerMetadata, at: clock.now() };
     seen.push(entry);
     await handler(entry);
