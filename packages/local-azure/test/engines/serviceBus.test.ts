@@ -4,8 +4,6 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 import { ServiceBusClient, type ServiceBusReceivedMessage } from '@azure/service-bus';
-// eslint-disable-next-line house/boundaries -- the engines compare the trigger under the app's own host.json
-import { PROJECT_ROOT } from '@idempotent-consumers/devkit';
 
 import { ServiceBusTriggers, type TriggerDelivery, triggerSettings } from '../../src/host/serviceBusTriggers';
 import { loadFunctionApp, type ServiceBusFunction } from '../../src/host/worker';
@@ -20,6 +18,8 @@ import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
  * assertions are here. Without `dotnet` on the machine the suite is skipped, saying so once.
  */
 const run = promisify(execFile);
+/** The options both triggers run under: the template's extensions.serviceBus, as a host.json of the suite's own. */
+const HOST_JSON = join(__dirname, 'host.json');
 const MAX_DELIVERY_COUNT = 4;
 /** The timing comparison: a 1 s lock, a 1.5 s handler (the fixture's "hang"), more messages than maxConcurrentCalls. */
 const LOCK_MS = 1000;
@@ -82,7 +82,7 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
           harness,
           peer.connectionString,
           ...['engine-events', 'engine.checks', 'EngineChecked', String(MAX_DELIVERY_COUNT)],
-          join(PROJECT_ROOT, 'host.json'),
+          HOST_JSON,
         ],
         { timeout: 240_000 },
       );
@@ -376,7 +376,7 @@ let forJavaScript: ServiceBusReceivedMessage[] = [];
             'engine-events',
             'engine.checks',
             'EngineChecked',
-            join(PROJECT_ROOT, 'host.json'),
+            HOST_JSON,
             String(SLOW_MS),
             String(MESSAGES),
           ],
@@ -409,10 +409,10 @@ function fixtureConsumer(): Promise<ServiceBusFunction> {
   return fixture;
 }
 
-/** Our trigger model (packages/local-azure/src/host/serviceBusTriggers.ts) on `peer` with the project's host.json, reporting each delivery. */
+/** Our trigger model (packages/local-azure/src/host/serviceBusTriggers.ts) on `peer` with the suite's host.json, reporting each delivery. */
 function modelTriggers(peer: LocalServiceBus, consumer: ServiceBusFunction, deliveries: TriggerDelivery[]) {
   const client = new ServiceBusClient(peer.connectionString);
-  const hostJson = JSON.parse(readFileSync(join(PROJECT_ROOT, 'host.json'), 'utf8')) as unknown;
+  const hostJson = JSON.parse(readFileSync(HOST_JSON, 'utf8')) as unknown;
   const triggers = new ServiceBusTriggers(
     client,
     [consumer],
@@ -487,7 +487,7 @@ async function runTimingModel(): Promise<{
 
 /**
  * The same script through our Service Bus trigger model (packages/local-azure/src/host/serviceBusTriggers.ts, what
- * npm start runs) with the project's host.json: a fixture function that returns for one message and
+ * npm start runs) with the suite's host.json: a fixture function that returns for one message and
  * throws for another, on a peer with the same maximum delivery count.
  */
 async function runTriggerModel(): Promise<{
