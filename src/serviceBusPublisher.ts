@@ -1,12 +1,11 @@
 import { DefaultAzureCredential } from '@azure/identity';
-import { ServiceBusClient, type ServiceBusMessage, type ServiceBusSender } from '@azure/service-bus';
+import { ServiceBusClient, type ServiceBusSender } from '@azure/service-bus';
 import {
-  type OutboxMessage,
   type OutboxPublisher,
   type RetryScheduler,
+  serviceBusMessageOf,
   type Settings,
   SettingsError,
-  traceProperties,
 } from '@idempotent-consumers/inbox/internal';
 
 /**
@@ -55,7 +54,7 @@ export function serviceBusPublisher(
       const tooLarge: string[] = [];
       let batch = await sender.createMessageBatch();
       for (const message of messages) {
-        const outgoing = toServiceBusMessage(message);
+        const outgoing = serviceBusMessageOf(message);
         if (batch.tryAddMessage(outgoing)) continue;
         if (batch.count > 0) {
           await sender.sendMessages(batch);
@@ -74,7 +73,7 @@ export function serviceBusPublisher(
      */
     async schedule(topic, message, enqueueAt) {
       await senderOf(topic).sendMessages({
-        ...toServiceBusMessage(message),
+        ...serviceBusMessageOf(message),
         scheduledEnqueueTimeUtc: enqueueAt,
       });
     },
@@ -84,23 +83,5 @@ export function serviceBusPublisher(
       await client?.close();
       client = undefined;
     },
-  };
-}
-
-/**
- * The body goes as JSON text in a data section, as every producer of this template sends it. The
- * trace context the relay chose (the publishing delivery's) goes as `traceparent`/`tracestate` and
- * as `Diagnostic-Id`, which the Functions Service Bus extension continues and which the SDK's own
- * instrumentation leaves as it is when present.
- */
-export function toServiceBusMessage(message: OutboxMessage): ServiceBusMessage {
-  const properties = { ...message.applicationProperties, ...traceProperties(message.trace) };
-  return {
-    messageId: message.messageId,
-    subject: message.subject,
-    contentType: message.contentType,
-    body: Buffer.from(JSON.stringify(message.body), 'utf8'),
-    ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
-    ...(Object.keys(properties).length === 0 ? {} : { applicationProperties: properties }),
   };
 }

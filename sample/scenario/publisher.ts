@@ -109,8 +109,8 @@ export class BrokerPublisher implements OutboxPublisher {
 }
 
 /**
- * An outbox message as the broker takes it, as serviceBusPublisher (src/serviceBusPublisher.ts
- * toServiceBusMessage) sends it: the body as JSON text, the trace context stamped as properties
+ * An outbox message as the broker takes it, as serviceBusPublisher (src/serviceBusPublisher.ts, with
+ * the library's serviceBusMessageOf) sends it: the body as JSON text, the trace context stamped as properties
  * (the extension continues Diagnostic-Id).
  */
 export function brokerMessageOf(message: OutboxMessage): OutgoingMessage {

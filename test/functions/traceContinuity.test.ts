@@ -10,6 +10,7 @@ import {
   type OutboxPublisher,
   type RelayDependencies,
   relayOutbox,
+  serviceBusMessageOf,
   sweepOutbox,
 } from '@idempotent-consumers/inbox/internal';
 import { documentsIn, OUTBOX_SETTINGS } from '@idempotent-consumers/inbox/testing';
@@ -24,7 +25,6 @@ import {
 } from '@idempotent-consumers/local-azure';
 import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
 
-import { toServiceBusMessage } from '../../src/serviceBusPublisher';
 import { onHandle, PUBLISHER_PROBE } from '../support/publisherProbe';
 
 /**
@@ -67,12 +67,12 @@ const outboxOf = async (account: string): Promise<OutboxDocument[]> =>
 
 /** Delivers a message of the relay's to the probe, as the broker would: its properties, its trace. */
 async function deliverDownstream(message: OutboxMessage): Promise<void> {
-  const outgoing = toServiceBusMessage(message);
+  const outgoing = serviceBusMessageOf(message);
   const result = await app.invokeServiceBus('publisherProbe', {
     body: JSON.stringify(message.body),
     messageId: message.messageId,
     subject: message.subject,
-    applicationProperties: outgoing.applicationProperties as Record<string, string>,
+    applicationProperties: outgoing.applicationProperties,
   });
   if (result.error) throw result.error;
 }

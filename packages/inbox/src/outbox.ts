@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 
 import { bounded, PoisonMessageError } from './errors';
 import { jsonBytesBound } from './jsonBytes';
-import { contextOf, type TraceCarrier } from './tracing';
+import { contextOf, type TraceCarrier, traceProperties } from './tracing';
 
 /**
  * A message a handler publishes with `tx.publish`: it becomes an outbox document committed in the
@@ -61,6 +61,34 @@ export interface OutboxMessage {
    * document that has none. Never part of the stored message text.
    */
   trace?: TraceCarrier;
+}
+
+/** An outbox message as @azure/service-bus sends it (a `ServiceBusMessage`, which this library does not import). */
+export interface OutboxServiceBusMessage {
+  messageId: string;
+  subject: string;
+  contentType: 'application/json';
+  body: Buffer;
+  correlationId?: string;
+  applicationProperties?: Record<string, string | number | boolean>;
+}
+
+/**
+ * The body goes as JSON text in a data section, as every producer of this template sends it. The
+ * trace context the relay chose (the publishing delivery's) goes as `traceparent`/`tracestate` and
+ * as `Diagnostic-Id`, which the Functions Service Bus extension continues and which the SDK's own
+ * instrumentation leaves as it is when present.
+ */
+export function serviceBusMessageOf(message: OutboxMessage): OutboxServiceBusMessage {
+  const properties = { ...message.applicationProperties, ...traceProperties(message.trace) };
+  return {
+    messageId: message.messageId,
+    subject: message.subject,
+    contentType: message.contentType,
+    body: Buffer.from(JSON.stringify(message.body), 'utf8'),
+    ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
+    ...(Object.keys(properties).length === 0 ? {} : { applicationProperties: properties }),
+  };
 }
 
 /**

@@ -16,6 +16,7 @@ import {
   type RelayDependencies,
   relayOutbox,
   resendUnsendable,
+  serviceBusMessageOf,
   sweepOutbox,
   type SweepReport,
 } from '@idempotent-consumers/inbox/internal';
@@ -955,6 +956,50 @@ describe('the relay marking what it sent', () => {
     expect(report.setAside).toEqual([expect.objectContaining({ id: document!.id, reason: 'unreadable' })]);
     expect(await stack.container.item(document!.id, document!.partitionKey).read()).toMatchObject({
       resource: expect.objectContaining({ status: 'pending' }) as unknown,
+    });
+  });
+});
+
+describe('serviceBusMessageOf (the form the relay sends)', () => {
+  const message: OutboxMessage = {
+    messageId: 'out-1',
+    topic: 'business-events',
+    subject: 'StockReserved',
+    body: { sku: 'café', quantity: 2 },
+    contentType: 'application/json',
+    correlationId: undefined,
+    applicationProperties: undefined,
+  };
+
+  it('sends the body as UTF-8 JSON text and leaves out what the message does not carry', () => {
+    const sent = serviceBusMessageOf(message);
+
+    expect(sent).toEqual({
+      messageId: 'out-1',
+      subject: 'StockReserved',
+      contentType: 'application/json',
+      body: Buffer.from('{"sku":"café","quantity":2}', 'utf8'),
+    });
+    expect(Object.keys(sent)).not.toContain('correlationId');
+    expect(Object.keys(sent)).not.toContain('applicationProperties');
+  });
+
+  it("stamps the trace context beside the message's own properties, and keeps its CorrelationId", () => {
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+
+    const sent = serviceBusMessageOf({
+      ...message,
+      correlationId: 'checkout-7',
+      applicationProperties: { tenant: 'contoso' },
+      trace: { traceparent, tracestate: 'vendor=1' },
+    });
+
+    expect(sent.correlationId).toBe('checkout-7');
+    expect(sent.applicationProperties).toEqual({
+      tenant: 'contoso',
+      traceparent,
+      tracestate: 'vendor=1',
+      'Diagnostic-Id': traceparent,
     });
   });
 });

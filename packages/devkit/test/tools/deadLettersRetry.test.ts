@@ -8,15 +8,14 @@ import {
   markerLocation,
   RESUBMITTED_AT_PROPERTY,
   RETRY_SUBJECT,
+  retryCopy,
+  serviceBusMessageOf,
   type Topology,
   validateTopology,
 } from '@idempotent-consumers/inbox/internal';
-import { retryCopy } from '@idempotent-consumers/inbox/internal';
 import { delivery, testConsumer } from '@idempotent-consumers/inbox/testing';
 import { peekAll, receive, usePeer } from '@idempotent-consumers/local-azure';
 
-// eslint-disable-next-line house/boundaries -- a delayed copy as the app's publisher sends it: this test moves to the app's tests
-import { toServiceBusMessage } from '../../../../src/serviceBusPublisher';
 import { writeLocalRun } from '../../src/build/localRun';
 import { captured, deadLetters } from '../../src/testing/tools';
 import { deliveryOf } from '../../src/tools/deadLetterIdentity';
@@ -99,7 +98,7 @@ const body = (name: string): { accountId: string; amount: number } => ({
   amount: 3,
 });
 
-/** Copy `attempt` of message `name`, as the app schedules it (retryCopy, then its publisher's message). */
+/** Copy `attempt` of message `name`, as the app schedules it (retryCopy, then the library's Service Bus form of it). */
 function copyOf(name: string, attempt: number): ServiceBusMessage {
   const copy = retryCopy(
     delivery(body(name), {
@@ -112,7 +111,7 @@ function copyOf(name: string, attempt: number): ServiceBusMessage {
     RETRYING,
     attempt,
   );
-  return { ...toServiceBusMessage(copy), scheduledEnqueueTimeUtc: new Date(fixture.clock.now()) };
+  return { ...serviceBusMessageOf(copy), scheduledEnqueueTimeUtc: new Date(fixture.clock.now()) };
 }
 
 const ordinary = (name: string): ServiceBusMessage => ({
