@@ -65,6 +65,7 @@ const OWNERS = [
     setupFiles: ['<rootDir>/packages/local-azure/test/support/namedAccount.ts', ...suite.setupFiles],
   },
   { displayName: 'devkit', roots: ['<rootDir>/packages/devkit'] },
+  { displayName: 'engines', roots: ['<rootDir>/packages/engines'] },
 ];
 
 /** @type {import('jest').Config} */

@@ -67,9 +67,10 @@ const patternFolder = (target: string): string =>
 const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_config_/i.test(name)));
 
 describe('the workspace packages', () => {
-  it('are the library, local Azure and the dev kit', () => {
+  it('are the library, local Azure and the dev kit, and the test-only .NET engines', () => {
     expect(folders.map((folder) => manifestOf(folder).name).sort()).toEqual([
       '@idempotent-consumers/devkit',
+      '@idempotent-consumers/engines',
       '@idempotent-consumers/inbox',
       '@idempotent-consumers/local-azure',
     ]);
@@ -121,7 +122,7 @@ describe('the workspace packages', () => {
     });
   });
 
-  it.each(['inbox', 'local-azure'])(
+  it.each(['inbox', 'local-azure', 'engines'])(
     'leaves packages/%s depending on no other workspace package',
     (folder) => {
       const manifest = manifestOf(folder);

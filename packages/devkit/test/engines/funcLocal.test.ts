@@ -6,11 +6,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 import { appTopology } from '@idempotent-consumers/devkit';
+import { buildHarness, DOTNET, warnWhenSkipped } from '@idempotent-consumers/engines';
 import { loadSettings } from '@idempotent-consumers/inbox/internal';
 import { DEFAULT_KEY } from '@idempotent-consumers/local-azure';
 
-// eslint-disable-next-line house/boundaries -- local Azure's .NET harnesses are its tests' own; this check of the dev kit's func:local runs them until they are a package of their own
-import { buildHarness, DOTNET, warnWhenSkipped } from '../../../local-azure/test/support/engines';
 import { PROJECT_ROOT } from '../../src/cli/project';
 import { COSMOS_EXTENSION_CONNECTION_MODE, type LocalSettingsFile } from '../../src/emulators/localSettings';
 import { StartedApp, userEnvironment } from '../../src/testing/npmStart';
@@ -20,7 +19,7 @@ const topology = appTopology();
 /**
  * `npm run func:local`, as Azure Functions Core Tools' host would use it: the servers it starts and
  * the local.settings.json it writes, read by the .NET clients the host's Service Bus and Cosmos DB
- * extensions run (the harnesses of test/engines, given the file itself), and the storage Azurite
+ * extensions run (the harnesses of packages/engines, given the file itself), and the storage Azurite
  * serves for AzureWebJobsStorage. Core Tools itself is not run here (see README "Run it under the
  * real Functions host").
  */

@@ -3,17 +3,17 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 import { type Container, CosmosClient } from '@azure/cosmos';
+import { buildHarness, DOTNET, warnWhenSkipped } from '@idempotent-consumers/engines';
 
 import { type LocalCosmos, start } from '../../src/cosmos/server';
 import { ChangeFeedTrigger } from '../../src/host/changeFeedTrigger';
 import { type CosmosDBFunction, loadFunctionApp } from '../../src/host/worker';
 import { scaledClock } from '../../src/servicebus/clock';
 import { onInvocation, received } from '../host/changeFeedFixtureApp';
-import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
 /**
  * The local Cosmos DB server against the SDK the Functions host's Cosmos DB extension runs:
  * Microsoft.Azure.Cosmos 3.64.0 in gateway mode, other options at their defaults, driven by the
- * test-only program in packages/local-azure/test/engines/Cosmos. The program prints what the SDK observed; the
+ * test-only program in packages/engines/src/Cosmos. The program prints what the SDK observed; the
  * assertions are here. Without `dotnet` on the machine the suite is skipped, saying so once.
  */
 const run = promisify(execFile);

@@ -4,17 +4,17 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 import { ServiceBusClient, type ServiceBusReceivedMessage } from '@azure/service-bus';
+import { buildHarness, DOTNET, warnWhenSkipped } from '@idempotent-consumers/engines';
 
 import { ServiceBusTriggers, type TriggerDelivery, triggerSettings } from '../../src/host/serviceBusTriggers';
 import { loadFunctionApp, type ServiceBusFunction } from '../../src/host/worker';
 import { type LocalServiceBus, start } from '../../src/servicebus/amqp';
 import { PAYMENTS, PEER_TOPOLOGY, TOPIC } from '../../src/testing/peer';
 import { seen } from '../host/fixtureApp';
-import { buildHarness, DOTNET, warnWhenSkipped } from '../support/engines';
 /**
  * The local Service Bus peer against the engine the Functions host runs: Azure.Messaging.ServiceBus
  * 7.21.0 (the .NET client of the Service Bus extension), with its default options, driven by the
- * test-only program in packages/local-azure/test/engines/ServiceBus. The program prints what the client observed; the
+ * test-only program in packages/engines/src/ServiceBus. The program prints what the client observed; the
  * assertions are here. Without `dotnet` on the machine the suite is skipped, saying so once.
  */
 const run = promisify(execFile);
