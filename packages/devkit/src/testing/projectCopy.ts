@@ -181,9 +181,10 @@ export function withHistory(copy: ProjectCopy): void {
 }
 
 /**
- * Runs the copy's root tier (the jest projects its `npm test` selects, on `maxWorkers` cores) from
- * a user's shell (none of
- * the Cosmos DB or Service Bus settings this test's setup placed), and names each test that failed
+ * Runs the copy's root tier as far as the app's changes reach it: the jest projects its `npm test`
+ * selects but the workspace packages' (the library's suites import nothing of the app, which the
+ * boundary rule keeps so, and a copy changes only the app), on `maxWorkers` cores, from a user's
+ * shell (none of the Cosmos DB or Service Bus settings this test's setup placed); names each test that failed
  * as `<suite> › <test>: <its error>`, and each suite that could not run (or jest's output, when
  * it gave no results).
  */
@@ -201,7 +202,7 @@ export function fastSetIn(copy: ProjectCopy, maxWorkers: number): string[] {
       ...[
         '--ci',
         '--selectProjects',
-        ...fastProjectsOf(copy),
+        ...appProjectsOf(copy),
         `--maxWorkers=${maxWorkers}`,
         '--json',
         `--outputFile=${results}`,
@@ -241,13 +242,15 @@ export function fastSetIn(copy: ProjectCopy, maxWorkers: number): string[] {
  * fast suites). A copy changes only the app, which the packages' suites do not read (but for the
  * few imports the boundary rule lets through, each marked where it is).
  */
-function fastProjectsOf(copy: ProjectCopy): string[] {
+/** The jest projects the copy's `npm test` selects, but those of its workspace packages (named by their folders). */
+function appProjectsOf(copy: ProjectCopy): string[] {
   const manifest = JSON.parse(readFileSync(path.join(copy.root, 'package.json'), 'utf8')) as {
     scripts: Record<string, string>;
   };
   const selected = /--selectProjects((?: [\w-]+)+)/.exec(manifest.scripts.test ?? '');
   if (!selected) throw new Error(`The copy's npm test selects no jest projects: ${manifest.scripts.test}`);
-  return selected[1]!.trim().split(' ');
+  const projects = selected[1]!.trim().split(' ');
+  return projects.filter((project) => !existsSync(path.join(copy.root, 'packages', project, 'package.json')));
 }
 
 /** What `jest --json` writes, as far as fastSetIn reads it. */
@@ -342,4 +345,30 @@ function firstUnused(wanted: string, separator: string, taken: (candidate: strin
     const candidate = n === 1 ? wanted : `${wanted}${separator}${n}`;
     if (!taken(candidate)) return candidate;
   }
+}
+
+/**
+ * A user's first consumers: the issue 41 report's, and the docs' examples (README's and
+ * tools/README's, an inbox and a versioned one), each named so that it clashes with none the copy
+ * already has.
+ */
+const USER_CONSUMERS: readonly (Omit<NewConsumer, 'function'> & { kind?: 'versioned' })[] = [
+  { name: 'probe.widget-counter', topic: 'business-events', subject: 'WidgetCounted' },
+  { name: 'shipping.label-printer', topic: 'business-events', subject: 'OrderShipped' },
+  { name: 'shipping.parcel-counter', topic: 'shipping-events', subject: 'ParcelShipped' },
+  { name: 'billing.credit-limit', topic: 'business-events', subject: 'CreditLimitSet', kind: 'versioned' },
+];
+
+/** Adds the user's first consumers to the copy with `npm run new:consumer`; throws with its output when one fails. */
+export function addUserConsumers(copy: ProjectCopy): NewConsumer[] {
+  return USER_CONSUMERS.map(({ kind, ...wanted }) => {
+    const own = unusedConsumer(copy, wanted);
+    const added = copy.tool('packages/devkit/src/tools/newConsumer.ts', [
+      ...['--name', own.name, '--topic', own.topic, '--subject', own.subject],
+      ...(kind === undefined ? [] : ['--kind', kind]),
+    ]);
+    if (added.status !== 0 || added.stderr !== '')
+      throw new Error(`new:consumer --name ${own.name} failed (${added.status}):\n${added.stderr}`);
+    return own;
+  });
 }
