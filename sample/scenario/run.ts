@@ -32,6 +32,7 @@ import {
   type LocalCosmos,
   type LogLine,
   seededRandom,
+  Simulation,
   startCosmos,
   type Topic,
 } from '@idempotent-consumers/local-azure';
@@ -40,7 +41,6 @@ import type * as App from '../../src/app';
 import { topology } from '../../src/topology';
 import { brokerMessageKey, type CauseTable, duplicateCauses, type MarkerWrite } from './causes';
 import { BrokerPublisher, BrokerRetryScheduler, type PublisherFaults } from './publisher';
-import { Simulation } from './simulation';
 import { type Accounting, type Invariant, retryOriginals, type SweepRecord, verify } from './verify';
 import { generateWorkload, type Workload, type WorkloadOptions } from './workload';
 

@@ -76,7 +76,7 @@ export function scaledClock(scale = 250, startMs = Date.now()): ScaledClock {
 
 /**
  * Virtual model time for a deterministic run: it stands still while anything works and moves only
- * when the driver (sample/scenario/simulation.ts) fires the earliest timer, once every party
+ * when the driver (simulation.ts) fires the earliest timer, once every party
  * waits. Timers due at the same moment fire in the order they were set.
  */
 export interface VirtualClock extends ScaledClock {

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 
-import { type VirtualClock, virtualClock } from '@idempotent-consumers/local-azure';
+import { type VirtualClock, virtualClock } from './servicebus/clock';
 
 /**
  * The driver of a deterministic scenario run. The parties (the runner's publisher, the host's
