@@ -15,6 +15,7 @@ const SLOW = [
   '<rootDir>/packages/devkit/test/tools/usage.test.ts',
   '<rootDir>/packages/devkit/test/tools/localUsage.test.ts',
   '<rootDir>/packages/devkit/test/tools/ownConsumer.test.ts',
+  '<rootDir>/packages/devkit/test/verify/planted.test.ts',
   '<rootDir>/packages/devkit/test/engines/',
   '<rootDir>/packages/local-azure/test/engines/',
   '<rootDir>/sample/test/scenario/',

@@ -1,0 +1,463 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import diagnostics from 'node:diagnostics_channel';
+import type { ClientRequest } from 'node:http';
+import path from 'node:path';
+
+import {
+  type Container,
+  CosmosClient,
+  type CosmosClientOptions,
+  type Database,
+  type PluginConfig,
+  PluginOn,
+} from '@azure/cosmos';
+import {
+  bindingOf,
+  CircuitBreaker,
+  type Consumer,
+  functionNameOf,
+  type InboxRuntime,
+  MARKER_TYPE,
+  type RetryScheduler,
+  serviceBusMessageOf,
+} from '@idempotent-consumers/inbox/internal';
+import {
+  Broker,
+  freshAppContainer,
+  type FunctionApp,
+  FunctionsHost,
+  loadFunctionApp,
+  type LocalCosmos,
+  seededRandom,
+  Simulation,
+  startCosmos,
+} from '@idempotent-consumers/local-azure';
+
+import { appFunctions, appTopology, PROJECT_ROOT, RETRY_COPIES } from '../cli/project';
+import { type Snapshot,snapshotOf } from './compare';
+
+/**
+ * One verify run of a consumer (issue 43): the faulty run and the reference runs it is compared
+ * with, on local Azure in this process. The function is the app's own, registered by its function
+ * file and invoked through the worker path; the app's runtime is moved onto the run (its container,
+ * its clock, its randomness), as the scenarios do (sample/scenario/run.ts).
+ *
+ *   faulty     the messages published at once on the broker model, with duplicates inside and after
+ *              the duplicate detection window, to the host model with `maxConcurrentCalls` at once,
+ *              crashes before and after the commit, lost completions, 429 and 503 on writes, a
+ *              response lost after its write committed, and writes slow enough that the lock runs
+ *              out and the message is delivered again while the first delivery still runs; all on a
+ *              deterministic simulation (local Azure's Simulation): a seed replays the run
+ *   reference  each message the faulty run committed applied once, one at a time, in the order the
+ *              faulty run committed them (its markers, read from the change feed), on a fresh
+ *              container: twice, so that a value that changes from run to run shows as such
+ */
+export interface RunFaults {
+  crashBeforeCommit: number;
+  crashAfterCommit: number;
+  completionLost: number;
+  cosmosThrottle: number;
+  cosmosUnavailable: number;
+  cosmosDropAfterCommit: number;
+  /** Chance that a write is slower than the lock and its renewals: the message comes again meanwhile. */
+  slowWrite: number;
+  /** Share of the messages sent again with the same MessageId inside the window (the broker drops them). */
+  resendInsideWindow: number;
+  /** Share sent again after the window (only the inbox can absorb them). */
+  resendAfterWindow: number;
+  maxConcurrentCalls: number;
+}
+
+/** What one run saw: the snapshots, and the side effects outside the transaction it counted. */
+export interface RunResult {
+  faulty: Snapshot;
+  reference: Snapshot;
+  /** The reference run again: differs from `reference` when the handler writes a value of its own (a time, a random id). */
+  referenceAgain: Snapshot;
+  /** Messages the handler refused when applied once, without faults (after the committed ones: those the faulty run did not commit). */
+  referenceFailed: string[];
+  /** MessageIds in the order the faulty run committed them. */
+  committed: string[];
+  /** Messages the faulty run dead-lettered, with the reason. */
+  deadLettered: { messageId: string; reason: string }[];
+  /** Requests a handler made outside the library's client during a delivery, per MessageId. */
+  outside: OutsideRequests;
+}
+
+export interface OutsideRequests {
+  /** Requests to the Cosmos DB endpoint from another client than the library's (writes outside `tx`). */
+  cosmos: Map<string, number>;
+  /** Other HTTP requests (an external API): not exactly-once, counted under redelivery. */
+  http: Map<string, number>;
+}
+
+/** A message of a run: its body, and the Subject it goes with (one the consumer's subscription takes). */
+export interface VerifyMessage {
+  subject: string;
+  body: unknown;
+}
+
+/** Told to the library's client, so that a request of any other client is the handler's own. */
+const VERIFY_AGENT = 'inbox-verify';
+/** host.json's lock renewal and the broker's lock, model ms (the template's defaults). */
+const LOCK_MS = 60_000;
+const MAX_LOCK_RENEWAL_MS = 300_000;
+const DUPLICATE_WINDOW_MS = 3_600_000;
+/** Deliveries before the broker dead-letters: high enough that faults alone never exhaust them. */
+const MAX_DELIVERY_COUNT = 10;
+
+type AppModule = {
+  inboxRuntime(): InboxRuntime;
+  registeredConsumers(): ReadonlyMap<string, Consumer>;
+};
+
+/** The delivery a handler runs for, to count its requests by (set around each call of `handle`). */
+const current = new AsyncLocalStorage<string>();
+
+/**
+ * What lives for the whole verification: the local Cosmos DB server, the library's client on the
+ * run's turns, and the app's functions loaded once, as the host loads them.
+ */
+export class VerifyEnvironment {
+  private simulation: Simulation | undefined;
+  private outside: OutsideRequests | undefined;
+  private readonly unsubscribe: () => void;
+
+  private constructor(
+    readonly cosmos: LocalCosmos,
+    private readonly client: CosmosClient,
+    private readonly database: Database,
+    readonly app: FunctionApp,
+    readonly module: AppModule,
+    setSimulation: (get: () => Simulation | undefined) => void,
+  ) {
+    setSimulation(() => this.simulation);
+    this.unsubscribe = watchRequests(new URL(cosmos.endpoint).host, () => this.outside);
+  }
+
+  static async start(): Promise<VerifyEnvironment> {
+    let simulationOf: () => Simulation | undefined = () => undefined;
+    const cosmos = await startCosmos({ seed: 1, now: () => simulationOf()?.clock.now() ?? Date.now() });
+    Object.assign(process.env, {
+      COSMOS_ENDPOINT: cosmos.endpoint,
+      COSMOS_KEY: cosmos.key,
+      COSMOS_DATABASE: 'app',
+      COSMOS_CONTAINER: 'state',
+      SERVICEBUS_LOCK_DURATION: `PT${LOCK_MS / 1000}S`,
+      SERVICEBUS_MAX_DELIVERY_COUNT: String(MAX_DELIVERY_COUNT),
+    });
+    const turns: PluginConfig = {
+      on: PluginOn.operation,
+      plugin: (context, _diagnostics, next) => {
+        const simulation = simulationOf();
+        return simulation ? simulation.operation(() => next(context)) : next(context);
+      },
+    };
+    // `plugins` is an SDK option its published types leave out (marked hidden).
+    const options: CosmosClientOptions & { plugins: PluginConfig[] } = {
+      endpoint: cosmos.endpoint,
+      key: cosmos.key,
+      userAgentSuffix: VERIFY_AGENT,
+      plugins: [turns],
+      connectionPolicy: { enableBackgroundEndpointRefreshing: false },
+    };
+    const client = new CosmosClient(options);
+    const { database } = await client.databases.createIfNotExists({ id: 'app' });
+    const app = await loadFunctionApp(appFunctions());
+    // The app's module the function files loaded, read at run time (as loadConsumers does).
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the app's, loaded after it on purpose
+    const module = require(path.join(PROJECT_ROOT, 'src', 'app')) as AppModule;
+    return new VerifyEnvironment(cosmos, client, database, app, module, (get) => (simulationOf = get));
+  }
+
+  async stop(): Promise<void> {
+    this.unsubscribe();
+    this.client.dispose();
+    await this.cosmos.stop();
+  }
+
+  /** The app's consumers, by name. */
+  consumers(): ReadonlyMap<string, Consumer> {
+    return this.module.registeredConsumers();
+  }
+
+  /** The faulty run, then the reference run twice; each message is sent under MessageId m-<index>. */
+  async run(
+    consumerName: string,
+    messages: readonly VerifyMessage[],
+    faults: RunFaults,
+    seed: number,
+    volatile: readonly string[] = [],
+  ): Promise<RunResult> {
+    const consumer = this.consumers().get(consumerName);
+    if (consumer === undefined) throw new Error(`No consumer named '${consumerName}' is registered.`);
+    const restore = this.instrument(consumer);
+    try {
+      const faulty = await this.faultyRun(consumer, messages, faults, seed, volatile);
+      const byId = new Map(messages.map((message, index) => [messageIdOf(index), message]));
+      // The committed ones in their order, then those the faulty run did not commit (dead-lettered).
+      const rest = [...byId.keys()].filter((id) => !faulty.committed.includes(id));
+      const inOrder = [...faulty.committed, ...rest].map((id) => [id, byId.get(id)] as const);
+      const reference = await this.referenceRun(consumer, inOrder, volatile);
+      const referenceAgain = await this.referenceRun(consumer, inOrder, volatile);
+      return {
+        ...faulty,
+        reference: reference.snapshot,
+        referenceAgain: referenceAgain.snapshot,
+        referenceFailed: reference.failed,
+      };
+    } finally {
+      restore();
+    }
+  }
+
+  /** Wraps the consumer's handler so that what it does outside the library is counted by delivery. */
+  private instrument(consumer: Consumer): () => void {
+    if (consumer.kind !== 'inbox') return () => undefined;
+    // Kept as it is, to be put back: it is called bound.
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- restored unchanged, never called unbound
+    const handle = consumer.handle;
+    consumer.handle = (message, tx, delivery) =>
+      current.run(delivery.messageId ?? '(none)', () => handle.call(consumer, message, tx, delivery));
+    return () => {
+      consumer.handle = handle;
+    };
+  }
+
+  private async faultyRun(
+    consumer: Consumer,
+    messages: readonly VerifyMessage[],
+    faults: RunFaults,
+    seed: number,
+    volatile: readonly string[],
+  ): Promise<Omit<RunResult, 'reference' | 'referenceAgain' | 'referenceFailed'>> {
+    const container = await freshAppContainer(this.database);
+    const simulation = new Simulation();
+    const { clock } = simulation;
+    const binding = bindingOf(consumer.name, appTopology());
+    const broker = new Broker({
+      topology: appTopology(),
+      retryCopies: RETRY_COPIES,
+      clock,
+      duplicateWindowMs: DUPLICATE_WINDOW_MS,
+      lockDurationMs: LOCK_MS,
+      maxDeliveryCount: MAX_DELIVERY_COUNT,
+    });
+    const functionName = functionNameOf(consumer.name);
+    const registration = this.app.serviceBus.filter((f) => f.name === functionName);
+    if (registration.length === 0) throw new Error(`No function registers consumer '${consumer.name}'.`);
+    const host = new FunctionsHost(broker, registration, {
+      clock,
+      maxConcurrentCalls: faults.maxConcurrentCalls,
+      maxAutoLockRenewalMs: MAX_LOCK_RENEWAL_MS,
+      faults: {
+        crashBeforeCommit: faults.crashBeforeCommit,
+        crashAfterCommit: faults.crashAfterCommit,
+        completionLost: faults.completionLost,
+      },
+      random: seededRandom(seed ^ 0x5bd1e995),
+    });
+    this.injectFaults(faults, seed);
+    const restore = this.moveRuntime(container, clock, seed, broker);
+    const outside: OutsideRequests = { cosmos: new Map(), http: new Map() };
+    this.outside = outside;
+    this.simulation = simulation;
+    const random = seededRandom(seed ^ 0x3c6ef372);
+    const send = (index: number): void => {
+      broker.topic(binding.topic).send({
+        messageId: messageIdOf(index),
+        subject: messages[index]!.subject,
+        body: JSON.stringify(messages[index]!.body),
+        contentType: 'application/json',
+      });
+    };
+    const drained = async (): Promise<void> => {
+      for (;;) {
+        await simulation.until(() => host.idle);
+        const before = host.deliveries.length;
+        await clock.sleep(LOCK_MS + 1);
+        await simulation.until(() => host.idle);
+        if (
+          host.deliveries.length === before &&
+          [...broker.topics.values()].every((t) => t.scheduledCount === 0)
+        )
+          return;
+      }
+    };
+    try {
+      host.start();
+      await simulation.drive(
+        (async () => {
+          const inside = messages.map((_, index) => index).filter(() => random() < faults.resendInsideWindow);
+          const after = messages.map((_, index) => index).filter(() => random() < faults.resendAfterWindow);
+          messages.forEach((_, index) => send(index));
+          inside.forEach(send);
+          await drained();
+          clock.advance(DUPLICATE_WINDOW_MS + 1_000);
+          after.forEach(send);
+          await drained();
+        })(),
+      );
+      await simulation.drive(host.stop());
+    } finally {
+      this.simulation = undefined;
+      this.outside = undefined;
+      this.cosmos.faults.clear();
+      restore();
+    }
+    const subscription = broker.subscription(binding.topic, binding.subscription);
+    return {
+      faulty: snapshotOf(await documentsOf(container), volatile),
+      committed: await committedOrder(container, consumer.name),
+      deadLettered: subscription.deadLetterQueue.peek().map((message) => ({
+        messageId: message.messageId ?? '(none)',
+        reason: message.deadLetter?.reason ?? '',
+      })),
+      outside,
+    };
+  }
+
+  /** Each message once, one at a time, through the worker path, on a fresh container and no faults; which ones failed. */
+  private async referenceRun(
+    consumer: Consumer,
+    messages: readonly (readonly [string, VerifyMessage | undefined])[],
+    volatile: readonly string[],
+  ): Promise<{ snapshot: Snapshot; failed: string[] }> {
+    const container = await freshAppContainer(this.database);
+    const failed: string[] = [];
+    const simulation = new Simulation();
+    const restore = this.moveRuntime(container, simulation.clock, 1, undefined);
+    const enqueuedTimeUtc = new Date(simulation.clock.now());
+    try {
+      for (const [messageId, message] of messages) {
+        if (message === undefined) continue;
+        const result = await this.app.invokeServiceBus(functionNameOf(consumer.name), {
+          body: JSON.stringify(message.body),
+          messageId,
+          subject: message.subject,
+          contentType: 'application/json',
+          enqueuedTimeUtc,
+        });
+        if (result.error) failed.push(messageId);
+      }
+    } finally {
+      restore();
+    }
+    return { snapshot: snapshotOf(await documentsOf(container), volatile), failed };
+  }
+
+  /** The run's Cosmos DB faults, on writes and batches, drawn from the server's source reseeded for the run. */
+  private injectFaults(faults: RunFaults, seed: number): void {
+    const { faults: injector } = this.cosmos;
+    injector.reseed(seed ^ 0x1b873593);
+    const on = ['batch', 'write'] as const;
+    if (faults.cosmosUnavailable > 0)
+      injector.inject({ kind: 'unavailable', on, probability: faults.cosmosUnavailable });
+    if (faults.cosmosThrottle > 0)
+      injector.inject({ kind: 'throttle', on, probability: faults.cosmosThrottle, retryAfterMs: 2 });
+    if (faults.cosmosDropAfterCommit > 0)
+      injector.inject({ kind: 'dropResponseAfterCommit', on, probability: faults.cosmosDropAfterCommit });
+    if (faults.slowWrite > 0)
+      injector.inject({
+        kind: 'latency',
+        on,
+        probability: faults.slowWrite,
+        ms: Math.ceil((MAX_LOCK_RENEWAL_MS + LOCK_MS) * 1.5),
+      });
+  }
+
+  /**
+   * The app's runtime on the run: its container, the run's clock and randomness, a circuit breaker on
+   * that clock, and delayed-retry copies scheduled on the run's broker. Returns the undo.
+   */
+  private moveRuntime(
+    container: Container,
+    clock: Simulation['clock'],
+    seed: number,
+    broker: Broker | undefined,
+  ): () => void {
+    const runtime = this.module.inboxRuntime();
+    const saved = {
+      container: runtime.container,
+      now: runtime.now,
+      sleep: runtime.sleep,
+      random: runtime.random,
+      breaker: runtime.breaker,
+      retryScheduler: runtime.retryScheduler,
+    };
+    const retryScheduler: RetryScheduler = {
+      schedule(topic, message, enqueueAt) {
+        if (broker === undefined)
+          return Promise.reject(new Error('A reference run schedules no delayed retry: the message failed.'));
+        broker
+          .topic(topic)
+          .send({ ...serviceBusMessageOf(message), scheduledEnqueueTime: enqueueAt.getTime() });
+        return Promise.resolve();
+      },
+    };
+    Object.assign(runtime, {
+      container,
+      now: () => new Date(clock.now()),
+      sleep: (ms: number) => clock.sleep(ms),
+      random: seededRandom(seed ^ 0x68e31da4),
+      retryScheduler,
+      breaker: new CircuitBreaker({
+        ...saved.breaker.options,
+        clock,
+        random: seededRandom(seed ^ 0x27d4eb2f),
+        probe: () => container.item('inbox-breaker-probe', 'inbox-breaker-probe').read(),
+      }),
+    });
+    this.cosmos.setLatencyWait((ms) => this.simulation?.parked(ms) ?? clock.sleep(ms));
+    return () => {
+      Object.assign(runtime, saved);
+      this.cosmos.setLatencyWait(undefined);
+    };
+  }
+}
+
+export const messageIdOf = (index: number): string => `m-${index}`;
+
+async function documentsOf(container: Container): Promise<Record<string, unknown>[]> {
+  const { resources } = await container.items.query<Record<string, unknown>>('SELECT * FROM c').fetchAll();
+  return resources;
+}
+
+/** The consumer's markers in the order their batches committed: the change feed's, from the beginning. */
+async function committedOrder(container: Container, consumer: string): Promise<string[]> {
+  const { resources } = await container.items
+    .query<{ messageId: string; _lsn: number }>({
+      query: `SELECT c.messageId, c._lsn FROM c WHERE c.type = @type AND c.consumer = @consumer`,
+      parameters: [
+        { name: '@type', value: MARKER_TYPE },
+        { name: '@consumer', value: consumer },
+      ],
+    })
+    .fetchAll();
+  return resources.sort((a, b) => a._lsn - b._lsn).map((marker) => marker.messageId);
+}
+
+/**
+ * Counts the HTTP requests a handler makes outside the library during a delivery, from Node's
+ * diagnostics channel: to the Cosmos DB endpoint from a client that is not the library's (a read or
+ * write outside `tx`), or to any other host (an external call). Returns the unsubscribe.
+ */
+function watchRequests(cosmosHost: string, outside: () => OutsideRequests | undefined): () => void {
+  const count = (map: Map<string, number>): void => {
+    const messageId = current.getStore();
+    if (messageId !== undefined) map.set(messageId, (map.get(messageId) ?? 0) + 1);
+  };
+  const onRequest = (message: unknown): void => {
+    const seen = outside();
+    const request = (message as { request?: ClientRequest }).request;
+    if (seen === undefined || request === undefined) return;
+    const agent = String(request.getHeader('user-agent') ?? '');
+    const host = String(request.getHeader('host') ?? request.host);
+    if (agent.includes(VERIFY_AGENT)) return;
+    count(host === cosmosHost ? seen.cosmos : seen.http);
+  };
+  diagnostics.subscribe('http.client.request.start', onRequest);
+  return () => {
+    diagnostics.unsubscribe('http.client.request.start', onRequest);
+  };
+}
