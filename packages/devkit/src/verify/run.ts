@@ -34,7 +34,7 @@ import {
 } from '@idempotent-consumers/local-azure';
 
 import { appFunctions, appTopology, PROJECT_ROOT, RETRY_COPIES } from '../cli/project';
-import { type Snapshot,snapshotOf } from './compare';
+import { type Snapshot, snapshotOf } from './compare';
 
 /**
  * One verify run of a consumer (issue 43): the faulty run and the reference runs it is compared
