@@ -714,13 +714,17 @@ function sortedAsTheLintWants(specifiers: [name: string, written: string][]): st
 const testPreamble = (
   consumerImport: string,
   siblingImport?: string,
-): string => `import { PoisonMessageError } from '@idempotent-consumers/inbox';
+  verified = false,
+): string => `${verified ? "import { verifyConsumers } from '@idempotent-consumers/devkit';\n" : ''}import { PoisonMessageError } from '@idempotent-consumers/inbox';
 import { loggedOutcome, useLocalStack } from '@idempotent-consumers/local-azure';
 
 ${consumerImport}
 import { deliver, type LogLine } from '../support/deliveries';${siblingImport === undefined ? '' : `\n${siblingImport}`}
 
 const stack = useLocalStack();`;
+
+/** Runs of npm run verify in a scaffolded consumer's test: a small size, for npm test. */
+const VERIFY_RUNS = 5;
 
 function inboxTest({ name, subject }: ConsumerRequest): string {
   const functionName = functionNameOf(name);
@@ -729,7 +733,7 @@ function inboxTest({ name, subject }: ConsumerRequest): string {
     [`${subject}Total`, `type ${subject}Total`],
     [`${identifier}Partition`, `${identifier}Partition`],
   ]);
-  return `${testPreamble(`import { ${specifiers.join(', ')} } from '../../src/consumers/${functionName}';`)}
+  return `${testPreamble(`import { ${specifiers.join(', ')} } from '../../src/consumers/${functionName}';`, undefined, true)}
 
 const total = async (id: string): Promise<${subject}Total | undefined> =>
   (await stack.container.item(id, ${identifier}Partition(id)).read<${subject}Total>()).resource;
@@ -760,6 +764,13 @@ describe('${name}', () => {
     expect((result.error as PoisonMessageError).reason).toBe('schema-violation');
     expect(await total('A-3')).toBeUndefined();
   });
+
+  it('applies each message once under duplicates, crashes, lost completions and races (npm run verify)', async () => {
+    const [verdict] = await verifyConsumers(['${name}'], { runs: ${VERIFY_RUNS} });
+
+    expect(verdict?.failure ?? verdict?.skipped).toBeUndefined();
+    expect(verdict?.ok).toBe(true);
+  }, 120_000);
 });
 `;
 }
@@ -767,7 +778,8 @@ describe('${name}', () => {
 function fanOutTest({ name, subject }: ConsumerRequest, fanOut: FanOut): string {
   const functionName = functionNameOf(name);
   const identifier = camelCase(functionName);
-  return `import { PoisonMessageError } from '@idempotent-consumers/inbox';
+  return `import { verifyConsumers } from '@idempotent-consumers/devkit';
+import { PoisonMessageError } from '@idempotent-consumers/inbox';
 import { loggedOutcome, useLocalStack } from '@idempotent-consumers/local-azure';
 
 import { registeredConsumers } from '../../src/app';
@@ -815,6 +827,13 @@ describe('${name}', () => {
     expect(result.error).toBeInstanceOf(PoisonMessageError);
     expect((result.error as PoisonMessageError).reason).toBe('schema-violation');
   });
+
+  it('applies each message once under duplicates, crashes, lost completions and races (npm run verify)', async () => {
+    const [verdict] = await verifyConsumers(['${name}'], { runs: ${VERIFY_RUNS} });
+
+    expect(verdict?.failure ?? verdict?.skipped).toBeUndefined();
+    expect(verdict?.ok).toBe(true);
+  }, 120_000);
 });
 `;
 }

@@ -11,6 +11,7 @@ import {
   type PluginConfig,
   PluginOn,
 } from '@azure/cosmos';
+import { ServiceBusClient } from '@azure/service-bus';
 import {
   bindingOf,
   CircuitBreaker,
@@ -20,17 +21,21 @@ import {
   MARKER_TYPE,
   type RetryScheduler,
   serviceBusMessageOf,
+  survivableOutageSeconds,
 } from '@idempotent-consumers/inbox/internal';
 import {
   Broker,
+  type FaultHandle,
   freshAppContainer,
   type FunctionApp,
   FunctionsHost,
   loadFunctionApp,
   type LocalCosmos,
+  type LocalServiceBus,
   seededRandom,
   Simulation,
   startCosmos,
+  startServiceBus,
 } from '@idempotent-consumers/local-azure';
 
 import { appFunctions, appTopology, PROJECT_ROOT, RETRY_COPIES } from '../cli/project';
@@ -45,12 +50,13 @@ import { type Snapshot, snapshotOf } from './compare';
  *   faulty     the messages published at once on the broker model, with duplicates inside and after
  *              the duplicate detection window, to the host model with `maxConcurrentCalls` at once,
  *              crashes before and after the commit, lost completions, 429 and 503 on writes, a
- *              response lost after its write committed, and writes slow enough that the lock runs
- *              out and the message is delivered again while the first delivery still runs; all on a
+ *              response lost after its write committed, writes slow enough that the lock runs out and
+ *              the message is delivered again while the first delivery still runs, a Cosmos DB
+ *              outage, and an app restart (a new host instance while the old one drains); all on a
  *              deterministic simulation (local Azure's Simulation): a seed replays the run
- *   reference  each message the faulty run committed applied once, one at a time, in the order the
- *              faulty run committed them (its markers, read from the change feed), on a fresh
- *              container: twice, so that a value that changes from run to run shows as such
+ *   reference  each message applied once, one at a time, through the worker path, on a fresh
+ *              container: those the faulty run committed in the order of its markers' log sequence
+ *              numbers, then the others; twice, so that a value that changes from run to run shows
  */
 export interface RunFaults {
   crashBeforeCommit: number;
@@ -66,6 +72,10 @@ export interface RunFaults {
   /** Share sent again after the window (only the inbox can absorb them). */
   resendAfterWindow: number;
   maxConcurrentCalls: number;
+  /** A Cosmos DB outage (every request 503) from a model time, for a while; or none. */
+  outage: { startMs: number; durationMs: number } | null;
+  /** Model time at which the app restarts (a deployment: a new instance, the old one draining); or none. */
+  restartAtMs: number | null;
 }
 
 /** What one run saw: the snapshots, and the side effects outside the transaction it counted. */
@@ -80,8 +90,10 @@ export interface RunResult {
   committed: string[];
   /** Messages the faulty run dead-lettered, with the reason. */
   deadLettered: { messageId: string; reason: string }[];
-  /** Requests a handler made outside the library's client during a delivery, per MessageId. */
+  /** What the handler did outside the library during the faulty run's deliveries, per MessageId. */
   outside: OutsideRequests;
+  /** The same, in the reference run: what one run of each message does. */
+  referenceOutside: OutsideRequests;
 }
 
 export interface OutsideRequests {
@@ -89,7 +101,11 @@ export interface OutsideRequests {
   cosmos: Map<string, number>;
   /** Other HTTP requests (an external API): not exactly-once, counted under redelivery. */
   http: Map<string, number>;
+  /** Messages sent with a Service Bus client of the handler's own, not `tx.publish`. */
+  serviceBus: Map<string, number>;
 }
+
+const noOutside = (): OutsideRequests => ({ cosmos: new Map(), http: new Map(), serviceBus: new Map() });
 
 /** A message of a run: its body, and the Subject it goes with (one the consumer's subscription takes). */
 export interface VerifyMessage {
@@ -122,30 +138,46 @@ export class VerifyEnvironment {
   private simulation: Simulation | undefined;
   private outside: OutsideRequests | undefined;
   private readonly unsubscribe: () => void;
+  /** The settings start() replaced, put back by stop() (a test's own local stack, say). */
+  private readonly savedEnvironment: Record<string, string | undefined>;
 
   private constructor(
     readonly cosmos: LocalCosmos,
+    private readonly serviceBus: LocalServiceBus,
     private readonly client: CosmosClient,
     private readonly database: Database,
     readonly app: FunctionApp,
     readonly module: AppModule,
     setSimulation: (get: () => Simulation | undefined) => void,
+    savedEnvironment: Record<string, string | undefined>,
   ) {
+    this.savedEnvironment = savedEnvironment;
     setSimulation(() => this.simulation);
-    this.unsubscribe = watchRequests(new URL(cosmos.endpoint).host, () => this.outside);
+    const unwatchRequests = watchRequests(new URL(cosmos.endpoint).host, () => this.outside);
+    const unwatchSends = watchSends(serviceBus.connectionString, () => this.outside);
+    this.unsubscribe = () => {
+      unwatchRequests();
+      unwatchSends();
+    };
   }
 
   static async start(): Promise<VerifyEnvironment> {
     let simulationOf: () => Simulation | undefined = () => undefined;
     const cosmos = await startCosmos({ seed: 1, now: () => simulationOf()?.clock.now() ?? Date.now() });
-    Object.assign(process.env, {
+    // Where a handler's own Service Bus client sends (its sends are counted, not compared).
+    const serviceBus = await startServiceBus({ topology: appTopology(), retryCopies: RETRY_COPIES });
+    const settings: Record<string, string | undefined> = {
+      ServiceBusConnection: serviceBus.connectionString,
+      ServiceBusConnection__fullyQualifiedNamespace: undefined,
       COSMOS_ENDPOINT: cosmos.endpoint,
       COSMOS_KEY: cosmos.key,
       COSMOS_DATABASE: 'app',
       COSMOS_CONTAINER: 'state',
       SERVICEBUS_LOCK_DURATION: `PT${LOCK_MS / 1000}S`,
       SERVICEBUS_MAX_DELIVERY_COUNT: String(MAX_DELIVERY_COUNT),
-    });
+    };
+    const saved = Object.fromEntries(Object.keys(settings).map((name) => [name, process.env[name]]));
+    setEnvironment(settings);
     const turns: PluginConfig = {
       on: PluginOn.operation,
       plugin: (context, _diagnostics, next) => {
@@ -167,13 +199,24 @@ export class VerifyEnvironment {
     // The app's module the function files loaded, read at run time (as loadConsumers does).
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- the app's, loaded after it on purpose
     const module = require(path.join(PROJECT_ROOT, 'src', 'app')) as AppModule;
-    return new VerifyEnvironment(cosmos, client, database, app, module, (get) => (simulationOf = get));
+    return new VerifyEnvironment(
+      cosmos,
+      serviceBus,
+      client,
+      database,
+      app,
+      module,
+      (get) => (simulationOf = get),
+      saved,
+    );
   }
 
   async stop(): Promise<void> {
     this.unsubscribe();
     this.client.dispose();
     await this.cosmos.stop();
+    await this.serviceBus.stop();
+    setEnvironment(this.savedEnvironment);
   }
 
   /** The app's consumers, by name. */
@@ -205,6 +248,7 @@ export class VerifyEnvironment {
         reference: reference.snapshot,
         referenceAgain: referenceAgain.snapshot,
         referenceFailed: reference.failed,
+        referenceOutside: reference.outside,
       };
     } finally {
       restore();
@@ -230,7 +274,7 @@ export class VerifyEnvironment {
     faults: RunFaults,
     seed: number,
     volatile: readonly string[],
-  ): Promise<Omit<RunResult, 'reference' | 'referenceAgain' | 'referenceFailed'>> {
+  ): Promise<Omit<RunResult, 'reference' | 'referenceAgain' | 'referenceFailed' | 'referenceOutside'>> {
     const container = await freshAppContainer(this.database);
     const simulation = new Simulation();
     const { clock } = simulation;
@@ -246,20 +290,28 @@ export class VerifyEnvironment {
     const functionName = functionNameOf(consumer.name);
     const registration = this.app.serviceBus.filter((f) => f.name === functionName);
     if (registration.length === 0) throw new Error(`No function registers consumer '${consumer.name}'.`);
-    const host = new FunctionsHost(broker, registration, {
-      clock,
-      maxConcurrentCalls: faults.maxConcurrentCalls,
-      maxAutoLockRenewalMs: MAX_LOCK_RENEWAL_MS,
-      faults: {
-        crashBeforeCommit: faults.crashBeforeCommit,
-        crashAfterCommit: faults.crashAfterCommit,
-        completionLost: faults.completionLost,
-      },
-      random: seededRandom(seed ^ 0x5bd1e995),
-    });
+    // One host instance, and after a restart (a deployment) the next, the old one draining meanwhile.
+    const hosts: FunctionsHost[] = [];
+    const startHost = (): void => {
+      const host = new FunctionsHost(broker, registration, {
+        clock,
+        maxConcurrentCalls: faults.maxConcurrentCalls,
+        maxAutoLockRenewalMs: MAX_LOCK_RENEWAL_MS,
+        faults: {
+          crashBeforeCommit: faults.crashBeforeCommit,
+          crashAfterCommit: faults.crashAfterCommit,
+          completionLost: faults.completionLost,
+        },
+        random: seededRandom(seed ^ 0x5bd1e995 ^ hosts.length),
+      });
+      hosts.push(host);
+      host.start();
+    };
+    const idle = (): boolean => hosts.every((host) => host.idle);
+    const deliveries = (): number => hosts.reduce((sum, host) => sum + host.deliveries.length, 0);
     this.injectFaults(faults, seed);
     const restore = this.moveRuntime(container, clock, seed, broker);
-    const outside: OutsideRequests = { cosmos: new Map(), http: new Map() };
+    const outside = noOutside();
     this.outside = outside;
     this.simulation = simulation;
     const random = seededRandom(seed ^ 0x3c6ef372);
@@ -273,19 +325,24 @@ export class VerifyEnvironment {
     };
     const drained = async (): Promise<void> => {
       for (;;) {
-        await simulation.until(() => host.idle);
-        const before = host.deliveries.length;
+        await simulation.until(idle);
+        const before = deliveries();
         await clock.sleep(LOCK_MS + 1);
-        await simulation.until(() => host.idle);
-        if (
-          host.deliveries.length === before &&
-          [...broker.topics.values()].every((t) => t.scheduledCount === 0)
-        )
+        await simulation.until(idle);
+        if (deliveries() === before && [...broker.topics.values()].every((t) => t.scheduledCount === 0))
           return;
       }
     };
+    const stopping: Promise<void>[] = [];
     try {
-      host.start();
+      startHost();
+      if (faults.restartAtMs !== null)
+        clock.after(faults.restartAtMs, () => {
+          const old = hosts.at(-1)!;
+          startHost();
+          stopping.push(old.stop());
+        });
+      this.scheduleOutage(faults.outage, clock, survivableOutageSeconds(this.module.inboxRuntime().settings));
       await simulation.drive(
         (async () => {
           const inside = messages.map((_, index) => index).filter(() => random() < faults.resendInsideWindow);
@@ -298,7 +355,7 @@ export class VerifyEnvironment {
           await drained();
         })(),
       );
-      await simulation.drive(host.stop());
+      await simulation.drive(Promise.all([...hosts.map((host) => host.stop()), ...stopping]));
     } finally {
       this.simulation = undefined;
       this.outside = undefined;
@@ -322,9 +379,11 @@ export class VerifyEnvironment {
     consumer: Consumer,
     messages: readonly (readonly [string, VerifyMessage | undefined])[],
     volatile: readonly string[],
-  ): Promise<{ snapshot: Snapshot; failed: string[] }> {
+  ): Promise<{ snapshot: Snapshot; failed: string[]; outside: OutsideRequests }> {
     const container = await freshAppContainer(this.database);
     const failed: string[] = [];
+    const outside = noOutside();
+    this.outside = outside;
     const simulation = new Simulation();
     const restore = this.moveRuntime(container, simulation.clock, 1, undefined);
     const enqueuedTimeUtc = new Date(simulation.clock.now());
@@ -341,9 +400,29 @@ export class VerifyEnvironment {
         if (result.error) failed.push(messageId);
       }
     } finally {
+      this.outside = undefined;
       restore();
     }
-    return { snapshot: snapshotOf(await documentsOf(container), volatile), failed };
+    return { snapshot: snapshotOf(await documentsOf(container), volatile), failed, outside };
+  }
+
+  /**
+   * A window in which Cosmos DB answers every request 503, from `startMs` of model time; never longer
+   * than 80 % of what the app's settings survive without dead-lettering (the breaker holds deliveries
+   * through it: packages/inbox/src/breaker.ts).
+   */
+  private scheduleOutage(
+    outage: RunFaults['outage'],
+    clock: Simulation['clock'],
+    survivableSeconds: number,
+  ): void {
+    if (outage === null) return;
+    let handle: FaultHandle | undefined;
+    clock.after(outage.startMs, () => {
+      handle = this.cosmos.faults.inject({ kind: 'unavailable' });
+    });
+    const durationMs = Math.min(outage.durationMs, survivableSeconds * 800);
+    clock.after(outage.startMs + durationMs, () => handle?.remove());
   }
 
   /** The run's Cosmos DB faults, on writes and batches, drawn from the server's source reseeded for the run. */
@@ -418,6 +497,14 @@ export class VerifyEnvironment {
 
 export const messageIdOf = (index: number): string => `m-${index}`;
 
+/** Sets each setting, or removes it where its value is undefined. */
+function setEnvironment(settings: Readonly<Record<string, string | undefined>>): void {
+  for (const [name, value] of Object.entries(settings)) {
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+  }
+}
+
 async function documentsOf(container: Container): Promise<Record<string, unknown>[]> {
   const { resources } = await container.items.query<Record<string, unknown>>('SELECT * FROM c').fetchAll();
   return resources;
@@ -459,5 +546,32 @@ function watchRequests(cosmosHost: string, outside: () => OutsideRequests | unde
   diagnostics.subscribe('http.client.request.start', onRequest);
   return () => {
     diagnostics.unsubscribe('http.client.request.start', onRequest);
+  };
+}
+
+/**
+ * Counts the messages a handler sends during a delivery with a Service Bus client of its own: the
+ * sender's sendMessages and scheduleMessages, wrapped on the prototype of @azure/service-bus's
+ * sender as this process loads it (the app's handlers load the same). Returns the unwrap.
+ */
+function watchSends(connectionString: string, outside: () => OutsideRequests | undefined): () => void {
+  const client = new ServiceBusClient(connectionString);
+  const prototype = Object.getPrototypeOf(client.createSender('verify')) as Record<string, unknown>;
+  void client.close();
+  const wrapped = ['sendMessages', 'scheduleMessages'].map((method) => {
+    const original = prototype[method] as (this: unknown, messages: unknown, ...rest: unknown[]) => unknown;
+    prototype[method] = function (this: unknown, messages: unknown, ...rest: unknown[]): unknown {
+      const messageId = current.getStore();
+      const seen = outside();
+      if (messageId !== undefined && seen !== undefined) {
+        const count = Array.isArray(messages) ? messages.length : 1;
+        seen.serviceBus.set(messageId, (seen.serviceBus.get(messageId) ?? 0) + count);
+      }
+      return original.call(this, messages, ...rest);
+    };
+    return [method, original] as const;
+  });
+  return () => {
+    for (const [method, original] of wrapped) prototype[method] = original;
   };
 }

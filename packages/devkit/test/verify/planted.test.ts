@@ -47,6 +47,16 @@ const PLANTED: readonly Planted[] = [
     tx.upsert({ id: event.id, partitionKey: tx.partitionKey, type: 'planted', quantity: event.quantity });`,
   },
   {
+    name: 'planted.own-send',
+    cause: /^a send outside tx\.publish/,
+    imports: "import { ServiceBusClient, type ServiceBusSender } from '@azure/service-bus';",
+    state: `let sender: ServiceBusSender | undefined;
+/** A Service Bus sender of the handler's own, not tx.publish. */
+const own = () => (sender ??= new ServiceBusClient(process.env.ServiceBusConnection!).createSender('planted-events'));`,
+    handle: `await own().sendMessages({ body: { id: event.id }, messageId: \`notified-\${event.id}\` });
+    tx.upsert({ id: event.id, partitionKey: tx.partitionKey, type: 'planted', quantity: event.quantity });`,
+  },
+  {
     name: 'planted.clock',
     cause: /^a nondeterministic value: a time/,
     handle: `tx.upsert({ id: event.id, partitionKey: tx.partitionKey, type: 'planted', at: Date.now() });`,
