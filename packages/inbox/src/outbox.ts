@@ -85,6 +85,7 @@ export function serviceBusMessageOf(message: OutboxMessage): OutboxServiceBusMes
     messageId: message.messageId,
     subject: message.subject,
     contentType: message.contentType,
+    // Stryker disable next-line StringLiteral: equivalent: an empty encoding is Buffer.from's default, UTF-8
     body: Buffer.from(JSON.stringify(message.body), 'utf8'),
     ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
     ...(Object.keys(properties).length === 0 ? {} : { applicationProperties: properties }),
