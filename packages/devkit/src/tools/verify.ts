@@ -12,7 +12,14 @@ import {
   usageError,
 } from '../cli/tool';
 import { VerifyEnvironment } from '../verify/run';
-import { MAX_MESSAGES, RUNS, type Verdict, verifyConsumer, type VerifyOptions } from '../verify/verify';
+import {
+  MAX_MESSAGES,
+  renewedIfBroken,
+  RUNS,
+  type Verdict,
+  verifyConsumer,
+  type VerifyOptions,
+} from '../verify/verify';
 
 const MAX_RUNS = 10_000;
 
@@ -54,7 +61,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     return EXIT_CODES.ok;
   }
   const options = optionsOf(values);
-  const environment = await VerifyEnvironment.start();
+  let environment = await VerifyEnvironment.start();
   try {
     const registered = [...environment.consumers().keys()];
     const unknown = positionals.filter((name) => !registered.includes(name));
@@ -73,6 +80,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
       const verdict = await verifyConsumer(environment, name, options);
       verdicts.push(verdict);
       for (const line of linesOf(verdict)) context.out(line);
+      environment = await renewedIfBroken(environment);
     }
     const failed = verdicts.filter((verdict) => !verdict.ok).length;
     const skipped = verdicts.filter((verdict) => verdict.ok && verdict.skipped !== undefined).length;
@@ -121,14 +129,15 @@ export function linesOf(verdict: Verdict): string[] {
       ...warnings,
     ];
   const { failure } = verdict;
+  const sides = (failure?.between ?? 'applied once, under faults').split(', ');
   return [
     `✗ ${verdict.consumer}: ${failure?.cause ?? 'failed'} (after ${verdict.runs} runs, ${seconds})`,
     ...(failure?.difference === undefined
       ? []
       : [
           `  document ${failure.difference.document}${failure.difference.field === undefined ? '' : `, field ${failure.difference.field}`}`,
-          `    applied once: ${failure.difference.expected}`,
-          `    under faults: ${failure.difference.actual}`,
+          `    ${sides[0]}: ${failure.difference.expected}`,
+          `    ${sides[1]}: ${failure.difference.actual}`,
         ]),
     `  messages: ${failure?.messages ?? ''}`,
     `  faults: ${JSON.stringify(failure?.faults ?? {})}`,

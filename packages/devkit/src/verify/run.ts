@@ -119,8 +119,14 @@ const VERIFY_AGENT = 'inbox-verify';
 const LOCK_MS = 60_000;
 const MAX_LOCK_RENEWAL_MS = 300_000;
 const DUPLICATE_WINDOW_MS = 3_600_000;
-/** Deliveries before the broker dead-letters: high enough that faults alone never exhaust them. */
-const MAX_DELIVERY_COUNT = 10;
+/** Real time a faulty run may take before verify gives up on it (a handler that hangs). */
+const RUN_TIME_LIMIT_MS = 30_000;
+/**
+ * Deliveries before the broker dead-letters (and SERVICEBUS_MAX_DELIVERY_COUNT for the app): high
+ * enough that the faults alone never exhaust them, an outage and a restart together included (at 10
+ * they did), so that a message dead-lettered in a run is the handler's doing.
+ */
+const MAX_DELIVERY_COUNT = 50;
 
 type AppModule = {
   inboxRuntime(): InboxRuntime;
@@ -137,6 +143,8 @@ const current = new AsyncLocalStorage<string>();
 export class VerifyEnvironment {
   private simulation: Simulation | undefined;
   private outside: OutsideRequests | undefined;
+  /** Why no more run can be made here (one did not settle): start another environment. */
+  broken: string | undefined;
   private readonly unsubscribe: () => void;
   /** The settings start() replaced, put back by stop() (a test's own local stack, say). */
   private readonly savedEnvironment: Record<string, string | undefined>;
@@ -154,7 +162,11 @@ export class VerifyEnvironment {
     this.savedEnvironment = savedEnvironment;
     setSimulation(() => this.simulation);
     const unwatchRequests = watchRequests(new URL(cosmos.endpoint).host, () => this.outside);
-    const unwatchSends = watchSends(serviceBus.connectionString, () => this.outside);
+    const unwatchSends = watchSends(
+      serviceBus.connectionString,
+      () => this.outside,
+      () => this.simulation,
+    );
     this.unsubscribe = () => {
       unwatchRequests();
       unwatchSends();
@@ -275,6 +287,7 @@ export class VerifyEnvironment {
     seed: number,
     volatile: readonly string[],
   ): Promise<Omit<RunResult, 'reference' | 'referenceAgain' | 'referenceFailed' | 'referenceOutside'>> {
+    if (this.broken !== undefined) throw new Error(this.broken);
     const container = await freshAppContainer(this.database);
     const simulation = new Simulation();
     const { clock } = simulation;
@@ -343,7 +356,7 @@ export class VerifyEnvironment {
           stopping.push(old.stop());
         });
       this.scheduleOutage(faults.outage, clock, survivableOutageSeconds(this.module.inboxRuntime().settings));
-      await simulation.drive(
+      const work = simulation.drive(
         (async () => {
           const inside = messages.map((_, index) => index).filter(() => random() < faults.resendInsideWindow);
           const after = messages.map((_, index) => index).filter(() => random() < faults.resendAfterWindow);
@@ -355,6 +368,18 @@ export class VerifyEnvironment {
           await drained();
         })(),
       );
+      let timer: NodeJS.Timeout | undefined;
+      const settled = await Promise.race([
+        work.then(() => true),
+        new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), RUN_TIME_LIMIT_MS))),
+      ]);
+      clearTimeout(timer);
+      if (!settled) {
+        simulation.stop();
+        // Its hosts cannot be stopped without the simulation: no later run would be sound.
+        this.broken = `a run did not settle within ${RUN_TIME_LIMIT_MS / 1000} s of real time: ${consumer.name}'s handler waits on something outside local Azure, or never returns`;
+        throw new Error(this.broken);
+      }
       await simulation.drive(Promise.all([...hosts.map((host) => host.stop()), ...stopping]));
     } finally {
       this.simulation = undefined;
@@ -419,7 +444,7 @@ export class VerifyEnvironment {
     if (outage === null) return;
     let handle: FaultHandle | undefined;
     clock.after(outage.startMs, () => {
-      handle = this.cosmos.faults.inject({ kind: 'unavailable' });
+      handle = this.cosmos.faults.inject({ kind: 'unavailable', userAgent: VERIFY_AGENT });
     });
     const durationMs = Math.min(outage.durationMs, survivableSeconds * 800);
     clock.after(outage.startMs + durationMs, () => handle?.remove());
@@ -429,17 +454,31 @@ export class VerifyEnvironment {
   private injectFaults(faults: RunFaults, seed: number): void {
     const { faults: injector } = this.cosmos;
     injector.reseed(seed ^ 0x1b873593);
+    // The library's client only: a handler's own client is what verify watches, not what it fails.
     const on = ['batch', 'write'] as const;
+    const userAgent = VERIFY_AGENT;
     if (faults.cosmosUnavailable > 0)
-      injector.inject({ kind: 'unavailable', on, probability: faults.cosmosUnavailable });
+      injector.inject({ kind: 'unavailable', on, userAgent, probability: faults.cosmosUnavailable });
     if (faults.cosmosThrottle > 0)
-      injector.inject({ kind: 'throttle', on, probability: faults.cosmosThrottle, retryAfterMs: 2 });
+      injector.inject({
+        kind: 'throttle',
+        on,
+        userAgent,
+        probability: faults.cosmosThrottle,
+        retryAfterMs: 2,
+      });
     if (faults.cosmosDropAfterCommit > 0)
-      injector.inject({ kind: 'dropResponseAfterCommit', on, probability: faults.cosmosDropAfterCommit });
+      injector.inject({
+        kind: 'dropResponseAfterCommit',
+        on,
+        userAgent,
+        probability: faults.cosmosDropAfterCommit,
+      });
     if (faults.slowWrite > 0)
       injector.inject({
         kind: 'latency',
         on,
+        userAgent,
         probability: faults.slowWrite,
         ms: Math.ceil((MAX_LOCK_RENEWAL_MS + LOCK_MS) * 1.5),
       });
@@ -552,9 +591,14 @@ function watchRequests(cosmosHost: string, outside: () => OutsideRequests | unde
 /**
  * Counts the messages a handler sends during a delivery with a Service Bus client of its own: the
  * sender's sendMessages and scheduleMessages, wrapped on the prototype of @azure/service-bus's
- * sender as this process loads it (the app's handlers load the same). Returns the unwrap.
+ * sender as this process loads it (the app's handlers load the same), each send taking its turn in
+ * the run's simulation. Returns the unwrap.
  */
-function watchSends(connectionString: string, outside: () => OutsideRequests | undefined): () => void {
+function watchSends(
+  connectionString: string,
+  outside: () => OutsideRequests | undefined,
+  running: () => Simulation | undefined,
+): () => void {
   const client = new ServiceBusClient(connectionString);
   const prototype = Object.getPrototypeOf(client.createSender('verify')) as Record<string, unknown>;
   void client.close();
@@ -567,7 +611,10 @@ function watchSends(connectionString: string, outside: () => OutsideRequests | u
         const count = Array.isArray(messages) ? messages.length : 1;
         seen.serviceBus.set(messageId, (seen.serviceBus.get(messageId) ?? 0) + count);
       }
-      return original.call(this, messages, ...rest);
+      // In its turn, model time standing still: a send takes milliseconds, not a lock's minute.
+      const simulation = running();
+      const send = (): Promise<unknown> => original.call(this, messages, ...rest) as Promise<unknown>;
+      return simulation !== undefined && messageId !== undefined ? simulation.operation(send) : send();
     };
     return [method, original] as const;
   });

@@ -17,6 +17,8 @@ interface FaultSelection {
   times?: number;
   /** Chance that a matching request is hit, from the server's seeded random source; default 1. */
   probability?: number;
+  /** Only requests whose User-Agent contains this text: one client among several; default every client. */
+  userAgent?: string;
 }
 
 export type FaultRule = FaultSelection &
@@ -65,9 +67,10 @@ class ActiveRule implements FaultHandle {
     private readonly owner: FaultInjector,
   ) {}
 
-  matches(target: FaultTarget, random: () => number): boolean {
+  matches(target: FaultTarget, userAgent: string, random: () => number): boolean {
     const targets = this.rule.on === undefined ? DATA_TARGETS : [this.rule.on].flat();
     if (!targets.includes(target)) return false;
+    if (this.rule.userAgent !== undefined && !userAgent.includes(this.rule.userAgent)) return false;
     if (this.seen++ < (this.rule.skip ?? 0)) return false;
     if (this.rule.times !== undefined && this.hits >= this.rule.times) return false;
     if (this.rule.probability !== undefined && random() >= this.rule.probability) return false;
@@ -103,12 +106,12 @@ export class FaultInjector {
     this.rules = [];
   }
 
-  decide(target: FaultTarget): FaultDecision {
+  decide(target: FaultTarget, userAgent = ''): FaultDecision {
     const decision: FaultDecision = { delayMs: 0 };
     for (const active of this.rules) {
       const { rule } = active;
       if (rule.kind !== 'latency' && decision.outcome) continue;
-      if (!active.matches(target, this.random)) continue;
+      if (!active.matches(target, userAgent, this.random)) continue;
       switch (rule.kind) {
         case 'latency':
           decision.delayMs += rule.ms;

@@ -155,7 +155,7 @@ export async function start(options: LocalCosmosOptions = {}): Promise<LocalCosm
       const target = faultTarget(route, method, request.headers);
       requests[target]++;
       if (target !== 'metadata') client = usage.start(single(request.headers['user-agent']));
-      const decision = faults.decide(target);
+      const decision = faults.decide(target, single(request.headers['user-agent']) ?? '');
       const delayMs = decision.delayMs + (target === 'metadata' ? 0 : (options.latencyMs ?? 0));
       if (delayMs > 0) await latencyWait(delayMs);
       if (decision.outcome?.kind === 'throttle') throw throttled(decision.outcome.retryAfterMs);

@@ -1,4 +1,4 @@
-import { type Container } from '@azure/cosmos';
+import { type Container, CosmosClient } from '@azure/cosmos';
 
 import { batchErrorStatus, local, statusOf, type Target, useTarget } from '../../support/conformanceTarget';
 
@@ -53,6 +53,21 @@ localOnly('fault injection (local server)', () => {
     expect(batchStatus).toBe(429);
     expect((await container.item('never-429', 't').read()).statusCode).toBe(404);
     expect((await container.item('never-429-batch', 't').read()).statusCode).toBe(404);
+  });
+
+  it("a fault scoped to one client (its User-Agent) fails that client's requests and leaves another's alone", async () => {
+    const { endpoint, key } = target.server!;
+    const scoped = new CosmosClient({ endpoint, key, userAgentSuffix: 'scoped-client' });
+    const mine = scoped.database(container.database.id).container(container.id);
+    faults().inject({ kind: 'unavailable', on: 'write', userAgent: 'scoped-client' });
+
+    const scopedStatus = await statusOf(mine.items.create({ id: 'scoped-503', pk: 't' }));
+    const otherStatus = (await container.items.create({ id: 'unscoped-201', pk: 't' })).statusCode;
+    faults().clear();
+    scoped.dispose();
+
+    expect([scopedStatus, otherStatus]).toEqual([503, 201]);
+    expect((await container.item('scoped-503', 't').read()).statusCode).toBe(404);
   });
 
   it('503 on a write: the SDK throws 503 and nothing is written', async () => {
