@@ -146,6 +146,7 @@ export function linesOf(verdict: Verdict): string[] {
   ];
 }
 
-export const command: Command = { name: 'verify', main };
+// Exits once done: a handler's own clients (a Service Bus sender, a Cosmos DB client) would keep the process open.
+export const command: Command = { name: 'verify', main, exitWhenDone: true };
 
 if (require.main === module) runCommand(command);
