@@ -41,6 +41,7 @@ const usageErrors = (
     ['dead-letters', ['show', 'payments.applier'], 'show needs the MessageId or sequence number'],
     ['console', ['--port', 'x'], "--port must be an integer from 0 to 65535; got 'x'"],
     ['peek', ['payments.applier', '--max', '0'], "--max must be an integer from 1 to 1000; got '0'"],
+    ['verify', ['--runs', '0'], "--runs must be an integer from 1 to 10000; got '0'"],
     ['outbox', ['list', '--max', 'all'], "--max must be an integer from 1 to 1000; got 'all'"],
     ['cost', ['--rate', 'fast'], "--rate must be a number from 0.001 to 1000000; got 'fast'"],
     ['test:live', ['--timeout-seconds', 'soon'], "--timeout-seconds must be a number of seconds; got 'soon'"],
