@@ -1,10 +1,9 @@
 import {
   type OutboxMessage,
   type OutboxPublisher,
-  type RetryScheduler,
-  traceProperties,
+  serviceBusMessageOf,
 } from '@idempotent-consumers/inbox/internal';
-import type { Broker, OutgoingMessage } from '@idempotent-consumers/local-azure';
+import type { Broker } from '@idempotent-consumers/local-azure';
 
 /**
  * The outbox relay's publisher on the broker model: what `@azure/service-bus` does for the app in
@@ -79,7 +78,7 @@ export class BrokerPublisher implements OutboxPublisher {
     }
     const target = this.broker.topic(topic);
     for (const message of messages) {
-      const result = target.send(brokerMessageOf(message));
+      const result = target.send(serviceBusMessageOf(message));
       this.sends.push({
         topic,
         messageId: message.messageId,
@@ -105,63 +104,5 @@ export class BrokerPublisher implements OutboxPublisher {
 
   private roll(rate: number | undefined): boolean {
     return (rate ?? 0) > 0 && this.random() < (rate ?? 0);
-  }
-}
-
-/**
- * An outbox message as the broker takes it, as serviceBusPublisher (src/serviceBusPublisher.ts, with
- * the library's serviceBusMessageOf) sends it: the body as JSON text, the trace context stamped as properties
- * (the extension continues Diagnostic-Id).
- */
-export function brokerMessageOf(message: OutboxMessage): OutgoingMessage {
-  const applicationProperties = { ...message.applicationProperties, ...traceProperties(message.trace) };
-  return {
-    messageId: message.messageId,
-    subject: message.subject,
-    body: JSON.stringify(message.body),
-    contentType: message.contentType,
-    ...(message.correlationId === undefined ? {} : { correlationId: message.correlationId }),
-    ...(Object.keys(applicationProperties).length === 0 ? {} : { applicationProperties }),
-  };
-}
-
-/** A delayed copy scheduled on the broker model (BrokerRetryScheduler). */
-export interface ScheduleRecord {
-  topic: string;
-  messageId: string;
-  /** False when the topic's duplicate detection dropped it (the same copy scheduled again). */
-  accepted: boolean;
-  /** Model time (epoch ms) of the send, and when the copy is enqueued. */
-  at: number;
-  enqueueAt: number;
-}
-
-/**
- * The app's retry scheduler (packages/inbox/src/delayedRetry.ts RetryScheduler) on the broker model: what
- * serviceBusPublisher's `schedule` does in Azure, a send with ScheduledEnqueueTimeUtc, the message
- * converted as the outbox's are (brokerMessageOf). Without faults: a schedule that fails is given
- * back by the handler as any failed delivery (test/functions/delayedRetry.test.ts covers it).
- */
-export class BrokerRetryScheduler implements RetryScheduler {
-  /** Every copy the broker was handed, in order. */
-  readonly scheduled: ScheduleRecord[] = [];
-
-  constructor(
-    private readonly broker: Broker,
-    private readonly now: () => number = Date.now,
-  ) {}
-
-  schedule(topic: string, message: OutboxMessage, enqueueAt: Date): Promise<void> {
-    const result = this.broker
-      .topic(topic)
-      .send({ ...brokerMessageOf(message), scheduledEnqueueTime: enqueueAt.getTime() });
-    this.scheduled.push({
-      topic,
-      messageId: message.messageId,
-      accepted: result.accepted,
-      at: this.now(),
-      enqueueAt: enqueueAt.getTime(),
-    });
-    return Promise.resolve();
   }
 }

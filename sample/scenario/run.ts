@@ -7,9 +7,14 @@ import {
   type PluginConfig,
   PluginOn,
 } from '@azure/cosmos';
-import { appFunctions, RETRY_COPIES } from '@idempotent-consumers/devkit';
 import {
-  CircuitBreaker,
+  appFunctions,
+  appOnSimulation,
+  type BrokerRetryScheduler,
+  RETRY_COPIES,
+  settled,
+} from '@idempotent-consumers/devkit';
+import {
   functionNameOf,
   type InboxRuntime,
   MARKER_TYPE,
@@ -40,7 +45,7 @@ import {
 import type * as App from '../../src/app';
 import { topology } from '../../src/topology';
 import { brokerMessageKey, type CauseTable, duplicateCauses, type MarkerWrite } from './causes';
-import { BrokerPublisher, BrokerRetryScheduler, type PublisherFaults } from './publisher';
+import { BrokerPublisher, type PublisherFaults } from './publisher';
 import { type Accounting, type Invariant, retryOriginals, type SweepRecord, verify } from './verify';
 import { generateWorkload, type Workload, type WorkloadOptions } from './workload';
 
@@ -281,7 +286,7 @@ export class ScenarioEnvironment {
     const parties = this.partiesOf(options, simulation.clock, container, leases);
     this.cosmos.faults.reseed(options.seed ^ 0x1b873593);
     this.injectCosmosFaults(options.faults ?? {});
-    const app = appOnModel(options, simulation.clock, container, parties);
+    const app = appOnModel(options, simulation, parties, this.cosmos);
     const sweeper = new SweeperSchedule(
       this.app,
       simulation.clock,
@@ -292,7 +297,6 @@ export class ScenarioEnvironment {
     const startedAt = performance.now();
     const progress = new ProgressReport(options, workload, parties);
     this.simulation = simulation;
-    this.cosmos.setLatencyWait((ms) => simulation.parked(ms));
     try {
       await this.drive(options, workload, simulation, parties, sweeper, progress, {
         outages,
@@ -311,7 +315,6 @@ export class ScenarioEnvironment {
         ]),
       );
       this.simulation = undefined;
-      this.cosmos.setLatencyWait(undefined);
       this.cosmos.faults.clear();
       app.restore();
     }
@@ -324,7 +327,7 @@ export class ScenarioEnvironment {
       parties.host.deliveries,
       parties.publisher.sends,
       {
-        scheduled: parties.retryScheduler.scheduled,
+        scheduled: app.retryScheduler.scheduled,
         topicOutages,
         sweepAgeSeconds: app.runtime.settings.outbox.sweepAgeSeconds,
         sweeps: sweeper.sweeps,
@@ -408,7 +411,6 @@ export class ScenarioEnvironment {
       broker,
       host,
       publisher,
-      retryScheduler: new BrokerRetryScheduler(broker, () => clock.now()),
       relay,
       relayRegistration,
       relayStarting: Promise.resolve(),
@@ -624,8 +626,6 @@ interface Parties {
   broker: Broker;
   host: FunctionsHost;
   publisher: BrokerPublisher;
-  /** The app's retry scheduler on the broker: the delayed copies it scheduled. */
-  retryScheduler: BrokerRetryScheduler;
   relay: ChangeFeedTrigger;
   relayRegistration: CosmosDBFunction;
   /** The relay's listener starting (the host retries it while it cannot). */
@@ -636,65 +636,43 @@ interface Parties {
 }
 
 /**
- * The app's runtime on the model for one run: its Cosmos DB calls take their turns (the run's
- * client), its waits, clock and random choices are the model's, it publishes to the broker model
- * and schedules its delayed retries there, and its breaker (one per instance, as in Azure) is fresh
- * and on the model clock. The handlers of the consumers that declare delayedRetry throw while the
- * model clock is in a window of `dependency` (the slow-dependency fault), without a change to the
- * consumers' code: their registered `handle` is wrapped. `restore` puts back what the app had.
+ * The app's runtime on the model for one run (the dev kit's appOnSimulation: its container, clock,
+ * randomness, breaker and delayed-retry copies; here also the run's publisher and duplicate window,
+ * and the server's latency in model time), and the sample's slow-dependency fault on top: the
+ * handlers of the consumers that declare delayedRetry throw while the model clock is in a window of
+ * `dependency`, without a change to the consumers' code (their registered `handle` is wrapped).
+ * `restore` puts back what the app had.
  */
 function appOnModel(
   { seed, duplicateWindowMs = 3_600_000 }: ScenarioOptions,
-  clock: Clock,
-  container: Container,
-  { publisher, retryScheduler }: Pick<Parties, 'publisher' | 'retryScheduler'>,
+  simulation: Simulation,
+  { container, broker, publisher }: Pick<Parties, 'container' | 'broker' | 'publisher'>,
+  cosmos: LocalCosmos,
 ): {
   runtime: InboxRuntime;
   transitions: { opened: number; closed: number };
+  /** The delayed copies the app scheduled on the broker. */
+  retryScheduler: BrokerRetryScheduler;
   /** When the delayed-retry consumers' dependency is slow. */
   dependency: SlowDependencyWindows;
   /** The functions of the app's inbox consumers (the others are versioned). */
   inboxFunctions: ReadonlySet<string>;
   restore: () => void;
 } {
+  const { clock } = simulation;
   // Required here, not imported: loading src/app.ts validates the settings start() has just set.
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- deferred on purpose
   const { inboxRuntime, registeredConsumers } = require('../../src/app') as AppModule;
   const runtime = inboxRuntime();
-  const { options: appBreaker } = runtime.breaker;
-  const saved = {
-    container: runtime.container,
-    now: runtime.now,
-    sleep: runtime.sleep,
-    random: runtime.random,
-    publisher: runtime.publisher,
-    retryScheduler: runtime.retryScheduler,
-    settings: runtime.settings,
-  };
   const transitions = { opened: 0, closed: 0 };
-  Object.assign(runtime, {
+  const onSimulation = appOnSimulation(runtime, simulation, {
     container,
-    now: () => new Date(clock.now()),
-    sleep: (ms: number) => clock.sleep(ms),
-    random: seededRandom(seed ^ 0x68e31da4),
+    seed,
+    broker,
     publisher,
-    retryScheduler,
-    // The window the run's broker keeps, as the Bicep gives the topics and the app one value: the
-    // inbox dates a resend after the window by it (duplicateCause.ts).
-    settings: {
-      ...saved.settings,
-      serviceBus: { ...saved.settings.serviceBus, duplicateWindowSeconds: duplicateWindowMs / 1000 },
-    },
-  });
-  runtime.breaker = new CircuitBreaker({
-    ...appBreaker,
-    clock,
-    random: seededRandom(seed ^ 0x27d4eb2f),
-    probe: () => container.item('inbox-breaker-probe', 'inbox-breaker-probe').read(),
-    onTransition: (transition) => {
-      appBreaker.onTransition?.(transition);
-      transitions[transition.state === 'open' ? 'opened' : 'closed']++;
-    },
+    duplicateWindowMs,
+    cosmos,
+    onTransition: (transition) => transitions[transition.state === 'open' ? 'opened' : 'closed']++,
   });
   const inboxFunctions = new Set(
     [...registeredConsumers().values()].filter((c) => c.kind === 'inbox').map((c) => functionNameOf(c.name)),
@@ -723,11 +701,11 @@ function appOnModel(
   return {
     runtime,
     transitions,
+    retryScheduler: onSimulation.retryScheduler,
     dependency,
     inboxFunctions,
     restore: () => {
-      Object.assign(runtime, saved);
-      runtime.breaker = new CircuitBreaker(appBreaker);
+      onSimulation.restore();
       for (const { consumer, handle } of wrapped) consumer.handle = handle;
     },
   };
@@ -821,22 +799,14 @@ async function startRelay(parties: Parties, clock: Clock, stopped: () => boolean
  */
 async function drained(parties: Parties, simulation: Simulation): Promise<void> {
   const { host, relay, relayRegistration } = parties;
-  const { clock } = simulation;
   const relayIdle = (): boolean => !parties.relayStarted || relay.idle;
-  const pollMs = relayRegistration.feedPollDelay ?? 5_000;
-  for (;;) {
-    await simulation.until(() => host.idle && relayIdle());
-    const before = host.deliveries.length + relay.invocations.length;
-    await clock.sleep(pollMs + 1);
-    await simulation.until(() => host.idle && relayIdle());
-    if (
-      host.deliveries.length + relay.invocations.length === before &&
-      // A delayed copy scheduled for later keeps the run going: the clock moves on to it.
-      [...parties.broker.topics.values()].every((topic) => topic.scheduledCount === 0) &&
-      (await pendingOutbox(parties.container)) === 0
-    )
-      return;
-  }
+  await settled(simulation, {
+    idle: () => host.idle && relayIdle(),
+    activity: () => host.deliveries.length + relay.invocations.length,
+    quietMs: (relayRegistration.feedPollDelay ?? 5_000) + 1,
+    broker: parties.broker,
+    pending: async () => (await pendingOutbox(parties.container)) > 0,
+  });
 }
 
 /** Which delivery wrote each inbox marker of the run, and when (model time): causes.ts. */

@@ -1,4 +1,5 @@
 import type { Container } from '@azure/cosmos';
+import type { ScheduleRecord } from '@idempotent-consumers/devkit';
 import {
   type Marker,
   MARKER_TYPE,
@@ -25,7 +26,7 @@ import {
   SUBJECTS,
   type UnappliedPayment,
 } from '../src';
-import { type PublishRecord, type ScheduleRecord } from './publisher';
+import { type PublishRecord } from './publisher';
 import type { TopicOutage } from './run';
 import type { Workload, WorkloadEvent } from './workload';
 

@@ -2,7 +2,7 @@
  * The dev kit's one entry (@idempotent-consumers/devkit): the CLI kit every command is built on
  * (flags, exit codes, errors, progress, tables, formatted reports; src/cli/README.md) and the
  * project it works on, and verify (a consumer's test proves it exactly-once under faults, as
- * `npm run verify` does: src/verify). The commands themselves run from package.json's scripts.
+ * `npm run verify` does: src/verify, and the app on a deterministic simulation it runs on). The commands themselves run from package.json's scripts.
  */
 export { bounded, EnvironmentError, ToolError, UsageError } from './cli/errors';
 export { formatted, writeFormatted } from './cli/formatted';
@@ -34,4 +34,13 @@ export {
   usageError,
 } from './cli/tool';
 export { connectServiceBus, topicFor, toServiceBusMessage } from './tools/serviceBus';
+export {
+  type AppOnSimulation,
+  appOnSimulation,
+  type AppOnSimulationOptions,
+  BrokerRetryScheduler,
+  type ScheduleRecord,
+  settled,
+  type SettledOptions,
+} from './verify/appOnSimulation';
 export { type Failure, type Verdict, verifyConsumers, type VerifyOptions } from './verify/verify';

@@ -14,13 +14,10 @@ import {
 import { ServiceBusClient } from '@azure/service-bus';
 import {
   bindingOf,
-  CircuitBreaker,
   type Consumer,
   functionNameOf,
   type InboxRuntime,
   MARKER_TYPE,
-  type RetryScheduler,
-  serviceBusMessageOf,
   survivableOutageSeconds,
 } from '@idempotent-consumers/inbox/internal';
 import {
@@ -39,6 +36,7 @@ import {
 } from '@idempotent-consumers/local-azure';
 
 import { appFunctions, appTopology, PROJECT_ROOT, RETRY_COPIES } from '../cli/project';
+import { type AppOnSimulation, appOnSimulation, settled } from './appOnSimulation';
 import { type Snapshot, snapshotOf } from './compare';
 
 /**
@@ -323,7 +321,7 @@ export class VerifyEnvironment {
     const idle = (): boolean => hosts.every((host) => host.idle);
     const deliveries = (): number => hosts.reduce((sum, host) => sum + host.deliveries.length, 0);
     this.injectFaults(faults, seed);
-    const restore = this.moveRuntime(container, clock, seed, broker);
+    const app = this.onSimulation(simulation, container, seed, broker);
     const outside = noOutside();
     this.outside = outside;
     this.simulation = simulation;
@@ -336,16 +334,8 @@ export class VerifyEnvironment {
         contentType: 'application/json',
       });
     };
-    const drained = async (): Promise<void> => {
-      for (;;) {
-        await simulation.until(idle);
-        const before = deliveries();
-        await clock.sleep(LOCK_MS + 1);
-        await simulation.until(idle);
-        if (deliveries() === before && [...broker.topics.values()].every((t) => t.scheduledCount === 0))
-          return;
-      }
-    };
+    const drained = (): Promise<void> =>
+      settled(simulation, { idle, activity: deliveries, quietMs: LOCK_MS + 1, broker });
     const stopping: Promise<void>[] = [];
     try {
       startHost();
@@ -385,7 +375,7 @@ export class VerifyEnvironment {
       this.simulation = undefined;
       this.outside = undefined;
       this.cosmos.faults.clear();
-      restore();
+      app.restore();
     }
     const subscription = broker.subscription(binding.topic, binding.subscription);
     return {
@@ -410,7 +400,7 @@ export class VerifyEnvironment {
     const outside = noOutside();
     this.outside = outside;
     const simulation = new Simulation();
-    const restore = this.moveRuntime(container, simulation.clock, 1, undefined);
+    const app = this.onSimulation(simulation, container, 1, undefined);
     const enqueuedTimeUtc = new Date(simulation.clock.now());
     try {
       for (const [messageId, message] of messages) {
@@ -426,7 +416,7 @@ export class VerifyEnvironment {
       }
     } finally {
       this.outside = undefined;
-      restore();
+      app.restore();
     }
     return { snapshot: snapshotOf(await documentsOf(container), volatile), failed, outside };
   }
@@ -484,53 +474,19 @@ export class VerifyEnvironment {
       });
   }
 
-  /**
-   * The app's runtime on the run: its container, the run's clock and randomness, a circuit breaker on
-   * that clock, and delayed-retry copies scheduled on the run's broker. Returns the undo.
-   */
-  private moveRuntime(
+  /** The app's runtime on the run (appOnSimulation.ts), the server's injected latency in model time. */
+  private onSimulation(
+    simulation: Simulation,
     container: Container,
-    clock: Simulation['clock'],
     seed: number,
     broker: Broker | undefined,
-  ): () => void {
-    const runtime = this.module.inboxRuntime();
-    const saved = {
-      container: runtime.container,
-      now: runtime.now,
-      sleep: runtime.sleep,
-      random: runtime.random,
-      breaker: runtime.breaker,
-      retryScheduler: runtime.retryScheduler,
-    };
-    const retryScheduler: RetryScheduler = {
-      schedule(topic, message, enqueueAt) {
-        if (broker === undefined)
-          return Promise.reject(new Error('A reference run schedules no delayed retry: the message failed.'));
-        broker
-          .topic(topic)
-          .send({ ...serviceBusMessageOf(message), scheduledEnqueueTime: enqueueAt.getTime() });
-        return Promise.resolve();
-      },
-    };
-    Object.assign(runtime, {
+  ): AppOnSimulation {
+    return appOnSimulation(this.module.inboxRuntime(), simulation, {
       container,
-      now: () => new Date(clock.now()),
-      sleep: (ms: number) => clock.sleep(ms),
-      random: seededRandom(seed ^ 0x68e31da4),
-      retryScheduler,
-      breaker: new CircuitBreaker({
-        ...saved.breaker.options,
-        clock,
-        random: seededRandom(seed ^ 0x27d4eb2f),
-        probe: () => container.item('inbox-breaker-probe', 'inbox-breaker-probe').read(),
-      }),
+      seed,
+      cosmos: this.cosmos,
+      ...(broker === undefined ? {} : { broker }),
     });
-    this.cosmos.setLatencyWait((ms) => this.simulation?.parked(ms) ?? clock.sleep(ms));
-    return () => {
-      Object.assign(runtime, saved);
-      this.cosmos.setLatencyWait(undefined);
-    };
   }
 }
 
