@@ -11,6 +11,7 @@ import { InvoiceStatusChanged } from './messages';
 export const invoiceStatusProjector = defineVersionedConsumer({
   name: 'billing.invoice-status-projector',
   schema: InvoiceStatusChanged,
+  examples: [{ invoiceId: 'INV-1', status: 'Paid', version: 2 }],
   project: (event): InvoiceStatus => ({
     id: invoiceStatusId(event.invoiceId),
     partitionKey: invoicePartition(event.invoiceId),

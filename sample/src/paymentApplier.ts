@@ -24,6 +24,7 @@ import { PaymentReceived } from './messages';
 export const paymentApplier = defineInboxConsumer({
   name: 'billing.payment-applier',
   schema: PaymentReceived,
+  examples: [{ paymentId: 'PAY-1', invoiceId: 'INV-1', amount: 12.5, currency: 'EUR' }],
   partitionKey: (payment) => invoicePartition(payment.invoiceId),
   eventKey: { of: (payment) => payment.paymentId, onConflict: 'absorb' },
 

@@ -31,6 +31,10 @@ const StockOutcome = z.union([BackorderCreated, StockReserved]);
 export const shipmentPlanner = defineInboxConsumer({
   name: 'shipping.shipment-planner',
   schema: StockOutcome,
+  examples: [
+    { orderId: 'ORD-1', productId: 'SKU-1', quantity: 2 },
+    { orderId: 'ORD-2', productId: 'SKU-1', quantity: 5, reason: 'insufficient-stock' },
+  ],
   partitionKey: (outcome) => orderPartition(outcome.orderId),
 
   handle(outcome, tx, delivery) {

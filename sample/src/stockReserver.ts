@@ -21,6 +21,7 @@ import { type BackorderCreated, OrderCreated, type StockReserved, SUBJECTS } fro
 export const stockReserver = defineInboxConsumer({
   name: 'inventory.stock-reserver',
   schema: OrderCreated,
+  examples: [{ orderId: 'ORD-1', productId: 'SKU-1', quantity: 2 }],
   partitionKey: (order) => productPartition(order.productId),
 
   handle(order, tx) {

@@ -20,6 +20,13 @@ interface ConsumerDeclaration<M> {
   name: string;
   /** Validates the body; a body it refuses is poison (`schema-violation`) and the handler never sees it. */
   schema: MessageSchema<M>;
+  /**
+   * Messages as the producer sends them, each one the schema accepts: `npm run verify` runs them
+   * beside those it makes from the schema (and alone when the schema is not zod's), and a reader
+   * sees what the consumer takes.
+   * @default [] (none)
+   */
+  examples?: readonly NoInfer<M>[];
 }
 
 export interface InboxConsumerDeclaration<M> extends ConsumerDeclaration<M> {

@@ -560,6 +560,7 @@ export const ${identifier}Partition = (id: string): string => \`${name}:\${id}\`
 export const ${identifier} = defineInboxConsumer({
   name: '${name}',
   schema: ${subject},
+  examples: [{ id: 'A-1', quantity: 3 }],
   partitionKey: (event) => ${identifier}Partition(event.id),
 
   handle(event, tx) {
@@ -615,6 +616,7 @@ export function ${identifier}Of<M>(reads: InboxConsumer<M>): InboxConsumer<M> {
   return defineInboxConsumer({
     name: '${name}',
     schema: reads.schema,
+    ...(reads.examples === undefined ? {} : { examples: reads.examples }),
     partitionKey: (message) => reads.partitionKey(message),
 
     handle(_message, tx) {
@@ -663,6 +665,7 @@ export const ${identifier}Partition = (id: string): string => \`${name}:\${id}\`
 export const ${identifier} = defineVersionedConsumer({
   name: '${name}',
   schema: ${subject},
+  examples: [{ id: 'A-1', state: 'Ready', version: 1 }],
   project: (event) => ({
     id: event.id,
     partitionKey: ${identifier}Partition(event.id),
@@ -842,7 +845,7 @@ describe('${name}', () => {
 function versionedTest({ name }: ConsumerRequest): string {
   const functionName = functionNameOf(name);
   const identifier = camelCase(functionName);
-  return `${testPreamble(`import { ${identifier}Partition } from '../../src/consumers/${functionName}';`)}
+  return `${testPreamble(`import { ${identifier}Partition } from '../../src/consumers/${functionName}';`, undefined, true)}
 
 const stored = async (id: string): Promise<Record<string, unknown> | undefined> =>
   (await stack.container.item(id, ${identifier}Partition(id)).read<Record<string, unknown>>()).resource;
@@ -872,6 +875,13 @@ describe('${name}', () => {
     expect((result.error as PoisonMessageError).reason).toBe('schema-violation');
     expect(await stored('A-3')).toBeUndefined();
   });
+
+  it('keeps the newest state under duplicates, crashes, lost completions and races (npm run verify)', async () => {
+    const [verdict] = await verifyConsumers(['${name}'], { runs: ${VERIFY_RUNS}, seed: ${VERIFY_SEED} });
+
+    expect(verdict?.failure ?? verdict?.skipped).toBeUndefined();
+    expect(verdict?.ok).toBe(true);
+  }, 120_000);
 });
 `;
 }

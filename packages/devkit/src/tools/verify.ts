@@ -25,13 +25,13 @@ const MAX_RUNS = 10_000;
 
 const USAGE = `Usage:
   npm run verify [-- <consumer> ...] [--runs ${RUNS}] [--seed <n>] [--path <p>] [--max-messages ${MAX_MESSAGES}] [--volatile <field>]
-Proves a consumer's effect happens once: messages made from its schema go through the faults a
+Proves a consumer's effect happens once: messages made from its schema (and its examples) go through the faults a
 delivery meets in Azure (duplicates inside and after the window, crashes before and after the commit,
 lost completions, 429 and 503, a response lost after its write, a lock that runs out while the
 handler still runs, several deliveries at once), on local Azure in this process; the documents each
-run leaves must equal those of the same messages applied once, in the order the run committed them.
-A difference is shrunk to a small case and printed with its likely cause and the command that
-replays it. Every registered consumer by default. Versioned consumers are not verified yet (listed).
+run leaves must equal those of the same messages applied once, in the order the run committed them
+(a versioned consumer's, in the order of their versions). A difference is shrunk to a small case and
+printed with its likely cause and the command that replays it. Every registered consumer by default.
 Options:
   --runs <n>          runs per consumer (1 to ${MAX_RUNS}, default ${RUNS})
   --seed <n>          replay: the seed a report printed (default: random, printed)

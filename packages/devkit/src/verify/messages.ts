@@ -1,3 +1,4 @@
+import type { MessageSchema } from '@idempotent-consumers/inbox/internal';
 import fc from 'fast-check';
 import { z } from 'zod';
 
@@ -135,9 +136,37 @@ const lowest = (schema: JsonSchema, step: number): number | undefined =>
 const highest = (schema: JsonSchema, step: number): number | undefined =>
   schema.exclusiveMaximum !== undefined ? schema.exclusiveMaximum - step : schema.maximum;
 
-/** The arbitrary of a consumer's messages: its schema's, each value one the schema accepts. */
-export function messagesArbitrary(consumer: string, schema: unknown): fc.Arbitrary<unknown> {
+/** An example a consumer declares that its own schema refuses. */
+export class InvalidExampleError extends Error {}
+
+/**
+ * The arbitrary of a consumer's messages: its schema's, each value one the schema accepts, and its
+ * declared examples among them (one message in four). A schema that is not zod's is verified on its
+ * examples alone; without examples it is refused (UnsupportedSchemaError). An example the schema
+ * refuses is an InvalidExampleError, named by its place.
+ */
+export function messagesArbitrary(
+  consumer: string,
+  schema: MessageSchema<unknown>,
+  examples: readonly unknown[] = [],
+): fc.Arbitrary<unknown> {
+  for (const [index, example] of examples.entries()) {
+    const parsed = schema.safeParse(example);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const where =
+        issue === undefined ? '' : ` (${issue.path.map(String).join('.') || 'body'}: ${issue.message})`;
+      throw new InvalidExampleError(
+        `${consumer}: its example ${index + 1} does not pass its own schema${where.slice(0, 300)}.`,
+      );
+    }
+  }
+  const declared = examples.length === 0 ? undefined : fc.constantFrom(...examples);
+  if (declared !== undefined && !(schema instanceof z.ZodType)) return declared;
   const json = jsonSchemaOf(consumer, schema);
   const zod = schema as z.ZodType;
-  return arbitraryOf(json).filter((message) => zod.safeParse(message).success);
+  const generated = arbitraryOf(json).filter((message) => zod.safeParse(message).success);
+  return declared === undefined
+    ? generated
+    : fc.oneof({ arbitrary: generated, weight: 3 }, { arbitrary: declared, weight: 1 });
 }

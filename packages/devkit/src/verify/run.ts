@@ -38,6 +38,7 @@ import {
 import { appFunctions, appTopology, PROJECT_ROOT, RETRY_COPIES } from '../cli/project';
 import { type AppOnSimulation, appOnSimulation, settled } from './appOnSimulation';
 import { type Snapshot, snapshotOf } from './compare';
+import { inVersionOrder } from './versioned';
 
 /**
  * One verify run of a consumer (issue 43): the faulty run and the reference runs it is compared
@@ -54,7 +55,9 @@ import { type Snapshot, snapshotOf } from './compare';
  *              deterministic simulation (local Azure's Simulation): a seed replays the run
  *   reference  each message applied once, one at a time, through the worker path, on a fresh
  *              container: those the faulty run committed in the order of its markers' log sequence
- *              numbers, then the others; twice, so that a value that changes from run to run shows
+ *              numbers, then the others (a versioned consumer's, which keeps no markers, in the
+ *              order of their versions: versioned.ts); twice, so that a value that changes from run
+ *              to run shows
  */
 export interface RunFaults {
   crashBeforeCommit: number;
@@ -248,9 +251,13 @@ export class VerifyEnvironment {
     try {
       const faulty = await this.faultyRun(consumer, messages, faults, seed, volatile);
       const byId = new Map(messages.map((message, index) => [messageIdOf(index), message]));
-      // The committed ones in their order, then those the faulty run did not commit (dead-lettered).
+      // The committed ones in their order, then those the faulty run did not commit (dead-lettered);
+      // a versioned consumer's in the order of their versions (it keeps no markers).
       const rest = [...byId.keys()].filter((id) => !faulty.committed.includes(id));
-      const inOrder = [...faulty.committed, ...rest].map((id) => [id, byId.get(id)] as const);
+      const inOrder =
+        consumer.kind === 'versioned'
+          ? inVersionOrder(consumer, [...byId])
+          : [...faulty.committed, ...rest].map((id) => [id, byId.get(id)] as const);
       const reference = await this.referenceRun(consumer, inOrder, volatile);
       const referenceAgain = await this.referenceRun(consumer, inOrder, volatile);
       return {

@@ -3,6 +3,7 @@ import { z } from 'zod';
 
 import {
   arbitraryOf,
+  InvalidExampleError,
   jsonSchemaOf,
   messagesArbitrary,
   POOL,
@@ -71,6 +72,37 @@ describe('messages from a schema', () => {
     expect(() => messagesArbitrary('legacy.consumer', adapter)).toThrow(UnsupportedSchemaError);
     expect(() => messagesArbitrary('legacy.consumer', adapter)).toThrow(
       /^legacy\.consumer: its schema is not a zod schema/,
+    );
+  });
+
+  it("draw the consumer's declared examples among them, about one in four", () => {
+    const example = { ...sample(messagesArbitrary('orders', Order), 6, 1)[0]!, orderId: 'declared-example' };
+
+    const messages = sample(messagesArbitrary('orders', Order, [example]), 7, 200);
+
+    const declared = messages.filter((message) => JSON.stringify(message) === JSON.stringify(example));
+    expect(declared.length).toBeGreaterThan(20);
+    expect(declared.length).toBeLessThan(100);
+  });
+
+  it('refuse an example the schema refuses, by its place and the first issue', () => {
+    const valid = sample(messagesArbitrary('orders', Order), 8, 1)[0];
+
+    expect(() => messagesArbitrary('orders', Order, [valid, { ...(valid as object), quantity: -1 }])).toThrow(
+      InvalidExampleError,
+    );
+    expect(() => messagesArbitrary('orders', Order, [valid, { ...(valid as object), quantity: -1 }])).toThrow(
+      /^orders: its example 2 does not pass its own schema \(quantity: /,
+    );
+  });
+
+  it("verify a schema that is not zod's on its examples alone", () => {
+    const adapter = { safeParse: (input: unknown) => ({ success: true as const, data: input }) };
+
+    const messages = sample(messagesArbitrary('legacy.consumer', adapter, [{ id: 'a' }, { id: 'b' }]), 9, 30);
+
+    expect(new Set(messages.map((message) => JSON.stringify(message)))).toEqual(
+      new Set(['{"id":"a"}', '{"id":"b"}']),
     );
   });
 });

@@ -18,7 +18,10 @@ interface Planted {
   cause: RegExp;
   imports?: string;
   state?: string;
-  handle: string;
+  /** An inbox consumer's handler body; */
+  handle?: string;
+  /** or a versioned consumer's `project` body. */
+  project?: string;
 }
 
 const OWN_CLIENT = `let client: CosmosClient | undefined;
@@ -69,6 +72,13 @@ const own = () => (sender ??= new ServiceBusClient(process.env.ServiceBusConnect
     handle: `const { resource } = await own().item(event.id, tx.partitionKey).read<{ total: number }>();
     tx.upsert({ id: event.id, partitionKey: tx.partitionKey, type: 'planted', total: (resource?.total ?? 0) + event.quantity });`,
   },
+  {
+    name: 'planted.versioned-counter',
+    cause: /^state kept between deliveries/,
+    state: 'let projected = 0;',
+    project: `projected += 1;
+    return { id: event.id, partitionKey: \`planted:\${event.id}\`, version: event.quantity, projected };`,
+  },
 ];
 
 function plant(project: ProjectCopy, planted: Planted): string {
@@ -86,21 +96,31 @@ function plant(project: ProjectCopy, planted: Planted): string {
   expect(identifier).toBeDefined();
   writeFileSync(
     path.join(project.root, 'src', 'consumers', `${own.function}.ts`),
-    `import { defineInboxConsumer } from '@idempotent-consumers/inbox';
+    `import { ${planted.project === undefined ? 'defineInboxConsumer' : 'defineVersionedConsumer'} } from '@idempotent-consumers/inbox';
 import { z } from 'zod';
 ${planted.imports ?? ''}
 
 const Event = z.object({ id: z.string().regex(/^[a-z0-9-]{1,40}$/), quantity: z.number().int().positive().max(1000) });
 ${planted.state ?? ''}
 
-export const ${identifier} = defineInboxConsumer({
+export const ${identifier} = ${
+      planted.project === undefined
+        ? `defineInboxConsumer({
   name: '${own.name}',
   schema: Event,
   partitionKey: (event) => \`planted:\${event.id}\`,
   async handle(event, tx) {
     ${planted.handle}
   },
-});
+});`
+        : `defineVersionedConsumer({
+  name: '${own.name}',
+  schema: Event,
+  project(event) {
+    ${planted.project}
+  },
+});`
+    }
 `,
   );
   return own.name;
@@ -125,9 +145,14 @@ describe('npm run verify on planted defects', () => {
         new RegExp(`^  replay: npm run verify -- ${names[index]} --seed \\d+ --path [\\d:]+$`),
       );
     }
-    // The sample's inbox consumers, while the sample is in the project.
+    // The sample's four consumers, while the sample is in the project.
     const samples = existsSync(path.join(copy().root, 'sample'))
-      ? ['billing.payment-applier', 'inventory.stock-reserver', 'shipping.shipment-planner']
+      ? [
+          'billing.invoice-status-projector',
+          'billing.payment-applier',
+          'inventory.stock-reserver',
+          'shipping.shipment-planner',
+        ]
       : [];
     for (const sample of samples)
       expect(lines.find((text) => text.includes(` ${sample}: `))).toMatch(
