@@ -4,6 +4,10 @@
  * container, a consumer defined in the test, every document of a partition, and what a delivery
  * ended in. It imports zod (an optional peer dependency: a consumer's app has it).
  *
+ * Proving a consumer exactly-once under faults (`npm run verify`) is the dev kit's `verifyConsumers`
+ * (`@idempotent-consumers/devkit`), not this entry's: it runs on local Azure, which the library,
+ * deployed with the app, does not depend on.
+ *
  * @packageDocumentation
  */
 import type { Container } from '@azure/cosmos';
