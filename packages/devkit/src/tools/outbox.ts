@@ -30,14 +30,14 @@ const DEFAULT_MAX = 50;
 const MAX = 1000;
 
 const USAGE = `Usage:
-  npm run outbox -- list [--pending | --unsendable] [--max ${DEFAULT_MAX}]
+  npm run outbox [-- list] [--pending | --unsendable] [--max ${DEFAULT_MAX}]
   npm run outbox -- show <messageId>
   npm run outbox -- resend <messageId> [<messageId>...] [--dry-run]
   npm run outbox -- discard <messageId> [<messageId>...] [--dry-run]
 The outbox of the app's Cosmos DB container: the messages consumers published (tx.publish) that are
 not sent yet (pending), or that the relay set aside as unsendable, with why. Never their content: the
 message's size and the start of its SHA-256 (show --body prints it).
-  list      oldest first: status, age, topic, subject, MessageId, who published it, and the reason
+  list      (the default) oldest first: status, age, topic, subject, MessageId, who published it, and the reason
             an unsendable one was set aside
   show      one outbox message, by the MessageId it is sent with
   resend    an unsendable message back to pending, once what made it unsendable is fixed: the relay
@@ -116,15 +116,10 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
 }
 
 function parseRequest(values: Flags, positionals: string[]): Request {
-  const [command, ...messageIds] = positionals;
-  if (!COMMANDS.includes(command as Command)) {
-    throw usageError(
-      command === undefined
-        ? 'Say what to do: list, show, resend or discard.'
-        : `Unknown command '${bounded(command, 40)}'.`,
-      USAGE,
-    );
-  }
+  // Nothing said: list, what one runs the command to see.
+  const [command = 'list', ...messageIds] = positionals;
+  if (!COMMANDS.includes(command as Command))
+    throw usageError(`Unknown command '${bounded(command, 40)}': list, show, resend or discard.`, USAGE);
   const chosen = command as Command;
   const stray = (Object.keys(values) as (keyof Flags)[]).filter(
     (flag) => flag !== 'help' && values[flag] !== undefined && !COMMAND_FLAGS[chosen].includes(flag),

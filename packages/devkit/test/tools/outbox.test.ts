@@ -83,6 +83,10 @@ describe('npm run outbox', () => {
     expect(code).toBe(0);
     const text = out.join('\n');
     expect(text).toContain('unsendable: 1 message(s).');
+    // list is the default: the same without it.
+    const { context: bare, out: bareOut } = captured(env);
+    expect(await outbox(['--unsendable'], bare)).toBe(0);
+    expect(bareOut).toEqual(out);
     expect(text).toContain(idOf(documents, 'Huge'));
     expect(text).toContain('too-large: Service Bus refused its size');
     expect(text).not.toContain(idOf(documents, 'Fine'));
@@ -155,11 +159,10 @@ describe('npm run outbox', () => {
   });
 
   it.each([
-    [[], 'Say what to do'],
     [['resend'], 'Say which MessageIds to resend'],
     [['list', '--body'], 'list does not take --body'],
     [['show', 'a', 'b'], 'show takes one MessageId'],
-    [['purge'], "Unknown command 'purge'"],
+    [['purge'], "Unknown command 'purge': list, show, resend or discard"],
   ])('refuses %j with its usage (exit 2) before connecting', async (argv, message) => {
     const { context, err } = captured({});
 
