@@ -61,7 +61,7 @@ const SHOWS: Record<string, RegExp[]> = {
   'sleep 20': [],
   // After the window Service Bus delivers it again; the inbox marker makes it a duplicate.
   'npm run send -- payment --invoice INV-1 --payment PAY-1 --amount 12.50 --currency EUR': [
-    /billing-payment-applier #\d+ delivery 1 messageId=payment-PAY-1 trace=[0-9a-f]{32}: duplicate → completed/,
+    /billing-payment-applier #\d+ delivery 1 messageId=payment-PAY-1 trace=[0-9a-f]{32}: duplicate \(resend_after_window\) → completed/,
   ],
   'npm run dead-letters -- resubmit billing.payment-applier --all --include-poison': [
     // The copies go through the consumer again and, still broken, come back.

@@ -79,6 +79,7 @@ beforeAll(async () => {
     { cwd: PROJECT_ROOT, env },
   );
   await npmStart.shown(/Ready\. Press Ctrl\+C to stop\./, 0, 180_000);
+  await npmStart.shown(/^Not watching for changes \(--no-watch\)\.$/m, 0);
   actions = consoleOf(npmStart);
   readOnly = new StartedApp(
     process.execPath,

@@ -69,6 +69,10 @@ it('runs, restarts and dead-letters for a consumer added while npm start runs', 
     { cwd: copy().root, env },
   );
   let at = await shown(/^Ready\. Press Ctrl\+C to stop\.$/m, 0);
+  await shown(
+    /^Watching for changes \(--watch\): a saved change to the app's sources rebuilds and restarts it\.$/m,
+    0,
+  );
   const own = unusedConsumer(copy(), {
     name: 'probe.widget-counter',
     topic: 'business-events',

@@ -26,6 +26,28 @@ describe("npm start's output", () => {
     );
     expect(lines[2]).toMatch(/totals: 0 deliveries: .*taken by no subscription 1 \| inbox markers 0$/);
   });
+
+  it('gives only the advice that applies: in watch mode, saving the files loads a new subscription', () => {
+    const lines: string[] = [];
+    const output = new LiveOutput(
+      (line) => lines.push(line),
+      () => Promise.resolve(''),
+      'PT1H',
+      { watching: true },
+    );
+
+    output.matchedNoSubscription('business-events', {
+      messageId: 'w-2',
+      subject: 'WidgetCounted',
+      body: '{}',
+    });
+    output.stop();
+
+    expect(lines[0]).toContain(
+      'Its subscription loads once its function file and src/topology.json are saved (watch mode).',
+    );
+    expect(lines[0]).not.toContain('Restart');
+  });
 });
 
 it('says when a topic declares the subject unsubscribed: dropped on purpose, nothing to restart', () => {
@@ -34,8 +56,7 @@ it('says when a topic declares the subject unsubscribed: dropped on purpose, not
     (line) => lines.push(line),
     () => Promise.resolve(''),
     'PT1H',
-    undefined,
-    (topic, subject) => topic === 'shipping-events' && subject === 'ShipmentPlanned',
+    { unsubscribed: (topic, subject) => topic === 'shipping-events' && subject === 'ShipmentPlanned' },
   );
 
   output.matchedNoSubscription('shipping-events', {
@@ -85,6 +106,24 @@ describe("npm start's delivery lines", () => {
       'billing-payment-applier #7 delivery 1 messageId=p-1: processed → completed in 12 ms; wrote invoice:INV-1: patch INV-1, create payment-P1',
       'billing-payment-applier #7 delivery 1 messageId=p-1: processed → completed in 12 ms; wrote p: create a, and 2 more',
       'billing-payment-applier #7 delivery 1 messageId=p-1: processed → completed in 12 ms',
+    ]);
+  });
+
+  it("say a duplicate's cause, as the console and the logs in Azure do", () => {
+    const lines: string[] = [];
+    const output = new LiveOutput(
+      (line) => lines.push(line),
+      () => Promise.resolve(''),
+      'PT1H',
+    );
+
+    output.delivery({ ...delivered([]), outcome: 'duplicate', cause: 'redelivery-after-lock-expiry' });
+    output.delivery({ ...delivered([]), outcome: 'processed', alternative: 'backorder' });
+    output.stop();
+
+    expect(lines.map((line) => line.slice(9))).toEqual([
+      'billing-payment-applier #7 delivery 1 messageId=p-1: duplicate (redelivery-after-lock-expiry) → completed in 12 ms',
+      'billing-payment-applier #7 delivery 1 messageId=p-1: processed (backorder) → completed in 12 ms',
     ]);
   });
 

@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { watchMode } from '../../src/tools/start/cli';
 import { SourceWatcher } from '../../src/tools/start/watch';
 
 /**
@@ -86,4 +87,23 @@ it("follows the latest build's sources: a folder they now use is watched, one th
   write(join('src', 'consumers', 'points.ts'));
 
   expect(await batch).toEqual([join('src', 'consumers', 'points.ts')]);
+});
+
+describe('whether npm start watches, and why (its banner says it)', () => {
+  it.each([
+    [{ watch: true, 'no-watch': false }, false, { watch: true, why: '--watch' }],
+    [{ watch: false, 'no-watch': true }, true, { watch: false, why: '--no-watch' }],
+    [
+      { watch: false, 'no-watch': false },
+      true,
+      { watch: true, why: 'output is a terminal; --no-watch turns it off' },
+    ],
+    [
+      { watch: false, 'no-watch': false },
+      false,
+      { watch: false, why: 'output is not a terminal; --watch turns it on' },
+    ],
+  ])('%j, a terminal: %s', (flags, terminal, expected) => {
+    expect(watchMode(flags, terminal)).toEqual(expected);
+  });
 });

@@ -127,6 +127,8 @@ interface StartRequest {
   appDirectory: string;
   runFile: string;
   watch: boolean;
+  /** Why watch mode is on or off, as the banner says it. */
+  watchWhy: string;
 }
 
 /** The app's settings (the files, then the environment), validated as the app validates them. */
@@ -201,7 +203,7 @@ function startRequest(values: FlagValues<typeof FLAGS>, context: ToolContext): S
     );
   }
   if (values.watch && values['no-watch']) throw usageError('Pass --watch or --no-watch, not both.', USAGE);
-  const watch = values.watch || (!values['no-watch'] && process.stdout.isTTY === true);
+  const { watch, why: watchWhy } = watchMode(values, process.stdout.isTTY === true);
   return {
     cosmosPort,
     serviceBusPort,
@@ -210,7 +212,20 @@ function startRequest(values: FlagValues<typeof FLAGS>, context: ToolContext): S
     appDirectory,
     runFile,
     watch,
+    watchWhy,
   };
+}
+
+/** Whether npm start watches the app's sources, and why: the flags, else whether its output is a terminal. */
+export function watchMode(
+  flags: { watch: boolean; 'no-watch': boolean },
+  terminal: boolean,
+): { watch: boolean; why: string } {
+  if (flags.watch) return { watch: true, why: '--watch' };
+  if (flags['no-watch']) return { watch: false, why: '--no-watch' };
+  return terminal
+    ? { watch: true, why: 'output is a terminal; --no-watch turns it off' }
+    : { watch: false, why: 'output is not a terminal; --watch turns it on' };
 }
 
 /** The app's settings, validated before anything starts (the app validates them again on load). */
@@ -267,14 +282,11 @@ async function startEverything(
   started.add(() => cosmosClient.dispose());
   const database = (await cosmosClient.databases.createIfNotExists({ id: databaseId })).database;
   const container = await ensureAppContainer(database, containerId);
-  const output = new LiveOutput(
-    context.out,
-    () => totals(container, serviceBus),
-    duplicateWindow,
-    undefined,
-    (topic, subject) =>
+  const output = new LiveOutput(context.out, () => totals(container, serviceBus), duplicateWindow, {
+    unsubscribed: (topic, subject) =>
       currentTopology.topics.find((t) => t.name === topic)?.unsubscribedSubjects?.includes(subject) === true,
-  );
+    watching: request.watch,
+  });
   started.add(() => output.stop());
   // The console's live feed hears what the output prints.
   const current: { hosted?: HostedApp } = {};
@@ -640,6 +652,9 @@ function readyLines({
       (f) =>
         `  ${f.name}: change feed of ${f.databaseName}/${f.containerName}, leases in ${f.leaseContainerName}`,
     ),
+    request.watch
+      ? `Watching for changes (${request.watchWhy}): a saved change to the app's sources rebuilds and restarts it.`
+      : `Not watching for changes (${request.watchWhy}).`,
     consoleUrl === undefined
       ? 'Console: off (--no-console).'
       : `Console: ${consoleUrl} (this machine only; the token in the address is this run's)`,

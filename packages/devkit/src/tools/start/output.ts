@@ -29,6 +29,15 @@ export interface Totals {
   timerRuns: number;
 }
 
+export interface LiveOutputOptions {
+  /** Quiet time before the totals line; default 1,500 ms. */
+  quietMs?: number;
+  /** Whether the topic declares the subject unsubscribed: published on purpose with no subscription here. */
+  unsubscribed?: (topic: string, subject: string) => boolean;
+  /** Whether watch mode is on: a new consumer's subscription then loads when its files are saved. */
+  watching?: boolean;
+}
+
 export class LiveOutput {
   readonly totals: Totals = {
     deliveries: 0,
@@ -41,26 +50,34 @@ export class LiveOutput {
   private quietTimer: NodeJS.Timeout | undefined;
   private lastTotals: string | undefined;
 
+  private readonly quietMs: number;
+  private readonly unsubscribed: (topic: string, subject: string) => boolean;
+  private readonly watching: boolean;
+
   constructor(
     private readonly write: (line: string) => void,
     /** Counts what a totals line adds (the inbox size, the queues); called once things go quiet. */
     private readonly census: () => Promise<string>,
     private readonly duplicateWindow: string,
-    private readonly quietMs = 1500,
-    /** Whether the topic declares the subject unsubscribed: published on purpose with no subscription here. */
-    private readonly unsubscribed: (topic: string, subject: string) => boolean = () => false,
-  ) {}
+    options: LiveOutputOptions = {},
+  ) {
+    this.quietMs = options.quietMs ?? 1500;
+    this.unsubscribed = options.unsubscribed ?? (() => false);
+    this.watching = options.watching ?? false;
+  }
 
   delivery(d: TriggerDelivery): void {
     this.totals.deliveries++;
     const outcome = d.outcome ?? (d.error === undefined ? 'no outcome logged' : 'failed');
     this.totals.outcomes[outcome] = (this.totals.outcomes[outcome] ?? 0) + 1;
     const error = d.error === undefined ? '' : ` (${bounded(`${d.error.name}: ${d.error.message}`, 160)})`;
+    // A duplicate's cause (packages/inbox/src/duplicateCause.ts) or the alternative a handler recorded.
+    const detail = d.cause ?? d.alternative;
     // The trace id is the delivery's operation_Id in Application Insights (docs/monitor.md, "Follow an event").
     const traced = d.traceId === undefined ? '' : ` trace=${d.traceId}`;
     this.line(
       `${d.function} #${d.sequenceNumber} delivery ${d.deliveryCount} messageId=${id(d.messageId)}${traced}: ` +
-        `${outcome}${d.alternative === undefined ? '' : ` (${d.alternative})`}${error} → ${d.settlement} in ${Math.round(d.handlerMs)} ms` +
+        `${outcome}${detail === undefined ? '' : ` (${bounded(detail, 100)})`}${error} → ${d.settlement} in ${Math.round(d.handlerMs)} ms` +
         wrote(d.logs ?? []),
     );
   }
@@ -79,7 +96,9 @@ export class LiveOutput {
     const why =
       message.subject !== undefined && this.unsubscribed(topic, message.subject)
         ? `, on purpose: ${bounded(message.subject, 100)} is among the unsubscribedSubjects of ${topic} (src/topology.json).`
-        : '. A new consumer in src/topology.json? Restart npm start to load its subscription.';
+        : this.watching
+          ? '. A new consumer? Its subscription loads once its function file and src/topology.json are saved (watch mode).'
+          : '. A new consumer in src/topology.json? Restart npm start (or run it with --watch) to load its subscription.';
     this.line(
       `${topic}: no subscription takes messageId=${id(message.messageId)} (${subject}); Service Bus accepted ` +
         `it and dropped it${why}`,
