@@ -68,13 +68,38 @@ export function sampleShortcuts(): Record<string, EventShortcut> {
   return (require(SAMPLE_CATALOGUE) as { SAMPLE_EVENTS: Record<string, EventShortcut> }).SAMPLE_EVENTS;
 }
 
-/** Every subject a consumer of the app reads, with its consumers' schemas and its MessageId rule. */
-export async function loadSubjectRules(): Promise<Map<string, SubjectRules>> {
+/**
+ * Every subject a consumer of the app reads, with its consumers' schemas and its MessageId rule.
+ * When the app's function files do not load (one that does not compile), the subjects come from
+ * src/topology.json alone and bodies go unchecked; `warn` is told why, so that a broken file does
+ * not stop a send.
+ */
+export async function loadSubjectRules({
+  warn = () => undefined,
+  load = () => loadConsumers({ definitionsOnly: true }),
+}: {
+  warn?: (text: string) => void;
+  load?: () => Promise<ReadonlyMap<string, Consumer>>;
+} = {}): Promise<Map<string, SubjectRules>> {
   const rules = new Map<string, SubjectRules>();
-  for (const consumer of (await loadConsumers({ definitionsOnly: true })).values()) {
-    for (const subject of bindingOf(consumer.name, appTopology()).subjects) {
+  let consumers: ReadonlyMap<string, Consumer> | undefined;
+  try {
+    consumers = await load();
+  } catch (error) {
+    warn(
+      `The app's function files did not load (${bounded(error instanceof Error ? error.message : String(error), 200)}): ` +
+        "src/topology.json's subjects are used alone, and bodies are not checked against the consumers' schemas.",
+    );
+  }
+  const topology = appTopology();
+  const subscriptions =
+    consumers === undefined
+      ? topology.topics.flatMap((topic) => topic.subscriptions.map(({ name }) => [name, undefined] as const))
+      : [...consumers].map(([name, consumer]) => [name, consumer.schema] as const);
+  for (const [name, schema] of subscriptions) {
+    for (const subject of bindingOf(name, topology).subjects) {
       const entry = rules.get(subject) ?? { schemas: new Map() };
-      entry.schemas.set(consumer.name, consumer.schema);
+      if (schema !== undefined) entry.schemas.set(name, schema);
       rules.set(subject, entry);
     }
   }
@@ -140,8 +165,9 @@ export function parseEvent(
   });
   const poison = refusal === undefined ? {} : { poison: problemsText(refusal) };
   if (input.messageId === undefined) {
+    // A rule reads a body its schemas accepted; an unchecked one (no schema loaded) is named by its content.
     const messageId =
-      refusal === undefined
+      refusal === undefined && rule.schemas.size > 0
         ? (rule.messageId?.(accepted as never) ?? contentMessageId(subject, accepted))
         : contentMessageId(subject, content.raw?.toString('utf8') ?? content.json);
     return { subject, body, messageId, messageIdGiven: false, consumers, ...poison };

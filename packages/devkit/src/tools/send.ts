@@ -76,7 +76,7 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     return EXIT_CODES.ok;
   }
   const repeat = positiveInteger(values.repeat ?? '1', '--repeat');
-  const rules = await loadSubjectRules();
+  const rules = await loadSubjectRules({ warn: context.err });
   const events = eventsFrom(values, positionals, rules);
 
   const { env, localRun } = localRunContext(context);

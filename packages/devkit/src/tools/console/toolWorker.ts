@@ -17,7 +17,8 @@ async function main(): Promise<void> {
   const options = workerData as ToolThreadOptions;
   const serviceBus = connectServiceBus(options.env).client;
   const inbox = connectInbox(options.env);
-  const rules = await loadSubjectRules();
+  // The thread's stderr is npm start's: a function file that does not load is said there.
+  const rules = await loadSubjectRules({ warn: (text) => console.warn(`Console: ${text}`) });
   const side = new ToolSide({
     serviceBus,
     inbox,
