@@ -45,6 +45,9 @@ describe('npm run remove:samples in a copy of the project', () => {
 
     expect([removed.status, removed.stderr]).toEqual([0, '']);
     expect(removed.stdout).toContain(dryRun.stdout.split('\n').slice(1, 4).join('\n'));
+    // Only advice that applies: the Docker emulators' file is updated, their restart not urged.
+    expect(removed.stdout).toContain('(only for the Docker emulators, if you use them)');
+    expect(removed.stdout).not.toContain('docker compose');
     for (const file of ['functions/billing-payment-applier.ts', ...SAMPLE.files]) {
       expect({ file, exists: existsSync(path.join(copy().root, file)) }).toEqual({ file, exists: false });
     }

@@ -137,7 +137,9 @@ export async function main(argv: string[], context: ToolContext): Promise<ExitCo
     const absolute = path.join(PROJECT_ROOT, file);
     writeFileSync(absolute, await formatted(absolute, text));
   }
-  for (const line of writeEmulatorConfig(declared)) context.out(line);
+  // The emulators' file follows the topology; its restart advice is only for those who use them.
+  const [emulatorLine] = writeEmulatorConfig(declared);
+  context.out(`  ${emulatorLine ?? ''} (only for the Docker emulators, if you use them)`);
 
   context.out('Next:');
   context.out('  npm run new:consumer -- --name <area.consumer> --topic <topic> --subject <Subject>');
