@@ -155,9 +155,52 @@ describe('the docs', () => {
     const text = readme.prose.map(({ text }) => text).join('\n');
 
     expect(text).toContain(`Node.js **${node}** or later`);
+    // The opening lines too: offline needs that Node.js, not any.
+    expect(text).toContain(`Everything also runs offline with Node.js ${node} or later alone`);
     expect(readFileSync(join(PROJECT_ROOT, '.nvmrc'), 'utf8').trim()).toBe(node);
     expect(text).toContain(`You need azd ${azd} or later`);
   });
+
+  it('says what the Bicep CLI download costs as find-bicep.sh says it', () => {
+    const script = readFileSync(join(PROJECT_ROOT, 'infra', 'find-bicep.sh'), 'utf8');
+    const download = /^download_mb=(\d+)$/m.exec(script)?.[1];
+    const onDisk = /^expected_mb=(\d+)$/m.exec(script)?.[1];
+
+    expect([download, onDisk]).toEqual([expect.any(String), expect.any(String)]);
+    expect(readFileSync(join(PROJECT_ROOT, 'infra', 'README.md'), 'utf8').replace(/\s+/g, ' ')).toContain(
+      `a download of about ${download} MB, about ${onDisk} MB on disk`,
+    );
+  });
+
+  // The demo's sentence says only what a run does: the faults it injects by default are on by
+  // default, and the others are named with the flag that adds them.
+  const demo = join(PROJECT_ROOT, 'sample', 'demo.ts');
+  (existsSync(demo) ? it : it.skip)(
+    'says what npm run demo injects: its defaults, and the flags that add more',
+    () => {
+      const usage = readFileSync(demo, 'utf8');
+      const sentence = /^`npm run demo` sends[\s\S]*?(?=\n\n)/m
+        .exec(readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8'))?.[0]
+        .replace(/\s+/g, ' ');
+      const defaultRate = (flag: string): number =>
+        Number(new RegExp(`--${flag} <rate>[^\\n]*\\(default ([\\d.]+)\\)`).exec(usage)?.[1] ?? 0);
+
+      expect(sentence).toBeDefined();
+      const said = {
+        crashes: defaultRate('crash-before') + defaultRate('crash-after'),
+        'lost completions': defaultRate('completion-lost'),
+        'writes that outlast the lock': defaultRate('slow'),
+        throttling: defaultRate('cosmos-429'),
+        'single 503s': defaultRate('cosmos-503'),
+      };
+      for (const [words, rate] of Object.entries(said)) {
+        expect([words, sentence!.includes(words), rate > 0]).toEqual([words, true, true]);
+      }
+      const flags = [...sentence!.matchAll(/`(--[\w-]+)`/g)].map((match) => match[1]!);
+      expect(flags).toEqual(['--cosmos-outage', '--slow-dependency']);
+      for (const flag of flags) expect(usage).toContain(`  ${flag} <start-minute>:<minutes>`);
+    },
+  );
 
   it('quotes excerpts exactly as they stand in their files', () => {
     const quoted = docs.flatMap((doc) =>

@@ -91,7 +91,9 @@ it('find-bicep.sh says it is restoring from NuGet, how long it has waited, what 
     expect(run.stderr).toContain(
       `restoring Bicep CLI ${pinnedBicepVersion} (Azure.Bicep.CommandLine.${rid}) from NuGet`,
     );
-    expect(run.stderr).toContain('(first run only: about 230 MB; later runs use this copy)');
+    expect(run.stderr).toContain(
+      '(first run only: a download of about 115 MB, about 230 MB on disk; later runs use this copy)',
+    );
     expect(run.stderr).toMatch(/still restoring: \d s, 23 MB of about 230 MB written, about \d+ s left/);
     expect(run.stderr).toMatch(/still restoring: 1\d s, 23 MB of about 230 MB written, about \d+ s left/);
     expect(run.stderr).toMatch(/restored in 1\d s/);

@@ -53,7 +53,7 @@ Options:
   --dry-run           say what would be sent and send nothing: topic, MessageId, body size and SHA-256,
                       the subscriptions whose filters take it, and which consumers accept or refuse it
 Environment:
-  SERVICEBUS_NAMESPACE=<name>.servicebus.windows.net   signs in with DefaultAzureCredential (az login)
+  SERVICEBUS_NAMESPACE=<name>.servicebus.windows.net   signs in with DefaultAzureCredential (azd auth login or az login)
   SERVICEBUS_CONNECTION_STRING=...;UseDevelopmentEmulator=true;   the emulator or the local peer only
   neither: the local Service Bus of a running npm start (its settings file, ${LOCAL_RUN_FILE} to move it)`;
 

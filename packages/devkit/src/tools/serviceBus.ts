@@ -8,7 +8,7 @@ import type { OutgoingEvent } from './events';
 
 /**
  * How the tools reach Service Bus. A real namespace only through identity: SERVICEBUS_NAMESPACE and
- * DefaultAzureCredential (az login, a managed identity, AZURE_CLIENT_ID...). The Bicep disables
+ * DefaultAzureCredential (azd auth login, az login, a managed identity, AZURE_CLIENT_ID...). The Bicep disables
  * local (SAS) auth, so a real namespace has no key to put in a connection string, and a key that
  * exists anyway should not sit in a shell history. A connection string is accepted only for the
  * Service Bus emulator or the local AMQP peer, recognised by UseDevelopmentEmulator=true.
@@ -37,7 +37,7 @@ export function connectServiceBus(env: Readonly<Record<string, string | undefine
       throw new EnvironmentError(
         `${ENVIRONMENT.connectionString} is only for the Service Bus emulator or the local peer, and must contain ` +
           `UseDevelopmentEmulator=true. For a namespace in Azure set ${ENVIRONMENT.namespace}=<name>.servicebus.windows.net ` +
-          'and sign in (az login, or a managed identity): the namespace has local (SAS key) auth disabled, and keys do not belong in a shell.',
+          'and sign in (azd auth login or az login, or a managed identity): the namespace has local (SAS key) auth disabled, and keys do not belong in a shell.',
       );
     }
     const endpoint = /Endpoint\s*=\s*([^;]+)/i.exec(connectionString)?.[1] ?? 'the emulator';
@@ -54,7 +54,7 @@ export function connectServiceBus(env: Readonly<Record<string, string | undefine
     };
   }
   throw new EnvironmentError(
-    `Set ${ENVIRONMENT.namespace}=<name>.servicebus.windows.net (and sign in: az login), or, for the emulator or the local peer, ` +
+    `Set ${ENVIRONMENT.namespace}=<name>.servicebus.windows.net (and sign in: azd auth login or az login), or, for the emulator or the local peer, ` +
       `${ENVIRONMENT.connectionString}="Endpoint=sb://localhost;...;UseDevelopmentEmulator=true;"; or run npm start ` +
       'in another terminal: the tools find its local Service Bus without either.',
   );
