@@ -292,6 +292,8 @@ const OUTCOME_NOTES: Record<string, string> = {
 function causeLines(table: CauseTable): string[] {
   const causes = causesIn(table);
   const width = Math.max(11, ...causes.map((cause) => cause.length)) + 2;
+  // Wide enough for the longest cause as a row's label, so that every row's counts line up.
+  const label = Math.max(20, ...causes.map((cause) => cause.length + 2));
   const header = 'Duplicates by cause (rows: injected by this run; columns: named by the inbox)';
   if (table.duplicates === 0) return [header, '  none: no inbox consumer absorbed a duplicate'];
   const wrong = Object.entries(table.counts).reduce(
@@ -305,12 +307,12 @@ function causeLines(table: CauseTable): string[] {
       : `; ${table.versioned} of versioned consumers not counted (no marker to date them)`;
   return [
     header,
-    `  ${'injected \\ named'.padEnd(20)}${causes.map((cause) => cause.padStart(width)).join('')}`,
+    `  ${'injected \\ named'.padEnd(label)}${causes.map((cause) => cause.padStart(width)).join('')}`,
     ...causes
       .filter((injected) => table.counts[injected] !== undefined)
       .map(
         (injected) =>
-          `  ${injected.padEnd(20)}${causes.map((named) => String(table.counts[injected]?.[named] ?? 0).padStart(width)).join('')}`,
+          `  ${injected.padEnd(label)}${causes.map((named) => String(table.counts[injected]?.[named] ?? 0).padStart(width)).join('')}`,
       ),
     table.diagonal
       ? `  diagonal            yes: each of the ${table.duplicates} duplicates named as injected${versioned}`

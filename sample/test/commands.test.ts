@@ -81,6 +81,18 @@ describe('npm run demo', () => {
     expect(run.status).toBe(0);
     expect(withoutSpeed(regenerated)).not.toContain('handler latency');
     expect(withoutSpeed(regenerated)).toBe(withoutSpeed(sample));
+    // The duplicates table reads as a table: each row's counts end where their column's name does.
+    const lines = regenerated.split('\n');
+    const start = lines.findIndex((line) => line.startsWith('Duplicates by cause'));
+    const end = lines.findIndex((line, index) => index > start && line.startsWith('  diagonal'));
+    const [header = '', ...rows] = lines.slice(start + 1, end);
+    const ends = (line: string, pattern: RegExp): number[] =>
+      [...line.matchAll(pattern)].map((match) => match.index + match[0].length);
+    expect(rows.length).toBeGreaterThan(1);
+    for (const row of rows) {
+      const counts = ends(row, /\b\d+\b/g);
+      expect([row, counts]).toEqual([row, ends(header, /[a-z_]+(?= |$)/g).slice(-counts.length)]);
+    }
   });
 
   it('--cosmos-outage: a 30-minute outage dead-letters no valid message, the JSON reports the target, and its replay command gives the same deliveries', () => {
