@@ -3,7 +3,7 @@
 // headless Chromium (Debian's package, driven by playwright-core) doing what a newcomer does on the
 // page: send an event after confirming what will be sent, see it processed, send it again and see
 // the duplicate, send a poison message and see it dead-lettered with its reason, resubmit it after
-// confirming what will happen, open the business document. With CONSOLE_SCREENSHOTS=<folder> (npm run console:screenshots) it also saves
+// confirming what will happen, open the business document. With CONSOLE_SCREENSHOTS=<folder> (docs/console.md: docs/images) it also saves
 // the main views there.
 
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -178,7 +178,7 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     const lines = await send();
     expect(lines.slice(3)).toEqual([
       `  ${SUBSCRIPTION} refuses it: body: not JSON`,
-      '  sent although refused (--allow-invalid): a poison message, on purpose. The host retries it until ' +
+      '  sent although refused (the box "send it even if its consumers refuse it"): a poison message, on purpose. The host retries it until ' +
         'maxDeliveryCount, then Service Bus dead-letters it.',
     ]);
     const messageId = /messageId=(\S+) /.exec((await page.textContent('#send-result')) ?? '')![1]!;
@@ -199,8 +199,11 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     await page.click('#open-dead-letters');
     await page.waitForSelector('table.dead-letters tbody tr', WAIT);
     const row = page.locator('table.dead-letters tbody tr').first();
-    // Its consumer noted why it could not read it: poison, which resubmit skips without --include-poison.
+    // Its consumer noted why it could not read it: poison, which resubmit skips without include poison.
     expect(await row.locator('td.inbox').textContent()).toMatch(/^poison \(/);
+    // The page speaks of its own controls, never of the command's flags.
+    expect(await page.textContent('ul.legend')).toContain('without the box "include poison"');
+    expect(await page.textContent('#detail')).not.toMatch(/--[a-z]/);
     expect(await page.textContent('ul.legend')).toContain(
       'resubmittable from: enqueued + the duplicate window (PT20S)',
     );
@@ -276,6 +279,79 @@ whenBrowser('the console of npm start, in headless Chromium', () => {
     expect(kinds.some((text) => text.endsWith('inbox-marker'))).toBe(true);
     expect(kinds.some((text) => text.startsWith('unapplied:PAY-1'))).toBe(true);
     await capture('consumer');
+  });
+
+  // Issue 44: at each width a newcomer's screen may have, no label of the pipeline sits on another
+  // label or on a box not its own, and the feed (its rows: a redelivered copy, a duplicate, a poison
+  // message's deliveries in one row) fits its column with each MessageId on one line.
+  test.each([1024, 1400, 1920])(
+    'reads well at %i px: no label on another, the feed in its column',
+    async (width) => {
+      await page.setViewportSize({ width, height: 1000 });
+      const clashes = await page.evaluate(() => {
+        type Box = { left: number; right: number; top: number; bottom: number };
+        const doc = (
+          globalThis as unknown as { document: { querySelectorAll(s: string): ArrayLike<Element> } }
+        ).document;
+        type Element = {
+          getBoundingClientRect(): Box;
+          closest(s: string): unknown;
+          textContent: string | null;
+        };
+        const texts = Array.from(doc.querySelectorAll('#topology svg text'));
+        const rects = Array.from(doc.querySelectorAll('#topology svg rect'));
+        const meet = (a: Box, b: Box): boolean =>
+          a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+        const found: string[] = [];
+        texts.forEach((text, index) => {
+          const box = text.getBoundingClientRect();
+          for (const other of texts.slice(index + 1))
+            if (meet(box, other.getBoundingClientRect()))
+              found.push(`${text.textContent} | ${other.textContent}`);
+          for (const rect of rects)
+            if (rect.closest('g') !== text.closest('g') && meet(box, rect.getBoundingClientRect()))
+              found.push(`${text.textContent} | a box`);
+        });
+        return found;
+      });
+      const feed = await page.evaluate(() => {
+        const doc = (
+          globalThis as unknown as {
+            document: {
+              querySelector(s: string): { scrollWidth: number; clientWidth: number };
+              querySelectorAll(s: string): ArrayLike<{
+                getClientRects(): ArrayLike<unknown>;
+                scrollWidth: number;
+                clientWidth: number;
+              }>;
+            };
+          }
+        ).document;
+        const section = doc.querySelector('#feed');
+        const ids = Array.from(doc.querySelectorAll('#feed-rows td.id'));
+        return {
+          overflows: section.scrollWidth > section.clientWidth + 1,
+          clippedIds: ids.filter((cell) => cell.scrollWidth > cell.clientWidth + 1).length,
+        };
+      });
+      await page.setViewportSize({ width: 1400, height: 1000 });
+
+      expect(clashes).toEqual([]);
+      expect(feed).toEqual({ overflows: false, clippedIds: 0 });
+    },
+  );
+
+  test("a poison message's deliveries are one row, which opens to each", async () => {
+    const row = page.locator('#feed-rows tr[data-outcome="dead-lettered"]').first();
+    expect(Number(await row.getAttribute('data-events'))).toBeGreaterThan(2);
+    expect(await row.textContent()).toMatch(/dead-lettered after \d+ deliveries/);
+    const messageId = (await row.getAttribute('data-message-id'))!;
+    const opened = `#feed-rows tr.delivery[data-message-id="${messageId}"]`;
+    const before = await page.locator(opened).count();
+    await row.click();
+    expect(await page.locator(opened).count()).toBeGreaterThan(before);
+    // Its id, shortened in the row, whole in its title.
+    expect(await row.locator('td.id').getAttribute('title')).toBe(messageId);
   });
 
   test('discard asks first, and removes the dead letter for good', async () => {

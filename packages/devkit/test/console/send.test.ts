@@ -251,6 +251,10 @@ describe('the console sends only a plan the user confirmed', () => {
 
     expect(refused.status).toBe(400);
     expect(refused.value.error).toMatch(/^The form: invalid event for audit\.payment-log:\s+- currency: /);
+    // In the page's words: its box, not the command's flag.
+    expect(refused.value.error).toContain(
+      '(the box "send it even if its consumers refuse it" sends it anyway, as a poison message.)',
+    );
     expect(plan.consumers).toEqual([
       { consumer: PAYMENTS },
       { consumer: AUDIT, refusal: expect.stringMatching(/^currency: /) as string },
@@ -259,7 +263,7 @@ describe('the console sends only a plan the user confirmed', () => {
     expect((plan.lines as string[]).slice(3)).toEqual([
       `  ${PAYMENTS} accepts it`,
       expect.stringMatching(/^ {2}audit\.payment-log refuses it: currency: /) as string,
-      '  sent although refused (--allow-invalid): a poison message, on purpose. The host retries it until ' +
+      '  sent although refused (the box "send it even if its consumers refuse it"): a poison message, on purpose. The host retries it until ' +
         'maxDeliveryCount, then Service Bus dead-letters it.',
     ]);
     expect(sent.status).toBe(200);

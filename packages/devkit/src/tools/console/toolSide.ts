@@ -5,7 +5,7 @@ import type { Topology } from '@idempotent-consumers/inbox/internal';
 import Long from 'long';
 import { z } from 'zod';
 
-import { bounded } from '../../cli/errors';
+import { bounded, UsageError } from '../../cli/errors';
 import {
   type DeadLetterQueue,
   describeQueue,
@@ -83,8 +83,12 @@ export class ToolSide {
     return {
       subscription,
       queue: describeQueue(queue),
-      rows: report.rows,
-      legend: report.legend,
+      rows: report.rows.map((row) =>
+        row.inbox === undefined
+          ? row
+          : { ...row, inbox: { ...row.inbox, meaning: inPageWords(row.inbox.meaning) } },
+      ),
+      legend: report.legend.map(inPageWords),
       inboxNote: note,
       next: messages.length > DEAD_LETTERS_PER_PAGE ? sequenceOf(messages.at(-1)!) : undefined,
     };
@@ -166,7 +170,7 @@ export class ToolSide {
       subscriptions: plan.subscriptions,
       consumers: event.consumers,
       poison: event.poison,
-      lines: sendPlanLines(plan),
+      lines: sendPlanLines(plan).map(inPageWords),
       fingerprint: sendFingerprint(plan),
     });
   }
@@ -205,17 +209,23 @@ export class ToolSide {
 
   /** The plan of a send from the form, to the topic whose filters take its Subject. */
   private decideSend(topology: Topology, request: SendRequest): SendPlan {
-    const event = parseEvent(
-      {
-        subject: request.subject,
-        body: request.body,
-        rawBody: request.rawBody,
-        messageId: request.messageId,
-      },
-      'The form',
-      this.parts.rules,
-      request.allowInvalid,
-    );
+    let event;
+    try {
+      event = parseEvent(
+        {
+          subject: request.subject,
+          body: request.body,
+          rawBody: request.rawBody,
+          messageId: request.messageId,
+        },
+        'The form',
+        this.parts.rules,
+        request.allowInvalid,
+      );
+    } catch (error) {
+      if (error instanceof UsageError) error.message = inPageWords(error.message);
+      throw error;
+    }
     return planSend(event, { copies: 1, topology });
   }
 
@@ -325,7 +335,21 @@ export class ToolSide {
 }
 
 function lineView(line: { verdict: string; sequence?: string; text: string }): PlanView['lines'][number] {
-  return { verdict: line.verdict, sequence: line.sequence, text: line.text };
+  return { verdict: line.verdict, sequence: line.sequence, text: inPageWords(line.text) };
+}
+
+/**
+ * The commands' texts (written once, for the terminal) name the flags that lift a refusal; the page
+ * has boxes for them, named here as its labels say (page/app.ts).
+ */
+const PAGE_WORDS: readonly (readonly [string, string])[] = [
+  ['--allow-invalid', 'the box "send it even if its consumers refuse it"'],
+  ['--include-poison', 'the box "include poison"'],
+  ['--force', 'the box "force"'],
+];
+
+export function inPageWords(text: string): string {
+  return PAGE_WORDS.reduce((said, [flag, box]) => said.split(flag).join(box), text);
 }
 
 /** What the send would do, hashed: the body by its SHA-256, and every verdict the dialog showed. */

@@ -21,6 +21,7 @@ import type {
   SendResult,
   SubscriptionView,
 } from '../types';
+import { type FeedGroup, feedGroups, shortId } from './feedGroups';
 
 // ---- the token and the API -------------------------------------------------------------------
 
@@ -123,7 +124,17 @@ async function refreshOverview(): Promise<void> {
   mode.textContent = overview.actions ? 'actions on' : 'read-only';
   mode.className = overview.actions ? 'actions' : 'read-only';
   byId('problems').replaceChildren(...overview.problems.map((text) => h('p', { class: 'problem' }, text)));
-  byId('topology').replaceChildren(topologyPicture(overview));
+  byId('topology').replaceChildren(
+    overview.topics.length === 0
+      ? h(
+          'p',
+          { id: 'no-consumers' },
+          'No consumer yet: src/topology.json declares no topic. Add one with ',
+          h('code', {}, 'npm run new:consumer -- --name <area.consumer> --topic <topic> --subject <Subject>'),
+          '; npm start (in watch mode) shows it here once its files are saved.',
+        )
+      : topologyPicture(overview),
+  );
   byId('others').replaceChildren(
     h(
       'ul',
@@ -146,15 +157,18 @@ function subscriptions(): SubscriptionView[] {
   return overview?.topics.flatMap((topic) => topic.subscriptions) ?? [];
 }
 
-const ROW = 60;
+/** A subscription's row: its box, and its counts on the line under it. */
+const ROW = 72;
 const WIDTH = 1100;
 const COLUMNS = { source: 10, topic: 200, subscription: 600, consumer: 870 };
 const BOX = { width: 220, height: 42 };
 
 /**
- * Topics in the middle, each subscription to its right with its filter and its live counts on the
- * edge, the function that consumes it at the far right; on the left, who sends to each topic:
- * `npm run send` (any producer) and the outbox relay for the consumers that publish there.
+ * Topics in the middle, each subscription to its right with its filter and its live counts under
+ * it, the function that consumes it at the far right; on the left, who sends to each topic:
+ * `npm run send` (any producer) and the outbox relay for the consumers that publish there (under
+ * the topic). Each label has a column of its own, so that none sits on another (the browser test
+ * checks it at three widths).
  */
 function topologyPicture(view: Overview): SVGElement {
   const rows = view.topics.reduce((sum, topic) => sum + Math.max(1, topic.subscriptions.length), 0);
@@ -198,7 +212,7 @@ function topologyPicture(view: Overview): SVGElement {
       picture.append(
         edge(COLUMNS.topic + BOX.width, topicY + BOX.height / 2, COLUMNS.subscription, y + BOX.height / 2),
       );
-      picture.append(countsLabel(COLUMNS.subscription - 6, y + BOX.height / 2 - 5, sub));
+      picture.append(countsLabel(COLUMNS.subscription + 2, y + BOX.height + 13, sub));
       const node = box(COLUMNS.subscription, y, sub.name, `[${sub.subjects.join(', ')}]`, 'subscription');
       node.setAttribute('data-subscription', sub.name);
       node.setAttribute('tabindex', '0');
@@ -225,11 +239,10 @@ function topologyPicture(view: Overview): SVGElement {
 /** The counts on a subscription's edge: active (waiting or locked), in flight (locked), dead-lettered. */
 function countsLabel(x: number, y: number, sub: SubscriptionView): SVGElement {
   const counts = sub.counts;
-  if (counts === undefined)
-    return s('text', { x, y, class: 'counts', 'text-anchor': 'end' }, 'counts unknown');
+  if (counts === undefined) return s('text', { x, y, class: 'counts' }, 'counts unknown');
   return s(
     'text',
-    { x, y, class: 'counts', 'text-anchor': 'end', 'data-counts': sub.name },
+    { x, y, class: 'counts', 'data-counts': sub.name },
     s('tspan', { class: 'active' }, `${counts.active} active`),
     ` · ${counts.inFlight ?? '?'} in flight · `,
     s(
@@ -286,37 +299,77 @@ async function followFeed(): Promise<void> {
   }
 }
 
+/** The feed's rows open to their deliveries: the keys of the rows opened. */
+const openedRows = new Set<number>();
+
 function renderFeed(): void {
   const consumer = (byId('filter-consumer') as HTMLSelectElement).value;
   const messageId = (byId('filter-message') as HTMLInputElement).value.trim();
-  const shown = feedEvents
-    .filter((event) => consumer === '' || event.subscription === consumer)
-    .filter((event) => messageId === '' || (event.messageId ?? '').includes(messageId))
-    .slice()
-    .reverse();
-  byId('feed-rows').replaceChildren(
-    ...shown.map((event) =>
-      h(
-        'tr',
-        {
-          class: `outcome-${event.outcome.replace(/[^a-z-]/g, '')}`,
-          'data-outcome': event.outcome,
-          'data-message-id': event.messageId ?? '',
-          tabindex: 0,
-          onclick: () => showEvent(event),
-        },
-        h('td', {}, time(event.at)),
-        h('td', {}, event.subscription ?? event.topic ?? ''),
-        h('td', { class: 'id' }, event.messageId ?? '(none)'),
-        h(
-          'td',
-          {},
-          event.outcome,
-          event.deliveryCount === undefined ? '' : ` (delivery ${event.deliveryCount})`,
-        ),
-        h('td', { class: 'detail' }, event.detail ?? ''),
-      ),
-    ),
+  const shown = feedGroups(
+    feedEvents
+      .filter((event) => consumer === '' || event.subscription === consumer)
+      .filter((event) => messageId === '' || (event.messageId ?? '').includes(messageId)),
+  ).reverse();
+  byId('feed-rows').replaceChildren(...shown.flatMap(groupRows));
+}
+
+/** A copy's row (its last event), and under it, once opened, a row per event. */
+function groupRows(group: FeedGroup): HTMLElement[] {
+  const last = group.shown;
+  const deliveries = group.events.filter((event) => event.kind === 'delivery').length;
+  const opened = openedRows.has(group.key);
+  const row = feedRow(last, {
+    outcome: `${last.outcome}${deliveries > 1 ? ` after ${deliveries} deliveries` : last.deliveryCount === undefined ? '' : ` (delivery ${last.deliveryCount})`}`,
+    onclick: () => {
+      if (group.events.length > 1) {
+        if (opened) openedRows.delete(group.key);
+        else openedRows.add(group.key);
+        renderFeed();
+      }
+      showEvent(last);
+    },
+    marker: group.events.length === 1 ? '' : opened ? '▾ ' : '▸ ',
+  });
+  row.setAttribute('data-events', String(group.events.length));
+  if (!opened || group.events.length === 1) return [row];
+  return [
+    row,
+    ...group.events.map((event) => {
+      const sub = feedRow(event, {
+        outcome: `${event.outcome}${event.deliveryCount === undefined ? '' : ` (delivery ${event.deliveryCount})`}`,
+        onclick: () => showEvent(event),
+        marker: '',
+        delivery: true,
+      });
+      return sub;
+    }),
+  ];
+}
+
+function feedRow(
+  event: FeedEvent,
+  {
+    outcome,
+    onclick,
+    marker,
+    delivery = false,
+  }: { outcome: string; onclick: () => void; marker: string; delivery?: boolean },
+): HTMLElement {
+  return h(
+    'tr',
+    {
+      class: `outcome-${event.outcome.replace(/[^a-z-]/g, '')}${delivery ? ' delivery' : ''}`,
+      // A copy's row carries its outcome; the rows of its deliveries, opened under it, their own.
+      [delivery ? 'data-delivery-outcome' : 'data-outcome']: event.outcome,
+      'data-message-id': event.messageId ?? '',
+      tabindex: 0,
+      onclick,
+    },
+    h('td', { class: 'time' }, time(event.at)),
+    h('td', {}, event.subscription ?? event.topic ?? ''),
+    h('td', { class: 'id', title: event.messageId ?? '' }, marker, shortId(event.messageId)),
+    h('td', {}, outcome),
+    h('td', { class: 'detail' }, event.detail ?? ''),
   );
 }
 
