@@ -375,6 +375,12 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
     `  sends               ${a.outbox.sends} (${a.outbox.resends} resends: ${a.outbox.droppedResends} dropped by the broker's duplicate detection, ${a.outbox.discardedResends} discarded: no subscription takes them)`,
     `  relay pages         ${list(report.relay.pages) || 'none'}, in ${report.relay.invocations} invocations (retries included); ${report.relay.sendFailures} failed sends, ${report.relay.refusals} refused by a topic`,
     `  sweeper             ${report.relay.sweeperRuns} runs, ${report.relay.sweeperResent} messages resent`,
+    `  first sent by       the relay ${a.outbox.firstSentBy.relay} of ${a.outbox.staged} (${percent(a.outbox.firstSentBy.relay, a.outbox.staged)}), the sweeper ${a.outbox.firstSentBy.sweeper}, never ${a.outbox.firstSentBy.none}`,
+    `  commit → sent       ${
+      a.outbox.commitToSend === undefined
+        ? 'nothing sent'
+        : `p50 ${seconds(a.outbox.commitToSend.p50)}, p99 ${seconds(a.outbox.commitToSend.p99)}, longest ${seconds(a.outbox.commitToSend.max)} model time (from the commit's second to the first send)`
+    }`,
     '',
     'Speed (this machine: one Node.js process hosts the app, the broker model and the Cosmos server)',
     `  elapsed             ${(throughput.elapsedMs / 1000).toFixed(1)} s`,
@@ -405,6 +411,10 @@ function render(report: ScenarioReport, options: ScenarioOptions, target: Outage
   ];
   return lines.join('\n');
 }
+
+const percent = (part: number, whole: number): string =>
+  whole === 0 ? '-' : `${((100 * part) / whole).toFixed(1)} %`;
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 
 export const command = commandWithFlags('demo', FLAGS, usage, main, { exitWhenDone: true });
 

@@ -1,4 +1,5 @@
 import {
+  OUTBOX_SENT_BY_PROPERTY,
   type OutboxMessage,
   type OutboxPublisher,
   serviceBusMessageOf,
@@ -28,6 +29,8 @@ export interface PublishRecord {
   reached: number;
   /** Model time (epoch ms) of the send. */
   at: number;
+  /** Who sent it: the relay or the sweeper (the property the relay stamps, OUTBOX_SENT_BY_PROPERTY). */
+  sentBy: string | undefined;
   /** The trace context it was sent with (`traceparent` and `Diagnostic-Id`), if any. */
   traceparent?: string;
 }
@@ -86,6 +89,7 @@ export class BrokerPublisher implements OutboxPublisher {
         accepted: result.accepted,
         reached: result.deliveredTo.length,
         at: this.now(),
+        sentBy: stringOr(message.applicationProperties?.[OUTBOX_SENT_BY_PROPERTY]),
         ...(message.trace === undefined ? {} : { traceparent: message.trace.traceparent }),
       });
     }
@@ -106,3 +110,5 @@ export class BrokerPublisher implements OutboxPublisher {
     return (rate ?? 0) > 0 && this.random() < (rate ?? 0);
   }
 }
+
+const stringOr = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);

@@ -1,12 +1,6 @@
 import { createHash } from 'node:crypto';
 
-import {
-  type Container,
-  CosmosClient,
-  type CosmosClientOptions,
-  type PluginConfig,
-  PluginOn,
-} from '@azure/cosmos';
+import { type Container, CosmosClient, type CosmosClientOptions, type PluginConfig } from '@azure/cosmos';
 import {
   appFunctions,
   appOnSimulation,
@@ -38,6 +32,7 @@ import {
   type LogLine,
   seededRandom,
   Simulation,
+  simulationTurns,
   startCosmos,
   type Topic,
 } from '@idempotent-consumers/local-azure';
@@ -242,21 +237,14 @@ export class ScenarioEnvironment {
       HOST_MAX_AUTO_LOCK_RENEWAL: `PT${settings.maxAutoLockRenewalMs / 1000}S`,
       HOST_FUNCTION_TIMEOUT: `PT${settings.functionTimeoutMs / 1000}S`,
     });
-    // Every operation of a run takes its turn from the run's simulation; outside a run (setup,
-    // verification) operations go straight through.
-    const turns: PluginConfig = {
-      on: PluginOn.operation,
-      plugin: (context, _diagnostics, next) => {
-        const simulation = environment?.simulation;
-        return simulation ? simulation.operation(() => next(context)) : next(context);
-      },
-    };
+    // Every request of a run takes its turn from the run's simulation; outside a run (setup,
+    // verification) requests go straight through.
     // `plugins` is an SDK option its published types leave out (marked hidden).
     const clientOptions: CosmosClientOptions & { plugins: PluginConfig[] } = {
       endpoint: cosmos.endpoint,
       key: cosmos.key,
       userAgentSuffix: 'idempotent-servicebus-consumers',
-      plugins: [turns],
+      plugins: simulationTurns(() => environment?.simulation),
       // A real-time refresh of the account would be a request outside the model's turns.
       connectionPolicy: { enableBackgroundEndpointRefreshing: false },
     };

@@ -118,6 +118,13 @@ export interface Accounting {
     droppedResends: number;
     /** Resends Service Bus accepted and discarded: no subscription takes their subject. */
     discardedResends: number;
+    /** Staged events whose first send was the relay's, the sweeper's, or none. */
+    firstSentBy: { relay: number; sweeper: number; none: number };
+    /**
+     * Model ms from each staged event's commit (its marker's `_ts`, so to the second, rounded down)
+     * to its first send: the median, the 99th percentile and the longest; undefined with none sent.
+     */
+    commitToSend: { p50: number; p99: number; max: number } | undefined;
   };
 }
 
@@ -223,8 +230,37 @@ export async function verify(
         resends: duplicates.relayResends,
         droppedResends: published.filter((p) => !p.accepted).length,
         discardedResends: duplicates.discardedResends,
+        ...firstSends(facts.stagedAll, published),
       },
     },
+  };
+}
+
+/** Who first sent each staged event, and how long after its commit (Accounting['outbox']). */
+function firstSends(
+  staged: ReadonlyMap<string, StagedEvent>,
+  published: readonly PublishRecord[],
+): Pick<Accounting['outbox'], 'firstSentBy' | 'commitToSend'> {
+  const first = new Map<string, PublishRecord>();
+  for (const send of published) if (!first.has(send.messageId)) first.set(send.messageId, send);
+  const firstSentBy = { relay: 0, sweeper: 0, none: 0 };
+  const waits: number[] = [];
+  for (const event of staged.values()) {
+    const send = first.get(event.messageId);
+    if (send === undefined) {
+      firstSentBy.none++;
+      continue;
+    }
+    if (send.sentBy === 'sweeper') firstSentBy.sweeper++;
+    else firstSentBy.relay++;
+    waits.push(Math.max(0, send.at - event.committedAtSeconds * 1000));
+  }
+  waits.sort((a, b) => a - b);
+  const at = (share: number): number =>
+    waits[Math.min(waits.length - 1, Math.ceil(share * waits.length) - 1)]!;
+  return {
+    firstSentBy,
+    commitToSend: waits.length === 0 ? undefined : { p50: at(0.5), p99: at(0.99), max: waits.at(-1)! },
   };
 }
 

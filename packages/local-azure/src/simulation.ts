@@ -1,6 +1,8 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 
+import { type PluginConfig, PluginOn } from '@azure/cosmos';
+
 import { type VirtualClock, virtualClock } from './servicebus/clock';
 
 /**
@@ -119,4 +121,24 @@ export class Simulation {
       if (this.activity === before && this.running === 0) return;
     }
   }
+}
+
+/**
+ * The Cosmos DB client plugins that make a client's requests take their turns in the running
+ * simulation (none when `running` gives none: setup and checks go straight through). Both levels:
+ * the SDK runs point operations and batches through its operation plugins, but queries and the
+ * change feed (`queryFeed`) through its request plugins only; a request outside every turn is real
+ * I/O the driver cannot see, and it moved model time to the next timer while a change feed read
+ * was in flight (the relay then read one page per model minute, and the sweeper sent most of the
+ * outbox: issue 45). A request inside an operation runs at once (`operation`).
+ */
+export function simulationTurns(running: () => Simulation | undefined): PluginConfig[] {
+  const plugin: PluginConfig['plugin'] = (context, _diagnostics, next) => {
+    const simulation = running();
+    return simulation ? simulation.operation(() => next(context)) : next(context);
+  };
+  return [
+    { on: PluginOn.operation, plugin },
+    { on: PluginOn.request, plugin },
+  ];
 }

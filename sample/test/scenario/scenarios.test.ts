@@ -31,6 +31,25 @@ describe('scenarios', () => {
     expect(report.accounting.droppedByBroker + report.accounting.absorbedByInbox).toBe(0);
   });
 
+  // Issue 45: a change feed read (a query, which the SDK runs past its operation plugins) ran
+  // outside the simulation's turns, model time jumped to the next timer while it was in flight, and
+  // after each retried page the relay read one page per model minute: the sweeper sent 75 % of the
+  // outbox. Now every request takes its turn (simulationTurns), and the relay keeps up.
+  it('Cosmos DB write faults: the relay, not the sweeper, sends what the consumers stage, within seconds', async () => {
+    const report = await environment.run({
+      messages: 500,
+      seed: 31337,
+      faults: { cosmosUnavailable: 0.01, cosmosDropAfterCommit: 0.01 },
+    });
+
+    expect(failures(report)).toEqual([]);
+    const { firstSentBy, staged, commitToSend } = report.accounting.outbox;
+    expect(staged).toBeGreaterThan(100);
+    expect(firstSentBy).toEqual({ relay: staged, sweeper: 0, none: 0 });
+    // The relay's page retries wait 5 s and more: well inside OUTBOX_SWEEP_AGE (5 min).
+    expect(commitToSend!.max).toBeLessThan(60_000);
+  });
+
   it('producer resends: the broker drops those inside the window, the inbox absorbs those after it', async () => {
     const report = await environment.run({
       messages: 300,

@@ -9,7 +9,6 @@ import {
   type CosmosClientOptions,
   type Database,
   type PluginConfig,
-  PluginOn,
 } from '@azure/cosmos';
 import { ServiceBusClient } from '@azure/service-bus';
 import {
@@ -31,6 +30,7 @@ import {
   type LocalServiceBus,
   seededRandom,
   Simulation,
+  simulationTurns,
   startCosmos,
   startServiceBus,
 } from '@idempotent-consumers/local-azure';
@@ -191,19 +191,12 @@ export class VerifyEnvironment {
     };
     const saved = Object.fromEntries(Object.keys(settings).map((name) => [name, process.env[name]]));
     setEnvironment(settings);
-    const turns: PluginConfig = {
-      on: PluginOn.operation,
-      plugin: (context, _diagnostics, next) => {
-        const simulation = simulationOf();
-        return simulation ? simulation.operation(() => next(context)) : next(context);
-      },
-    };
     // `plugins` is an SDK option its published types leave out (marked hidden).
     const options: CosmosClientOptions & { plugins: PluginConfig[] } = {
       endpoint: cosmos.endpoint,
       key: cosmos.key,
       userAgentSuffix: VERIFY_AGENT,
-      plugins: [turns],
+      plugins: simulationTurns(() => simulationOf()),
       connectionPolicy: { enableBackgroundEndpointRefreshing: false },
     };
     const client = new CosmosClient(options);
