@@ -339,6 +339,16 @@ async function queryAll<T>(
 
 /** How many dispatch marks run at once. */
 const MARK_CONCURRENCY = 16;
+/**
+ * Attempts of one mark before the page is given back. A mark that fails for a reason that passes
+ * (a 503, a timeout, a lost response, a 429 past the SDK's retries) is tried again at once: giving
+ * the page back costs the host's retry delay (5 s and more) for every message behind it, and at 1 %
+ * of failed writes most pages of a busy relay held one such mark (issue 45).
+ */
+const MARK_ATTEMPTS = 3;
+/** Statuses a mark fails with that another attempt cannot change: the request's fault, or a missing role. */
+// Stryker disable next-line ArrayDeclaration: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); the relay tests pin that a 400 is not tried again
+const FINAL_STATUSES: readonly number[] = [400, 401, 403, 413];
 /** How many set-aside documents a report lists. */
 const MAX_LISTED = 10;
 
@@ -517,19 +527,25 @@ async function mark(
   const worker = async (): Promise<void> => {
     for (let index = next++; index < marks.length; index = next++) {
       const { document, partitionKey, operations, aside } = marks[index] as (typeof marks)[number];
-      try {
-        const response = await deps.container
-          .item(document.id, partitionKey)
-          .patch({ operations, condition: "from c where c.status = 'pending'" });
-        report.requestCharge += response.requestCharge;
-        if (aside === undefined) report.marked++;
-        else if (++report.unsendable <= MAX_LISTED) report.setAside.push(setAsideEntry(aside));
-      } catch (error) {
-        // 412: the relay and the sweeper both sent it, and the other marked it first; 404: it was
-        // marked and has expired since. Either way it is dispatched.
-        const status = storeStatusOf(error);
-        if (status === 412 || status === 404) report.alreadyMarked++;
-        else report.markFailure ??= asError(error);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const response = await deps.container
+            .item(document.id, partitionKey)
+            .patch({ operations, condition: "from c where c.status = 'pending'" });
+          report.requestCharge += response.requestCharge;
+          if (aside === undefined) report.marked++;
+          else if (++report.unsendable <= MAX_LISTED) report.setAside.push(setAsideEntry(aside));
+          break;
+        } catch (error) {
+          // 412: the relay and the sweeper both sent it, and the other marked it first (or an
+          // attempt whose response was lost committed it); 404: it was marked and has expired
+          // since. Either way it is dispatched.
+          const status = storeStatusOf(error);
+          if (status === 412 || status === 404) report.alreadyMarked++;
+          else if (attempt < MARK_ATTEMPTS && !FINAL_STATUSES.includes(status ?? 0)) continue;
+          else report.markFailure ??= asError(error);
+          break;
+        }
       }
     }
   };

@@ -342,23 +342,57 @@ describe('the relay and the sweeper', () => {
     expect(again).toMatchObject({ sent: 2, marked: 0, alreadyMarked: 2 });
   });
 
-  it('tries every mark before asking for a retry, and on the retry resends only what is still pending', async () => {
+  it('tries a mark that failed for a passing reason again at once: two 503s cost no page retry', async () => {
     const account = nextAccount();
     const now = new Date();
     await published(account, 'relay-4', now);
     const publisher = new RecordingPublisher();
     const page = await documentsIn(stack.container, `account:${account}`);
-    stack.server.faults.inject({ kind: 'unavailable', on: 'write', times: 1 });
+    const faults = stack.server.faults.inject({ kind: 'unavailable', on: 'write', times: 2 });
+
+    const report = await relayOutbox(page, relayDependencies(stack.container, publisher, now));
+
+    expect(faults.hits).toBe(2);
+    expect(report).toMatchObject({ sent: 2, marked: 2, alreadyMarked: 0 });
+    expect(report).not.toHaveProperty('retry');
+    expect((await outboxIn(stack.container, `account:${account}`)).map((d) => d.status)).toEqual([
+      'dispatched',
+      'dispatched',
+    ]);
+  });
+
+  it('asks for the page again once a mark failed three times, and the retry sends and marks what is still pending', async () => {
+    const account = nextAccount();
+    const now = new Date();
+    await published(account, 'relay-5', now);
+    const publisher = new RecordingPublisher();
+    const page = await documentsIn(stack.container, `account:${account}`);
+    // Three attempts of each of the two marks.
+    stack.server.faults.inject({ kind: 'unavailable', on: 'write', times: 6 });
 
     const first = await relayOutbox(page, relayDependencies(stack.container, publisher, now));
-    const statuses = (await outboxIn(stack.container, `account:${account}`)).map((d) => d.status).sort();
+    const statuses = (await outboxIn(stack.container, `account:${account}`)).map((d) => d.status);
     const retried = await relayOutbox(page, relayDependencies(stack.container, publisher, now), true);
 
-    // One mark failed, the other went through all the same; the retry sends the one left.
     expect(first.retry?.message).toMatch(/503|unavailable/i);
-    expect(statuses).toEqual(['dispatched', 'pending']);
-    expect(retried).toMatchObject({ sent: 1, marked: 1, alreadyMarked: 1 });
-    expect(publisher.sent).toHaveLength(3);
+    expect(first).toMatchObject({ sent: 2, marked: 0 });
+    expect(statuses).toEqual(['pending', 'pending']);
+    expect(retried).toMatchObject({ sent: 2, marked: 2, alreadyMarked: 0 });
+    expect(publisher.sent).toHaveLength(4);
+  });
+
+  it('does not try again a mark Cosmos DB refuses for good (400): the page is given back at once', async () => {
+    const account = nextAccount();
+    const now = new Date();
+    await published(account, 'relay-6', now);
+    const page = await documentsIn(stack.container, `account:${account}`);
+    const faults = stack.server.faults.inject({ kind: 'status', status: 400, on: 'write', times: 2 });
+
+    const report = await relayOutbox(page, relayDependencies(stack.container, new RecordingPublisher(), now));
+
+    expect(faults.hits).toBe(2);
+    expect(report.retry?.message).toMatch(/400|bad request/i);
+    expect(report).toMatchObject({ sent: 2, marked: 0 });
   });
 
   async function twoTopicsPage(account: string): Promise<Record<string, unknown>[]> {
