@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 
-import { type Container, CosmosClient, type CosmosClientOptions, type PluginConfig } from '@azure/cosmos';
+import { type Container, CosmosClient, type CosmosClientOptions } from '@azure/cosmos';
 import {
   appFunctions,
   appOnSimulation,
@@ -32,7 +32,7 @@ import {
   type LogLine,
   seededRandom,
   Simulation,
-  simulationTurns,
+  simulationClientOptions,
   startCosmos,
   type Topic,
 } from '@idempotent-consumers/local-azure';
@@ -239,14 +239,11 @@ export class ScenarioEnvironment {
     });
     // Every request of a run takes its turn from the run's simulation; outside a run (setup,
     // verification) requests go straight through.
-    // `plugins` is an SDK option its published types leave out (marked hidden).
-    const clientOptions: CosmosClientOptions & { plugins: PluginConfig[] } = {
+    const clientOptions: CosmosClientOptions = {
       endpoint: cosmos.endpoint,
       key: cosmos.key,
       userAgentSuffix: 'idempotent-servicebus-consumers',
-      plugins: simulationTurns(() => environment?.simulation),
-      // A real-time refresh of the account would be a request outside the model's turns.
-      connectionPolicy: { enableBackgroundEndpointRefreshing: false },
+      ...simulationClientOptions(() => environment?.simulation),
     };
     const client = new CosmosClient(clientOptions);
     await client.databases.createIfNotExists({ id: 'app' });

@@ -66,7 +66,7 @@ export {
   virtualClock,
 } from './servicebus/clock';
 export { type RetryCopies, type RuleFilter, subjectsFilter } from './servicebus/rules';
-export { Simulation, simulationTurns } from './simulation';
+export { Simulation, simulationClientOptions } from './simulation';
 /**
  * For tests (jest): local Azure started around a test file, the real SDK clients connected to it, and
  * in-memory sinks for the telemetry Azure Monitor would receive.

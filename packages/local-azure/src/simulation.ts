@@ -1,9 +1,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 
-import { type PluginConfig, PluginOn } from '@azure/cosmos';
+import { type ConnectionPolicy, type PluginConfig, PluginOn } from '@azure/cosmos';
 
-import { type VirtualClock, virtualClock } from './servicebus/clock';
+import { MAX_TIMEOUT_MS as MAX_REAL_TIMEOUT_MS, type VirtualClock, virtualClock } from './servicebus/clock';
 
 /**
  * The driver of a deterministic scenario run. The parties (the runner's publisher, the host's
@@ -124,21 +124,38 @@ export class Simulation {
 }
 
 /**
- * The Cosmos DB client plugins that make a client's requests take their turns in the running
- * simulation (none when `running` gives none: setup and checks go straight through). Both levels:
- * the SDK runs point operations and batches through its operation plugins, but queries and the
- * change feed (`queryFeed`) through its request plugins only; a request outside every turn is real
- * I/O the driver cannot see, and it moved model time to the next timer while a change feed read
- * was in flight (the relay then read one page per model minute, and the sweeper sent most of the
- * outbox: issue 45). A request inside an operation runs at once (`operation`).
+ * The Cosmos DB client options that put a client's requests on the running simulation (none when
+ * `running` gives none: setup and checks go straight through), to spread into its options:
+ *
+ * - both levels of plugins take turns: the SDK runs point operations and batches through its
+ *   operation plugins, but queries and the change feed (`queryFeed`) through its request plugins
+ *   only; a request outside every turn is real I/O the driver cannot see, and it moved model time
+ *   to the next timer while a change feed read was in flight (the relay then read one page per
+ *   model minute, and the sweeper sent most of the outbox: issue 45). A request inside an
+ *   operation runs at once (`operation`);
+ * - the SDK's request timeout, a real-time timer, is set out of reach: model time is not the host
+ *   machine's, and a request the server holds in model time (the slow-write fault) ends when the
+ *   model says, never when a loaded machine has taken 60 s of real time over the run (the SDK's
+ *   TimeoutError would then end an operation while the server still held its request, and the
+ *   turns would no longer add up). The SDK would give such a request up after 60 s in Azure: the
+ *   model does not, so that a slow write can outlast the message lock (scenario faults);
+ * - no background refresh of the account, which would be a request outside the model's turns.
+ *
+ * `plugins` is an SDK option its published types leave out (marked hidden).
  */
-export function simulationTurns(running: () => Simulation | undefined): PluginConfig[] {
+export function simulationClientOptions(running: () => Simulation | undefined): {
+  plugins: PluginConfig[];
+  connectionPolicy: Partial<ConnectionPolicy>;
+} {
   const plugin: PluginConfig['plugin'] = (context, _diagnostics, next) => {
     const simulation = running();
     return simulation ? simulation.operation(() => next(context)) : next(context);
   };
-  return [
-    { on: PluginOn.operation, plugin },
-    { on: PluginOn.request, plugin },
-  ];
+  return {
+    plugins: [
+      { on: PluginOn.operation, plugin },
+      { on: PluginOn.request, plugin },
+    ],
+    connectionPolicy: { enableBackgroundEndpointRefreshing: false, requestTimeout: MAX_REAL_TIMEOUT_MS },
+  };
 }

@@ -34,7 +34,7 @@ describe('scenarios', () => {
   // Issue 45: a change feed read (a query, which the SDK runs past its operation plugins) ran
   // outside the simulation's turns, model time jumped to the next timer while it was in flight, and
   // after each retried page the relay read one page per model minute: the sweeper sent 75 % of the
-  // outbox. Now every request takes its turn (simulationTurns), and the relay keeps up.
+  // outbox. Now every request takes its turn (simulationClientOptions), and the relay keeps up.
   it('Cosmos DB write faults: the relay, not the sweeper, sends what the consumers stage, within seconds', async () => {
     const report = await environment.run({
       messages: 500,

@@ -8,7 +8,6 @@ import {
   CosmosClient,
   type CosmosClientOptions,
   type Database,
-  type PluginConfig,
 } from '@azure/cosmos';
 import { ServiceBusClient } from '@azure/service-bus';
 import {
@@ -30,7 +29,7 @@ import {
   type LocalServiceBus,
   seededRandom,
   Simulation,
-  simulationTurns,
+  simulationClientOptions,
   startCosmos,
   startServiceBus,
 } from '@idempotent-consumers/local-azure';
@@ -191,13 +190,11 @@ export class VerifyEnvironment {
     };
     const saved = Object.fromEntries(Object.keys(settings).map((name) => [name, process.env[name]]));
     setEnvironment(settings);
-    // `plugins` is an SDK option its published types leave out (marked hidden).
-    const options: CosmosClientOptions & { plugins: PluginConfig[] } = {
+    const options: CosmosClientOptions = {
       endpoint: cosmos.endpoint,
       key: cosmos.key,
       userAgentSuffix: VERIFY_AGENT,
-      plugins: simulationTurns(() => simulationOf()),
-      connectionPolicy: { enableBackgroundEndpointRefreshing: false },
+      ...simulationClientOptions(() => simulationOf()),
     };
     const client = new CosmosClient(options);
     const { database } = await client.databases.createIfNotExists({ id: 'app' });
