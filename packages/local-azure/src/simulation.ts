@@ -5,6 +5,9 @@ import { type ConnectionPolicy, type PluginConfig, PluginOn } from '@azure/cosmo
 
 import { MAX_TIMEOUT_MS as MAX_REAL_TIMEOUT_MS, type VirtualClock, virtualClock } from './servicebus/clock';
 
+/** Longer than the SDK's own sleep before it tries a failed query again (simulation.quiet). */
+const RETRY_GRACE_MS = 10;
+
 /**
  * The driver of a deterministic scenario run. The parties (the runner's publisher, the host's
  * deliveries, the app's handlers and breaker, the local Cosmos server) run one step at a time:
@@ -30,20 +33,27 @@ export class Simulation {
   private activity = 0;
   private wakeDriver: (() => void) | undefined;
   private stopped = false;
+  /** A request the SDK may try again in its own time failed since the driver last found it quiet. */
+  private failedRequest = false;
 
   constructor() {
     this.clock.onActivity = () => this.activity++;
   }
 
-  /** Runs a Cosmos DB operation in its turn. An operation the SDK starts inside another runs at once. */
-  async operation<T>(send: () => Promise<T>): Promise<T> {
+  /**
+   * Runs a Cosmos DB operation in its turn. An operation the SDK starts inside another runs at once.
+   * `retriedAbove`: the SDK tries the request again outside it, after a real-time sleep (a query
+   * or a change feed read, which run past the operation plugins); when it fails, the driver gives
+   * that retry its moment before model time moves (`quiet`).
+   */
+  async operation<T>(send: () => Promise<T>, retriedAbove = false): Promise<T> {
     if (this.inOperation.getStore()) return send();
-    await new Promise<void>((resolve) => {
-      this.turns.push(resolve);
-      this.activity++;
-    });
+    await this.turn();
     try {
       return await this.inOperation.run(true, send);
+    } catch (error) {
+      if (retriedAbove) this.failedRequest = true;
+      throw error;
     } finally {
       this.release();
     }
@@ -101,13 +111,27 @@ export class Simulation {
     this.stopped = true;
   }
 
+  /** Waits for a turn (the driver counts it as running when it gives it). */
+  private turn(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.turns.push(resolve);
+      this.activity++;
+    });
+  }
+
   private release(): void {
     this.running--;
     this.activity++;
     this.wakeDriver?.();
   }
 
-  /** Returns once no operation runs and two event-loop turns pass without activity. */
+  /**
+   * Returns once no operation runs and two event-loop turns pass without activity. After a failed
+   * query or change feed read, the SDK's retry sleeps in real time (0 ms for a 503, the server's
+   * retry-after for a 429) before it asks for a turn: a real-time wait of RETRY_GRACE_MS, set after
+   * that sleep was (the SDK sets it in the microtasks that follow the failure), ends after it, so
+   * that the retry comes next, not a timer the driver fires meanwhile, in every run of a seed.
+   */
   private async quiet(): Promise<void> {
     for (;;) {
       const before = this.activity;
@@ -118,7 +142,10 @@ export class Simulation {
         continue;
       }
       await yieldToEventLoop();
-      if (this.activity === before && this.running === 0) return;
+      if (this.activity !== before || this.running !== 0) continue;
+      if (!this.failedRequest) return;
+      this.failedRequest = false;
+      await sleep(RETRY_GRACE_MS);
     }
   }
 }
@@ -132,7 +159,8 @@ export class Simulation {
  *   only; a request outside every turn is real I/O the driver cannot see, and it moved model time
  *   to the next timer while a change feed read was in flight (the relay then read one page per
  *   model minute, and the sweeper sent most of the outbox: issue 45). A request inside an
- *   operation runs at once (`operation`);
+ *   operation runs at once (`operation`). The SDK tries a failed query again past the request
+ *   plugins, after a real-time sleep: the driver waits for that retry before model time moves;
  * - the SDK's request timeout, a real-time timer, is set out of reach: model time is not the host
  *   machine's, and a request the server holds in model time (the slow-write fault) ends when the
  *   model says, never when a loaded machine has taken 60 s of real time over the run (the SDK's
@@ -147,14 +175,18 @@ export function simulationClientOptions(running: () => Simulation | undefined): 
   plugins: PluginConfig[];
   connectionPolicy: Partial<ConnectionPolicy>;
 } {
-  const plugin: PluginConfig['plugin'] = (context, _diagnostics, next) => {
+  const operation: PluginConfig['plugin'] = (context, _diagnostics, next) => {
     const simulation = running();
     return simulation ? simulation.operation(() => next(context)) : next(context);
   };
+  const request: PluginConfig['plugin'] = (context, _diagnostics, next) => {
+    const simulation = running();
+    return simulation ? simulation.operation(() => next(context), true) : next(context);
+  };
   return {
     plugins: [
-      { on: PluginOn.operation, plugin },
-      { on: PluginOn.request, plugin },
+      { on: PluginOn.operation, plugin: operation },
+      { on: PluginOn.request, plugin: request },
     ],
     connectionPolicy: { enableBackgroundEndpointRefreshing: false, requestTimeout: MAX_REAL_TIMEOUT_MS },
   };

@@ -1,4 +1,4 @@
-import { type Container, CosmosClient, type CosmosClientOptions } from '@azure/cosmos';
+import { ChangeFeedStartFrom, type Container, CosmosClient, type CosmosClientOptions } from '@azure/cosmos';
 
 import { type LocalCosmos, Simulation, simulationClientOptions, startCosmos } from '../src';
 
@@ -73,5 +73,30 @@ describe('simulationClientOptions', () => {
     expect(result.meanwhile).toEqual({ ids: ['there'], at: start });
     expect(result.slow).toEqual({ status: 201, at: start + 9 * 60_000 });
     expect(tookMs).toBe(9 * 60_000);
+  });
+
+  it('a change feed read that fails with 503 is tried again by the SDK before model time moves, in every run', async () => {
+    await container.items.create({ id: 'queried', pk: 'q' });
+    const runs = [];
+    for (let run = 0; run < 5; run++) {
+      const failed = cosmos.faults.inject({ kind: 'unavailable', on: 'query', times: 1 });
+      const { result } = await onSimulation(async () => {
+        const model = simulation!;
+        const start = model.clock.now();
+        let timerFiredAt: number | undefined;
+        model.clock.after(1_000, () => (timerFiredAt = model.clock.now() - start));
+        const feed = container.items.getChangeFeedIterator<{ id: string }>({
+          changeFeedStartFrom: ChangeFeedStartFrom.Beginning('q'),
+        });
+        const resources = (await feed.readNext()).result.map((item) => item.id);
+        return { ids: resources, endedAt: model.clock.now() - start, timerFiredAt, hits: failed.hits };
+      });
+      runs.push(result);
+    }
+
+    // The retry came before the timer: the query ended at the moment it began.
+    expect(runs).toEqual(
+      Array.from({ length: 5 }, () => ({ ids: ['queried'], endedAt: 0, timerFiredAt: undefined, hits: 1 })),
+    );
   });
 });
