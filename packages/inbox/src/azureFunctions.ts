@@ -17,7 +17,13 @@ import { bounded, PoisonMessageError, TransientStoreError } from './errors';
 import { failureNote } from './failureNote';
 import { processDelivery, type ProcessDependencies } from './process';
 import { runPurge } from './purge';
-import { type DispatchReport, type OutboxPublisher, relayOutbox, sweepOutbox } from './relay';
+import {
+  type DispatchReport,
+  type OutboxPublisher,
+  type RelayDependencies,
+  relayOutbox,
+  sweepOutbox,
+} from './relay';
 import type { Settings } from './settings';
 import type { InboxTelemetry, Outcome } from './telemetry';
 import { carrierOf, deliveryParent, inSpan, messagingAttributes, SpanKind } from './tracing';
@@ -262,11 +268,11 @@ export function purgeTimerHandler(runtime: () => InboxRuntime): TimerHandler {
  */
 export function outboxRelayHandler(runtime: () => InboxRuntime): CosmosDBHandler {
   return async (documents, context) => {
-    const { container, publisher, now, settings, telemetry } = runtime();
+    const { telemetry } = runtime();
     const started = performance.now();
     try {
       const retrying = (context.retryContext?.retryCount ?? 0) > 0;
-      const report = await relayOutbox(documents, { container, publisher, now, settings }, retrying);
+      const report = await relayOutbox(documents, relayDependencies(runtime()), retrying);
       telemetry.outboxRelayed(report);
       logSetAside(context, report);
       for (const failure of report.failedTopics) {
@@ -306,6 +312,18 @@ export function outboxRelayHandler(runtime: () => InboxRuntime): CosmosDBHandler
   };
 }
 
+/** What the relay and the sweeper take from the runtime: the breaker's clock is the app's (the model's offline). */
+function relayDependencies(runtime: InboxRuntime): RelayDependencies {
+  const { container, publisher, now, settings, breaker } = runtime;
+  return {
+    container,
+    publisher,
+    now,
+    settings,
+    after: (ms, callback) => breaker.options.clock.after(ms, callback),
+  };
+}
+
 /**
  * The timer handler that resends outbox messages still pending after OUTBOX_SWEEP_AGE, a bounded
  * number per run, topic by topic. The run fails (after reporting its measurements) when a topic's
@@ -313,8 +331,8 @@ export function outboxRelayHandler(runtime: () => InboxRuntime): CosmosDBHandler
  */
 export function outboxSweepHandler(runtime: () => InboxRuntime): TimerHandler {
   return async (_timer, context) => {
-    const { container, publisher, now, settings, telemetry } = runtime();
-    const report = await sweepOutbox({ container, publisher, now, settings });
+    const { telemetry } = runtime();
+    const report = await sweepOutbox(relayDependencies(runtime()));
     telemetry.outboxSweep(report);
     logSetAside(context, report);
     const { failure, failedTopics } = report;

@@ -1,6 +1,7 @@
 import type { Container, PatchOperation } from '@azure/cosmos';
 import { context } from '@opentelemetry/api';
 
+import { type BreakerClock, systemClock } from './breaker';
 import { OUTBOX_SENT_BY_PROPERTY } from './duplicateCause';
 import { bounded, storeStatusOf } from './errors';
 import {
@@ -49,6 +50,8 @@ export interface RelayDependencies {
   publisher: OutboxPublisher;
   now: () => Date;
   settings: Pick<Settings, 'outbox'>;
+  /** The app's timers, for the deadline of a mark (real timers unless given: the model's offline). */
+  after?: BreakerClock['after'];
 }
 
 /** A topic whose send failed: its documents stay pending, for a retry or the sweeper. */
@@ -346,6 +349,13 @@ const MARK_CONCURRENCY = 16;
  * of failed writes most pages of a busy relay held one such mark (issue 45).
  */
 const MARK_ATTEMPTS = 3;
+/**
+ * How long one attempt of a mark may take before it is given up and tried again. The SDK waits 60 s
+ * for an answer; a mark answers in milliseconds, and the change feed holds every page behind the
+ * one being relayed until it ends, so a mark held by one slow replica would hold them for a minute.
+ * A mark given up may still commit: it is conditional, and the next attempt then finds it done (412).
+ */
+const MARK_DEADLINE_MS = 5_000;
 /** Statuses a mark fails with that another attempt cannot change: the request's fault, or a missing role. */
 // Stryker disable next-line ArrayDeclaration: static: evaluated once when the module loads, where a mutant cannot be switched on (packages/devkit/src/build/README.md#mutation-testing); the relay tests pin that a 400 is not tried again
 const FINAL_STATUSES: readonly number[] = [400, 401, 403, 413];
@@ -523,15 +533,21 @@ async function mark(
         aside: item,
       })),
   ];
+  const after = deps.after ?? ((ms: number, callback: () => void) => systemClock.after(ms, callback));
   let next = 0;
   const worker = async (): Promise<void> => {
     for (let index = next++; index < marks.length; index = next++) {
       const { document, partitionKey, operations, aside } = marks[index] as (typeof marks)[number];
       for (let attempt = 1; ; attempt++) {
+        const deadline = new AbortController();
+        const cancel = after(MARK_DEADLINE_MS, () => deadline.abort());
         try {
           const response = await deps.container
             .item(document.id, partitionKey)
-            .patch({ operations, condition: "from c where c.status = 'pending'" });
+            .patch(
+              { operations, condition: "from c where c.status = 'pending'" },
+              { abortSignal: deadline.signal },
+            );
           report.requestCharge += response.requestCharge;
           if (aside === undefined) report.marked++;
           else if (++report.unsendable <= MAX_LISTED) report.setAside.push(setAsideEntry(aside));
@@ -543,14 +559,24 @@ async function mark(
           const status = storeStatusOf(error);
           if (status === 412 || status === 404) report.alreadyMarked++;
           else if (attempt < MARK_ATTEMPTS && !FINAL_STATUSES.includes(status ?? 0)) continue;
-          else report.markFailure ??= asError(error);
+          else report.markFailure ??= deadline.signal.aborted ? markTimedOut(error) : asError(error);
           break;
+        } finally {
+          cancel();
         }
       }
     }
   };
   // Stryker disable next-line MethodExpression: equivalent: a worker with no mark left ends at once
   await Promise.all(Array.from({ length: Math.min(MARK_CONCURRENCY, marks.length) }, worker));
+}
+
+/** A mark whose every attempt ran past MARK_DEADLINE_MS: says so, where the SDK says "aborted". */
+function markTimedOut(error: unknown): Error {
+  return new Error(
+    `Cosmos DB did not answer a dispatch mark within ${MARK_DEADLINE_MS / 1000} s (the last of its ${MARK_ATTEMPTS} attempts)`,
+    { cause: error },
+  );
 }
 
 /** Sets a document aside as unsendable, with why: kept, no ttl, out of the pending index. */

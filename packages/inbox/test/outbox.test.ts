@@ -381,6 +381,69 @@ describe('the relay and the sweeper', () => {
     expect(publisher.sent).toHaveLength(4);
   });
 
+  /** Mark deadlines that end after `realMs` of real time, recorded: what each asked for, and how many were cancelled. */
+  function deadlines(realMs: number): {
+    after: NonNullable<RelayDependencies['after']>;
+    asked: number[];
+    cancelled: () => number;
+  } {
+    const asked: number[] = [];
+    let cancelled = 0;
+    return {
+      asked,
+      cancelled: () => cancelled,
+      after: (ms, callback) => {
+        asked.push(ms);
+        const timer = setTimeout(callback, realMs);
+        return () => {
+          cancelled++;
+          clearTimeout(timer);
+        };
+      },
+    };
+  }
+
+  it('gives up a mark Cosmos DB holds past its 5-s deadline and tries it again at once: the page goes on', async () => {
+    const account = nextAccount();
+    const now = new Date();
+    await published(account, 'relay-7', now);
+    const page = await documentsIn(stack.container, `account:${account}`);
+    const held = stack.server.faults.inject({ kind: 'latency', on: 'write', ms: 400, times: 1 });
+    const deadline = deadlines(50);
+
+    const report = await relayOutbox(page, {
+      ...relayDependencies(stack.container, new RecordingPublisher(), now),
+      after: deadline.after,
+    });
+
+    expect(held.hits).toBe(1);
+    expect(report).toMatchObject({ sent: 2, marked: 2, alreadyMarked: 0 });
+    expect(report).not.toHaveProperty('retry');
+    // Two marks and the one attempt again, each with the same deadline, each timer cancelled.
+    expect(deadline.asked).toEqual([5_000, 5_000, 5_000]);
+    expect(deadline.cancelled()).toBe(3);
+  });
+
+  it('gives the page back when a mark runs past its deadline on every attempt, saying so', async () => {
+    const account = nextAccount();
+    const now = new Date();
+    await published(account, 'relay-8', now);
+    const page = await documentsIn(stack.container, `account:${account}`);
+    stack.server.faults.inject({ kind: 'latency', on: 'write', ms: 400, times: 6 });
+
+    const report = await relayOutbox(page, {
+      ...relayDependencies(stack.container, new RecordingPublisher(), now),
+      after: deadlines(20).after,
+    });
+
+    expect(report.retry?.message).toBe(
+      'Cosmos DB did not answer a dispatch mark within 5 s (the last of its 3 attempts)',
+    );
+    // What the SDK threw when the deadline aborted the last attempt.
+    expect((report.retry?.cause as Error | undefined)?.name).toBe('AbortError');
+    expect(report).toMatchObject({ sent: 2, marked: 0 });
+  });
+
   it('does not try again a mark Cosmos DB refuses for good (400): the page is given back at once', async () => {
     const account = nextAccount();
     const now = new Date();

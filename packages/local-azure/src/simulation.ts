@@ -19,7 +19,9 @@ const RETRY_GRACE_MS = 10;
  * - model time (`clock`) stands still while anything works, and moves to the earliest timer only
  *   when every party waits: no operation running, none waiting for its turn, and the event loop
  *   quiet (two turns without a timer set or an operation started or finished);
- * - a request the server delays (latency) waits in model time without holding the turn (`parked`).
+ * - a request the server delays (latency) waits in model time without holding the turn (`parked`);
+ * - a request whose caller's deadline (an abortSignal aborted on the model clock) passes while the
+ *   server holds it fails then, and the server goes on and answers no one (`abortable`).
  *
  * Each step's microtasks run in one order, so a seed and the options give the same run: the same
  * deliveries, in the same order, with the same outcomes.
@@ -65,6 +67,32 @@ export class Simulation {
     this.release();
     await waited;
     this.running++;
+  }
+
+  /**
+   * A request its caller may abort (`signal`): it fails with `aborted()` when the signal aborts
+   * before it ends. The caller's deadline is a timer on the model clock, and model time moves only
+   * while the server holds the request (`parked`), so that is when it can come: the caller goes on
+   * in a turn of its own, and the request, which the server still finishes in its time (it may
+   * commit: a write given up is not a write that did not happen), gives back the turn its wake
+   * takes when it ends.
+   */
+  async abortable<T>(request: Promise<T>, signal: AbortSignal, aborted: () => Error): Promise<T> {
+    let abort = (): void => undefined;
+    const given = new Promise<Error>((resolve) => {
+      abort = () => resolve(aborted());
+      signal.addEventListener('abort', abort, { once: true });
+    });
+    const ended = request.then(
+      () => undefined,
+      () => undefined,
+    );
+    const up = await Promise.race([ended, given]);
+    signal.removeEventListener('abort', abort);
+    if (up === undefined) return request;
+    void ended.then(() => this.release());
+    await this.turn();
+    throw up;
   }
 
   /** Resolves at the first quiet moment at which `met` holds (checked before model time moves). */
@@ -150,6 +178,11 @@ export class Simulation {
   }
 }
 
+/** The error the SDK passes on when its caller's abortSignal aborts a request (the HTTP client's). */
+function requestAborted(): Error {
+  return Object.assign(new Error('The operation was aborted.'), { name: 'AbortError' });
+}
+
 /**
  * The Cosmos DB client options that put a client's requests on the running simulation (none when
  * `running` gives none: setup and checks go straight through), to spread into its options:
@@ -161,6 +194,8 @@ export class Simulation {
  *   model minute, and the sweeper sent most of the outbox: issue 45). A request inside an
  *   operation runs at once (`operation`). The SDK tries a failed query again past the request
  *   plugins, after a real-time sleep: the driver waits for that retry before model time moves;
+ * - a request ends when its caller's abortSignal aborts (a deadline on the model clock), even while
+ *   the server holds it in model time (`abortable`);
  * - the SDK's request timeout, a real-time timer, is set out of reach: model time is not the host
  *   machine's, and a request the server holds in model time (the slow-write fault) ends when the
  *   model says, never when a loaded machine has taken 60 s of real time over the run (the SDK's
@@ -179,9 +214,27 @@ export function simulationClientOptions(running: () => Simulation | undefined): 
     const simulation = running();
     return simulation ? simulation.operation(() => next(context)) : next(context);
   };
+  // The caller's abortSignal is the simulation's to apply in model time (`abortable`): the HTTP
+  // request itself runs to its end, as the server answers it in Azure whether anyone waits or not.
+  // The SDK reads the signal as the request starts, from its own context (a plugin's `next` passes
+  // on that context, not the one it is given), so the signal is taken off it for that moment.
   const request: PluginConfig['plugin'] = (context, _diagnostics, next) => {
     const simulation = running();
-    return simulation ? simulation.operation(() => next(context), true) : next(context);
+    if (!simulation) return next(context);
+    const { options } = context;
+    const signal = options.abortSignal;
+    if (signal === undefined) return simulation.operation(() => next(context), true);
+    if (signal.aborted) return Promise.reject(requestAborted());
+    return simulation.operation(() => {
+      context.options = { ...options, abortSignal: undefined };
+      let sent: ReturnType<typeof next>;
+      try {
+        sent = next(context);
+      } finally {
+        context.options = options;
+      }
+      return simulation.abortable(sent, signal, requestAborted);
+    }, true);
   };
   return {
     plugins: [

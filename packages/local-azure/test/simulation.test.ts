@@ -99,4 +99,58 @@ describe('simulationClientOptions', () => {
       Array.from({ length: 5 }, () => ({ ids: ['queried'], endedAt: 0, timerFiredAt: undefined, hits: 1 })),
     );
   });
+
+  it("a caller's abortSignal that aborts on the model clock ends its request then, and the write still commits", async () => {
+    cosmos.faults.inject({ kind: 'latency', on: 'write', ms: 30_000, times: 1 });
+
+    const { result } = await onSimulation(async () => {
+      const run = simulation!;
+      const deadline = new AbortController();
+      run.clock.after(5_000, () => deadline.abort());
+      const started = run.clock.now();
+      const failure = await container.items
+        .upsert({ id: 'aborted', pk: 'b' }, { abortSignal: deadline.signal })
+        .then(
+          () => 'answered',
+          (error: Error) => `${error.name} after ${run.clock.now() - started} ms`,
+        );
+      // The caller goes on while the server still holds the write; the server commits it at 30 s.
+      const meanwhile = (await container.item('aborted', 'b').read()).statusCode;
+      await run.clock.sleep(60_000);
+      const later = (await container.item('aborted', 'b').read()).statusCode;
+      return { failure, meanwhile, later };
+    });
+
+    expect(result).toEqual({ failure: 'AbortError after 5000 ms', meanwhile: 404, later: 200 });
+  });
+
+  it('a request answered before its deadline is not failed', async () => {
+    cosmos.faults.inject({ kind: 'latency', on: 'write', ms: 4_999, times: 1 });
+
+    const { result, tookMs } = await onSimulation(async () => {
+      const deadline = new AbortController();
+      const cancel = simulation!.clock.after(5_000, () => deadline.abort());
+      const response = await container.items.create(
+        { id: 'in-time', pk: 'c' },
+        { abortSignal: deadline.signal },
+      );
+      cancel();
+      return response.statusCode;
+    });
+
+    expect(result).toBe(201);
+    expect(tookMs).toBe(4_999);
+  });
+
+  it('an abortSignal aborted before the request starts fails it at once, unsent', async () => {
+    const { result } = await onSimulation(() =>
+      container.items.create({ id: 'never', pk: 'd' }, { abortSignal: AbortSignal.abort() }).then(
+        () => 'answered',
+        (error: Error) => error.name,
+      ),
+    );
+
+    expect(result).toBe('AbortError');
+    expect((await container.item('never', 'd').read()).statusCode).toBe(404);
+  });
 });
