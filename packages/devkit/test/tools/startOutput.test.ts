@@ -2,14 +2,24 @@ import { type TimerRunReport } from '@idempotent-consumers/local-azure';
 
 import { LiveOutput } from '../../src/tools/start/output';
 
+/** A LiveOutput for a one-hour retention whose lines are recorded, with the store census `census` gives. */
+function recorded(
+  options?: ConstructorParameters<typeof LiveOutput>[3],
+  census: () => string = () => '',
+): { output: LiveOutput; lines: string[] } {
+  const lines: string[] = [];
+  const output = new LiveOutput(
+    (line) => lines.push(line),
+    () => Promise.resolve(census()),
+    'PT1H',
+    options,
+  );
+  return { output, lines };
+}
+
 describe("npm start's output", () => {
   it('says when no subscription takes a message, and counts it in the totals once there is one', async () => {
-    const lines: string[] = [];
-    const output = new LiveOutput(
-      (line) => lines.push(line),
-      () => Promise.resolve('inbox markers 0'),
-      'PT1H',
-    );
+    const { output, lines } = recorded(undefined, () => 'inbox markers 0');
 
     await output.printTotals();
     output.matchedNoSubscription('business-events', {
@@ -28,13 +38,7 @@ describe("npm start's output", () => {
   });
 
   it('gives only the advice that applies: in watch mode, saving the files loads a new subscription', () => {
-    const lines: string[] = [];
-    const output = new LiveOutput(
-      (line) => lines.push(line),
-      () => Promise.resolve(''),
-      'PT1H',
-      { watching: true },
-    );
+    const { output, lines } = recorded({ watching: true });
 
     output.matchedNoSubscription('business-events', {
       messageId: 'w-2',
@@ -51,13 +55,9 @@ describe("npm start's output", () => {
 });
 
 it('says when a topic declares the subject unsubscribed: dropped on purpose, nothing to restart', () => {
-  const lines: string[] = [];
-  const output = new LiveOutput(
-    (line) => lines.push(line),
-    () => Promise.resolve(''),
-    'PT1H',
-    { unsubscribed: (topic, subject) => topic === 'shipping-events' && subject === 'ShipmentPlanned' },
-  );
+  const { output, lines } = recorded({
+    unsubscribed: (topic, subject) => topic === 'shipping-events' && subject === 'ShipmentPlanned',
+  });
 
   output.matchedNoSubscription('shipping-events', {
     messageId: 's-1',
@@ -84,12 +84,7 @@ describe("npm start's delivery lines", () => {
   });
 
   it('say which business documents a delivery changed, from its debug line', () => {
-    const lines: string[] = [];
-    const output = new LiveOutput(
-      (line) => lines.push(line),
-      () => Promise.resolve(''),
-      'PT1H',
-    );
+    const { output, lines } = recorded();
 
     output.delivery(
       delivered([
@@ -110,12 +105,7 @@ describe("npm start's delivery lines", () => {
   });
 
   it("say a duplicate's cause, as the console and the logs in Azure do", () => {
-    const lines: string[] = [];
-    const output = new LiveOutput(
-      (line) => lines.push(line),
-      () => Promise.resolve(''),
-      'PT1H',
-    );
+    const { output, lines } = recorded();
 
     output.delivery({ ...delivered([]), outcome: 'duplicate', cause: 'redelivery-after-lock-expiry' });
     output.delivery({ ...delivered([]), outcome: 'processed', alternative: 'backorder' });
@@ -128,12 +118,7 @@ describe("npm start's delivery lines", () => {
   });
 
   it('name the trace a delivery ran in, its operation_Id in Application Insights', () => {
-    const lines: string[] = [];
-    const output = new LiveOutput(
-      (line) => lines.push(line),
-      () => Promise.resolve(''),
-      'PT1H',
-    );
+    const { output, lines } = recorded();
 
     output.delivery({ ...delivered([]), traceId: '0af7651916cd43dd8448eb211c80319c' });
     output.stop();
@@ -160,12 +145,7 @@ describe("npm start's output stays quiet when nothing happens", () => {
   });
 
   it('prints a timer run only when it failed, warned, or purged or sent something', () => {
-    const lines: string[] = [];
-    const output = new LiveOutput(
-      (line) => lines.push(line),
-      () => Promise.resolve(''),
-      'PT1H',
-    );
+    const { output, lines } = recorded();
 
     output.timerRun(run(['Purged 0 expired markers {"purged":0}']));
     output.timerRun(run(['Outbox: 0 pending {"sent":0,"pending":0}']));
@@ -185,13 +165,8 @@ describe("npm start's output stays quiet when nothing happens", () => {
   });
 
   it('prints the totals once things go quiet only when they changed, and always on Ctrl+C', async () => {
-    const lines: string[] = [];
     let census = 'inbox markers 0';
-    const output = new LiveOutput(
-      (line) => lines.push(line),
-      () => Promise.resolve(census),
-      'PT1H',
-    );
+    const { output, lines } = recorded(undefined, () => census);
 
     await output.printTotals({ always: false });
     await output.printTotals({ always: false });
