@@ -1,6 +1,6 @@
 import type { InvocationContext, Timer } from '@azure/functions';
 
-import { type CircuitBreaker, CircuitOpenError } from './breaker';
+import { type BreakerClock, type CircuitBreaker, CircuitOpenError } from './breaker';
 import type { Consumer } from './consumer';
 import {
   asOriginal,
@@ -46,6 +46,12 @@ export interface InboxRuntime extends ProcessDependencies {
   deployedEntities?: () => Promise<DeployedEntities>;
   /** Schedules delayed-retry copies (delayedRetry.ts); a consumer with delayed retry needs it. */
   retryScheduler?: RetryScheduler;
+  /**
+   * The timers of the deadlines the app sets on its Cosmos DB requests (a relay's mark): real
+   * timers when unset, as in Azure. A deterministic simulation, where requests take model time,
+   * sets its model clock; a scaled clock must not, since its requests take real time.
+   */
+  requestDeadlines?: Pick<BreakerClock, 'after'>;
 }
 
 export type ServiceBusHandler = (message: unknown, context: InvocationContext) => Promise<void>;
@@ -312,15 +318,17 @@ export function outboxRelayHandler(runtime: () => InboxRuntime): CosmosDBHandler
   };
 }
 
-/** What the relay and the sweeper take from the runtime: the breaker's clock is the app's (the model's offline). */
+/** What the relay and the sweeper take from the runtime. */
 function relayDependencies(runtime: InboxRuntime): RelayDependencies {
-  const { container, publisher, now, settings, breaker } = runtime;
+  const { container, publisher, now, settings, requestDeadlines } = runtime;
   return {
     container,
     publisher,
     now,
     settings,
-    after: (ms, callback) => breaker.options.clock.after(ms, callback),
+    ...(requestDeadlines === undefined
+      ? {}
+      : { after: (ms: number, callback: () => void) => requestDeadlines.after(ms, callback) }),
   };
 }
 

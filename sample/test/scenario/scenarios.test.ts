@@ -50,6 +50,18 @@ describe('scenarios', () => {
     expect(commitToSend!.max).toBeLessThan(60_000);
   });
 
+  // Issue 45: a write held for minutes (the slow-write fault) that landed on a dispatch mark held
+  // the relay, and every page behind it, for as long: the relay gives a mark up after 5 s of model
+  // time (the runtime's requestDeadlines, on the model clock here) and tries it again.
+  it('slow writes: the relay gives a held dispatch mark up at its deadline and keeps up', async () => {
+    const report = await environment.run({ messages: 500, seed: 31337, faults: { slowHandler: 0.02 } });
+
+    expect(failures(report)).toEqual([]);
+    const { firstSentBy, staged, commitToSend } = report.accounting.outbox;
+    expect(firstSentBy).toEqual({ relay: staged, sweeper: 0, none: 0 });
+    expect(commitToSend!.max).toBeLessThan(60_000);
+  });
+
   it('producer resends: the broker drops those inside the window, the inbox absorbs those after it', async () => {
     const report = await environment.run({
       messages: 300,

@@ -65,6 +65,7 @@ export function appOnSimulation(
     publisher: runtime.publisher,
     retryScheduler: runtime.retryScheduler,
     settings: runtime.settings,
+    requestDeadlines: runtime.requestDeadlines,
   };
   const retryScheduler = new BrokerRetryScheduler(options.broker, () => clock.now());
   const appBreaker = saved.breaker.options;
@@ -74,6 +75,8 @@ export function appOnSimulation(
     sleep: (ms: number) => clock.sleep(ms),
     random: seededRandom(seed ^ 0x68e31da4),
     retryScheduler,
+    // Requests take model time here: their deadlines (a relay's mark) run on it too.
+    requestDeadlines: clock,
     breaker: new CircuitBreaker({
       ...appBreaker,
       clock,

@@ -3,12 +3,7 @@ import diagnostics from 'node:diagnostics_channel';
 import type { ClientRequest } from 'node:http';
 import path from 'node:path';
 
-import {
-  type Container,
-  CosmosClient,
-  type CosmosClientOptions,
-  type Database,
-} from '@azure/cosmos';
+import { type Container, CosmosClient, type CosmosClientOptions, type Database } from '@azure/cosmos';
 import { ServiceBusClient } from '@azure/service-bus';
 import {
   bindingOf,
