@@ -96,6 +96,33 @@ describe('the outbox relay function', () => {
     expect(outbox.map((d) => d.status)).toEqual(['pending']);
   });
 
+  it("gives a dispatch mark Cosmos DB holds up at the deadline the runtime's requestDeadlines set, and tries it again", async () => {
+    const page = await committedPage('r4');
+    const asked: number[] = [];
+    const runtime = inboxRuntime();
+    // Deadlines that pass after 30 ms of real time, while the server holds the first mark for 400 ms.
+    runtime.requestDeadlines = {
+      after: (ms, callback) => {
+        asked.push(ms);
+        const timer = setTimeout(callback, 30);
+        return () => clearTimeout(timer);
+      },
+    };
+    const held = stack.server.faults.inject({ kind: 'latency', on: 'write', ms: 400, times: 1 });
+    try {
+      const result = await relayChanges('outbox-relay', page);
+
+      expect(result.error).toBeUndefined();
+      expect(held.hits).toBe(1);
+      // The mark given up, and its second attempt.
+      expect(asked).toEqual([5_000, 5_000]);
+      const outbox = (await documentsIn(stack.container, 'account:r4')).filter((d) => d.type === OUTBOX_TYPE);
+      expect(outbox.map((d) => d.status)).toEqual(['dispatched']);
+    } finally {
+      delete runtime.requestDeadlines;
+    }
+  });
+
   it('ignores a page without outbox documents, sending and logging nothing', async () => {
     const result = await relayChanges('outbox-relay', [{ id: 'x', partitionKey: 'p', type: 'invoice' }]);
 
