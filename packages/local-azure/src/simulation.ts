@@ -144,6 +144,7 @@ export class Simulation {
     return new Promise<void>((resolve) => {
       this.turns.push(resolve);
       this.activity++;
+      this.wakeDriver?.();
     });
   }
 
@@ -156,9 +157,11 @@ export class Simulation {
   /**
    * Returns once no operation runs and two event-loop turns pass without activity. After a failed
    * query or change feed read, the SDK's retry sleeps in real time (0 ms for a 503, the server's
-   * retry-after for a 429) before it asks for a turn: a real-time wait of RETRY_GRACE_MS, set after
-   * that sleep was (the SDK sets it in the microtasks that follow the failure), ends after it, so
-   * that the retry comes next, not a timer the driver fires meanwhile, in every run of a seed.
+   * retry-after for a 429) before it asks for a turn: a real-time wait of up to RETRY_GRACE_MS, set
+   * after that sleep was (the SDK sets it in the microtasks that follow the failure), ends after it,
+   * so that the retry comes next, not a timer the driver fires meanwhile, in every run of a seed.
+   * The wait ends as soon as the retry asks for its turn: a run under a long throttling outage has
+   * thousands of them.
    */
   private async quiet(): Promise<void> {
     for (;;) {
@@ -173,7 +176,15 @@ export class Simulation {
       if (this.activity !== before || this.running !== 0) continue;
       if (!this.failedRequest) return;
       this.failedRequest = false;
-      await sleep(RETRY_GRACE_MS);
+      // Ends as soon as the retry asks for its turn (`turn`); RETRY_GRACE_MS when none comes.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, RETRY_GRACE_MS);
+        this.wakeDriver = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wakeDriver = undefined;
     }
   }
 }
